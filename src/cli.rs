@@ -1,0 +1,78 @@
+//! Command-line flags, named as Prometheus exporters name them (`--web.listen-address`, ...).
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Continuous direct-I/O disk probes and /proc/diskstats, exported for Prometheus.
+#[derive(Debug, Parser)]
+#[command(name = "diskprobe_exporter", version, about, long_about = None)]
+pub struct Cli {
+    /// Configuration file (TOML). Without it the embedded default configuration runs.
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+
+    /// Validate the configuration and exit: 0 when valid, 2 when not.
+    #[arg(long = "config.check")]
+    pub config_check: bool,
+
+    /// Address to listen on, host:port (":9957" = every interface). Overrides [web] listen_address.
+    #[arg(long = "web.listen-address", value_name = "ADDRESS")]
+    pub listen_address: Option<String>,
+
+    /// Path under which to expose metrics. Overrides [web] telemetry_path. [default: /metrics]
+    #[arg(long = "web.telemetry-path", value_name = "PATH")]
+    pub telemetry_path: Option<String>,
+
+    /// Maximum number of simultaneous HTTP connections; further clients wait to be accepted.
+    #[arg(long = "web.max-connections", default_value_t = 128, value_name = "N")]
+    pub max_connections: usize,
+
+    /// procfs mountpoint.
+    #[arg(long = "path.procfs", default_value = "/proc", value_name = "PATH")]
+    pub procfs: PathBuf,
+
+    /// sysfs mountpoint.
+    #[arg(long = "path.sysfs", default_value = "/sys", value_name = "PATH")]
+    pub sysfs: PathBuf,
+
+    /// Only log messages with the given severity or above.
+    #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
+    pub log_level: LogLevel,
+
+    /// Output format of log messages.
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]
+    pub log_format: LogFormat,
+
+    /// One-shot commands; without one, the agent runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run probes once on a target, print the results and exit.
+    Probe(crate::probe::cli::ProbeArgs),
+}
+
+/// `--log.level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Everything, including per-line parser notes.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Only problems.
+    Warn,
+    /// Only failures.
+    Error,
+}
+
+/// `--log.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// `ts=... level=info msg=...`, like Prometheus' Go exporters.
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}

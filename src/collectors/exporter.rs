@@ -1,0 +1,106 @@
+//! Metrics about the exporter itself: `diskprobe_build_info` and the configuration reload state.
+
+use super::{CollectError, Collector};
+use crate::exposition::FamilyBuilder;
+use prometheus::proto::MetricFamily;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Whether the last (re)load of the configuration worked, and when one last did.
+#[derive(Debug)]
+pub struct ReloadStatus {
+    state: Mutex<(bool, f64)>,
+}
+
+impl ReloadStatus {
+    /// Status right after the initial load succeeded.
+    pub fn loaded_now() -> Self {
+        ReloadStatus {
+            state: Mutex::new((true, unix_now())),
+        }
+    }
+
+    /// Records a successful (re)load at the current time.
+    pub fn record_success(&self) {
+        *self.lock() = (true, unix_now());
+    }
+
+    /// Records a failed reload; the success timestamp keeps its previous value.
+    pub fn record_failure(&self) {
+        self.lock().0 = false;
+    }
+
+    /// `(last_reload_successful, last_success_unix_seconds)`.
+    pub fn get(&self) -> (bool, f64) {
+        *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, f64)> {
+        // A poisoned lock only means a panic elsewhere while holding two plain values.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Reports build information and the reload status.
+pub struct ExporterCollector {
+    reload: std::sync::Arc<ReloadStatus>,
+}
+
+impl ExporterCollector {
+    /// A collector reading `reload`.
+    pub fn new(reload: std::sync::Arc<ReloadStatus>) -> Self {
+        ExporterCollector { reload }
+    }
+}
+
+/// The crate version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git revision, when the build set `DISKPROBE_REVISION`.
+pub const REVISION: &str = match option_env!("DISKPROBE_REVISION") {
+    Some(r) => r,
+    None => "unknown",
+};
+
+impl Collector for ExporterCollector {
+    fn name(&self) -> &'static str {
+        "exporter"
+    }
+
+    fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError> {
+        let mut info = FamilyBuilder::gauge(
+            "diskprobe_build_info",
+            "A metric with a constant '1' value labeled by version, revision, and the target os and arch for which diskprobe_exporter was built.",
+        );
+        info.sample(
+            &[
+                ("version", VERSION),
+                ("revision", REVISION),
+                ("os", std::env::consts::OS),
+                ("arch", std::env::consts::ARCH),
+            ],
+            1.0,
+        );
+        info.finish_into(out);
+        let (ok, ts) = self.reload.get();
+        let mut success = FamilyBuilder::gauge(
+            "diskprobe_config_last_reload_successful",
+            "Whether the last configuration reload attempt was successful.",
+        );
+        success.sample(&[], if ok { 1.0 } else { 0.0 });
+        success.finish_into(out);
+        let mut when = FamilyBuilder::gauge(
+            "diskprobe_config_last_reload_success_timestamp_seconds",
+            "Timestamp of the last successful configuration reload.",
+        );
+        when.sample(&[], ts);
+        when.finish_into(out);
+        Ok(())
+    }
+}

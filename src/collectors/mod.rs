@@ -1,0 +1,126 @@
+//! Collectors: each produces metric families fresh on every scrape.
+//!
+//! One collector per file behind the [`Collector`] trait, all run by a [`Registry`] that also
+//! reports `diskprobe_scrape_collector_success` and `diskprobe_scrape_collector_duration_seconds`
+//! per collector, as node_exporter does. Because every scrape builds its series anew, a device or
+//! target that disappears takes its series with it.
+
+pub mod diskstats;
+pub mod exporter;
+pub mod process;
+
+use crate::exposition::FamilyBuilder;
+use prometheus::proto::MetricFamily;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a collector could not produce its metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// A file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Any other failure, described.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A source of metric families.
+pub trait Collector: Send + Sync {
+    /// The `collector` label value.
+    fn name(&self) -> &'static str;
+    /// Appends this collector's families to `out`.
+    fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError>;
+}
+
+/// Runs a fixed set of collectors on every scrape.
+#[derive(Clone, Default)]
+pub struct Registry {
+    collectors: Vec<Arc<dyn Collector>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a collector; scrapes run collectors in the order they were added.
+    pub fn register(&mut self, collector: Arc<dyn Collector>) {
+        self.collectors.push(collector);
+    }
+
+    /// Runs every collector and returns all families sorted by name.
+    pub fn gather(&self) -> Vec<MetricFamily> {
+        let mut out = Vec::with_capacity(64);
+        let mut success = FamilyBuilder::gauge(
+            "diskprobe_scrape_collector_success",
+            "diskprobe_exporter: Whether a collector succeeded.",
+        );
+        let mut duration = FamilyBuilder::gauge(
+            "diskprobe_scrape_collector_duration_seconds",
+            "diskprobe_exporter: Duration of a collector scrape.",
+        );
+        let mut scratch = Vec::new();
+        for collector in &self.collectors {
+            let start = Instant::now();
+            scratch.clear();
+            let ok = match collector.collect(&mut scratch) {
+                Ok(()) => {
+                    out.append(&mut scratch);
+                    true
+                }
+                Err(err) => {
+                    tracing::error!(collector = collector.name(), %err, "collector failed");
+                    false
+                }
+            };
+            let labels = [("collector", collector.name())];
+            duration.sample(&labels, start.elapsed().as_secs_f64());
+            success.sample(&labels, if ok { 1.0 } else { 0.0 });
+        }
+        duration.finish_into(&mut out);
+        success.finish_into(&mut out);
+        out.sort_by(|a, b| a.name().cmp(b.name()));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Failing;
+    impl Collector for Failing {
+        fn name(&self) -> &'static str {
+            "failing"
+        }
+        fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError> {
+            let mut g = FamilyBuilder::gauge("partial", "Should not be exposed.");
+            g.sample(&[], 1.0);
+            g.finish_into(out);
+            Err(CollectError::Other("boom".into()))
+        }
+    }
+
+    #[test]
+    fn failing_collector_reports_zero_and_drops_partial_output() {
+        let mut r = Registry::new();
+        r.register(Arc::new(Failing));
+        let families = r.gather();
+        let names: Vec<_> = families.iter().map(|f| f.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "diskprobe_scrape_collector_duration_seconds",
+                "diskprobe_scrape_collector_success"
+            ]
+        );
+        assert_eq!(families[1].get_metric()[0].get_gauge().get_value(), 0.0);
+    }
+}

@@ -1,0 +1,246 @@
+//! Configuration: TOML text → [`raw::RawConfig`] (serde) → validated [`Config`].
+//!
+//! Everything is checked here, once, so the rest of the agent receives typed values (compiled
+//! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
+//! column, the key and what was expected ([`ConfigError`]).
+
+pub mod raw;
+
+use crate::device_filter::DeviceFilter;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// The default `--web.listen-address`.
+pub const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
+/// The default `--web.telemetry-path`.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+
+/// A validated configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `[web]`.
+    pub web: WebConfig,
+    /// `[diskstats]`.
+    pub diskstats: DiskstatsConfig,
+}
+
+/// Validated `[web]`; `None` means "use the flag or the default".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebConfig {
+    /// Address to listen on.
+    pub listen_address: Option<ListenAddress>,
+    /// Path of the metrics endpoint.
+    pub telemetry_path: Option<String>,
+}
+
+/// Validated `[diskstats]`.
+#[derive(Debug, Clone, Default)]
+pub struct DiskstatsConfig {
+    /// Which devices are reported.
+    pub filter: DeviceFilter,
+}
+
+/// A `host:port` to listen on; an empty host (`:9957`) means every interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddress {
+    /// Host name or IP address; empty for all interfaces.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl ListenAddress {
+    /// Parses `host:port`, `:port` or `[v6]:port`.
+    pub fn parse(s: &str) -> Result<ListenAddress, String> {
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("expected host:port or :port, found {s:?}"))?;
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| format!("expected a port number 0-65535 after ':', found {port:?}"))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        Ok(ListenAddress {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for ListenAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A configuration that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read configuration: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file was read but is not a valid configuration.
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the offending key or value.
+        line: usize,
+        /// 1-based column (in characters).
+        column: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+impl Config {
+    /// The configuration used without `--config.file`.
+    pub fn embedded_default() -> Config {
+        Config::default()
+    }
+
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text, path)
+    }
+
+    /// Parses and validates `text`; `path` is only used in error messages.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let located = |span: Option<Range<usize>>, message: String| {
+            let (line, column) = line_column(text, span.map(|s| s.start).unwrap_or(0));
+            ConfigError::Invalid {
+                path: path.to_owned(),
+                line,
+                column,
+                message,
+            }
+        };
+        let raw: raw::RawConfig =
+            toml::from_str(text).map_err(|e| located(e.span(), e.message().trim().to_owned()))?;
+        validate(raw).map_err(|e| located(Some(e.span), e.message))
+    }
+}
+
+/// A validation error before it is given a file name and line.
+struct SpannedError {
+    span: Range<usize>,
+    message: String,
+}
+
+fn invalid<T>(value: &toml::Spanned<T>, message: String) -> SpannedError {
+    SpannedError {
+        span: value.span(),
+        message,
+    }
+}
+
+fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
+    let listen_address = raw
+        .web
+        .listen_address
+        .as_ref()
+        .map(|a| {
+            ListenAddress::parse(a.get_ref())
+                .map_err(|m| invalid(a, format!("web.listen_address: {m}")))
+        })
+        .transpose()?;
+    let telemetry_path = raw
+        .web
+        .telemetry_path
+        .as_ref()
+        .map(|p| {
+            let s = p.get_ref();
+            if s.starts_with('/') && s.len() > 1 && !s.starts_with("/-/") {
+                Ok(s.clone())
+            } else {
+                Err(invalid(
+                    p,
+                    format!(
+                        "web.telemetry_path: expected an absolute URL path other than / and /-/..., found {s:?}"
+                    ),
+                ))
+            }
+        })
+        .transpose()?;
+    let compile = |key: &str, value: &toml::Spanned<String>| {
+        regex::Regex::new(value.get_ref()).map_err(|e| {
+            invalid(
+                value,
+                format!("diskstats.{key}: expected a regular expression: {e}"),
+            )
+        })
+    };
+    let filter = match (&raw.diskstats.device_include, &raw.diskstats.device_exclude) {
+        (Some(include), Some(_)) => {
+            return Err(invalid(
+                include,
+                "diskstats: device_include and device_exclude are mutually exclusive; set one"
+                    .to_owned(),
+            ));
+        }
+        (Some(include), None) => DeviceFilter::Include(compile("device_include", include)?),
+        (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
+        (None, None) => DeviceFilter::default_exclude(),
+    };
+    Ok(Config {
+        web: WebConfig {
+            listen_address,
+            telemetry_path,
+        },
+        diskstats: DiskstatsConfig { filter },
+    })
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_characters() {
+        assert_eq!(line_column("a\nbé=c", 5), (2, 4));
+        assert_eq!(line_column("", 0), (1, 1));
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            ListenAddress::parse(":9957").unwrap(),
+            ListenAddress {
+                host: String::new(),
+                port: 9957
+            }
+        );
+        assert_eq!(ListenAddress::parse("[::1]:1").unwrap().host, "::1");
+        assert_eq!(
+            ListenAddress::parse("127.0.0.1:0").unwrap().to_string(),
+            "127.0.0.1:0"
+        );
+        assert!(ListenAddress::parse("9957").is_err());
+        assert!(ListenAddress::parse(":99999").is_err());
+    }
+}

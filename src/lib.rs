@@ -1,0 +1,30 @@
+//! diskprobe_exporter: a Prometheus exporter that continuously probes disks with short direct-I/O
+//! runs and publishes `/proc/diskstats` beside the results.
+//!
+//! # Layout
+//! Data flows one way: configuration → collectors → exposition → HTTP.
+//!
+//! - [`cli`]: command-line flags (Prometheus exporter names).
+//! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
+//! - [`diskstats`]: pure `/proc/diskstats` parser.
+//! - [`device_filter`]: device include/exclude regexes.
+//! - [`block_info`]: static facts about a block device from sysfs.
+//! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
+//! - [`exposition`]: metric families and their text / OpenMetrics encoding.
+//! - [`server`]: hyper HTTP server and routes.
+//! - [`agent`]: the daemon: startup, signals, reload, shutdown.
+//! - [`logging`]: tracing setup (logfmt or JSON).
+//! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod block_info;
+pub mod cli;
+pub mod collectors;
+pub mod config;
+pub mod device_filter;
+pub mod diskstats;
+pub mod exposition;
+pub mod logging;
+pub mod probe;
+pub mod server;

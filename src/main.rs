@@ -1,0 +1,49 @@
+//! The `diskprobe_exporter` binary: parses flags and hands over to the library.
+
+use clap::Parser;
+use diskprobe_exporter::agent::{self, EXIT_CONFIG};
+use diskprobe_exporter::cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut cli = Cli::parse();
+    diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
+    if let Some(Command::Probe(args)) = cli.command.take() {
+        return diskprobe_exporter::probe::cli::run(args);
+    }
+    let config = match agent::load_config(&cli) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::error!(%err, "invalid configuration");
+            eprintln!("{err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if cli.config_check {
+        let source = cli
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "embedded default".to_owned());
+        println!("{source}: configuration is valid");
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("diskprobe-rt")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(agent::run(cli, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(err = %format!("{err:#}"), "fatal");
+            ExitCode::FAILURE
+        }
+    }
+}

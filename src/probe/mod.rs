@@ -1,0 +1,3 @@
+//! Direct-I/O probes: profiles, targets, engines and results.
+
+pub mod cli;

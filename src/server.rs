@@ -1,0 +1,169 @@
+//! The HTTP server: `/metrics` (or the configured telemetry path), `/-/healthy`, `/-/ready` and a
+//! landing page, on hyper 1.x over tokio.
+//!
+//! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
+//! its request headers within [`HEADER_READ_TIMEOUT`], headers larger than [`MAX_HEADER_BYTES`] get
+//! a 431, and at most `max_connections` connections are served at once (the accept loop waits for
+//! a free slot). [`run`] returns once `shutdown` fires and every in-flight request has finished,
+//! or after [`SHUTDOWN_GRACE`].
+
+use crate::collectors::Registry;
+use crate::exposition::{self, Format};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// How long a client may take to send its request headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head accepted; larger ones get 431.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// How long shutdown waits for in-flight requests.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
+
+/// What the server needs to answer requests.
+pub struct App {
+    /// Collectors run on each scrape.
+    pub registry: Registry,
+    /// Path of the metrics endpoint.
+    pub telemetry_path: String,
+    /// Maximum simultaneous connections.
+    pub max_connections: usize,
+}
+
+/// Serves `app` on `listener` until `shutdown` completes.
+pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(app.max_connections.max(1)));
+    let mut backoff = Duration::from_millis(5);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    backoff = Duration::from_millis(5);
+                    stream
+                }
+                Err(err) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::error!(%err, "accept failed; retrying in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = service_fn(move |req| {
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(handle(&app, &req)) }
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(MAX_HEADER_BYTES);
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(err) = conn.await {
+                tracing::debug!(%err, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => tracing::debug!("all connections closed"),
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+        }
+    }
+}
+
+fn respond(
+    status: StatusCode,
+    content_type: &str,
+    body: Vec<u8>,
+    head: bool,
+) -> Response<Full<Bytes>> {
+    let len = body.len();
+    let body = if head {
+        Bytes::new()
+    } else {
+        Bytes::from(body)
+    };
+    let mut resp = Response::new(Full::new(body));
+    *resp.status_mut() = status;
+    let headers = resp.headers_mut();
+    if let Ok(v) = content_type.parse() {
+        headers.insert(CONTENT_TYPE, v);
+    }
+    headers.insert(CONTENT_LENGTH, len.into());
+    resp
+}
+
+/// Answers one request.
+pub fn handle(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let head = req.method() == Method::HEAD;
+    if req.method() != Method::GET && !head {
+        let mut resp = respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            b"Method Not Allowed: only GET and HEAD are served\n".to_vec(),
+            false,
+        );
+        resp.headers_mut()
+            .insert(ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
+        return resp;
+    }
+    let text = "text/plain; charset=utf-8";
+    match req.uri().path() {
+        p if p == app.telemetry_path => {
+            let accept = req
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            let format = Format::negotiate(accept);
+            let families = app.registry.gather();
+            let body = exposition::encode(&families, format);
+            respond(StatusCode::OK, format.content_type(), body, head)
+        }
+        "/-/healthy" => respond(StatusCode::OK, text, b"Healthy\n".to_vec(), head),
+        "/-/ready" => respond(StatusCode::OK, text, b"Ready\n".to_vec(), head),
+        "/" => respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            landing_page(&app.telemetry_path).into_bytes(),
+            head,
+        ),
+        _ => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),
+    }
+}
+
+fn landing_page(telemetry_path: &str) -> String {
+    let version = crate::collectors::exporter::VERSION;
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>diskprobe_exporter</title></head>\n\
+         <body><h1>diskprobe_exporter</h1>\n<p>Continuous disk probes and /proc/diskstats for Prometheus. Version {version}.</p>\n\
+         <ul><li><a href=\"{telemetry_path}\">Metrics</a></li>\n<li><a href=\"/-/healthy\">Health</a></li>\n\
+         <li><a href=\"/-/ready\">Readiness</a></li></ul>\n</body></html>\n"
+    )
+}
