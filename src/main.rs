@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     let mut cli = Cli::parse();
     diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
     if let Some(Command::Probe(args)) = cli.command.take() {
-        return diskprobe_exporter::probe::cli::run(args);
+        return diskprobe_exporter::probe::cli::run(args, &cli.procfs, &cli.sysfs);
     }
     let config = match agent::load_config(&cli) {
         Ok(config) => config,

@@ -1,7 +1,7 @@
 //! `diskprobe_exporter probe`: run profiles once on a target and print the results.
 
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Flags of the one-shot `probe` subcommand.
@@ -13,7 +13,7 @@ pub struct ProbeArgs {
 }
 
 /// Runs the one-shot probe.
-pub fn run(args: ProbeArgs) -> ExitCode {
+pub fn run(args: ProbeArgs, _procfs: &Path, _sysfs: &Path) -> ExitCode {
     eprintln!(
         "diskprobe_exporter probe: not available in this build (target {})",
         args.target.display()
