@@ -54,3 +54,208 @@ pub fn is_root() -> bool {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// A running agent process, killed when dropped.
+pub struct Agent {
+    /// The child process.
+    pub child: std::process::Child,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    /// Everything it logged so far (stderr), appended by a reader thread.
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Agent {
+    /// Starts the binary with `args` plus `--web.listen-address=127.0.0.1:0` and waits until it
+    /// logs the address it listens on.
+    pub fn start(args: &[&str]) -> Agent {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(binary())
+            .args(args)
+            .arg("--web.listen-address=127.0.0.1:0")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start diskprobe_exporter");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("message=listening") {
+                    let addr = line
+                        .split_whitespace()
+                        .find_map(|kv| kv.strip_prefix("address="))
+                        .and_then(|a| a.parse::<std::net::SocketAddr>().ok());
+                    let _ = tx.send(addr);
+                }
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(Some(addr)) => addr,
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "agent did not report its address ({other:?}); log:\n{}",
+                    log.lock().unwrap()
+                );
+            }
+        };
+        Agent { child, addr, log }
+    }
+
+    /// GET `path` and return the status and body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let resp = http_request(self.addr, "GET", path, &[]);
+        (resp.status, resp.body)
+    }
+
+    /// Sends `signal` (e.g. `"HUP"`) to the agent with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Polls the log until it contains `needle`, up to `timeout`.
+    pub fn wait_log(&self, needle: &str, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if self.log.lock().unwrap().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A parsed HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Header lines, lower-cased names.
+    pub headers: Vec<(String, String)>,
+    /// Body as text.
+    pub body: String,
+}
+
+impl Response {
+    /// The first header named `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one HTTP/1.1 request over plain TCP (`Connection: close`) and reads the whole response.
+pub fn http_request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Response {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).expect("send request");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    parse_response(&raw)
+}
+
+/// Parses a raw HTTP/1.1 response with a Content-Length body.
+pub fn parse_response(raw: &[u8]) -> Response {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked { dechunk(body) } else { body.to_owned() };
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Decodes a chunked transfer-encoded body.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+    }
+    out
+}
+
+/// Parses Prometheus text exposition into `(series, value)` pairs, where `series` is the sample
+/// line up to the value (name and labels as written).
+pub fn samples(exposition: &str) -> Vec<(String, f64)> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let value = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v.parse().ok()?,
+            };
+            Some((series.to_owned(), value))
+        })
+        .collect()
+}

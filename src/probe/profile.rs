@@ -1,0 +1,178 @@
+//! Probe profiles: what one probe run does (direction and pattern, block size, queue depth, how
+//! long), and the built-in set that covers the classic six fio jobs.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Access pattern and direction, named as fio's `rw=` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rw {
+    /// Uniformly random reads (`randread`).
+    RandRead,
+    /// Uniformly random writes (`randwrite`).
+    RandWrite,
+    /// Sequential reads that wrap at the end of the region (`read`).
+    Read,
+    /// Sequential writes that wrap at the end of the region (`write`).
+    Write,
+}
+
+impl Rw {
+    /// fio's name for this pattern.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::Read => "read",
+            Rw::Write => "write",
+        }
+    }
+
+    /// Parses fio's name (`randread`, `randwrite`, `read`, `write`).
+    pub fn parse(text: &str) -> Option<Rw> {
+        match text {
+            "randread" => Some(Rw::RandRead),
+            "randwrite" => Some(Rw::RandWrite),
+            "read" => Some(Rw::Read),
+            "write" => Some(Rw::Write),
+            _ => None,
+        }
+    }
+
+    /// Whether the pattern writes.
+    pub fn is_write(self) -> bool {
+        matches!(self, Rw::RandWrite | Rw::Write)
+    }
+
+    /// Whether offsets are random (otherwise sequential).
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite)
+    }
+}
+
+impl fmt::Display for Rw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One probe: what to do and for how long. A run ends at `runtime` or after `number_ios` I/Os,
+/// whichever comes first; at least one of the two must be set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// Name, the `profile` label.
+    pub name: String,
+    /// Access pattern and direction.
+    pub rw: Rw,
+    /// Bytes per I/O.
+    pub block_size: u64,
+    /// I/Os kept in flight.
+    pub iodepth: u32,
+    /// How long a run lasts.
+    pub runtime: Option<Duration>,
+    /// Stop after this many I/Os.
+    pub number_ios: Option<u64>,
+    /// Cap on the issue rate in I/Os per second (latency is then measured from each I/O's intended
+    /// issue time).
+    pub rate_iops: Option<u32>,
+    /// Region size in bytes (file targets: the probe file size), when the profile sets one.
+    pub size: Option<u64>,
+}
+
+/// Runtime of the built-in profiles.
+pub const BUILTIN_RUNTIME: Duration = Duration::from_secs(1);
+
+/// The built-in profiles: `(name, rw, block size, iodepth)`.
+const BUILTINS: &[(&str, Rw, u64, u32)] = &[
+    ("randread-4k-qd1", Rw::RandRead, 4096, 1),
+    ("randread-4k-qd32", Rw::RandRead, 4096, 32),
+    ("randread-4k-qd128", Rw::RandRead, 4096, 128),
+    ("read-1m-qd16", Rw::Read, 1 << 20, 16),
+    ("read-1m-qd64", Rw::Read, 1 << 20, 64),
+    ("randwrite-4k-qd1", Rw::RandWrite, 4096, 1),
+    ("randwrite-4k-qd32", Rw::RandWrite, 4096, 32),
+    ("randwrite-4k-qd128", Rw::RandWrite, 4096, 128),
+    ("write-1m-qd16", Rw::Write, 1 << 20, 16),
+    ("write-1m-qd64", Rw::Write, 1 << 20, 64),
+];
+
+/// Names of the read-only built-ins that run when no profile is chosen, in order: latency at QD1,
+/// IOPS at QD32, throughput at QD16.
+pub const DEFAULT_READ_PROFILES: &[&str] = &["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"];
+
+impl Profile {
+    /// Every built-in profile. They cover the seed's six fio jobs (4k random read and write at
+    /// QD128, 1M sequential read and write at QD64, 4k random read and write at QD1) plus
+    /// lighter QD32/QD16 variants, each with a [`BUILTIN_RUNTIME`] runtime.
+    pub fn builtins() -> Vec<Profile> {
+        BUILTINS
+            .iter()
+            .map(|&(name, rw, block_size, iodepth)| Profile {
+                name: name.to_owned(),
+                rw,
+                block_size,
+                iodepth,
+                runtime: Some(BUILTIN_RUNTIME),
+                number_ios: None,
+                rate_iops: None,
+                size: None,
+            })
+            .collect()
+    }
+
+    /// The built-in profile called `name`.
+    pub fn builtin(name: &str) -> Option<Profile> {
+        Profile::builtins().into_iter().find(|p| p.name == name)
+    }
+
+    /// The canonical `<rw>-<bs>-qd<N>` name of a profile with these parameters.
+    pub fn canonical_name(rw: Rw, block_size: u64, iodepth: u32) -> String {
+        format!("{rw}-{}-qd{iodepth}", format_block_size(block_size))
+    }
+}
+
+/// `4096` → `4k`, `1048576` → `1m`, other values as bytes.
+pub fn format_block_size(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{}m", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{}k", bytes >> 10)
+    } else {
+        bytes.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_names_follow_the_pattern() {
+        for p in Profile::builtins() {
+            assert_eq!(
+                p.name,
+                Profile::canonical_name(p.rw, p.block_size, p.iodepth)
+            );
+            assert!(p.runtime.is_some());
+        }
+        for name in DEFAULT_READ_PROFILES {
+            let p = Profile::builtin(name).expect(name);
+            assert!(!p.rw.is_write());
+        }
+    }
+
+    #[test]
+    fn builtins_cover_the_six_seed_jobs() {
+        for (rw, bs, qd) in [
+            (Rw::RandWrite, 4096, 128),
+            (Rw::RandRead, 4096, 128),
+            (Rw::Write, 1 << 20, 64),
+            (Rw::Read, 1 << 20, 64),
+            (Rw::RandWrite, 4096, 1),
+            (Rw::RandRead, 4096, 1),
+        ] {
+            let name = Profile::canonical_name(rw, bs, qd);
+            assert!(Profile::builtin(&name).is_some(), "{name}");
+        }
+    }
+}

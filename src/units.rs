@@ -1,0 +1,96 @@
+//! Sizes and durations as users write them in the configuration, on the command line and in
+//! fio-style option strings.
+//!
+//! Sizes follow fio: the suffixes `k`, `M`, `G`, `T` are binary (`4k` = 4096, `1G` = 1 GiB), and so
+//! are `KiB`, `MiB`, `GiB`; a bare number is bytes. Durations are humantime strings (`500ms`,
+//! `1m`, `1h 30m`); [`parse_fio_duration`] also accepts a bare number of seconds, as fio does.
+
+use std::time::Duration;
+
+/// A size or duration that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    /// Not a size.
+    #[error("invalid size {value:?}: {reason} (expected e.g. 4k, 1MiB, 1G; k/M/G are binary)")]
+    Size {
+        /// The text given.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Not a duration.
+    #[error("invalid duration {value:?}: {reason} (expected e.g. 500ms, 5s, 1m)")]
+    Duration {
+        /// The text given.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
+
+/// Parses a size in bytes with fio semantics (binary multiples): `4k` = 4096, `1MiB`, `1G` = 2^30.
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    let trimmed = text.trim();
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(trimmed)
+        .map_err(|err| UnitError::Size {
+            value: text.to_owned(),
+            reason: err.to_string(),
+        })
+}
+
+/// Parses a duration such as `500ms`, `5s`, `1m` (humantime syntax).
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    humantime::parse_duration(text.trim()).map_err(|err| UnitError::Duration {
+        value: text.to_owned(),
+        reason: err.to_string(),
+    })
+}
+
+/// Parses a duration as fio does: a bare number is seconds, otherwise as [`parse_duration`].
+pub fn parse_fio_duration(text: &str) -> Result<Duration, UnitError> {
+    let trimmed = text.trim();
+    if let Ok(secs) = trimmed.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    parse_duration(trimmed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_binary_like_fio() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size(" 1g "), Ok(1 << 30));
+    }
+
+    #[test]
+    fn bad_sizes_are_errors() {
+        for bad in ["", "k", "4x", "-1", "1.5.2G", "four"] {
+            let err = parse_size(bad).expect_err(bad);
+            assert!(err.to_string().contains("invalid size"), "{err}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_fio_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_fio_duration("250ms"), Ok(Duration::from_millis(250)));
+    }
+}

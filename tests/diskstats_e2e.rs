@@ -1,0 +1,273 @@
+//! End-to-end diskstats: the real binary against fixture /proc and /sys trees.
+//!
+//! - Golden files: the exposition for each fixture is diffed against `tests/golden/`. Regenerate
+//!   them with `UPDATE_GOLDEN=1 cargo test --test diskstats_e2e` and review the diff.
+//! - `promtool check metrics` must report nothing for the live exposition.
+//! - node_exporter 1.5.0 (Debian's `prometheus-node-exporter`) run on the same fixture must report
+//!   the same values for every `node_disk_*` series.
+
+mod common;
+
+use common::{Agent, http_request, require, samples, which};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn fixtures() -> PathBuf {
+    common::repo_root().join("tests/fixtures")
+}
+
+/// A config file reporting every device (no exclude), in a temp dir.
+fn include_all_config(dir: &Path) -> PathBuf {
+    let path = dir.join("all.toml");
+    std::fs::write(&path, "[diskstats]\ndevice_exclude = \"^$\"\n").unwrap();
+    path
+}
+
+fn start(procfs: &str, config: Option<&Path>) -> Agent {
+    let procfs = fixtures().join(procfs);
+    let sysfs = fixtures().join("sys");
+    let mut args = vec![
+        format!("--path.procfs={}", procfs.display()),
+        format!("--path.sysfs={}", sysfs.display()),
+    ];
+    if let Some(c) = config {
+        args.push(format!("--config.file={}", c.display()));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Agent::start(&args)
+}
+
+/// Drops lines whose values change from run to run (process metrics, timings, build info).
+fn stable(exposition: &str) -> String {
+    exposition
+        .lines()
+        .filter(|l| {
+            !(l.starts_with("process_")
+                || l.starts_with("# HELP process_")
+                || l.starts_with("# TYPE process_")
+                || l.starts_with("diskprobe_scrape_collector_duration_seconds{")
+                || l.starts_with("diskprobe_build_info{")
+                || l.starts_with("diskprobe_config_last_reload_success_timestamp_seconds "))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = common::repo_root().join("tests/golden").join(name);
+    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    if expected != actual {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .filter(|(_, (e, a))| e != a)
+            .take(10)
+            .map(|(i, (e, a))| format!("line {}:\n  golden: {e}\n  actual: {a}", i + 1))
+            .collect();
+        panic!(
+            "{} differs from the output ({} vs {} lines); first differences:\n{}\n\
+             If the change is intended, run UPDATE_GOLDEN=1 cargo test --test diskstats_e2e",
+            path.display(),
+            expected.lines().count(),
+            actual.lines().count(),
+            diff.join("\n")
+        );
+    }
+}
+
+fn promtool_check(exposition: &str) {
+    let Some(promtool) = which("promtool") else {
+        require(false, "promtool (Debian package prometheus)");
+        return;
+    };
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool check metrics reported:\n{findings}"
+    );
+}
+
+#[test]
+fn golden_outputs_for_every_kernel_era() {
+    let tmp = tempfile::tempdir().unwrap();
+    let all = include_all_config(tmp.path());
+    let cases: [(&str, Option<&Path>, &str); 5] = [
+        ("proc-6.1", None, "proc-6.1.default.txt"),
+        ("proc-6.1", Some(&all), "proc-6.1.all.txt"),
+        ("proc-4.19", Some(&all), "proc-4.19.all.txt"),
+        ("proc-4.4", Some(&all), "proc-4.4.all.txt"),
+        ("proc-odd", Some(&all), "proc-odd.all.txt"),
+    ];
+    for (procfs, config, golden) in cases {
+        let agent = start(procfs, config);
+        let (status, body) = agent.get("/metrics");
+        assert_eq!(status, 200, "{procfs}");
+        promtool_check(&body);
+        check_golden(golden, &stable(&body));
+    }
+}
+
+#[test]
+fn openmetrics_golden_when_asked_for() {
+    let agent = start("proc-6.1", None);
+    let resp = http_request(
+        agent.addr,
+        "GET",
+        "/metrics",
+        &[(
+            "Accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+        )],
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    assert!(resp.body.ends_with("# EOF\n"));
+    check_golden("proc-6.1.default.openmetrics.txt", &stable(&resp.body));
+}
+
+#[test]
+fn odd_lines_are_skipped_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let all = include_all_config(tmp.path());
+    let agent = start("proc-odd", Some(&all));
+    let (_, body) = agent.get("/metrics");
+    let s: BTreeMap<String, f64> = samples(&body).into_iter().collect();
+    assert_eq!(
+        s.get("diskprobe_scrape_collector_success{collector=\"diskstats\"}"),
+        Some(&1.0)
+    );
+    // sde has 16 fields: the 14 of the oldest layout are read, the rest ignored.
+    for kept in ["sda", "sdb", "nvme0n1", "sde"] {
+        let key = format!("diskprobe_disk_reads_completed_total{{device=\"{kept}\"}}");
+        assert_eq!(s.get(&key), Some(&1.0), "{kept} should be reported");
+    }
+    for skipped in ["sda1", "sdc", "sdd"] {
+        assert!(!body.contains(&format!("device=\"{skipped}\"")), "{skipped} should be skipped");
+    }
+}
+
+#[test]
+fn missing_diskstats_fails_only_that_collector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let procfs = format!("--path.procfs={}", tmp.path().display());
+    let agent = Agent::start(&[&procfs]);
+    let (status, body) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("diskprobe_scrape_collector_success{collector=\"diskstats\"} 0"));
+    assert!(body.contains("diskprobe_scrape_collector_success{collector=\"exporter\"} 1"));
+    assert!(!body.contains("diskprobe_disk_"));
+}
+
+/// Starts node_exporter on a fixture and returns its exposition.
+fn node_exporter_scrape(procfs: &Path, udev: &Path) -> String {
+    let node = which("prometheus-node-exporter")
+        .or_else(|| which("node_exporter"))
+        .expect("checked by caller");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(node)
+        .arg(format!("--path.procfs={}", procfs.display()))
+        .arg(format!("--path.sysfs={}", fixtures().join("sys").display()))
+        .arg(format!("--path.udev.data={}", udev.display()))
+        .args([
+            "--collector.disable-defaults",
+            "--collector.diskstats",
+            "--collector.diskstats.device-exclude=^$",
+        ])
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start node_exporter");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            break http_request(addr, "GET", "/metrics", &[]).body;
+        }
+        assert!(std::time::Instant::now() < deadline, "node_exporter did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    body
+}
+
+#[test]
+fn values_equal_node_exporters() {
+    let node_available =
+        which("prometheus-node-exporter").is_some() || which("node_exporter").is_some();
+    if !require(node_available, "node_exporter (Debian package prometheus-node-exporter)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let all = include_all_config(tmp.path());
+    for procfs in ["proc-6.1", "proc-4.19", "proc-4.4"] {
+        let theirs = node_exporter_scrape(&fixtures().join(procfs), tmp.path());
+        let agent = start(procfs, Some(&all));
+        let (_, ours) = agent.get("/metrics");
+        let ours: BTreeMap<String, f64> = samples(&ours)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("diskprobe_disk_") && !k.starts_with("diskprobe_disk_info"))
+            .collect();
+        let mut expected = BTreeMap::new();
+        let mut info_devices = 0;
+        for (series, value) in samples(&theirs) {
+            let Some(rest) = series.strip_prefix("node_disk_") else { continue };
+            if rest.starts_with("info{") {
+                info_devices += 1;
+                continue;
+            }
+            let (name, value) = match rest.strip_prefix("discarded_sectors_total") {
+                Some(labels) => (format!("diskprobe_disk_discarded_bytes_total{labels}"), value * 512.0),
+                None => (format!("diskprobe_disk_{rest}"), value),
+            };
+            expected.insert(name, value);
+        }
+        assert!(expected.len() > 50, "{procfs}: node_exporter reported too little:\n{theirs}");
+        for (series, value) in &expected {
+            assert_eq!(ours.get(series), Some(value), "{procfs}: {series}");
+        }
+        let extra: Vec<_> = ours.keys().filter(|k| !expected.contains_key(*k)).collect();
+        assert!(extra.is_empty(), "{procfs}: series node_exporter does not have: {extra:?}");
+        let (_, body) = agent.get("/metrics");
+        assert_eq!(
+            body.lines().filter(|l| l.starts_with("diskprobe_disk_info{")).count(),
+            info_devices,
+            "{procfs}: one info series per device"
+        );
+    }
+}
