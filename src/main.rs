@@ -14,7 +14,6 @@ fn main() -> ExitCode {
     let config = match agent::load_config(&cli) {
         Ok(config) => config,
         Err(err) => {
-            tracing::error!(%err, "invalid configuration");
             eprintln!("{err}");
             return ExitCode::from(EXIT_CONFIG);
         }

@@ -131,8 +131,14 @@ impl Config {
                 message,
             }
         };
-        let raw: raw::RawConfig =
-            toml::from_str(text).map_err(|e| located(e.span(), e.message().trim().to_owned()))?;
+        let raw: raw::RawConfig = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_owned();
+            let message = match e.span().and_then(|s| key_at(text, s.start)) {
+                Some(key) => format!("{key}: {message}"),
+                None => message,
+            };
+            located(e.span(), message)
+        })?;
         validate(raw).map_err(|e| located(Some(e.span), e.message))
     }
 }
@@ -180,9 +186,12 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         .transpose()?;
     let compile = |key: &str, value: &toml::Spanned<String>| {
         regex::Regex::new(value.get_ref()).map_err(|e| {
+            // regex errors span several lines (pattern, caret, reason); keep the reason.
+            let e = e.to_string();
+            let reason = e.lines().last().unwrap_or(&e).trim_start_matches("error: ");
             invalid(
                 value,
-                format!("diskstats.{key}: expected a regular expression: {e}"),
+                format!("diskstats.{key}: expected a regular expression, {reason}"),
             )
         })
     };
@@ -204,6 +213,28 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
             telemetry_path,
         },
         diskstats: DiskstatsConfig { filter },
+    })
+}
+
+/// The dotted key (`web.listen_address`) written on the line containing byte `offset`, if the
+/// line is a `key = value` line; table headers before it give the prefix.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset)?;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let table = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+    let key = line.split_once('=')?.0.trim();
+    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+        return None;
+    }
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_owned(),
     })
 }
 
