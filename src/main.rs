@@ -38,7 +38,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(agent::run(cli, config)) {
+    let result = runtime.block_on(agent::run(cli, config));
+    // Do not wait for blocking work (a scrape stuck on an unresponsive file) beyond this.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!(err = %format!("{err:#}"), "fatal");

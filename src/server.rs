@@ -74,7 +74,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         let app = app.clone();
         let service = service_fn(move |req| {
             let app = app.clone();
-            async move { Ok::<_, Infallible>(handle(&app, &req)) }
+            async move { Ok::<_, Infallible>(handle(app, req).await) }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -121,7 +121,7 @@ fn respond(
 }
 
 /// Answers one request.
-pub fn handle(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let head = req.method() == Method::HEAD;
     if req.method() != Method::GET && !head {
         let mut resp = respond(
@@ -142,9 +142,24 @@ pub fn handle(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 .get(hyper::header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
             let format = Format::negotiate(accept);
-            let families = app.registry.gather();
-            let body = exposition::encode(&families, format);
-            respond(StatusCode::OK, format.content_type(), body, head)
+            // Collectors read files (/proc, /sys) that can block; keep them off the runtime's
+            // worker threads so signals and other connections are always served.
+            let registry = app.registry.clone();
+            let encoded =
+                tokio::task::spawn_blocking(move || exposition::encode(&registry.gather(), format))
+                    .await;
+            match encoded {
+                Ok(body) => respond(StatusCode::OK, format.content_type(), body, head),
+                Err(err) => {
+                    tracing::error!(%err, "scrape task failed");
+                    respond(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        text,
+                        b"scrape failed\n".to_vec(),
+                        head,
+                    )
+                }
+            }
         }
         "/-/healthy" => respond(StatusCode::OK, text, b"Healthy\n".to_vec(), head),
         "/-/ready" => respond(StatusCode::OK, text, b"Ready\n".to_vec(), head),
