@@ -15,6 +15,7 @@
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
+//! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 #![deny(missing_docs)]
 
 pub mod agent;
@@ -28,3 +29,4 @@ pub mod exposition;
 pub mod logging;
 pub mod probe;
 pub mod server;
+pub mod units;

@@ -1,22 +1,431 @@
-//! `diskprobe_exporter probe`: run profiles once on a target and print the results.
+//! `diskprobe_exporter probe`: run profiles once on a target and print the results, as a fio-like
+//! table or as a JSON array (one object per profile run).
 
-use clap::Args;
+use crate::probe::ProbeError;
+use crate::probe::engine::{self, EngineChoice, RunOptions};
+use crate::probe::fio;
+use crate::probe::profile::{DEFAULT_READ_PROFILES, Profile};
+use crate::probe::result::ProbeResult;
+use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
+use crate::units;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// Size of a probe file created when neither `--size` nor the profiles give one.
+pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+
+/// Exit code for invalid arguments (unknown profile, bad fio string, writes not allowed).
+const EXIT_USAGE: u8 = 2;
 
 /// Flags of the one-shot `probe` subcommand.
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// Block device or file to probe.
-    #[arg(long)]
+    /// Block device or file to probe. A missing file is created (at --size, default 256MiB) and
+    /// filled with random data.
+    #[arg(long, value_name = "PATH")]
     pub target: PathBuf,
+
+    /// Built-in profile to run (repeatable). Without --profile and --fio, the read-only built-ins
+    /// randread-4k-qd1, randread-4k-qd32 and read-1m-qd16 run.
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+
+    /// Custom profile as a fio option string, e.g. '-rw=randread -bs=4k -iodepth=32' (repeatable).
+    #[arg(long = "fio", value_name = "OPTIONS", allow_hyphen_values = true)]
+    pub fio: Vec<String>,
+
+    /// Runtime of every profile (overrides the profiles' own), e.g. 5s, 500ms.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub runtime: Option<Duration>,
+
+    /// Region size: the probe file size, or the length of the probed region of a block device.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub size: Option<u64>,
+
+    /// Start of the probed region of a block device, in bytes (e.g. 1GiB).
+    #[arg(long, value_parser = parse_size, default_value = "0", value_name = "SIZE")]
+    pub offset: u64,
+
+    /// I/O engine.
+    #[arg(long, value_enum, default_value_t = EngineChoice::Auto)]
+    pub engine: EngineChoice,
+
+    /// Allow write profiles (on block devices only when unmounted and unused).
+    #[arg(long)]
+    pub allow_writes: bool,
+
+    /// Hard limit per profile run.
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
+    pub timeout: Duration,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// fio-like summary lines.
+    Table,
+    /// A JSON array with one object per profile run.
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Latency summary in seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencySeconds {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Largest.
+    pub max: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+}
+
+/// One profile run, as printed in JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// The target path.
+    pub target: String,
+    /// Kernel name of the block device under the target, when known.
+    pub device: Option<String>,
+    /// `block_device` or `file`.
+    pub kind: Option<&'static str>,
+    /// Filesystem type of a file target.
+    pub fstype: Option<String>,
+    /// Profile name.
+    pub profile: String,
+    /// fio `rw=` value.
+    pub rw: &'static str,
+    /// Bytes per I/O.
+    pub block_size: u64,
+    /// I/Os in flight.
+    pub iodepth: u32,
+    /// Rate cap, when set.
+    pub rate_iops: Option<u32>,
+    /// Engine that ran the I/O.
+    pub engine: Option<&'static str>,
+    /// Completed I/Os.
+    pub ios: u64,
+    /// Bytes transferred.
+    pub bytes: u64,
+    /// Elapsed seconds.
+    pub elapsed_seconds: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bandwidth_bytes_per_second: f64,
+    /// Per-I/O latency.
+    pub latency_seconds: LatencySeconds,
+    /// Failed I/Os.
+    pub io_errors: u64,
+    /// The hard timeout ended the run.
+    pub timed_out: bool,
+    /// Preflight warnings (tmpfs, overlayfs).
+    pub warnings: Vec<String>,
+    /// Why the run failed; null on success.
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    fn new(target: &Path, open: Option<&OpenTarget>, profile: &Profile) -> RunRecord {
+        RunRecord {
+            target: target.display().to_string(),
+            device: open.and_then(|t| t.device.as_ref().map(|d| d.name.clone())),
+            kind: open.map(|t| t.kind.as_str()),
+            fstype: open
+                .filter(|t| t.kind == TargetKind::File)
+                .map(|t| t.fstype.clone()),
+            profile: profile.name.clone(),
+            rw: profile.rw.as_str(),
+            block_size: profile.block_size,
+            iodepth: profile.iodepth,
+            rate_iops: profile.rate_iops,
+            engine: None,
+            ios: 0,
+            bytes: 0,
+            elapsed_seconds: 0.0,
+            iops: 0.0,
+            bandwidth_bytes_per_second: 0.0,
+            latency_seconds: LatencySeconds {
+                min: 0.0,
+                mean: 0.0,
+                max: 0.0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                p9999: 0.0,
+            },
+            io_errors: 0,
+            timed_out: false,
+            warnings: open.map(|t| t.warnings.clone()).unwrap_or_default(),
+            error: None,
+        }
+    }
+
+    fn fill(&mut self, r: &ProbeResult) {
+        self.engine = Some(r.engine.as_str());
+        self.ios = r.ios;
+        self.bytes = r.bytes;
+        self.elapsed_seconds = r.elapsed.as_secs_f64();
+        self.iops = r.iops();
+        self.bandwidth_bytes_per_second = r.bandwidth();
+        self.latency_seconds = LatencySeconds {
+            min: r.latency_min().as_secs_f64(),
+            mean: r.latency_mean().as_secs_f64(),
+            max: r.latency_max().as_secs_f64(),
+            p50: r.latency_at(0.5).as_secs_f64(),
+            p90: r.latency_at(0.9).as_secs_f64(),
+            p99: r.latency_at(0.99).as_secs_f64(),
+            p999: r.latency_at(0.999).as_secs_f64(),
+            p9999: r.latency_at(0.9999).as_secs_f64(),
+        };
+        self.io_errors = r.errors;
+        self.timed_out = r.timed_out;
+        self.error = if r.timed_out {
+            Some(format!(
+                "timed out after {:?}{}",
+                r.elapsed,
+                r.first_error
+                    .as_ref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ))
+        } else if r.cancelled {
+            Some("cancelled".to_owned())
+        } else if let Some(err) = &r.first_error {
+            Some(err.clone())
+        } else if r.ios == 0 {
+            Some("no I/O completed".to_owned())
+        } else {
+            None
+        };
+    }
+}
+
+/// Resolves the profiles to run: named built-ins, fio strings, or the read-only defaults.
+pub fn select_profiles(
+    names: &[String],
+    fio_strings: &[String],
+    runtime: Option<Duration>,
+) -> Result<Vec<Profile>, String> {
+    let mut profiles = Vec::new();
+    for name in names {
+        let p = Profile::builtin(name).ok_or_else(|| {
+            let known: Vec<String> = Profile::builtins().into_iter().map(|p| p.name).collect();
+            format!("unknown profile {name:?}; built-ins: {}", known.join(", "))
+        })?;
+        profiles.push(p);
+    }
+    for s in fio_strings {
+        profiles.push(fio::parse(s).map_err(|e| e.to_string())?);
+    }
+    if profiles.is_empty() {
+        profiles = DEFAULT_READ_PROFILES
+            .iter()
+            .filter_map(|n| Profile::builtin(n))
+            .collect();
+    }
+    if let Some(rt) = runtime {
+        for p in &mut profiles {
+            p.runtime = Some(rt);
+        }
+    }
+    Ok(profiles)
 }
 
 /// Runs the one-shot probe.
-pub fn run(args: ProbeArgs, _procfs: &Path, _sysfs: &Path) -> ExitCode {
-    eprintln!(
-        "diskprobe_exporter probe: not available in this build (target {})",
-        args.target.display()
+pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
+    let profiles = match select_profiles(&args.profiles, &args.fio, args.runtime) {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("diskprobe_exporter probe: {err}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Some(p) = profiles.iter().find(|p| p.rw.is_write())
+        && !args.allow_writes
+    {
+        {
+            eprintln!(
+                "diskprobe_exporter probe: profile {} writes to {}; pass --allow-writes to allow it",
+                p.name,
+                args.target.display()
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(err) = signal_hook::flag::register(signal, Arc::clone(&cancel)) {
+            tracing::warn!(%err, "cannot install a signal handler; SIGTERM will kill the probe");
+        }
+    }
+    let exists = args.target.exists();
+    let size = args
+        .size
+        .or_else(|| profiles.iter().filter_map(|p| p.size).max())
+        .or((!exists).then_some(DEFAULT_FILE_SIZE));
+    let options = |write: bool| TargetOptions {
+        size,
+        offset: args.offset,
+        write,
+        procfs: procfs.to_owned(),
+        sysfs: sysfs.to_owned(),
+    };
+    let opts = RunOptions {
+        engine: args.engine,
+        timeout: args.timeout,
+        cancel: Arc::clone(&cancel),
+        default_runtime: args.runtime.unwrap_or(Duration::from_secs(5)),
+    };
+
+    // Read profiles use a read-only open; write profiles a writable one. Each is opened once.
+    let mut read_target: Option<Result<OpenTarget, String>> = None;
+    let mut write_target: Option<Result<OpenTarget, String>> = None;
+    let mut records = Vec::new();
+    let mut failed = false;
+    for profile in &profiles {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let slot = if profile.rw.is_write() {
+            &mut write_target
+        } else {
+            &mut read_target
+        };
+        let opened = slot.get_or_insert_with(|| {
+            target::open(&args.target, &options(profile.rw.is_write())).map_err(|e| e.to_string())
+        });
+        let mut record;
+        match opened {
+            Err(err) => {
+                record = RunRecord::new(&args.target, None, profile);
+                record.error = Some(err.clone());
+            }
+            Ok(t) => {
+                record = RunRecord::new(&args.target, Some(t), profile);
+                match engine::run(t, profile, &opts) {
+                    Ok(result) => record.fill(&result),
+                    Err(err @ ProbeError::Profile(_)) | Err(err @ ProbeError::Target(_)) => {
+                        record.error = Some(err.to_string());
+                    }
+                    Err(err) => record.error = Some(err.to_string()),
+                }
+            }
+        }
+        if let Some(err) = &record.error {
+            failed = true;
+            tracing::error!(profile = %profile.name, %err, "probe failed");
+        }
+        if args.format == OutputFormat::Table {
+            print!("{}", table(&record));
+        }
+        records.push(record);
+    }
+    if args.format == OutputFormat::Json {
+        match serde_json::to_string_pretty(&records) {
+            Ok(s) => println!("{s}"),
+            Err(err) => {
+                eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn human(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// fio-like summary of one run.
+pub fn table(r: &RunRecord) -> String {
+    let mut out = format!(
+        "{}: (rw={}, bs={}, iodepth={}{}, engine={}) target={} device={}\n",
+        r.profile,
+        r.rw,
+        r.block_size,
+        r.iodepth,
+        r.rate_iops
+            .map(|n| format!(", rate_iops={n}"))
+            .unwrap_or_default(),
+        r.engine.unwrap_or("-"),
+        r.target,
+        r.device.as_deref().unwrap_or("-"),
     );
-    ExitCode::from(1)
+    for w in &r.warnings {
+        out += &format!("  warning: {w}\n");
+    }
+    if r.engine.is_some() {
+        let dir = if r.rw.contains("write") {
+            "write"
+        } else {
+            "read"
+        };
+        let mib = r.bandwidth_bytes_per_second / (1 << 20) as f64;
+        let mb = r.bandwidth_bytes_per_second / 1e6;
+        out += &format!(
+            "  {dir}: IOPS={}, BW={mib:.1}MiB/s ({mb:.1}MB/s)({:.1}MiB/{}msec)\n",
+            human(r.iops),
+            r.bytes as f64 / (1 << 20) as f64,
+            (r.elapsed_seconds * 1e3).round()
+        );
+        let l = &r.latency_seconds;
+        let us = |s: f64| s * 1e6;
+        out += &format!(
+            "    lat (usec): min={:.0}, max={:.0}, avg={:.2}\n",
+            us(l.min),
+            us(l.max),
+            us(l.mean)
+        );
+        out += &format!(
+            "    lat percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}], 99.99th=[{:.0}]\n",
+            us(l.p50),
+            us(l.p90),
+            us(l.p99),
+            us(l.p999),
+            us(l.p9999)
+        );
+        out += &format!("  ios={}, errors={}\n", r.ios, r.io_errors);
+    }
+    if let Some(err) = &r.error {
+        out += &format!("  error: {err}\n");
+    }
+    out
 }

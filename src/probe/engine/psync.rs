@@ -1,0 +1,276 @@
+//! The psync engine: `iodepth` threads, each doing one `pread`/`pwrite` at a time, so the device
+//! sees a true queue depth of `iodepth`. Used when io_uring cannot be set up, or on request.
+//!
+//! Latency is the time around the system call (from the intended issue time for rate-capped
+//! profiles). A thread stuck in a system call on a hung device cannot be interrupted: after the
+//! hard timeout the run returns `timed_out` and leaves such threads to finish on their own (each
+//! owns its buffer and its duplicate of the file descriptor, so nothing is freed under them).
+
+use crate::probe::ProbeError;
+use crate::probe::engine::{AlignedBuf, CANCEL_POLL, EngineKind, Job, Offsets, stamp};
+use crate::probe::result::{ProbeResult, new_latency_histogram};
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::fs::File;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long to wait for worker threads after a timeout or cancellation before giving up on them.
+const GRACE: Duration = Duration::from_secs(2);
+
+struct Shared {
+    issued: AtomicU64,
+    stop: AtomicBool,
+}
+
+struct WorkerOut {
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    hist: Histogram<u64>,
+    last_completion: Option<Instant>,
+}
+
+/// Runs the job on `iodepth` pread/pwrite threads.
+pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, ProbeError> {
+    // SAFETY: job.fd belongs to the OpenTarget the caller borrows for the whole run; it is only
+    // borrowed here to duplicate it.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(job.fd) };
+    let shared = Arc::new(Shared {
+        issued: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let (tx, rx) = mpsc::channel::<Result<WorkerOut, String>>();
+    let start = Instant::now();
+    let mut spawned = 0u32;
+    for i in 0..job.iodepth {
+        let fd = borrowed
+            .try_clone_to_owned()
+            .map_err(|source| ProbeError::EngineSetup {
+                engine: EngineKind::Psync,
+                source,
+            })?;
+        let file = File::from(fd);
+        let job = job.clone();
+        let worker_shared = Arc::clone(&shared);
+        let tx = tx.clone();
+        let spawn = thread::Builder::new()
+            .name(format!("diskprobe-psync-{i}"))
+            .spawn(move || {
+                let out = worker(&job, &file, &worker_shared, start);
+                let _ = tx.send(out);
+            });
+        match spawn {
+            Ok(_) => spawned += 1,
+            Err(source) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                if spawned == 0 {
+                    return Err(ProbeError::EngineSetup {
+                        engine: EngineKind::Psync,
+                        source,
+                    });
+                }
+                tracing::warn!(err = %source, threads = spawned, "cannot start all psync threads; running with fewer");
+                break;
+            }
+        }
+    }
+    drop(tx);
+
+    let deadline = start + job.timeout;
+    let mut hist = new_latency_histogram();
+    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let mut first_error: Option<String> = None;
+    let mut last: Option<Instant> = None;
+    let (mut timed_out, mut cancelled) = (false, false);
+    let mut stopped_at: Option<Instant> = None;
+    let mut received = 0u32;
+    while received < spawned {
+        match rx.recv_timeout(CANCEL_POLL) {
+            Ok(Ok(out)) => {
+                received += 1;
+                ios += out.ios;
+                bytes += out.bytes;
+                errors += out.errors;
+                if first_error.is_none() {
+                    first_error = out.first_error;
+                }
+                let _ = hist.add(&out.hist);
+                last = match (last, out.last_completion) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            Ok(Err(err)) => {
+                received += 1;
+                errors += 1;
+                first_error.get_or_insert(err);
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                if stopped_at.is_none() {
+                    if cancel.load(Ordering::Relaxed) {
+                        cancelled = true;
+                    } else if now >= deadline {
+                        timed_out = true;
+                    }
+                    if cancelled || timed_out {
+                        shared.stop.store(true, Ordering::Relaxed);
+                        stopped_at = Some(now);
+                    }
+                }
+                if stopped_at.is_some_and(|t| now >= t + GRACE) {
+                    let stuck = spawned - received;
+                    tracing::warn!(
+                        stuck,
+                        "psync threads still in a system call after the timeout; leaving them behind"
+                    );
+                    first_error.get_or_insert(format!(
+                        "{stuck} I/O threads still blocked in the kernel after the timeout"
+                    ));
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if !timed_out && !cancelled && Instant::now() > deadline {
+        timed_out = true;
+    }
+    let end = last.unwrap_or_else(Instant::now);
+    Ok(ProbeResult {
+        engine: EngineKind::Psync,
+        ios,
+        bytes,
+        elapsed: end.saturating_duration_since(start),
+        errors,
+        first_error,
+        timed_out,
+        cancelled,
+        latency_ns: hist,
+    })
+}
+
+fn worker(job: &Job, file: &File, shared: &Shared, start: Instant) -> Result<WorkerOut, String> {
+    let mut rng = SmallRng::from_os_rng();
+    let mut buf = AlignedBuf::new(job.block_size as usize, job.mem_align, &mut rng)
+        .map_err(|e| e.to_string())?;
+    let mut offsets = Offsets::new(job.random, job.region_offset, job.blocks, job.block_size);
+    let stop_at = job.runtime.map(|r| start + r);
+    let mut out = WorkerOut {
+        ios: 0,
+        bytes: 0,
+        errors: 0,
+        first_error: None,
+        hist: new_latency_histogram(),
+        last_completion: None,
+    };
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let k = shared.issued.fetch_add(1, Ordering::Relaxed);
+        if job.number_ios.is_some_and(|n| k >= n) {
+            break;
+        }
+        let intended = match job.rate_interval {
+            Some(iv) => {
+                let at = start + Duration::from_nanos((iv.as_nanos() as u64).saturating_mul(k));
+                if !sleep_until(at, stop_at, shared) {
+                    break;
+                }
+                Some(at)
+            }
+            None => None,
+        };
+        let now = Instant::now();
+        if stop_at.is_some_and(|s| now >= s) {
+            break;
+        }
+        let offset = if job.random {
+            offsets.next_offset()
+        } else {
+            job.region_offset + (k % job.blocks) * job.block_size
+        };
+        if job.write {
+            stamp(buf.as_mut_slice(), offsets.rng());
+        }
+        let issued = intended.unwrap_or_else(Instant::now);
+        let res = transfer(file, buf.as_mut_slice(), offset, job.write);
+        let done = Instant::now();
+        match res {
+            Ok(()) => {
+                out.ios += 1;
+                out.bytes += job.block_size;
+                out.hist
+                    .saturating_record(done.saturating_duration_since(issued).as_nanos() as u64);
+                out.last_completion = Some(done);
+            }
+            Err(err) => {
+                out.errors += 1;
+                out.first_error.get_or_insert_with(|| {
+                    format!(
+                        "{} at offset {offset}: {err}",
+                        if job.write { "pwrite" } else { "pread" }
+                    )
+                });
+                out.last_completion = Some(done);
+                // Like fio without continue_on_error: the first error ends the run.
+                shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Sleeps until `at`; false when the run stops (or its runtime ends) first.
+fn sleep_until(at: Instant, stop_at: Option<Instant>, shared: &Shared) -> bool {
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if stop_at.is_some_and(|s| s <= at && now >= s) {
+            return false;
+        }
+        if now >= at {
+            return true;
+        }
+        thread::sleep((at - now).min(CANCEL_POLL));
+    }
+}
+
+/// One full transfer: retries EINTR/EAGAIN and continues short transfers.
+fn transfer(file: &File, buf: &mut [u8], offset: u64, write: bool) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let res = if write {
+            file.write_at(&buf[done..], offset + done as u64)
+        } else {
+            file.read_at(&mut buf[done..], offset + done as u64)
+        };
+        match res {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "end of target reached",
+                ));
+            }
+            Ok(n) => done += n,
+            Err(err)
+                if err.kind() == io::ErrorKind::Interrupted
+                    || err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}

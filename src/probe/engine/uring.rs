@@ -1,0 +1,394 @@
+//! The io_uring engine: one dedicated thread owns the ring, page-aligned buffers registered with
+//! the ring (`READ_FIXED`/`WRITE_FIXED`) and the registered file, and keeps `iodepth` I/Os in
+//! flight.
+//!
+//! Per I/O it does no allocation and no system call besides the shared `io_uring_enter` that
+//! submits new I/O and waits (with a timeout, to watch the runtime, the hard timeout and the
+//! cancellation flag) for at least one completion. Latency is the time from submission (or, with
+//! a rate cap, from the intended issue time) to the reaping of the completion, as fio's `lat`.
+//! Short transfers are resubmitted for the remainder, EAGAIN/EINTR completions are retried, and
+//! the first other error ends the run (like fio without `continue_on_error`).
+//!
+//! On the hard timeout or cancellation every in-flight I/O gets an `IORING_OP_ASYNC_CANCEL` and the
+//! engine reaps every completion before the buffers are freed. If the kernel does not complete
+//! them within a grace period (a hung device), the ring and the buffers are leaked rather than freed
+//! under the kernel's feet.
+
+use crate::probe::ProbeError;
+use crate::probe::engine::{AlignedBuf, CANCEL_POLL, EngineKind, Job, Offsets, stamp};
+use crate::probe::result::{ProbeResult, new_latency_histogram};
+use io_uring::{IoUring, opcode, squeue, types};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// user_data of cancel requests.
+const CANCEL_TAG: u64 = u64::MAX;
+/// How long to wait for cancelled I/O to complete before leaking the ring and buffers.
+const GRACE: Duration = Duration::from_secs(10);
+
+struct Slot {
+    buf: AlignedBuf,
+    offset: u64,
+    done: u32,
+    issued: Instant,
+}
+
+/// Sets up a ring with `entries` submission entries: single issuer and deferred task running
+/// (kernel 6.1+, less CPU per I/O), falling back to a plain ring on older kernels.
+pub fn setup(entries: u32) -> io::Result<IoUring> {
+    let mut builder = IoUring::builder();
+    builder.setup_single_issuer().setup_defer_taskrun();
+    match builder.build(entries) {
+        Ok(ring) => Ok(ring),
+        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
+        Err(err) => Err(err),
+    }
+}
+
+/// Runs the job on a dedicated thread that owns the ring and the buffers.
+pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, ProbeError> {
+    thread::scope(|scope| {
+        let handle = thread::Builder::new()
+            .name("diskprobe-uring".to_owned())
+            .spawn_scoped(scope, || run_here(job, cancel))
+            .map_err(|source| ProbeError::EngineSetup {
+                engine: EngineKind::IoUring,
+                source,
+            })?;
+        handle.join().unwrap_or_else(|_| {
+            Err(ProbeError::Engine(
+                "the io_uring thread panicked".to_owned(),
+            ))
+        })
+    })
+}
+
+/// Pushes an entry, submitting first when the submission queue is full.
+fn push(ring: &mut IoUring, entry: &squeue::Entry) -> io::Result<()> {
+    loop {
+        // SAFETY: every entry refers to a buffer in `slots` (or to nothing, for cancels); the
+        // buffers outlive the I/O because run_here only returns after reaping every completion,
+        // or leaks the buffers.
+        if unsafe { ring.submission().push(entry) }.is_ok() {
+            return Ok(());
+        }
+        match ring.submit() {
+            Ok(_) => {}
+            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                // Completion queue overflow: reap before submitting more.
+                return Err(err);
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+struct IoParams {
+    fd: i32,
+    fixed_file: bool,
+    fixed_bufs: bool,
+    write: bool,
+}
+
+fn entry(p: &IoParams, slot: &mut Slot, index: usize, len: u32) -> squeue::Entry {
+    let done = slot.done as usize;
+    // SAFETY: done < buffer length, so the pointer stays inside the slot's allocation.
+    let ptr = unsafe { slot.buf.as_mut_ptr().add(done) };
+    let offset = slot.offset + u64::from(slot.done);
+    let len = len - slot.done;
+    let e = match (p.write, p.fixed_bufs, p.fixed_file) {
+        (false, true, true) => opcode::ReadFixed::new(types::Fixed(0), ptr, len, index as u16)
+            .offset(offset)
+            .build(),
+        (false, true, false) => opcode::ReadFixed::new(types::Fd(p.fd), ptr, len, index as u16)
+            .offset(offset)
+            .build(),
+        (false, false, true) => opcode::Read::new(types::Fixed(0), ptr, len)
+            .offset(offset)
+            .build(),
+        (false, false, false) => opcode::Read::new(types::Fd(p.fd), ptr, len)
+            .offset(offset)
+            .build(),
+        (true, true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, index as u16)
+            .offset(offset)
+            .build(),
+        (true, true, false) => opcode::WriteFixed::new(types::Fd(p.fd), ptr, len, index as u16)
+            .offset(offset)
+            .build(),
+        (true, false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+            .offset(offset)
+            .build(),
+        (true, false, false) => opcode::Write::new(types::Fd(p.fd), ptr, len)
+            .offset(offset)
+            .build(),
+    };
+    e.user_data(index as u64)
+}
+
+fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
+    let setup_err = |source| ProbeError::EngineSetup {
+        engine: EngineKind::IoUring,
+        source,
+    };
+    let depth = job.iodepth as usize;
+    let entries = job.iodepth.max(4).next_power_of_two();
+    let mut ring = setup(entries).map_err(setup_err)?;
+    let mut rng = SmallRng::from_os_rng();
+    let bs = job.block_size as u32;
+    let now = Instant::now();
+    let mut slots = Vec::with_capacity(depth);
+    for _ in 0..depth {
+        slots.push(Slot {
+            buf: AlignedBuf::new(bs as usize, job.mem_align, &mut rng)?,
+            offset: 0,
+            done: 0,
+            issued: now,
+        });
+    }
+    let fixed_file = ring.submitter().register_files(&[job.fd]).is_ok();
+    let iovecs: Vec<libc::iovec> = slots
+        .iter_mut()
+        .map(|s| libc::iovec {
+            iov_base: s.buf.as_mut_ptr().cast(),
+            iov_len: s.buf.len(),
+        })
+        .collect();
+    // SAFETY: the iovecs describe the slots' buffers, which stay allocated (and are not moved:
+    // they are heap allocations) until the ring is dropped or leaked at the end of this function.
+    let fixed_bufs = depth <= usize::from(u16::MAX)
+        && unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+    if !fixed_bufs {
+        tracing::debug!(
+            "io_uring: cannot register buffers (RLIMIT_MEMLOCK?); using plain reads/writes"
+        );
+    }
+    let params = IoParams {
+        fd: job.fd,
+        fixed_file,
+        fixed_bufs,
+        write: job.write,
+    };
+    let mut offsets = Offsets::new(job.random, job.region_offset, job.blocks, job.block_size);
+    let mut free: Vec<usize> = (0..depth).rev().collect();
+    let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(ring.completion().capacity());
+    let mut hist = new_latency_histogram();
+    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
+    let mut first_error: Option<String> = None;
+    let (mut timed_out, mut cancelled) = (false, false);
+    let op = if job.write { "write" } else { "read" };
+
+    let start = Instant::now();
+    let deadline = start + job.timeout;
+    let stop_at = job.runtime.map(|r| start + r);
+    let interval_ns = job.rate_interval.map(|d| d.as_nanos() as u64);
+    let mut now = start;
+    let mut last_completion: Option<Instant> = None;
+    let mut inflight = 0usize;
+    let mut issued = 0u64;
+    let mut stopping = false;
+    let mut abort_at: Option<Instant> = None;
+    let mut leaked = false;
+
+    loop {
+        if abort_at.is_none() {
+            if cancel.load(Ordering::Relaxed) {
+                cancelled = true;
+            } else if now >= deadline {
+                timed_out = true;
+            }
+            if cancelled || timed_out {
+                stopping = true;
+                abort_at = Some(now);
+                for (index, _) in slots.iter().enumerate().filter(|(i, _)| !free.contains(i)) {
+                    let cancel_entry = opcode::AsyncCancel::new(index as u64)
+                        .build()
+                        .user_data(CANCEL_TAG);
+                    if let Err(err) = push(&mut ring, &cancel_entry) {
+                        first_error.get_or_insert(format!("io_uring cancel: {err}"));
+                    }
+                }
+            }
+        }
+        if !stopping
+            && (stop_at.is_some_and(|s| now >= s) || job.number_ios.is_some_and(|n| issued >= n))
+        {
+            stopping = true;
+        }
+
+        let mut next_wake: Option<Instant> = None;
+        if !stopping {
+            while let Some(&index) = free.last() {
+                if job.number_ios.is_some_and(|n| issued >= n) {
+                    break;
+                }
+                let issue_time = match interval_ns {
+                    Some(iv) => {
+                        let at = start + Duration::from_nanos(iv.saturating_mul(issued));
+                        if at > now {
+                            next_wake = Some(at);
+                            break;
+                        }
+                        at
+                    }
+                    None => now,
+                };
+                free.pop();
+                let slot = &mut slots[index];
+                slot.offset = offsets.next_offset();
+                slot.done = 0;
+                slot.issued = issue_time;
+                if job.write {
+                    stamp(slot.buf.as_mut_slice(), offsets.rng());
+                }
+                let e = entry(&params, slot, index, bs);
+                if let Err(err) = push(&mut ring, &e) {
+                    free.push(index);
+                    first_error.get_or_insert(format!("io_uring submit: {err}"));
+                    errors += 1;
+                    stopping = true;
+                    break;
+                }
+                issued += 1;
+                inflight += 1;
+            }
+        }
+
+        if inflight == 0 {
+            if stopping {
+                break;
+            }
+            match next_wake {
+                Some(at) => {
+                    thread::sleep(at.saturating_duration_since(now).min(CANCEL_POLL));
+                    now = Instant::now();
+                    continue;
+                }
+                None => break,
+            }
+        }
+
+        let mut wake = now + CANCEL_POLL;
+        if let Some(w) = next_wake {
+            wake = wake.min(w);
+        }
+        if !stopping && let Some(s) = stop_at {
+            wake = wake.min(s);
+        }
+        if abort_at.is_none() {
+            wake = wake.min(deadline);
+        }
+        let ts = types::Timespec::from(
+            wake.saturating_duration_since(now)
+                .max(Duration::from_micros(1)),
+        );
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => {}
+            Err(err)
+                if matches!(
+                    err.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                ) => {}
+            Err(err) => {
+                first_error.get_or_insert(format!("io_uring_enter: {err}"));
+                errors += 1;
+                if abort_at.is_some() {
+                    leaked = true;
+                    break;
+                }
+                // Cancel what is in flight on the next turn.
+                timed_out = true;
+            }
+        }
+        now = Instant::now();
+
+        cqes.clear();
+        cqes.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        let reaped_any = !cqes.is_empty();
+        for &(user_data, res) in &cqes {
+            if user_data == CANCEL_TAG {
+                continue;
+            }
+            let index = user_data as usize;
+            let Some(slot) = slots.get_mut(index) else {
+                continue;
+            };
+            if res >= 0 && res as u32 + slot.done < bs && res > 0 && abort_at.is_none() {
+                slot.done += res as u32;
+                let e = entry(&params, slot, index, bs);
+                if push(&mut ring, &e).is_ok() {
+                    continue;
+                }
+            } else if (res == -libc::EAGAIN || res == -libc::EINTR) && abort_at.is_none() {
+                let e = entry(&params, slot, index, bs);
+                if push(&mut ring, &e).is_ok() {
+                    continue;
+                }
+            }
+            inflight -= 1;
+            free.push(index);
+            if res >= 0 && slot.done + res as u32 >= bs {
+                ios += 1;
+                bytes += u64::from(bs);
+                hist.saturating_record(now.saturating_duration_since(slot.issued).as_nanos() as u64);
+                last_completion = Some(now);
+            } else if res == -libc::ECANCELED && abort_at.is_some() {
+                // Cancelled by us.
+            } else if abort_at.is_none() || res < 0 {
+                errors += 1;
+                last_completion = Some(now);
+                let what = if res < 0 {
+                    io::Error::from_raw_os_error(-res).to_string()
+                } else {
+                    format!(
+                        "short {op} of {} bytes at the end of the target",
+                        slot.done + res as u32
+                    )
+                };
+                first_error.get_or_insert(format!("{op} at offset {}: {what}", slot.offset));
+                stopping = true;
+            }
+        }
+        if reaped_any && !stopping {
+            now = Instant::now();
+        }
+        if inflight > 0 && abort_at.is_some_and(|t| now >= t + GRACE) {
+            leaked = true;
+            break;
+        }
+    }
+
+    if leaked && inflight > 0 {
+        tracing::error!(
+            inflight,
+            "io_uring: I/O still in flight after cancellation; leaking the ring and its buffers"
+        );
+        first_error.get_or_insert(format!(
+            "{inflight} I/Os still in flight after cancellation"
+        ));
+        std::mem::forget(slots);
+        std::mem::forget(ring);
+    } else {
+        // Every completion has been reaped: the kernel no longer touches the buffers.
+        drop(ring);
+        drop(slots);
+    }
+    let end = last_completion.unwrap_or(now);
+    Ok(ProbeResult {
+        engine: EngineKind::IoUring,
+        ios,
+        bytes,
+        elapsed: end.saturating_duration_since(start),
+        errors,
+        first_error,
+        timed_out,
+        cancelled,
+        latency_ns: hist,
+    })
+}

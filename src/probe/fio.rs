@@ -1,0 +1,244 @@
+//! fio-style option strings (`-rw=randread -bs=4k -iodepth=32 -runtime=5s`) → [`Profile`].
+//!
+//! Both `-opt=value` and `--opt=value` are accepted. Only what a single direct-I/O job on one target
+//! means is supported: `rw`, `bs`/`blocksize`, `iodepth`, `runtime`, `size`, `rate_iops`,
+//! `number_ios`, `name`, `direct=1`, `numjobs=1`, `ioengine` (`io_uring`, `libaio`, `psync`,
+//! `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with `--engine`), and
+//! the no-ops `time_based`, `group_reporting`. Anything else is an error that names the option.
+
+use crate::probe::profile::{Profile, Rw};
+use crate::units;
+use std::time::Duration;
+
+/// Why a fio option string was rejected. Every variant names the option.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FioError {
+    /// A word that is not `-opt=value` / `--opt=value`.
+    #[error("fio option {0:?}: expected -option=value or --option=value")]
+    Syntax(String),
+    /// An option this probe does not know or cannot honour.
+    #[error("fio option {0:?} is not supported")]
+    Unsupported(String),
+    /// A known option with a value that is invalid or unsupported.
+    #[error("fio option {option}={value}: {reason}")]
+    Value {
+        /// The option.
+        option: String,
+        /// The value given.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// An option required to form a probe is absent.
+    #[error("fio options lack {0}")]
+    Missing(&'static str),
+}
+
+/// Parses a fio option string into a profile. `rw` and `bs` are required; `iodepth` defaults to 1
+/// (as in fio); without `runtime` and `number_ios`, the caller's default runtime applies. The name
+/// defaults to the canonical `<rw>-<bs>-qd<N>`.
+pub fn parse(options: &str) -> Result<Profile, FioError> {
+    let mut rw = None;
+    let mut block_size = None;
+    let mut iodepth = 1u32;
+    let mut runtime: Option<Duration> = None;
+    let mut number_ios = None;
+    let mut rate_iops = None;
+    let mut size = None;
+    let mut name = None;
+
+    for word in options.split_whitespace() {
+        let body = word
+            .strip_prefix("--")
+            .or_else(|| word.strip_prefix('-'))
+            .ok_or_else(|| FioError::Syntax(word.to_owned()))?;
+        let (option, value) = match body.split_once('=') {
+            Some((o, v)) => (o, Some(v)),
+            None => (body, None),
+        };
+        if option.is_empty() {
+            return Err(FioError::Syntax(word.to_owned()));
+        }
+        let bad = |reason: &str| FioError::Value {
+            option: option.to_owned(),
+            value: value.unwrap_or("").to_owned(),
+            reason: reason.to_owned(),
+        };
+        // Boolean no-ops: our runs are always time based and always report one group.
+        if matches!(option, "time_based" | "group_reporting") {
+            match value {
+                None | Some("1") => continue,
+                Some(_) => return Err(bad("only 1 (or no value) is supported")),
+            }
+        }
+        let value = value.ok_or_else(|| bad("a value is required"))?;
+        match option {
+            "rw" | "readwrite" => {
+                rw = Some(Rw::parse(value).ok_or_else(|| {
+                    bad("supported: randread, randwrite, read, write (mixed workloads are not)")
+                })?);
+            }
+            "bs" | "blocksize" => {
+                let bs = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
+                if bs == 0 || bs % 512 != 0 {
+                    return Err(bad("must be a non-zero multiple of 512 bytes"));
+                }
+                if bs > u64::from(u32::MAX) {
+                    return Err(bad("must be below 4 GiB"));
+                }
+                block_size = Some(bs);
+            }
+            "iodepth" => {
+                iodepth = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|d| (1..=4096).contains(d))
+                    .ok_or_else(|| bad("must be an integer from 1 to 4096"))?;
+            }
+            "runtime" => {
+                let d = units::parse_fio_duration(value).map_err(|e| bad(&e.to_string()))?;
+                if d.is_zero() {
+                    return Err(bad("must be positive"));
+                }
+                runtime = Some(d);
+            }
+            "number_ios" => {
+                number_ios = Some(
+                    value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| bad("must be a positive integer"))?,
+                );
+            }
+            "rate_iops" => {
+                rate_iops = Some(value.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(
+                    || bad("must be a positive integer (one value, no read,write pair)"),
+                )?);
+            }
+            "size" => {
+                let s = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
+                if s == 0 {
+                    return Err(bad("must be positive"));
+                }
+                size = Some(s);
+            }
+            "name" => {
+                if value.is_empty() {
+                    return Err(bad("must not be empty"));
+                }
+                name = Some(value.to_owned());
+            }
+            "direct" => {
+                if value != "1" {
+                    return Err(bad(
+                        "only direct=1 is supported: probes always use O_DIRECT",
+                    ));
+                }
+            }
+            "numjobs" => {
+                if value != "1" {
+                    return Err(bad(
+                        "only numjobs=1 is supported: use iodepth for concurrency",
+                    ));
+                }
+            }
+            "ioengine" => {
+                if !matches!(
+                    value,
+                    "io_uring" | "libaio" | "psync" | "pvsync" | "pvsync2" | "sync"
+                ) {
+                    return Err(bad(
+                        "supported: io_uring, libaio, psync, pvsync, pvsync2, sync (the engine itself is chosen with --engine)",
+                    ));
+                }
+            }
+            other => return Err(FioError::Unsupported(other.to_owned())),
+        }
+    }
+
+    let rw = rw.ok_or(FioError::Missing("-rw="))?;
+    let block_size = block_size.ok_or(FioError::Missing("-bs="))?;
+    if let Some(size) = size
+        && size < block_size
+    {
+        {
+            return Err(FioError::Value {
+                option: "size".to_owned(),
+                value: size.to_string(),
+                reason: format!("smaller than the block size {block_size}"),
+            });
+        }
+    }
+    Ok(Profile {
+        name: name.unwrap_or_else(|| Profile::canonical_name(rw, block_size, iodepth)),
+        rw,
+        block_size,
+        iodepth,
+        runtime,
+        number_ios,
+        rate_iops,
+        size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_job() {
+        let p = parse(
+            "-name=lat -rw=randread -bs=4k -iodepth=32 -runtime=5s -size=1G -direct=1 -ioengine=libaio -numjobs=1 -rate_iops=500 -number_ios=1000",
+        )
+        .unwrap();
+        assert_eq!(p.name, "lat");
+        assert_eq!(p.rw, Rw::RandRead);
+        assert_eq!(p.block_size, 4096);
+        assert_eq!(p.iodepth, 32);
+        assert_eq!(p.runtime, Some(Duration::from_secs(5)));
+        assert_eq!(p.size, Some(1 << 30));
+        assert_eq!(p.rate_iops, Some(500));
+        assert_eq!(p.number_ios, Some(1000));
+    }
+
+    #[test]
+    fn double_dash_and_defaults() {
+        let p = parse("--rw=write --bs=1M --runtime=2 --time_based --group_reporting").unwrap();
+        assert_eq!(p.name, "write-1m-qd1");
+        assert_eq!(p.rw, Rw::Write);
+        assert_eq!(p.block_size, 1 << 20);
+        assert_eq!(p.iodepth, 1);
+        assert_eq!(p.runtime, Some(Duration::from_secs(2)));
+        assert_eq!(p.size, None);
+        let p = parse("  -rw=randwrite\t-blocksize=8k   -iodepth=16 ").unwrap();
+        assert_eq!(p.name, "randwrite-8k-qd16");
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        let cases = [
+            ("-rw=randread -bs=4k -direct=0", "direct"),
+            ("-rw=randread -bs=4k -numjobs=4", "numjobs"),
+            ("-rw=randrw -bs=4k", "rw"),
+            ("-rw=randread -bs=4k -filename=/dev/sda", "filename"),
+            ("-rw=randread -bs=4k -verify=md5", "verify"),
+            ("-rw=randread -bs=4x", "bs"),
+            ("-rw=randread -bs=1000", "bs"),
+            ("-rw=randread -bs=4k -iodepth=0", "iodepth"),
+            ("-rw=randread -bs=4k -iodepth=many", "iodepth"),
+            ("-rw=randread -bs=4k -runtime=soon", "runtime"),
+            ("-rw=randread -bs=4k -rate_iops=100,200", "rate_iops"),
+            ("-rw=randread -bs=4k -ioengine=windowsaio", "ioengine"),
+            ("-rw=randread -bs=4k -size=1k", "size"),
+            ("-rw=randread -bs=4k -iodepth", "iodepth"),
+            ("rw=randread", "rw=randread"),
+            ("-rw=randread", "-bs="),
+            ("-bs=4k", "-rw="),
+        ];
+        for (input, option) in cases {
+            let err = parse(input).expect_err(input).to_string();
+            assert!(err.contains(option), "{input}: {err}");
+        }
+    }
+}

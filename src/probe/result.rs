@@ -1,0 +1,127 @@
+//! What one probe run measured: counts, elapsed time and an HdrHistogram of per-I/O latency.
+//!
+//! IOPS and bandwidth are computed as fio computes them: completed I/Os (bytes) divided by the
+//! elapsed time of the run.
+
+use crate::probe::engine::EngineKind;
+use hdrhistogram::Histogram;
+use std::time::Duration;
+
+/// Highest latency the histogram tracks (larger values are clamped): one hour.
+pub const MAX_TRACKED_LATENCY_NS: u64 = 3_600_000_000_000;
+
+/// A new empty latency histogram (nanoseconds, 1 ns .. 1 h, 3 significant digits).
+pub fn new_latency_histogram() -> Histogram<u64> {
+    // Bounds are constants that satisfy hdrhistogram's requirements (low >= 1, high >= 2 * low,
+    // sigfig <= 5), so construction cannot fail.
+    Histogram::new_with_bounds(1, MAX_TRACKED_LATENCY_NS, 3)
+        .unwrap_or_else(|_| unreachable!("constant histogram bounds are valid"))
+}
+
+/// The outcome of one probe run.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    /// The engine that ran the I/O.
+    pub engine: EngineKind,
+    /// I/Os completed successfully (short transfers completed in several pieces count once).
+    pub ios: u64,
+    /// Bytes transferred by those I/Os (`ios × block size`).
+    pub bytes: u64,
+    /// From the first submission to the last completion.
+    pub elapsed: Duration,
+    /// I/Os that failed (errors other than EINTR/EAGAIN, which are retried).
+    pub errors: u64,
+    /// The first I/O error, when there was one.
+    pub first_error: Option<String>,
+    /// The hard timeout ended the run.
+    pub timed_out: bool,
+    /// The cancellation flag ended the run.
+    pub cancelled: bool,
+    /// Per-I/O latency in nanoseconds: completion time minus submission time (fio's `lat`), or
+    /// minus the intended issue time for rate-capped profiles.
+    pub latency_ns: Histogram<u64>,
+}
+
+impl ProbeResult {
+    /// Completed I/Os per second of elapsed time.
+    pub fn iops(&self) -> f64 {
+        per_second(self.ios, self.elapsed)
+    }
+
+    /// Bytes per second of elapsed time.
+    pub fn bandwidth(&self) -> f64 {
+        per_second(self.bytes, self.elapsed)
+    }
+
+    /// Latency at quantile `q` (0.0..=1.0), zero when nothing completed.
+    pub fn latency_at(&self, q: f64) -> Duration {
+        if self.latency_ns.is_empty() {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.latency_ns.value_at_quantile(q))
+    }
+
+    /// Smallest latency.
+    pub fn latency_min(&self) -> Duration {
+        if self.latency_ns.is_empty() {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.latency_ns.min())
+    }
+
+    /// Largest latency.
+    pub fn latency_max(&self) -> Duration {
+        if self.latency_ns.is_empty() {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.latency_ns.max())
+    }
+
+    /// Mean latency.
+    pub fn latency_mean(&self) -> Duration {
+        if self.latency_ns.is_empty() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(self.latency_ns.mean() / 1e9)
+    }
+
+    /// Whether the run completed without error, timeout or cancellation.
+    pub fn is_success(&self) -> bool {
+        self.errors == 0 && !self.timed_out && !self.cancelled && self.ios > 0
+    }
+}
+
+fn per_second(count: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_percentiles() {
+        let mut h = new_latency_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let r = ProbeResult {
+            engine: EngineKind::Psync,
+            ios: 1000,
+            bytes: 1000 * 4096,
+            elapsed: Duration::from_millis(500),
+            errors: 0,
+            first_error: None,
+            timed_out: false,
+            cancelled: false,
+            latency_ns: h,
+        };
+        assert_eq!(r.iops(), 2000.0);
+        assert_eq!(r.bandwidth(), 2000.0 * 4096.0);
+        let p50 = r.latency_at(0.5).as_nanos() as f64;
+        assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.002, "{p50}");
+        assert_eq!(r.latency_min(), Duration::from_micros(1));
+        assert!(r.is_success());
+    }
+}

@@ -1,0 +1,741 @@
+//! Probe targets: opening block devices and probe files for direct I/O, preflight checks
+//! (O_DIRECT support, alignment, tmpfs/overlayfs), the kernel device under a target, and the write
+//! safety rules for block devices.
+//!
+//! Read probes open the target read-only. A probe file that does not exist is created at the
+//! requested size and filled with random data before it is ever read; it is marked as ours with the
+//! extended attribute [`OWNER_XATTR`] and reused across restarts while it is intact (same size, no
+//! holes, filling finished). Writes to a file are allowed only when it carries that mark (or was
+//! created by this process). Writes to a block device need the caller's explicit opt-in and are
+//! refused when the device or one of its partitions is mounted or has holders; the device is then
+//! opened with `O_EXCL`, which the kernel refuses while anyone else has claimed it.
+
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Extended attribute that marks a probe file created by diskprobe_exporter.
+pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
+
+const FILLING: &[u8] = b"filling";
+
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+))]
+const BLKGETSIZE64: libc::Ioctl = 0x4008_1272;
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(not(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+)))]
+const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
+
+/// Why a target cannot be probed. Messages name the path and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// An operating-system call failed.
+    #[error("{path}: {what}: {source}")]
+    Io {
+        /// The target.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The filesystem or device refuses O_DIRECT.
+    #[error("{path}: O_DIRECT is not supported here (filesystem {fstype}); probes need direct I/O")]
+    NoDirectIo {
+        /// The target.
+        path: PathBuf,
+        /// The filesystem type, when known.
+        fstype: String,
+    },
+    /// A file target that does not exist and no size to create it with.
+    #[error("{path}: does not exist; give a size to create a probe file")]
+    NoSize {
+        /// The target.
+        path: PathBuf,
+    },
+    /// Not a regular file or block device.
+    #[error("{path}: not a regular file or block device")]
+    Kind {
+        /// The target.
+        path: PathBuf,
+    },
+    /// The target is smaller than what was asked for.
+    #[error("{path}: target is {available} bytes, smaller than the {wanted} bytes requested")]
+    TooSmall {
+        /// The target.
+        path: PathBuf,
+        /// Bytes available from the region start.
+        available: u64,
+        /// Bytes requested.
+        wanted: u64,
+    },
+    /// Writing was refused by a safety rule.
+    #[error("{path}: refusing to write: {reason}")]
+    WriteRefused {
+        /// The target.
+        path: PathBuf,
+        /// Which rule.
+        reason: String,
+    },
+    /// Size, offset or block size violate the direct-I/O alignment.
+    #[error("{path}: {what} {value} is not a multiple of the direct-I/O alignment {align}")]
+    Alignment {
+        /// The target.
+        path: PathBuf,
+        /// Which quantity.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The alignment required.
+        align: u64,
+    },
+}
+
+/// What kind of object a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A block device, probed directly.
+    BlockDevice,
+    /// A regular file on a filesystem.
+    File,
+}
+
+impl TargetKind {
+    /// `block_device` or `file` (the `kind` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::BlockDevice => "block_device",
+            TargetKind::File => "file",
+        }
+    }
+}
+
+/// The kernel block device under a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceId {
+    /// Kernel name (`sda1`, `loop3`, `nvme0n1`), as in `/proc/diskstats`.
+    pub name: String,
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// For a partition, the kernel name of its disk.
+    pub parent: Option<String>,
+}
+
+/// How to open a target.
+#[derive(Debug, Clone)]
+pub struct TargetOptions {
+    /// Region length (files: the probe file size). Block devices default to the rest of the
+    /// device after `offset`; a missing file needs a size to be created.
+    pub size: Option<u64>,
+    /// Region start in bytes (block devices; files always start at 0).
+    pub offset: u64,
+    /// Open for writing (write probes). Needs the safety rules to pass.
+    pub write: bool,
+    /// Root of procfs (`/proc`).
+    pub procfs: PathBuf,
+    /// Root of sysfs (`/sys`).
+    pub sysfs: PathBuf,
+}
+
+/// A target opened with O_DIRECT, ready for an engine.
+#[derive(Debug)]
+pub struct OpenTarget {
+    /// The path given.
+    pub path: PathBuf,
+    file: File,
+    /// Block device or file.
+    pub kind: TargetKind,
+    /// First byte of the probe region.
+    pub region_offset: u64,
+    /// Length of the probe region in bytes.
+    pub region_len: u64,
+    /// Required alignment of offsets and lengths for direct I/O.
+    pub offset_align: u64,
+    /// Required alignment of memory buffers for direct I/O.
+    pub mem_align: u64,
+    /// The block device holding the target, when there is one (not for tmpfs, overlayfs, ...).
+    pub device: Option<DeviceId>,
+    /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
+    pub fstype: String,
+    /// Warnings found by the preflight checks (tmpfs, overlayfs, ...), already logged.
+    pub warnings: Vec<String>,
+    /// Whether the target was opened for writing.
+    pub writable: bool,
+    /// Whether the probe file was created or refilled by this open.
+    pub filled: bool,
+}
+
+impl OpenTarget {
+    /// The open file descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Opens `path` for probing. See the module documentation for the rules.
+pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError> {
+    let io_err = |what: &'static str| {
+        move |source: io::Error| TargetError::Io {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    match fs::metadata(path) {
+        Ok(meta) if meta.file_type().is_block_device() => open_block_device(path, &meta, opts),
+        Ok(meta) if meta.is_file() => open_file(path, Some(meta), opts),
+        Ok(_) => Err(TargetError::Kind {
+            path: path.to_owned(),
+        }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => open_file(path, None, opts),
+        Err(err) => Err(io_err("stat")(err)),
+    }
+}
+
+fn open_direct(path: &Path, write: bool, excl: bool, fstype: &str) -> Result<File, TargetError> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(write);
+    let mut flags = libc::O_DIRECT | libc::O_CLOEXEC;
+    if excl {
+        flags |= libc::O_EXCL;
+    }
+    options.custom_flags(flags);
+    options.open(path).map_err(|err| {
+        if err.raw_os_error() == Some(libc::EINVAL) {
+            TargetError::NoDirectIo {
+                path: path.to_owned(),
+                fstype: fstype.to_owned(),
+            }
+        } else if excl && err.raw_os_error() == Some(libc::EBUSY) {
+            TargetError::WriteRefused {
+                path: path.to_owned(),
+                reason: "the device is in use (O_EXCL open failed with EBUSY)".to_owned(),
+            }
+        } else {
+            TargetError::Io {
+                path: path.to_owned(),
+                what: "open with O_DIRECT",
+                source: err,
+            }
+        }
+    })
+}
+
+fn open_block_device(
+    path: &Path,
+    meta: &fs::Metadata,
+    opts: &TargetOptions,
+) -> Result<OpenTarget, TargetError> {
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let device = resolve_device(&opts.sysfs, major, minor);
+    if opts.write {
+        check_block_write_safety(path, major, minor, opts)?;
+    }
+    let file = open_direct(path, opts.write, opts.write, "")?;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(TargetError::Io {
+            path: path.to_owned(),
+            what: "BLKGETSIZE64",
+            source: io::Error::last_os_error(),
+        });
+    }
+    let mut lbs: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live local.
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::BLKSSZGET,
+            &mut lbs as *mut libc::c_int,
+        )
+    };
+    let align = if rc == 0 && lbs > 0 { lbs as u64 } else { 512 };
+    let available = size.saturating_sub(opts.offset);
+    let region_len = opts.size.unwrap_or(available);
+    if opts.offset > size || region_len > available || region_len == 0 {
+        return Err(TargetError::TooSmall {
+            path: path.to_owned(),
+            available,
+            wanted: region_len.max(1),
+        });
+    }
+    check_aligned(path, "region offset", opts.offset, align)?;
+    check_aligned(path, "region size", region_len, align)?;
+    Ok(OpenTarget {
+        path: path.to_owned(),
+        file,
+        kind: TargetKind::BlockDevice,
+        region_offset: opts.offset,
+        region_len,
+        offset_align: align,
+        mem_align: align,
+        device: Some(device),
+        fstype: String::new(),
+        warnings: Vec::new(),
+        writable: opts.write,
+        filled: false,
+    })
+}
+
+fn check_aligned(
+    path: &Path,
+    what: &'static str,
+    value: u64,
+    align: u64,
+) -> Result<(), TargetError> {
+    if align > 0 && !value.is_multiple_of(align) {
+        return Err(TargetError::Alignment {
+            path: path.to_owned(),
+            what,
+            value,
+            align,
+        });
+    }
+    Ok(())
+}
+
+/// The kernel name of `major:minor` and, for a partition, its disk, from `<sysfs>/dev/block`.
+pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> DeviceId {
+    let dir = sysfs.join(format!("dev/block/{major}:{minor}"));
+    let real = fs::canonicalize(&dir).ok();
+    let name = real
+        .as_ref()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| format!("{major}:{minor}"));
+    let parent = if dir.join("partition").exists() {
+        real.as_ref()
+            .and_then(|p| p.parent())
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+    } else {
+        None
+    };
+    DeviceId {
+        name,
+        major,
+        minor,
+        parent,
+    }
+}
+
+/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory.
+fn partitions(sysfs: &Path, major: u32, minor: u32) -> Vec<String> {
+    let dir = sysfs.join(format!("dev/block/{major}:{minor}"));
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("partition").exists())
+        .filter_map(|e| fs::read_to_string(e.path().join("dev")).ok())
+        .map(|s| s.trim().to_owned())
+        .collect()
+}
+
+/// Devices (`MAJ:MIN`) that appear as a mount source in a mountinfo text.
+pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn has_holders(sysfs: &Path, dev: &str) -> bool {
+    fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false)
+}
+
+fn check_block_write_safety(
+    path: &Path,
+    major: u32,
+    minor: u32,
+    opts: &TargetOptions,
+) -> Result<(), TargetError> {
+    let refuse = |reason: String| TargetError::WriteRefused {
+        path: path.to_owned(),
+        reason,
+    };
+    let mountinfo_path = opts.procfs.join("self/mountinfo");
+    let mountinfo = fs::read_to_string(&mountinfo_path).map_err(|err| {
+        refuse(format!(
+            "cannot read {} to check for mounts: {err}",
+            mountinfo_path.display()
+        ))
+    })?;
+    let mounted = mounted_devices(&mountinfo);
+    let me = format!("{major}:{minor}");
+    let mut devices = vec![me.clone()];
+    devices.extend(partitions(&opts.sysfs, major, minor));
+    for dev in &devices {
+        let what = if *dev == me {
+            "the device"
+        } else {
+            "partition"
+        };
+        if mounted.iter().any(|m| m == dev) {
+            return Err(refuse(format!("{what} {dev} is mounted")));
+        }
+        if has_holders(&opts.sysfs, dev) {
+            return Err(refuse(format!(
+                "{what} {dev} has holders (device-mapper, md, ...)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Filesystem type name from a statfs magic number.
+fn fstype_name(magic: i64) -> String {
+    match magic {
+        0x0102_1994 => "tmpfs",
+        0x794c_7630 => "overlay",
+        0xEF53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x2FC1_2FC1 => "zfs",
+        0xF2F5_2010 => "f2fs",
+        0x6969 => "nfs",
+        0xFF53_4D42 => "cifs",
+        0x6573_5546 => "fuse",
+        0x4d44 => "vfat",
+        0x858458f6 => "ramfs",
+        other => return format!("0x{other:x}"),
+    }
+    .to_owned()
+}
+
+fn statfs_type(path: &Path) -> io::Result<String> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statfs.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)]
+    Ok(fstype_name(buf.f_type as i64))
+}
+
+/// statx DIO alignment `(memory, offset)`, when the kernel and filesystem report it.
+fn dio_alignment(file: &File) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: the fd is open, the path is an empty NUL-terminated string used with
+    // AT_EMPTY_PATH, and `stx` is a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    Some((
+        u64::from(stx.stx_dio_mem_align),
+        u64::from(stx.stx_dio_offset_align),
+    ))
+}
+
+fn get_xattr(file: &File) -> Option<Vec<u8>> {
+    let name = CString::new(OWNER_XATTR).ok()?;
+    let mut buf = [0u8; 128];
+    // SAFETY: the fd is open, `name` is NUL-terminated and `buf` is writable for its length.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    Some(buf[..n as usize].to_vec())
+}
+
+fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
+    let name = CString::new(OWNER_XATTR).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: the fd is open, `name` is NUL-terminated and `value` is readable for its length.
+    let rc = unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn complete_marker(size: u64) -> Vec<u8> {
+    format!("probe-file v1 size={size}").into_bytes()
+}
+
+/// Creates (or refills) the probe file at `size` bytes of random data.
+fn fill_probe_file(path: &Path, size: u64, create: bool) -> Result<bool, TargetError> {
+    let io_err = |what: &'static str| {
+        move |source: io::Error| TargetError::Io {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    let mut options = OpenOptions::new();
+    options.write(true);
+    if create {
+        options.create_new(true).mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(io_err("create the probe file"))?;
+    let marked = match set_xattr(&file, FILLING) {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot mark the probe file as ours (no user xattrs); write probes will refuse it after a restart");
+            false
+        }
+    };
+    file.set_len(0).map_err(io_err("truncate the probe file"))?;
+    let mut rng = SmallRng::from_os_rng();
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        rng.fill_bytes(&mut chunk[..n]);
+        file.write_all(&chunk[..n])
+            .map_err(io_err("fill the probe file"))?;
+        left -= n as u64;
+    }
+    file.sync_all().map_err(io_err("sync the probe file"))?;
+    if marked {
+        set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
+    }
+    Ok(marked)
+}
+
+fn open_file(
+    path: &Path,
+    meta: Option<fs::Metadata>,
+    opts: &TargetOptions,
+) -> Result<OpenTarget, TargetError> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let fstype =
+        statfs_type(if meta.is_some() { path } else { dir }).map_err(|source| TargetError::Io {
+            path: path.to_owned(),
+            what: "statfs",
+            source,
+        })?;
+    let mut warnings = Vec::new();
+    if fstype == "tmpfs" || fstype == "overlay" || fstype == "ramfs" {
+        let what = if fstype == "overlay" {
+            "the container layer"
+        } else {
+            "memory"
+        };
+        let msg = format!(
+            "{} is on {fstype}: probes measure {what}, not a disk",
+            path.display()
+        );
+        tracing::warn!("{msg}");
+        warnings.push(msg);
+    }
+
+    let mut filled = false;
+    let size = match meta {
+        None => {
+            let size = opts.size.ok_or_else(|| TargetError::NoSize {
+                path: path.to_owned(),
+            })?;
+            tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
+            fill_probe_file(path, size, true)?;
+            filled = true;
+            size
+        }
+        Some(meta) => {
+            let probe = File::open(path).map_err(|source| TargetError::Io {
+                path: path.to_owned(),
+                what: "open",
+                source,
+            })?;
+            let marker = get_xattr(&probe);
+            drop(probe);
+            let wanted = opts.size.unwrap_or(meta.len());
+            match marker {
+                Some(m) => {
+                    let intact = m == complete_marker(meta.len())
+                        && meta.len() == wanted
+                        && meta.blocks().saturating_mul(512) >= meta.len();
+                    if !intact {
+                        tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
+                        fill_probe_file(path, wanted, false)?;
+                        filled = true;
+                    }
+                    wanted
+                }
+                None => {
+                    if opts.write {
+                        return Err(TargetError::WriteRefused {
+                            path: path.to_owned(),
+                            reason: format!(
+                                "the file was not created by diskprobe_exporter (no {OWNER_XATTR} attribute); write probes only use probe files they created"
+                            ),
+                        });
+                    }
+                    if wanted > meta.len() {
+                        return Err(TargetError::TooSmall {
+                            path: path.to_owned(),
+                            available: meta.len(),
+                            wanted,
+                        });
+                    }
+                    wanted
+                }
+            }
+        }
+    };
+    let file = open_direct(path, opts.write, false, &fstype)?;
+    let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
+    if size == 0 {
+        return Err(TargetError::TooSmall {
+            path: path.to_owned(),
+            available: 0,
+            wanted: 1,
+        });
+    }
+    check_aligned(path, "file size", size, offset_align)?;
+    let fmeta = file.metadata().map_err(|source| TargetError::Io {
+        path: path.to_owned(),
+        what: "stat",
+        source,
+    })?;
+    let dev = fmeta.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let device = (major != 0
+        && opts
+            .sysfs
+            .join(format!("dev/block/{major}:{minor}"))
+            .exists())
+    .then(|| resolve_device(&opts.sysfs, major, minor));
+    Ok(OpenTarget {
+        path: path.to_owned(),
+        file,
+        kind: TargetKind::File,
+        region_offset: 0,
+        region_len: size,
+        offset_align,
+        mem_align,
+        device,
+        fstype,
+        warnings,
+        writable: opts.write,
+        filled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_devices() {
+        let text = "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\
+                    30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n";
+        assert_eq!(mounted_devices(text), vec!["254:1", "0:25"]);
+    }
+
+    #[test]
+    fn creates_fills_and_reuses_a_probe_file() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = TargetOptions {
+            size: Some(1 << 20),
+            offset: 0,
+            write: false,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        };
+        let t = match open(&path, &opts) {
+            Ok(t) => t,
+            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(err) => panic!("{err}"),
+        };
+        assert!(t.filled);
+        assert_eq!(t.region_len, 1 << 20);
+        let data = fs::read(&path).unwrap();
+        assert_eq!(data.len(), 1 << 20);
+        assert!(data.chunks(512).all(|c| c.iter().any(|&b| b != 0)));
+        drop(t);
+        let t = open(&path, &opts).unwrap();
+        assert!(!t.filled, "an intact probe file is reused");
+        let opts2 = TargetOptions {
+            size: Some(2 << 20),
+            ..opts.clone()
+        };
+        let t = open(&path, &opts2).unwrap();
+        assert!(t.filled, "a size change refills");
+        assert_eq!(fs::metadata(&path).unwrap().len(), 2 << 20);
+    }
+
+    #[test]
+    fn foreign_files_are_not_written() {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let path = dir.path().join("foreign.dat");
+        fs::write(&path, vec![1u8; 8192]).unwrap();
+        let opts = TargetOptions {
+            size: None,
+            offset: 0,
+            write: true,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        };
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), vec![1u8; 8192]);
+    }
+}
