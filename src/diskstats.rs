@@ -92,6 +92,8 @@ pub struct Parsed {
 
 /// Number of fields in the oldest layout: major, minor, name and 11 counters.
 const MIN_FIELDS: usize = 14;
+/// Number of fields in the newest layout (kernel 5.5+).
+const MAX_FIELDS: usize = 20;
 
 /// Parses the whole content of a diskstats file.
 pub fn parse(text: &str) -> Parsed {
@@ -113,13 +115,21 @@ pub fn parse(text: &str) -> Parsed {
 
 /// Parses one non-blank line.
 pub fn parse_line(line: &str) -> Result<DiskStats, String> {
-    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-    if fields.len() < MIN_FIELDS {
+    // Only the first 20 fields matter; count the rest without storing them.
+    let mut fields = [""; MAX_FIELDS];
+    let mut count = 0;
+    for field in line.split_ascii_whitespace() {
+        if count < MAX_FIELDS {
+            fields[count] = field;
+        }
+        count += 1;
+    }
+    if count < MIN_FIELDS {
         return Err(format!(
-            "expected at least {MIN_FIELDS} fields, found {}",
-            fields.len()
+            "expected at least {MIN_FIELDS} fields, found {count}"
         ));
     }
+    let len = count.min(MAX_FIELDS);
     let number = |i: usize| -> Result<u64, String> {
         fields[i].parse::<u64>().map_err(|_| {
             format!(
@@ -134,7 +144,7 @@ pub fn parse_line(line: &str) -> Result<DiskStats, String> {
             .parse::<u32>()
             .map_err(|_| format!("field {} ({:?}) is not a device number", i + 1, fields[i]))
     };
-    let discards = if fields.len() >= 18 {
+    let discards = if len >= 18 {
         Some(DiscardStats {
             completed: number(14)?,
             merged: number(15)?,
@@ -144,7 +154,7 @@ pub fn parse_line(line: &str) -> Result<DiskStats, String> {
     } else {
         None
     };
-    let flushes = if fields.len() >= 20 {
+    let flushes = if len >= MAX_FIELDS {
         Some(FlushStats {
             completed: number(18)?,
             time_ms: number(19)?,
@@ -228,8 +238,7 @@ mod tests {
     #[test]
     fn keeps_u64_counters_and_slashes_and_ignores_extra_fields() {
         let max = u64::MAX;
-        let text =
-            format!("104 0 cciss/c0d0 {max} 0 {max} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 99 100 101\n");
+        let text = format!("104 0 cciss/c0d0 {max} 0 {max} 0 0 0 0 0 0 0 0 0 0 0 0 0 99 100 101\n");
         let parsed = parse(&text);
         assert_eq!(parsed.devices[0].name, "cciss/c0d0");
         assert_eq!(parsed.devices[0].reads_completed, u64::MAX);

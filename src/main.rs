@@ -27,7 +27,11 @@ fn main() -> ExitCode {
         println!("{source}: configuration is valid");
         return ExitCode::SUCCESS;
     }
+    // Two workers serve HTTP and timers; blocking work (scrapes reading /proc and /sys) gets a
+    // small pool of its own. Probes never run here: the engine has dedicated threads.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(2)
         .enable_all()
         .thread_name("diskprobe-rt")
         .build()

@@ -61,8 +61,12 @@ fn check_golden(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
     if expected != actual {
         let diff: Vec<String> = expected
             .lines()
@@ -172,7 +176,10 @@ fn odd_lines_are_skipped_not_fatal() {
         assert_eq!(s.get(&key), Some(&1.0), "{kept} should be reported");
     }
     for skipped in ["sda1", "sdc", "sdd"] {
-        assert!(!body.contains(&format!("device=\"{skipped}\"")), "{skipped} should be skipped");
+        assert!(
+            !body.contains(&format!("device=\"{skipped}\"")),
+            "{skipped} should be skipped"
+        );
     }
 }
 
@@ -218,7 +225,10 @@ fn node_exporter_scrape(procfs: &Path, udev: &Path) -> String {
         if std::net::TcpStream::connect(addr).is_ok() {
             break http_request(addr, "GET", "/metrics", &[]).body;
         }
-        assert!(std::time::Instant::now() < deadline, "node_exporter did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node_exporter did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let _ = child.kill();
@@ -230,7 +240,10 @@ fn node_exporter_scrape(procfs: &Path, udev: &Path) -> String {
 fn values_equal_node_exporters() {
     let node_available =
         which("prometheus-node-exporter").is_some() || which("node_exporter").is_some();
-    if !require(node_available, "node_exporter (Debian package prometheus-node-exporter)") {
+    if !require(
+        node_available,
+        "node_exporter (Debian package prometheus-node-exporter)",
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -241,31 +254,46 @@ fn values_equal_node_exporters() {
         let (_, ours) = agent.get("/metrics");
         let ours: BTreeMap<String, f64> = samples(&ours)
             .into_iter()
-            .filter(|(k, _)| k.starts_with("diskprobe_disk_") && !k.starts_with("diskprobe_disk_info"))
+            .filter(|(k, _)| {
+                k.starts_with("diskprobe_disk_") && !k.starts_with("diskprobe_disk_info")
+            })
             .collect();
         let mut expected = BTreeMap::new();
         let mut info_devices = 0;
         for (series, value) in samples(&theirs) {
-            let Some(rest) = series.strip_prefix("node_disk_") else { continue };
+            let Some(rest) = series.strip_prefix("node_disk_") else {
+                continue;
+            };
             if rest.starts_with("info{") {
                 info_devices += 1;
                 continue;
             }
             let (name, value) = match rest.strip_prefix("discarded_sectors_total") {
-                Some(labels) => (format!("diskprobe_disk_discarded_bytes_total{labels}"), value * 512.0),
+                Some(labels) => (
+                    format!("diskprobe_disk_discarded_bytes_total{labels}"),
+                    value * 512.0,
+                ),
                 None => (format!("diskprobe_disk_{rest}"), value),
             };
             expected.insert(name, value);
         }
-        assert!(expected.len() > 50, "{procfs}: node_exporter reported too little:\n{theirs}");
+        assert!(
+            expected.len() > 50,
+            "{procfs}: node_exporter reported too little:\n{theirs}"
+        );
         for (series, value) in &expected {
             assert_eq!(ours.get(series), Some(value), "{procfs}: {series}");
         }
         let extra: Vec<_> = ours.keys().filter(|k| !expected.contains_key(*k)).collect();
-        assert!(extra.is_empty(), "{procfs}: series node_exporter does not have: {extra:?}");
+        assert!(
+            extra.is_empty(),
+            "{procfs}: series node_exporter does not have: {extra:?}"
+        );
         let (_, body) = agent.get("/metrics");
         assert_eq!(
-            body.lines().filter(|l| l.starts_with("diskprobe_disk_info{")).count(),
+            body.lines()
+                .filter(|l| l.starts_with("diskprobe_disk_info{"))
+                .count(),
             info_devices,
             "{procfs}: one info series per device"
         );

@@ -9,8 +9,7 @@ use super::{CollectError, Collector};
 use crate::block_info::{self, BlockInfo};
 use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
-use crate::exposition::FamilyBuilder;
-use prometheus::proto::MetricFamily;
+use crate::exposition::{Family, Labels, labels};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -26,12 +25,20 @@ const SECONDS_PER_TICK: f64 = 0.001;
 
 type InfoKey = (String, u32, u32);
 
+/// What is cached per device: the `device` label set and the `diskprobe_disk_info` label set.
+#[derive(Clone)]
+struct Cached {
+    at: Instant,
+    device: Labels,
+    info: Labels,
+}
+
 /// Collects `/proc/diskstats`.
 pub struct DiskstatsCollector {
     diskstats_path: PathBuf,
     sysfs_root: PathBuf,
     filter: RwLock<Arc<DeviceFilter>>,
-    info_cache: Mutex<HashMap<InfoKey, (Instant, Arc<BlockInfo>)>>,
+    cache: Mutex<HashMap<InfoKey, Cached>>,
 }
 
 impl DiskstatsCollector {
@@ -41,7 +48,7 @@ impl DiskstatsCollector {
             diskstats_path: procfs_root.join("diskstats"),
             sysfs_root,
             filter: RwLock::new(Arc::new(filter)),
-            info_cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -57,20 +64,25 @@ impl DiskstatsCollector {
             .clone()
     }
 
-    /// Sysfs facts for each device, from the cache where fresh; evicts devices no longer listed.
-    fn infos(&self, devices: &[&DiskStats]) -> Vec<Arc<BlockInfo>> {
+    /// Label sets for each device, from the cache where fresh; evicts devices no longer listed.
+    fn label_sets(&self, devices: &[&DiskStats]) -> Vec<Cached> {
         let now = Instant::now();
-        let mut cache = self.info_cache.lock().unwrap_or_else(|e| e.into_inner());
-        let infos: Vec<_> = devices
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let sets: Vec<Cached> = devices
             .iter()
             .map(|d| {
                 let key = (d.name.clone(), d.major, d.minor);
                 match cache.get(&key) {
-                    Some((at, info)) if now.duration_since(*at) < INFO_TTL => info.clone(),
+                    Some(c) if now.duration_since(c.at) < INFO_TTL => c.clone(),
                     _ => {
-                        let info = Arc::new(block_info::read(&self.sysfs_root, d.major, d.minor));
-                        cache.insert(key, (now, info.clone()));
-                        info
+                        let i = block_info::read(&self.sysfs_root, d.major, d.minor);
+                        let c = Cached {
+                            at: now,
+                            device: labels(&[("device", &d.name)]),
+                            info: info_labels(d, &i),
+                        };
+                        cache.insert(key, c.clone());
+                        c
                     }
                 }
             })
@@ -82,89 +94,108 @@ impl DiskstatsCollector {
                     .any(|d| d.major == *major && d.minor == *minor && &d.name == name)
             });
         }
-        infos
+        sets
     }
 }
 
-/// Counter families: (name suffix, HELP, value extractor). `None` values are not exposed.
+fn info_labels(d: &DiskStats, i: &BlockInfo) -> Labels {
+    let (major, minor) = (d.major.to_string(), d.minor.to_string());
+    labels(&[
+        ("device", &d.name),
+        ("major", &major),
+        ("minor", &minor),
+        ("model", &i.model),
+        ("serial", &i.serial),
+        ("wwn", &i.wwn),
+        ("revision", &i.revision),
+        ("rotational", &i.rotational),
+        ("logical_block_size", &i.logical_block_size),
+        ("dm_name", &i.dm_name),
+        ("parent", &i.parent),
+    ])
+}
+
+/// Counter families: (name, HELP, value extractor). `None` values are not exposed.
 type Extract = fn(&DiskStats) -> Option<f64>;
 
 const COUNTERS: &[(&str, &str, Extract)] = &[
     (
-        "reads_completed_total",
+        "diskprobe_disk_reads_completed_total",
         "The total number of reads completed successfully.",
         |d| Some(d.reads_completed as f64),
     ),
     (
-        "reads_merged_total",
+        "diskprobe_disk_reads_merged_total",
         "The total number of reads merged.",
         |d| Some(d.reads_merged as f64),
     ),
     (
-        "read_bytes_total",
+        "diskprobe_disk_read_bytes_total",
         "The total number of bytes read successfully.",
         |d| Some(d.sectors_read as f64 * SECTOR_BYTES),
     ),
     (
-        "read_time_seconds_total",
+        "diskprobe_disk_read_time_seconds_total",
         "The total number of seconds spent by all reads.",
         |d| Some(d.read_time_ms as f64 * SECONDS_PER_TICK),
     ),
     (
-        "writes_completed_total",
+        "diskprobe_disk_writes_completed_total",
         "The total number of writes completed successfully.",
         |d| Some(d.writes_completed as f64),
     ),
-    ("writes_merged_total", "The number of writes merged.", |d| {
-        Some(d.writes_merged as f64)
-    }),
     (
-        "written_bytes_total",
+        "diskprobe_disk_writes_merged_total",
+        "The number of writes merged.",
+        |d| Some(d.writes_merged as f64),
+    ),
+    (
+        "diskprobe_disk_written_bytes_total",
         "The total number of bytes written successfully.",
         |d| Some(d.sectors_written as f64 * SECTOR_BYTES),
     ),
     (
-        "write_time_seconds_total",
+        "diskprobe_disk_write_time_seconds_total",
         "This is the total number of seconds spent by all writes.",
         |d| Some(d.write_time_ms as f64 * SECONDS_PER_TICK),
     ),
     (
-        "io_time_seconds_total",
+        "diskprobe_disk_io_time_seconds_total",
         "Total seconds spent doing I/Os.",
         |d| Some(d.io_time_ms as f64 * SECONDS_PER_TICK),
     ),
     (
-        "io_time_weighted_seconds_total",
+        "diskprobe_disk_io_time_weighted_seconds_total",
         "The weighted # of seconds spent doing I/Os.",
         |d| Some(d.io_weighted_time_ms as f64 * SECONDS_PER_TICK),
     ),
     (
-        "discards_completed_total",
+        "diskprobe_disk_discards_completed_total",
         "The total number of discards completed successfully.",
         |d| d.discards.map(|x| x.completed as f64),
     ),
     (
-        "discards_merged_total",
+        "diskprobe_disk_discards_merged_total",
         "The total number of discards merged.",
         |d| d.discards.map(|x| x.merged as f64),
     ),
     (
-        "discarded_bytes_total",
+        "diskprobe_disk_discarded_bytes_total",
         "The total number of bytes discarded successfully.",
         |d| d.discards.map(|x| x.sectors as f64 * SECTOR_BYTES),
     ),
     (
-        "discard_time_seconds_total",
+        "diskprobe_disk_discard_time_seconds_total",
         "This is the total number of seconds spent by all discards.",
         |d| d.discards.map(|x| x.time_ms as f64 * SECONDS_PER_TICK),
     ),
     (
-        "flush_requests_total",
+        "diskprobe_disk_flush_requests_total",
         "The total number of flush requests completed successfully.",
         |d| d.flushes.map(|x| x.completed as f64),
     ),
     (
-        "flush_requests_time_seconds_total",
+        "diskprobe_disk_flush_requests_time_seconds_total",
         "This is the total number of seconds spent by all flush requests.",
         |d| d.flushes.map(|x| x.time_ms as f64 * SECONDS_PER_TICK),
     ),
@@ -175,7 +206,7 @@ impl Collector for DiskstatsCollector {
         "diskstats"
     }
 
-    fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError> {
+    fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
         let text =
             std::fs::read_to_string(&self.diskstats_path).map_err(|source| CollectError::Read {
                 path: self.diskstats_path.clone(),
@@ -197,48 +228,55 @@ impl Collector for DiskstatsCollector {
             .filter(|d| filter.accepts(&d.name))
             .collect();
 
-        for (suffix, help, extract) in COUNTERS {
-            let mut family = FamilyBuilder::counter(&format!("diskprobe_disk_{suffix}"), help);
-            for d in &devices {
+        // One shared label set per device, cloned (a reference count) into every family.
+        let sets = self.label_sets(&devices);
+        for (name, help, extract) in COUNTERS {
+            let mut family = Family::counter(name, help);
+            family.reserve(devices.len());
+            for (d, l) in devices.iter().zip(&sets) {
                 if let Some(v) = extract(d) {
-                    family.sample(&[("device", &d.name)], v);
+                    family.push(&l.device, v);
                 }
             }
             family.finish_into(out);
         }
-        let mut io_now = FamilyBuilder::gauge(
+        let mut io_now = Family::gauge(
             "diskprobe_disk_io_now",
             "The number of I/Os currently in progress.",
         );
-        for d in &devices {
-            io_now.sample(&[("device", &d.name)], d.io_in_progress as f64);
+        io_now.reserve(devices.len());
+        for (d, l) in devices.iter().zip(&sets) {
+            io_now.push(&l.device, d.io_in_progress as f64);
         }
         io_now.finish_into(out);
 
-        let mut info = FamilyBuilder::gauge(
+        let mut info = Family::gauge(
             "diskprobe_disk_info",
             "Info of the block device from /sys/dev/block/<major>:<minor>; the value is always 1.",
         );
-        for (d, i) in devices.iter().zip(self.infos(&devices)) {
-            let (major, minor) = (d.major.to_string(), d.minor.to_string());
-            info.sample(
-                &[
-                    ("device", &d.name),
-                    ("major", &major),
-                    ("minor", &minor),
-                    ("model", &i.model),
-                    ("serial", &i.serial),
-                    ("wwn", &i.wwn),
-                    ("revision", &i.revision),
-                    ("rotational", &i.rotational),
-                    ("logical_block_size", &i.logical_block_size),
-                    ("dm_name", &i.dm_name),
-                    ("parent", &i.parent),
-                ],
-                1.0,
-            );
+        info.reserve(devices.len());
+        for l in &sets {
+            info.push(&l.info, 1.0);
         }
         info.finish_into(out);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_is_namespaced_and_unique() {
+        let mut names: Vec<&str> = COUNTERS.iter().map(|(n, _, _)| *n).collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with("diskprobe_disk_") && n.ends_with("_total"))
+        );
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COUNTERS.len());
     }
 }

@@ -1,8 +1,7 @@
 //! Metrics about the exporter itself: `diskprobe_build_info` and the configuration reload state.
 
 use super::{CollectError, Collector};
-use crate::exposition::FamilyBuilder;
-use prometheus::proto::MetricFamily;
+use crate::exposition::{Family, labels};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -73,33 +72,33 @@ impl Collector for ExporterCollector {
         "exporter"
     }
 
-    fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError> {
-        let mut info = FamilyBuilder::gauge(
+    fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
+        let mut info = Family::gauge(
             "diskprobe_build_info",
             "A metric with a constant '1' value labeled by version, revision, and the target os and arch for which diskprobe_exporter was built.",
         );
-        info.sample(
-            &[
+        info.push(
+            &labels(&[
                 ("version", VERSION),
                 ("revision", REVISION),
                 ("os", std::env::consts::OS),
                 ("arch", std::env::consts::ARCH),
-            ],
+            ]),
             1.0,
         );
         info.finish_into(out);
         let (ok, ts) = self.reload.get();
-        let mut success = FamilyBuilder::gauge(
+        let mut success = Family::gauge(
             "diskprobe_config_last_reload_successful",
             "Whether the last configuration reload attempt was successful.",
         );
-        success.sample(&[], if ok { 1.0 } else { 0.0 });
+        success.push(&labels(&[]), if ok { 1.0 } else { 0.0 });
         success.finish_into(out);
-        let mut when = FamilyBuilder::gauge(
+        let mut when = Family::gauge(
             "diskprobe_config_last_reload_success_timestamp_seconds",
             "Timestamp of the last successful configuration reload.",
         );
-        when.sample(&[], ts);
+        when.push(&labels(&[]), ts);
         when.finish_into(out);
         Ok(())
     }

@@ -9,8 +9,7 @@ pub mod diskstats;
 pub mod exporter;
 pub mod process;
 
-use crate::exposition::FamilyBuilder;
-use prometheus::proto::MetricFamily;
+use crate::exposition::{Family, labels};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,7 +34,7 @@ pub trait Collector: Send + Sync {
     /// The `collector` label value.
     fn name(&self) -> &'static str;
     /// Appends this collector's families to `out`.
-    fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError>;
+    fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError>;
 }
 
 /// Runs a fixed set of collectors on every scrape.
@@ -56,13 +55,13 @@ impl Registry {
     }
 
     /// Runs every collector and returns all families sorted by name.
-    pub fn gather(&self) -> Vec<MetricFamily> {
+    pub fn gather(&self) -> Vec<Family> {
         let mut out = Vec::with_capacity(64);
-        let mut success = FamilyBuilder::gauge(
+        let mut success = Family::gauge(
             "diskprobe_scrape_collector_success",
             "diskprobe_exporter: Whether a collector succeeded.",
         );
-        let mut duration = FamilyBuilder::gauge(
+        let mut duration = Family::gauge(
             "diskprobe_scrape_collector_duration_seconds",
             "diskprobe_exporter: Duration of a collector scrape.",
         );
@@ -80,13 +79,13 @@ impl Registry {
                     false
                 }
             };
-            let labels = [("collector", collector.name())];
-            duration.sample(&labels, start.elapsed().as_secs_f64());
-            success.sample(&labels, if ok { 1.0 } else { 0.0 });
+            let labels = labels(&[("collector", collector.name())]);
+            duration.push(&labels, start.elapsed().as_secs_f64());
+            success.push(&labels, if ok { 1.0 } else { 0.0 });
         }
         duration.finish_into(&mut out);
         success.finish_into(&mut out);
-        out.sort_by(|a, b| a.name().cmp(b.name()));
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
 }
@@ -100,9 +99,9 @@ mod tests {
         fn name(&self) -> &'static str {
             "failing"
         }
-        fn collect(&self, out: &mut Vec<MetricFamily>) -> Result<(), CollectError> {
-            let mut g = FamilyBuilder::gauge("partial", "Should not be exposed.");
-            g.sample(&[], 1.0);
+        fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
+            let mut g = Family::gauge("partial", "Should not be exposed.");
+            g.push(&labels(&[]), 1.0);
             g.finish_into(out);
             Err(CollectError::Other("boom".into()))
         }
@@ -113,7 +112,7 @@ mod tests {
         let mut r = Registry::new();
         r.register(Arc::new(Failing));
         let families = r.gather();
-        let names: Vec<_> = families.iter().map(|f| f.name()).collect();
+        let names: Vec<_> = families.iter().map(|f| &*f.name).collect();
         assert_eq!(
             names,
             [
@@ -121,6 +120,9 @@ mod tests {
                 "diskprobe_scrape_collector_success"
             ]
         );
-        assert_eq!(families[1].get_metric()[0].get_gauge().get_value(), 0.0);
+        assert_eq!(
+            families[1].samples[0].value,
+            crate::exposition::Value::Number(0.0)
+        );
     }
 }

@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn line_column_counts_characters() {
-        assert_eq!(line_column("a\nbé=c", 5), (2, 4));
+        assert_eq!(line_column("a\nbé=c", 5), (2, 3));
         assert_eq!(line_column("", 0), (1, 1));
     }
 

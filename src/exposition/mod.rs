@@ -1,15 +1,17 @@
-//! Metric families and their encoding for scrapes.
+//! Our metric model and its encodings for scrapes.
 //!
-//! Collectors build [`MetricFamily`] values (the data model of the `prometheus` crate) fresh on
-//! every scrape with [`FamilyBuilder`]; this module encodes them as the Prometheus text format
-//! 0.0.4 (with the `prometheus` crate's encoder) or as OpenMetrics 1.0 ([`openmetrics`]) depending
-//! on what the scraper accepts. Nothing outside this module knows about wire formats, so another
-//! encoding (native histograms) can be added here without touching collectors.
+//! Collectors build [`Family`] values fresh on every scrape; [`encode`] writes them as the
+//! Prometheus text format 0.0.4 or as OpenMetrics 1.0 depending on what the scraper accepts
+//! ([`Format::negotiate`]). The model is deliberately small and cheap to build: label names are
+//! static strings and a label set is an `Arc<[Label]>` that every sample of a device or target
+//! shares, so a scrape of hundreds of devices allocates per device, not per sample. Nothing outside
+//! this module knows about wire formats, so a native-histogram encoding can be added here without
+//! touching collectors, the scheduler or the engine.
 
-pub mod openmetrics;
+mod text;
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
-use prometheus::{Encoder, TextEncoder};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A wire format for `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,102 +41,143 @@ impl Format {
 }
 
 /// Encodes `families` in `format`.
-pub fn encode(families: &[MetricFamily], format: Format) -> Vec<u8> {
-    match format {
-        Format::Text => {
-            let mut out = Vec::with_capacity(64 * 1024);
-            // Writing into a Vec cannot fail; the encoder only errors on I/O or on families
-            // without metrics, which FamilyBuilder::build never returns.
-            if let Err(err) = TextEncoder::new().encode(families, &mut out) {
-                tracing::error!(%err, "encoding metrics failed");
-            }
-            out
+pub fn encode(families: &[Family], format: Format) -> Vec<u8> {
+    text::encode(families, format).into_bytes()
+}
+
+/// The type of a metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Monotonic counter (name ends in `_total`).
+    Counter,
+    /// Gauge.
+    Gauge,
+    /// Histogram with cumulative buckets.
+    Histogram,
+    /// Summary with quantiles.
+    Summary,
+}
+
+/// One label: a static name and a shared value.
+pub type Label = (&'static str, Arc<str>);
+
+/// A label set shared by every sample of one device, target or profile.
+pub type Labels = Arc<[Label]>;
+
+/// Builds a shared label set.
+pub fn labels(pairs: &[(&'static str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (*k, Arc::from(*v))).collect()
+}
+
+/// The value of one sample.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Counter or gauge value.
+    Number(f64),
+    /// Histogram: `(upper bound, cumulative count)` per bucket (the `+Inf` bucket is implied by
+    /// `count`), sum and count of observations.
+    Histogram {
+        /// Cumulative buckets in increasing bound order.
+        buckets: Vec<(f64, u64)>,
+        /// Sum of observations.
+        sum: f64,
+        /// Number of observations.
+        count: u64,
+    },
+    /// Summary: `(quantile, value)` pairs, sum and count.
+    Summary {
+        /// Quantiles in increasing order.
+        quantiles: Vec<(f64, f64)>,
+        /// Sum of observations.
+        sum: f64,
+        /// Number of observations.
+        count: u64,
+    },
+}
+
+/// One sample of a family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Label set.
+    pub labels: Labels,
+    /// Value.
+    pub value: Value,
+}
+
+/// A metric family: name, help, type and samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// Full metric name (counters include `_total`).
+    pub name: Cow<'static, str>,
+    /// HELP text.
+    pub help: Cow<'static, str>,
+    /// Type.
+    pub kind: Kind,
+    /// Samples; a family without samples is not encoded.
+    pub samples: Vec<Sample>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str, kind: Kind) -> Self {
+        Family {
+            name: Cow::Borrowed(name),
+            help: Cow::Borrowed(help),
+            kind,
+            samples: Vec::new(),
         }
-        Format::OpenMetrics => openmetrics::encode(families).into_bytes(),
     }
-}
 
-/// Builds one metric family of const samples.
-#[derive(Debug)]
-pub struct FamilyBuilder {
-    family: MetricFamily,
-    metrics: Vec<Metric>,
-}
-
-impl FamilyBuilder {
-    fn new(name: &str, help: &str, kind: MetricType) -> Self {
-        let mut family = MetricFamily::default();
-        family.set_name(name.to_owned());
-        family.set_help(help.to_owned());
-        family.set_field_type(kind);
-        FamilyBuilder {
-            family,
-            metrics: Vec::new(),
-        }
+    /// Reserves room for `n` more samples.
+    pub fn reserve(&mut self, n: usize) -> &mut Self {
+        self.samples.reserve(n);
+        self
     }
 
     /// A counter family.
-    pub fn counter(name: &str, help: &str) -> Self {
-        Self::new(name, help, MetricType::COUNTER)
+    pub fn counter(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, Kind::Counter)
     }
 
     /// A gauge family.
-    pub fn gauge(name: &str, help: &str) -> Self {
-        Self::new(name, help, MetricType::GAUGE)
+    pub fn gauge(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, Kind::Gauge)
     }
 
-    /// Adds a sample with the given labels.
-    pub fn sample(&mut self, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        let mut metric = Metric::default();
-        metric.set_label(label_pairs(labels));
-        match self.family.get_field_type() {
-            MetricType::COUNTER => {
-                let mut c = Counter::default();
-                c.set_value(value);
-                metric.set_counter(c);
-            }
-            _ => {
-                let mut g = Gauge::default();
-                g.set_value(value);
-                metric.set_gauge(g);
-            }
-        }
-        self.metrics.push(metric);
+    /// A histogram family.
+    pub fn histogram(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, Kind::Histogram)
+    }
+
+    /// A summary family.
+    pub fn summary(name: &'static str, help: &'static str) -> Self {
+        Self::new(name, help, Kind::Summary)
+    }
+
+    /// Adds a counter or gauge sample.
+    pub fn push(&mut self, labels: &Labels, value: f64) -> &mut Self {
+        self.samples.push(Sample {
+            labels: labels.clone(),
+            value: Value::Number(value),
+        });
         self
     }
 
-    /// Adds a pre-built metric (histograms, summaries).
-    pub fn metric(&mut self, metric: Metric) -> &mut Self {
-        self.metrics.push(metric);
+    /// Adds a sample with any value.
+    pub fn push_value(&mut self, labels: &Labels, value: Value) -> &mut Self {
+        self.samples.push(Sample {
+            labels: labels.clone(),
+            value,
+        });
         self
-    }
-
-    /// Whether no sample was added.
-    pub fn is_empty(&self) -> bool {
-        self.metrics.is_empty()
     }
 
     /// Appends the family to `out` unless it has no samples (an empty family is not valid
     /// exposition).
-    pub fn finish_into(mut self, out: &mut Vec<MetricFamily>) {
-        if !self.metrics.is_empty() {
-            self.family.set_metric(self.metrics);
-            out.push(self.family);
+    pub fn finish_into(self, out: &mut Vec<Family>) {
+        if !self.samples.is_empty() {
+            out.push(self);
         }
     }
-}
-
-/// Converts `(name, value)` pairs into label pairs.
-pub fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
-    labels
-        .iter()
-        .map(|(name, value)| {
-            let mut pair = LabelPair::default();
-            pair.set_name((*name).to_owned());
-            pair.set_value((*value).to_owned());
-            pair
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -152,10 +195,10 @@ mod tests {
     #[test]
     fn empty_families_are_dropped() {
         let mut out = Vec::new();
-        FamilyBuilder::gauge("a", "b").finish_into(&mut out);
+        Family::gauge("a", "b").finish_into(&mut out);
         assert!(out.is_empty());
-        let mut g = FamilyBuilder::gauge("a", "b");
-        g.sample(&[("x", "y")], 1.0);
+        let mut g = Family::gauge("a", "b");
+        g.push(&labels(&[("x", "y")]), 1.0);
         g.finish_into(&mut out);
         let text = String::from_utf8(encode(&out, Format::Text)).unwrap();
         assert_eq!(text, "# HELP a b\n# TYPE a gauge\na{x=\"y\"} 1\n");

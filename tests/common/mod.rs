@@ -24,7 +24,9 @@ pub fn require(available: bool, what: &str) -> bool {
     if strict() {
         panic!("DISKPROBE_TEST_STRICT=1 but {what} is not available");
     }
-    eprintln!("SKIPPED: {what} is not available (set DISKPROBE_TEST_STRICT=1 to make this a failure)");
+    eprintln!(
+        "SKIPPED: {what} is not available (set DISKPROBE_TEST_STRICT=1 to make this a failure)"
+    );
     false
 }
 
@@ -82,7 +84,10 @@ impl Agent {
         let (tx, rx) = std::sync::mpsc::channel();
         let sink = log.clone();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
                 if line.contains("message=listening") {
                     let addr = line
                         .split_whitespace()
@@ -218,7 +223,11 @@ pub fn parse_response(raw: &[u8]) -> Response {
     let chunked = headers
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_owned() };
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
     Response {
         status,
         headers,

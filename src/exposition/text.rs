@@ -1,0 +1,230 @@
+//! Text encodings of [`Family`] values: Prometheus text format 0.0.4 and OpenMetrics 1.0.
+//!
+//! The two differ in little: in OpenMetrics a counter family is named without its `_total`
+//! suffix in `# TYPE`/`# HELP` while its samples keep it, HELP escapes double quotes, the
+//! exposition ends with `# EOF`, and `# TYPE` comes before `# HELP` by convention.
+
+use super::{Family, Format, Kind, Label, Value};
+use std::fmt::Write;
+
+/// Encodes `families` in `format`.
+pub fn encode(families: &[Family], format: Format) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let om = format == Format::OpenMetrics;
+    for family in families {
+        if family.samples.is_empty() {
+            continue;
+        }
+        let name: &str = &family.name;
+        let base = match (om, family.kind) {
+            (true, Kind::Counter) => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let type_name = match family.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
+        };
+        if om {
+            let _ = writeln!(out, "# TYPE {base} {type_name}");
+            out.push_str("# HELP ");
+            out.push_str(base);
+            out.push(' ');
+            escape_into(&mut out, &family.help, true);
+            out.push('\n');
+        } else {
+            out.push_str("# HELP ");
+            out.push_str(base);
+            out.push(' ');
+            escape_into(&mut out, &family.help, false);
+            out.push('\n');
+            let _ = writeln!(out, "# TYPE {base} {type_name}");
+        }
+        let sample_name = match (om, family.kind) {
+            (true, Kind::Counter) if base.len() == name.len() => {
+                std::borrow::Cow::Owned(format!("{name}_total"))
+            }
+            _ => std::borrow::Cow::Borrowed(name),
+        };
+        for s in &family.samples {
+            match &s.value {
+                Value::Number(v) => line(&mut out, &sample_name, "", &s.labels, None, *v),
+                Value::Histogram {
+                    buckets,
+                    sum,
+                    count,
+                } => {
+                    let mut bound = String::new();
+                    for (le, cumulative) in buckets {
+                        bound.clear();
+                        write_value(&mut bound, *le);
+                        let extra = Some(("le", bound.as_str()));
+                        line(
+                            &mut out,
+                            name,
+                            "_bucket",
+                            &s.labels,
+                            extra,
+                            *cumulative as f64,
+                        );
+                    }
+                    let inf = Some(("le", "+Inf"));
+                    line(&mut out, name, "_bucket", &s.labels, inf, *count as f64);
+                    line(&mut out, name, "_sum", &s.labels, None, *sum);
+                    line(&mut out, name, "_count", &s.labels, None, *count as f64);
+                }
+                Value::Summary {
+                    quantiles,
+                    sum,
+                    count,
+                } => {
+                    let mut q = String::new();
+                    for (quantile, v) in quantiles {
+                        q.clear();
+                        write_value(&mut q, *quantile);
+                        line(&mut out, name, "", &s.labels, Some(("quantile", &q)), *v);
+                    }
+                    line(&mut out, name, "_sum", &s.labels, None, *sum);
+                    line(&mut out, name, "_count", &s.labels, None, *count as f64);
+                }
+            }
+        }
+    }
+    if om {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+fn line(
+    out: &mut String,
+    name: &str,
+    suffix: &str,
+    labels: &[Label],
+    extra: Option<(&str, &str)>,
+    value: f64,
+) {
+    out.push_str(name);
+    out.push_str(suffix);
+    if !labels.is_empty() || extra.is_some() {
+        out.push('{');
+        let mut first = true;
+        let all = labels.iter().map(|(k, v)| (*k, &**v)).chain(extra);
+        for (k, v) in all {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_into(out, v, true);
+            out.push('"');
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    write_value(out, value);
+    out.push('\n');
+}
+
+/// Writes a sample value: `+Inf`, `-Inf`, `NaN`, or the shortest decimal that round-trips
+/// (`1.8446744073709552e19` for large values, as Go's exporters print them).
+fn write_value(out: &mut String, v: f64) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v == f64::INFINITY {
+        out.push_str("+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.push_str("-Inf");
+    } else if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        // Integral and exactly representable (below 2^53): print it as an integer, the common
+        // case for counters, and much cheaper than float formatting.
+        out.push_str(itoa::Buffer::new().format(v as i64));
+    } else {
+        out.push_str(zmij::Buffer::new().format_finite(v));
+    }
+}
+
+/// Escapes `\` and newline (and `"` when `quotes`), as both formats require in label values and
+/// OpenMetrics also in HELP.
+fn escape_into(out: &mut String, s: &str, quotes: bool) {
+    if !s.contains(['\\', '"', '\n']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' if quotes => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposition::labels;
+
+    fn sample_families() -> Vec<Family> {
+        let mut out = Vec::new();
+        let mut c = Family::counter("x_reads_total", "Reads \"done\"\\.");
+        c.push(&labels(&[("device", "a\"b\\c\nd")]), 3.0);
+        c.finish_into(&mut out);
+        let mut g = Family::gauge("x_up", "Up.");
+        g.push(&labels(&[]), f64::INFINITY);
+        g.push(&labels(&[("k", "v")]), f64::NAN);
+        g.finish_into(&mut out);
+        let mut h = Family::histogram("x_latency_seconds", "Latency.");
+        h.push_value(
+            &labels(&[("t", "a")]),
+            Value::Histogram {
+                buckets: vec![(0.001, 2), (0.01, 5)],
+                sum: 0.02,
+                count: 6,
+            },
+        );
+        h.finish_into(&mut out);
+        let mut s = Family::summary("x_run_seconds", "Run.");
+        s.push_value(
+            &labels(&[]),
+            Value::Summary {
+                quantiles: vec![(0.5, 0.001), (0.99, 0.002)],
+                sum: 0.5,
+                count: 300,
+            },
+        );
+        s.finish_into(&mut out);
+        out
+    }
+
+    #[test]
+    fn text_format() {
+        assert_eq!(
+            encode(&sample_families(), Format::Text),
+            "# HELP x_reads_total Reads \"done\"\\\\.\n# TYPE x_reads_total counter\n\
+             x_reads_total{device=\"a\\\"b\\\\c\\nd\"} 3\n\
+             # HELP x_up Up.\n# TYPE x_up gauge\nx_up +Inf\nx_up{k=\"v\"} NaN\n\
+             # HELP x_latency_seconds Latency.\n# TYPE x_latency_seconds histogram\n\
+             x_latency_seconds_bucket{t=\"a\",le=\"0.001\"} 2\n\
+             x_latency_seconds_bucket{t=\"a\",le=\"0.01\"} 5\n\
+             x_latency_seconds_bucket{t=\"a\",le=\"+Inf\"} 6\n\
+             x_latency_seconds_sum{t=\"a\"} 0.02\nx_latency_seconds_count{t=\"a\"} 6\n\
+             # HELP x_run_seconds Run.\n# TYPE x_run_seconds summary\n\
+             x_run_seconds{quantile=\"0.5\"} 0.001\nx_run_seconds{quantile=\"0.99\"} 0.002\n\
+             x_run_seconds_sum 0.5\nx_run_seconds_count 300\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_format() {
+        let om = encode(&sample_families(), Format::OpenMetrics);
+        assert!(om.starts_with(
+            "# TYPE x_reads counter\n# HELP x_reads Reads \\\"done\\\"\\\\.\n\
+             x_reads_total{device=\"a\\\"b\\\\c\\nd\"} 3\n# TYPE x_up gauge\n"
+        ));
+        assert!(om.ends_with("x_run_seconds_count 300\n# EOF\n"));
+    }
+}
