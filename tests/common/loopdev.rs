@@ -1,0 +1,234 @@
+//! Loop devices and cgroup v1 blkio throttles created by the probe tests, removed on drop.
+//!
+//! Every device here is backed by a file the test created (under /dev/shm or a temporary
+//! directory on the root filesystem); nothing else is ever written.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A loop device over a file filled with random data, detached on drop.
+pub struct LoopDev {
+    /// `/dev/loopN`.
+    pub path: PathBuf,
+    /// `loopN`.
+    pub name: String,
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// The backing file.
+    pub backing: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    _dir: tempfile::TempDir,
+}
+
+/// Counters of one `/proc/diskstats` line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats {
+    /// Reads completed.
+    pub reads: u64,
+    /// Reads merged into other reads before they reached the driver.
+    pub read_merges: u64,
+    /// Sectors read.
+    pub read_sectors: u64,
+    /// Writes completed.
+    pub writes: u64,
+    /// Writes merged into other writes.
+    pub write_merges: u64,
+    /// Sectors written.
+    pub write_sectors: u64,
+}
+
+/// Whether loop devices can be created here.
+pub fn loop_available() -> bool {
+    crate::common::is_root()
+        && crate::common::which("losetup").is_some()
+        && Path::new("/dev/loop-control").exists()
+}
+
+/// Whether cgroup v1 blkio throttling is available.
+pub fn blkio_available() -> bool {
+    crate::common::is_root()
+        && Path::new("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device").exists()
+}
+
+impl LoopDev {
+    /// A loop device over a file on tmpfs (/dev/shm).
+    pub fn tmpfs(size: u64) -> LoopDev {
+        LoopDev::create(
+            tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm"),
+            size,
+            &[],
+        )
+    }
+
+    /// A loop device over a file on the root filesystem, with `--direct-io=on`.
+    pub fn disk(size: u64) -> LoopDev {
+        LoopDev::create(
+            tempfile::tempdir_in("/var/tmp").expect("tempdir in /var/tmp"),
+            size,
+            &["--direct-io=on"],
+        )
+    }
+
+    /// A tmpfs-backed loop device with a logical sector size of `sector` bytes.
+    pub fn tmpfs_sector(size: u64, sector: u32) -> LoopDev {
+        let s = sector.to_string();
+        LoopDev::create(
+            tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm"),
+            size,
+            &["--sector-size", &s],
+        )
+    }
+
+    fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
+        let backing = dir.path().join("backing.img");
+        {
+            // Random content from the kernel (fast even in unoptimised test builds).
+            let mut f = fs::File::create(&backing).expect("create backing file");
+            let mut random = fs::File::open("/dev/urandom")
+                .expect("open /dev/urandom")
+                .take(size);
+            let copied = std::io::copy(&mut random, &mut f).expect("fill backing file");
+            assert_eq!(copied, size);
+            f.sync_all().expect("sync backing file");
+        }
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .args(extra)
+            .arg(&backing)
+            .output()
+            .expect("run losetup");
+        assert!(
+            out.status.success(),
+            "losetup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let name = path
+            .file_name()
+            .expect("loop device name")
+            .to_string_lossy()
+            .into_owned();
+        let dev = fs::read_to_string(format!("/sys/block/{name}/dev")).expect("sysfs dev");
+        let (major, minor) = dev.trim().split_once(':').expect("MAJ:MIN");
+        LoopDev {
+            path,
+            name,
+            major: major.parse().expect("major"),
+            minor: minor.parse().expect("minor"),
+            backing,
+            size,
+            _dir: dir,
+        }
+    }
+
+    /// `MAJ:MIN`.
+    pub fn majmin(&self) -> String {
+        format!("{}:{}", self.major, self.minor)
+    }
+
+    /// This device's `/proc/diskstats` counters.
+    pub fn stats(&self) -> Stats {
+        let text = fs::read_to_string("/proc/diskstats").expect("read /proc/diskstats");
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && f[2] == self.name {
+                let n = |i: usize| f[i].parse::<u64>().expect("diskstats number");
+                return Stats {
+                    reads: n(3),
+                    read_merges: n(4),
+                    read_sectors: n(5),
+                    writes: n(7),
+                    write_merges: n(8),
+                    write_sectors: n(9),
+                };
+            }
+        }
+        panic!("{} not in /proc/diskstats", self.name);
+    }
+
+    /// The whole content of the device, read through the backing file.
+    pub fn content(&self) -> Vec<u8> {
+        fs::read(&self.backing).expect("read backing file")
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let status = Command::new("losetup").arg("-d").arg(&self.path).status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("warning: could not detach {}", self.path.display());
+        }
+    }
+}
+
+/// A cgroup v1 blkio group, removed on drop (after moving anything left in it to the root group).
+pub struct BlkioGroup {
+    /// The cgroup directory.
+    pub dir: PathBuf,
+}
+
+static GROUPS: AtomicU32 = AtomicU32::new(0);
+
+impl BlkioGroup {
+    /// Creates a uniquely named group.
+    pub fn new() -> BlkioGroup {
+        let dir = PathBuf::from(format!(
+            "/sys/fs/cgroup/blkio/diskprobe-test-{}-{}",
+            std::process::id(),
+            GROUPS.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir(&dir).expect("create blkio cgroup");
+        BlkioGroup { dir }
+    }
+
+    /// Caps reads of `dev` at `iops` per second for the group.
+    pub fn throttle_read_iops(&self, dev: &LoopDev, iops: u32) {
+        fs::write(
+            self.dir.join("blkio.throttle.read_iops_device"),
+            format!("{} {iops}", dev.majmin()),
+        )
+        .expect("set blkio.throttle.read_iops_device");
+    }
+
+    /// Caps writes of `dev` at `iops` per second for the group.
+    pub fn throttle_write_iops(&self, dev: &LoopDev, iops: u32) {
+        fs::write(
+            self.dir.join("blkio.throttle.write_iops_device"),
+            format!("{} {iops}", dev.majmin()),
+        )
+        .expect("set blkio.throttle.write_iops_device");
+    }
+
+    /// A command that runs `program args` inside the group from its first instruction.
+    pub fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "echo $$ > '{}' && exec \"$0\" \"$@\"",
+                self.dir.join("cgroup.procs").display()
+            ))
+            .arg(program)
+            .args(args);
+        cmd
+    }
+}
+
+impl Drop for BlkioGroup {
+    fn drop(&mut self) {
+        if let Ok(procs) = fs::read_to_string(self.dir.join("cgroup.procs")) {
+            for pid in procs.split_whitespace() {
+                let _ = fs::write("/sys/fs/cgroup/blkio/cgroup.procs", pid);
+            }
+        }
+        if let Err(err) = fs::remove_dir(&self.dir) {
+            eprintln!("warning: could not remove {}: {err}", self.dir.display());
+        }
+    }
+}
