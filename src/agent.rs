@@ -5,23 +5,35 @@ use crate::cli::Cli;
 use crate::collectors::Registry;
 use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
+use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::config::{self, Config, ListenAddress};
+use crate::probe_results::ProbeResults;
+use crate::scheduler::{Roots, Scheduler};
 use crate::server::{self, App};
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
 /// Loads the configuration named by the flags, or the embedded default.
-pub fn load_config(cli: &Cli) -> Result<Config, config::ConfigError> {
+pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     match &cli.config_file {
-        Some(path) => Config::load(path),
-        None => Ok(Config::embedded_default()),
+        Some(path) => Ok(Config::load(path)?),
+        None => Ok(Config::embedded_default(&state_dir(cli)?)),
+    }
+}
+
+/// The state directory named by `--state.dir`, or the default one.
+pub fn state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
+    match &cli.state_dir {
+        Some(dir) => Ok(dir.clone()),
+        None => Ok(crate::state_dir::default_dir()?),
     }
 }
 
@@ -58,7 +70,21 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         .or_else(|| config.web.telemetry_path.clone())
         .unwrap_or_else(|| config::DEFAULT_TELEMETRY_PATH.to_owned());
 
+    if cli.config_file.is_none() {
+        let dir = crate::state_dir::prepare(&state_dir(&cli)?, &cli.procfs)?;
+        tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+    }
     let reload = Arc::new(ReloadStatus::loaded_now());
+    let results = Arc::new(ProbeResults::new());
+    let mut scheduler = Scheduler::new(
+        results.clone(),
+        Roots {
+            procfs: cli.procfs.clone(),
+            sysfs: cli.sysfs.clone(),
+        },
+        &config.scheduler,
+    );
+    scheduler.apply(&config.targets, &config.scheduler);
     let diskstats = Arc::new(DiskstatsCollector::new(
         cli.procfs.clone(),
         cli.sysfs.clone(),
@@ -66,6 +92,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     ));
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
+    registry.register(Arc::new(ProbesCollector::new(results)));
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
 
@@ -89,7 +116,13 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     while let Some(signal) = signals.next().await {
         match signal {
             SIGHUP => {
-                current = reload_config(&cli.config_file, current, &diskstats, &reload);
+                current = reload_config(
+                    &cli.config_file,
+                    current,
+                    &diskstats,
+                    &mut scheduler,
+                    &reload,
+                );
             }
             _ => {
                 tracing::info!(signal, "shutting down");
@@ -98,8 +131,12 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         }
     }
     signals.handle().close();
+    // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
     let _ = stop_tx.send(());
-    let _ = server.await;
+    let (_, server) = tokio::join!(scheduler.shutdown(Duration::from_secs(4)), server);
+    if let Err(err) = server {
+        tracing::error!(%err, "server task failed");
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -109,6 +146,7 @@ fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
     diskstats: &DiskstatsCollector,
+    scheduler: &mut Scheduler,
     status: &ReloadStatus,
 ) -> Config {
     let Some(path) = path else {
@@ -124,6 +162,7 @@ fn reload_config(
                 );
             }
             diskstats.set_filter(new.diskstats.filter.clone());
+            scheduler.apply(&new.targets, &new.scheduler);
             status.record_success();
             tracing::info!(file = %path.display(), "configuration reloaded");
             new

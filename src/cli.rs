@@ -35,6 +35,12 @@ pub struct Cli {
     #[arg(long = "path.sysfs", default_value = "/sys", value_name = "PATH")]
     pub sysfs: PathBuf,
 
+    /// Directory for the embedded default's scratch probe file (used without --config.file).
+    /// [default: $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
+    /// ~/.local/state/diskprobe_exporter]
+    #[arg(long = "state.dir", value_name = "PATH")]
+    pub state_dir: Option<PathBuf>,
+
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,

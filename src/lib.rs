@@ -2,7 +2,8 @@
 //! runs and publishes `/proc/diskstats` beside the results.
 //!
 //! # Layout
-//! Data flows one way: configuration → collectors → exposition → HTTP.
+//! Data flows one way: configuration → scheduler → engine → results → collectors → exposition →
+//! HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
@@ -15,6 +16,10 @@
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
+//! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
+//!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
+//! - [`probe_results`]: results of probe runs, written by the scheduler, read by the collector.
+//! - [`state_dir`]: where the embedded default keeps its scratch probe file.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 #![deny(missing_docs)]
 
@@ -28,5 +33,8 @@ pub mod diskstats;
 pub mod exposition;
 pub mod logging;
 pub mod probe;
+pub mod probe_results;
+pub mod scheduler;
 pub mod server;
+pub mod state_dir;
 pub mod units;

@@ -17,6 +17,8 @@ pub fn init(level: LogLevel, format: LogFormat) {
         LogFormat::Logfmt => registry
             .with(
                 tracing_logfmt::builder()
+                    // `target` is our label for probe targets; module paths are noise here.
+                    .with_target(false)
                     .with_span_name(false)
                     .with_span_path(false)
                     .layer()
@@ -28,6 +30,7 @@ pub fn init(level: LogLevel, format: LogFormat) {
                 tracing_subscriber::fmt::layer()
                     .json()
                     .flatten_event(true)
+                    .with_target(false)
                     .with_writer(std::io::stderr),
             )
             .try_init(),

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     let config = match agent::load_config(&cli) {
         Ok(config) => config,
         Err(err) => {
-            eprintln!("{err}");
+            eprintln!("{err:#}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };

@@ -15,7 +15,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected `web` or `diskstats`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -49,7 +49,71 @@ const BAD: &[(&str, &str)] = &[
         "x = \n",
         "1:5: x: string values must be quoted, expected literal string",
     ),
-    ("[web]\n[web]\n", "2:2: duplicate key"),
+    ("[web]\n[web]\n", "2:2: web: duplicate key"),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"nope\"]\n",
+        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
+        "4:32: targets[0].profiles: profile \"randwrite-4k-qd1\" writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ninterval = \"1m\"\n",
+        "4:12: targets[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 2s every 1m (3.33% of the time), above max_duty_cycle 1%; set interval to at least 3m 21s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 0.5\n[[targets]]\nname = \"a\"\npath = \"/x\"\ninterval = \"1s\"\nruntime = \"300ms\"\n",
+        "6:12: targets[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 600ms every 1s (60.00% of the time), above max_duty_cycle 50%; set interval to at least 2s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"x\"\n",
+        "3:8: targets[0].path: expected an absolute path, found \"x\"",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[targets]]\nname = \"a\"\npath = \"/y\"\n",
+        "5:8: targets[1].name: \"a\" is used by another target; names must be unique",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nsize = \"1 potato\"\n",
+        "4:8: targets[0].size: invalid size \"1 potato\": invalid digit found in string (expected e.g. 4k, 1MiB, 1G; k/M/G are binary)",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\n",
+        "1:1: targets: missing field `path`",
+    ),
+    (
+        "[profiles.mine]\nfio = \"-rw=randread -bs=4k -iodepth=16 -foo=1\"\n",
+        "2:7: profiles.mine.fio: fio option \"foo\" is not supported",
+    ),
+    (
+        "[profiles.mine]\nrw = \"randrw\"\n",
+        "2:6: profiles.mine.rw: expected \"randread\", \"randwrite\", \"read\" or \"write\", found \"randrw\"",
+    ),
+    (
+        "[profiles.mine]\nfio = \"-rw=randread\"\nbs = \"4k\"\n",
+        "3:6: profiles.mine: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops), not both",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ntimeout = \"1s\"\n",
+        "4:11: targets[0].timeout: timeout 1s must be longer than the runtime 1s of profile \"randread-4k-qd1\"",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nallow_device_writes = true\n",
+        "4:23: targets[0].allow_device_writes: also needs allow_writes = true (device writes are a further opt-in on top of it)",
+    ),
+    (
+        "[profiles.randread-4k-qd1]\nrw = \"read\"\n",
+        "1:11: profiles.randread-4k-qd1: \"randread-4k-qd1\" is a built-in profile; choose another name",
+    ),
+    (
+        "[scheduler]\nmax_concurrent_probes = 0\n",
+        "2:25: scheduler.max_concurrent_probes: expected a whole number from 1 to 1024, found 0",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 2.0\n",
+        "2:18: defaults.max_duty_cycle: expected a number above 0 and at most 1, found 2",
+    ),
 ];
 
 #[test]
@@ -119,4 +183,24 @@ fn example_config_loads_and_means_the_defaults() {
         config.diskstats.filter.describe(),
         diskprobe_exporter::device_filter::DeviceFilter::default().describe()
     );
+    assert_eq!(config.targets.len(), 1);
+    let t = &config.targets[0];
+    assert_eq!(t.name, "data");
+    assert_eq!(t.size, Some(1 << 30));
+    let names: Vec<&str> = t.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"]
+    );
+    assert_eq!(config.scheduler.max_concurrent_probes, 1);
+}
+
+#[test]
+fn embedded_default_probes_a_scratch_file_with_the_read_profiles() {
+    let config = Config::embedded_default(Path::new("/var/lib/x"));
+    assert_eq!(config.targets.len(), 1);
+    let t = &config.targets[0];
+    assert_eq!(t.path, Path::new("/var/lib/x/probe.dat"));
+    assert!(t.profiles.iter().all(|p| !p.rw.is_write()));
+    assert!(t.busy_per_cycle().as_secs_f64() / t.interval.as_secs_f64() <= t.max_duty_cycle);
 }

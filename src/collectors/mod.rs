@@ -7,6 +7,7 @@
 
 pub mod diskstats;
 pub mod exporter;
+pub mod probes;
 pub mod process;
 
 use crate::exposition::{Family, labels};

@@ -4,15 +4,19 @@
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
 //! column, the key and what was expected ([`ConfigError`]).
 
+pub mod probes;
 pub mod raw;
 
 use crate::device_filter::DeviceFilter;
+pub use probes::{SchedulerConfig, TargetSpec};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// The default `--web.listen-address`.
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
+/// Name of the scratch probe file of the embedded default, inside the state directory.
+pub const EMBEDDED_PROBE_FILE: &str = "probe.dat";
 /// The default `--web.telemetry-path`.
 pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 
@@ -23,6 +27,10 @@ pub struct Config {
     pub web: WebConfig,
     /// `[diskstats]`.
     pub diskstats: DiskstatsConfig,
+    /// `[[targets]]` with `[defaults]` and `[profiles]` applied.
+    pub targets: Vec<TargetSpec>,
+    /// `[scheduler]`.
+    pub scheduler: SchedulerConfig,
 }
 
 /// Validated `[web]`; `None` means "use the flag or the default".
@@ -106,9 +114,16 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// The configuration used without `--config.file`.
-    pub fn embedded_default() -> Config {
-        Config::default()
+    /// The configuration used without `--config.file`: diskstats, and one target probing a
+    /// scratch file `probe.dat` in `state_dir` with the default (read-only) profiles.
+    pub fn embedded_default(state_dir: &Path) -> Config {
+        let text = format!(
+            "[[targets]]\nname = \"scratch\"\npath = {:?}\n",
+            state_dir.join(EMBEDDED_PROBE_FILE).display().to_string()
+        );
+        // The embedded text is built from constants and an absolute path; it always validates.
+        Config::from_toml(&text, Path::new("<embedded default>"))
+            .unwrap_or_else(|e| panic!("embedded default configuration is invalid: {e}"))
     }
 
     /// Reads and validates the file at `path`.
@@ -134,6 +149,8 @@ impl Config {
         let raw: raw::RawConfig = toml::from_str(text).map_err(|e| {
             let message = e.message().trim().to_owned();
             let message = match e.span().and_then(|s| key_at(text, s.start)) {
+                // "unknown field `webb`" already names a top-level key.
+                Some(key) if message.contains(&format!("`{key}`")) => message,
                 Some(key) => format!("{key}: {message}"),
                 None => message,
             };
@@ -144,9 +161,9 @@ impl Config {
 }
 
 /// A validation error before it is given a file name and line.
-struct SpannedError {
-    span: Range<usize>,
-    message: String,
+pub(crate) struct SpannedError {
+    pub(crate) span: Range<usize>,
+    pub(crate) message: String,
 }
 
 fn invalid<T>(value: &toml::Spanned<T>, message: String) -> SpannedError {
@@ -207,12 +224,15 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
         (None, None) => DeviceFilter::default_exclude(),
     };
+    let (targets, scheduler) = probes::validate(&raw)?;
     Ok(Config {
         web: WebConfig {
             listen_address,
             telemetry_path,
         },
         diskstats: DiskstatsConfig { filter },
+        targets,
+        scheduler,
     })
 }
 
@@ -228,8 +248,14 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
         .map(str::trim)
         .find(|l| l.starts_with('['))
         .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+    let trimmed = line.trim();
+    if trimmed.starts_with('[') {
+        // A table header: the error is about the table itself (e.g. a missing key).
+        let name = trimmed.trim_matches(|c| c == '[' || c == ']').trim();
+        return (!name.is_empty()).then(|| name.to_owned());
+    }
     let key = line.split_once('=')?.0.trim();
-    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+    if key.is_empty() || key.starts_with('#') {
         return None;
     }
     Some(match table {

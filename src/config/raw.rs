@@ -4,6 +4,7 @@
 //! type keep their source span ([`Spanned`]) so that [`super::validate`] can point at them.
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// The whole file. Every section is optional.
@@ -16,6 +17,18 @@ pub struct RawConfig {
     /// `[diskstats]`.
     #[serde(default)]
     pub diskstats: RawDiskstats,
+    /// `[defaults]`.
+    #[serde(default)]
+    pub defaults: RawDefaults,
+    /// `[scheduler]`.
+    #[serde(default)]
+    pub scheduler: RawScheduler,
+    /// `[[targets]]`.
+    #[serde(default)]
+    pub targets: Vec<Spanned<RawTarget>>,
+    /// `[profiles.NAME]`.
+    #[serde(default)]
+    pub profiles: BTreeMap<Spanned<String>, Spanned<RawProfile>>,
 }
 
 /// `[web]`: where and how `/metrics` is served.
@@ -36,4 +49,94 @@ pub struct RawDiskstats {
     pub device_include: Option<Spanned<String>>,
     /// Regex of device names not to report.
     pub device_exclude: Option<Spanned<String>>,
+}
+
+/// `[defaults]`: what every target inherits unless it overrides it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaults {
+    /// Time between the starts of a target's probe cycles.
+    pub interval: Option<Spanned<String>>,
+    /// Runtime of each profile run.
+    pub runtime: Option<Spanned<String>>,
+    /// Hard limit of each profile run.
+    pub timeout: Option<Spanned<String>>,
+    /// Probe file size / device region length.
+    pub size: Option<Spanned<String>>,
+    /// `auto`, `io_uring` or `psync`.
+    pub engine: Option<Spanned<String>>,
+    /// Profiles of targets that list none.
+    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Fraction of the interval by which cycle starts are randomly shifted.
+    pub jitter: Option<Spanned<f64>>,
+    /// Largest fraction of wall time probes may occupy a device.
+    pub max_duty_cycle: Option<Spanned<f64>>,
+    /// Skip a run when the device's utilisation is above this fraction.
+    pub skip_busy_above: Option<Spanned<f64>>,
+    /// How long utilisation is measured before a run when `skip_busy_above` is set.
+    pub busy_window: Option<Spanned<String>>,
+}
+
+/// `[scheduler]`: limits across all targets.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScheduler {
+    /// Probe runs allowed at the same time across all devices.
+    pub max_concurrent_probes: Option<Spanned<i64>>,
+}
+
+/// One `[[targets]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// The `target` label.
+    pub name: Spanned<String>,
+    /// File or block device.
+    pub path: Spanned<String>,
+    /// Probe file size / device region length.
+    pub size: Option<Spanned<String>>,
+    /// Block devices: first byte of the probe region.
+    pub offset: Option<Spanned<String>>,
+    /// Profile names.
+    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Overrides `[defaults]`.
+    pub interval: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub runtime: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub timeout: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub engine: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub jitter: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub max_duty_cycle: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub skip_busy_above: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub busy_window: Option<Spanned<String>>,
+    /// Write profiles are allowed on this target's probe file.
+    pub allow_writes: Option<Spanned<bool>>,
+    /// Write profiles are allowed on this block device (also needs `allow_writes`).
+    pub allow_device_writes: Option<Spanned<bool>>,
+}
+
+/// One `[profiles.NAME]` table: explicit keys or a fio option string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// fio-style options, e.g. `-rw=randread -bs=4k -iodepth=16`.
+    pub fio: Option<Spanned<String>>,
+    /// `randread`, `randwrite`, `read` or `write`.
+    pub rw: Option<Spanned<String>>,
+    /// Block size, e.g. `4k`.
+    pub bs: Option<Spanned<String>>,
+    /// I/Os in flight.
+    pub iodepth: Option<Spanned<i64>>,
+    /// Runtime of a run (else the target's).
+    pub runtime: Option<Spanned<String>>,
+    /// Stop after this many I/Os.
+    pub number_ios: Option<Spanned<i64>>,
+    /// Cap on I/Os per second.
+    pub rate_iops: Option<Spanned<i64>>,
 }

@@ -1,0 +1,181 @@
+//! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info` and `diskprobe_engine_info`:
+//! the results of probe runs, read from [`ProbeResults`] on every scrape.
+//!
+//! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
+//! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe
+//! results with diskstats. A target removed by a reload disappears with all its series.
+
+use super::{CollectError, Collector};
+use crate::exposition::{Family, Labels, Value, labels};
+use crate::probe_results::{LATENCY_BUCKETS, ProbeResults, RunResult};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Publishes probe results.
+pub struct ProbesCollector {
+    results: Arc<ProbeResults>,
+}
+
+impl ProbesCollector {
+    /// A collector reading `results`.
+    pub fn new(results: Arc<ProbeResults>) -> Self {
+        ProbesCollector { results }
+    }
+}
+
+impl Collector for ProbesCollector {
+    fn name(&self) -> &'static str {
+        "probes"
+    }
+
+    fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
+        let snapshot = self.results.snapshot();
+        let mut success = Family::gauge(
+            "diskprobe_probe_success",
+            "Whether the last run of the profile on the target succeeded (1) or not (0).",
+        );
+        let mut timestamp = Family::gauge(
+            "diskprobe_probe_last_run_timestamp_seconds",
+            "When the last run of the profile on the target ended, in Unix seconds.",
+        );
+        let mut duration = Family::gauge(
+            "diskprobe_probe_duration_seconds",
+            "Wall time of the last run, including opening the target.",
+        );
+        let mut iops = Family::gauge(
+            "diskprobe_probe_iops",
+            "I/Os per second of the last run (completed I/Os divided by the run's elapsed time, as fio computes it).",
+        );
+        let mut throughput = Family::gauge(
+            "diskprobe_probe_throughput_bytes_per_second",
+            "Bytes per second of the last run.",
+        );
+        let mut latency = Family::gauge(
+            "diskprobe_probe_latency_seconds",
+            "Exact per-I/O latency statistics of the last run (from its HdrHistogram): stat is min, mean, p50, p90, p99, p99.9, p99.99 or max.",
+        );
+        let mut runs = Family::counter(
+            "diskprobe_probe_runs_total",
+            "Probe runs by result: success, error, timeout or skipped (busy device, duty-cycle budget, run still in flight).",
+        );
+        let mut ios = Family::counter(
+            "diskprobe_ios_total",
+            "I/Os completed by probes since the agent started.",
+        );
+        let mut bytes = Family::counter(
+            "diskprobe_io_bytes_total",
+            "Bytes transferred by probes since the agent started.",
+        );
+        let mut io_errors = Family::counter(
+            "diskprobe_io_errors_total",
+            "Probe I/Os that failed since the agent started.",
+        );
+        let mut busy = Family::counter(
+            "diskprobe_probe_busy_seconds_total",
+            "Seconds the engine spent issuing probe I/O; increase(diskprobe_ios_total) / increase(this) is the IOPS while probing.",
+        );
+        let mut histogram = Family::histogram(
+            "diskprobe_io_latency_seconds",
+            "Per-I/O latency of probe I/Os since the agent started (completion minus submission, or minus the intended issue time for rate-capped profiles).",
+        );
+        let mut target_info = Family::gauge(
+            "diskprobe_target_info",
+            "Where each target lives; the value is always 1.",
+        );
+        let mut engines = BTreeSet::new();
+
+        for (name, target) in &snapshot {
+            let info = &target.info;
+            target_info.push(
+                &labels(&[
+                    ("target", name),
+                    ("path", &info.path),
+                    ("device", &info.device),
+                    ("parent", &info.parent),
+                    ("kind", &info.kind),
+                    ("fstype", &info.fstype),
+                ]),
+                1.0,
+            );
+            for (profile, s) in &target.profiles {
+                let l: Labels = labels(&[
+                    ("target", name),
+                    ("profile", profile),
+                    ("device", &info.device),
+                ]);
+                for result in RunResult::ALL {
+                    let with_result: Labels = l
+                        .iter()
+                        .cloned()
+                        .chain([("result", Arc::from(result.as_str()))])
+                        .collect();
+                    runs.push(&with_result, s.runs[result as usize] as f64);
+                }
+                ios.push(&l, s.ios as f64);
+                bytes.push(&l, s.bytes as f64);
+                io_errors.push(&l, s.io_errors as f64);
+                busy.push(&l, s.busy_seconds);
+                let mut cumulative = 0;
+                let buckets = LATENCY_BUCKETS
+                    .iter()
+                    .zip(&s.buckets)
+                    .map(|(bound, n)| {
+                        cumulative += n;
+                        (*bound, cumulative)
+                    })
+                    .collect();
+                histogram.push_value(
+                    &l,
+                    Value::Histogram {
+                        buckets,
+                        sum: s.latency_sum,
+                        count: s.latency_count,
+                    },
+                );
+                let Some(last) = &s.last else { continue };
+                success.push(&l, f64::from(u8::from(last.result == RunResult::Success)));
+                timestamp.push(&l, last.timestamp);
+                duration.push(&l, last.duration);
+                if let Some(engine) = last.engine {
+                    engines.insert(engine.as_str());
+                    iops.push(&l, last.iops);
+                    throughput.push(&l, last.throughput);
+                    for (stat, seconds) in &last.latency {
+                        let with_stat: Labels = l
+                            .iter()
+                            .cloned()
+                            .chain([("stat", Arc::from(*stat))])
+                            .collect();
+                        latency.push(&with_stat, *seconds);
+                    }
+                }
+            }
+        }
+        let mut engine_info = Family::gauge(
+            "diskprobe_engine_info",
+            "The I/O engines that ran the last probe runs (io_uring, or psync when io_uring cannot be set up); the value is always 1.",
+        );
+        for engine in engines {
+            engine_info.push(&labels(&[("engine", engine)]), 1.0);
+        }
+        for family in [
+            success,
+            timestamp,
+            duration,
+            iops,
+            throughput,
+            latency,
+            runs,
+            ios,
+            bytes,
+            io_errors,
+            busy,
+            histogram,
+            target_info,
+            engine_info,
+        ] {
+            family.finish_into(out);
+        }
+        Ok(())
+    }
+}

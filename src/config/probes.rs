@@ -1,0 +1,529 @@
+//! Validation of the probing part of the configuration: `[defaults]`, `[scheduler]`,
+//! `[[targets]]` and `[profiles.NAME]`, into [`TargetSpec`]s the scheduler can run as they are.
+//!
+//! Everything that cannot work is rejected here with the location of the offending value: an
+//! unknown profile, a write profile on a target without `allow_writes`, a schedule whose probing
+//! time exceeds the duty-cycle budget, durations and sizes that do not parse.
+
+use super::SpannedError;
+use super::raw::{RawConfig, RawDefaults, RawProfile, RawTarget};
+use crate::probe::engine::EngineChoice;
+use crate::probe::fio;
+use crate::probe::profile::{Profile, Rw};
+use crate::units;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Default time between the starts of a target's probe cycles.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+/// Default runtime of each profile run.
+pub const DEFAULT_RUNTIME: Duration = Duration::from_secs(1);
+/// Default hard limit of each profile run.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default probe file size (file targets).
+pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+/// Default jitter, as a fraction of the interval.
+pub const DEFAULT_JITTER: f64 = 0.1;
+/// Default duty-cycle budget: probes may keep a device busy 1% of the time.
+pub const DEFAULT_MAX_DUTY_CYCLE: f64 = 0.01;
+/// Default window over which utilisation is measured for `skip_busy_above`.
+pub const DEFAULT_BUSY_WINDOW: Duration = Duration::from_secs(1);
+/// Profiles of a target that lists none: QD1 latency and QD32 IOPS, read-only.
+pub const DEFAULT_PROFILES: &[&str] = &["randread-4k-qd1", "randread-4k-qd32"];
+
+/// A target, validated and with every default applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// The `target` label.
+    pub name: String,
+    /// File or block device.
+    pub path: PathBuf,
+    /// Probe file size / device region length. `None`: [`DEFAULT_FILE_SIZE`] for files, the
+    /// rest of the device for block devices.
+    pub size: Option<u64>,
+    /// First byte of the region (block devices).
+    pub offset: u64,
+    /// Profiles run in this order every cycle, with runtimes resolved.
+    pub profiles: Vec<Profile>,
+    /// Time between the starts of cycles.
+    pub interval: Duration,
+    /// Hard limit per run.
+    pub timeout: Duration,
+    /// Engine choice.
+    pub engine: EngineChoice,
+    /// Fraction of the interval by which each cycle start is shifted at random (±).
+    pub jitter: f64,
+    /// Largest fraction of wall time probes may occupy the device.
+    pub max_duty_cycle: f64,
+    /// Skip runs when the device is busier than this (utilisation 0..1).
+    pub skip_busy_above: Option<f64>,
+    /// How long utilisation is measured before a run.
+    pub busy_window: Duration,
+    /// Write profiles allowed on the probe file.
+    pub allow_writes: bool,
+    /// Write profiles allowed on a block device.
+    pub allow_device_writes: bool,
+}
+
+impl TargetSpec {
+    /// Time one cycle is expected to keep the device busy: the sum of the profiles' runtimes (or
+    /// timeouts, for profiles bounded only by an I/O count).
+    pub fn busy_per_cycle(&self) -> Duration {
+        self.profiles
+            .iter()
+            .map(|p| p.runtime.unwrap_or(self.timeout).min(self.timeout))
+            .sum()
+    }
+}
+
+/// `[scheduler]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Probe runs allowed at the same time across all devices.
+    pub max_concurrent_probes: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_concurrent_probes: 1,
+        }
+    }
+}
+
+fn invalid<T>(value: &Spanned<T>, message: String) -> SpannedError {
+    SpannedError {
+        span: value.span(),
+        message,
+    }
+}
+
+fn duration(key: &str, v: &Spanned<String>) -> Result<Duration, SpannedError> {
+    let d = units::parse_duration(v.get_ref()).map_err(|e| invalid(v, format!("{key}: {e}")))?;
+    if d.is_zero() {
+        return Err(invalid(v, format!("{key}: expected a duration above zero")));
+    }
+    Ok(d)
+}
+
+fn size(key: &str, v: &Spanned<String>) -> Result<u64, SpannedError> {
+    units::parse_size(v.get_ref()).map_err(|e| invalid(v, format!("{key}: {e}")))
+}
+
+fn fraction(key: &str, v: &Spanned<f64>, min: f64, max: f64) -> Result<f64, SpannedError> {
+    let x = *v.get_ref();
+    if x.is_finite() && x > min && x <= max {
+        Ok(x)
+    } else {
+        Err(invalid(
+            v,
+            format!("{key}: expected a number above {min} and at most {max}, found {x}"),
+        ))
+    }
+}
+
+fn engine(key: &str, v: &Spanned<String>) -> Result<EngineChoice, SpannedError> {
+    match v.get_ref().as_str() {
+        "auto" => Ok(EngineChoice::Auto),
+        "io_uring" => Ok(EngineChoice::IoUring),
+        "psync" => Ok(EngineChoice::Psync),
+        other => Err(invalid(
+            v,
+            format!("{key}: expected \"auto\", \"io_uring\" or \"psync\", found {other:?}"),
+        )),
+    }
+}
+
+fn positive(key: &str, v: &Spanned<i64>, max: i64) -> Result<u64, SpannedError> {
+    let x = *v.get_ref();
+    if x >= 1 && x <= max {
+        Ok(x as u64)
+    } else {
+        Err(invalid(
+            v,
+            format!("{key}: expected a whole number from 1 to {max}, found {x}"),
+        ))
+    }
+}
+
+/// Custom profiles by name; `runtime` stays `None` unless the profile sets one.
+fn custom_profiles(
+    raw: &BTreeMap<Spanned<String>, Spanned<RawProfile>>,
+) -> Result<BTreeMap<String, Profile>, SpannedError> {
+    let mut out = BTreeMap::new();
+    for (name, table) in raw {
+        let key = format!("profiles.{}", name.get_ref());
+        if Profile::builtin(name.get_ref()).is_some() {
+            return Err(invalid(
+                name,
+                format!(
+                    "{key}: {:?} is a built-in profile; choose another name",
+                    name.get_ref()
+                ),
+            ));
+        }
+        if name.get_ref().is_empty() {
+            return Err(invalid(name, "profiles: a profile needs a name".to_owned()));
+        }
+        let p = table.get_ref();
+        let mut profile = match &p.fio {
+            Some(fio_text) => {
+                let explicit = [
+                    p.rw.as_ref().map(|s| s.span()),
+                    p.bs.as_ref().map(|s| s.span()),
+                    p.iodepth.as_ref().map(|s| s.span()),
+                    p.runtime.as_ref().map(|s| s.span()),
+                    p.number_ios.as_ref().map(|s| s.span()),
+                    p.rate_iops.as_ref().map(|s| s.span()),
+                ];
+                if let Some(span) = explicit.into_iter().flatten().next() {
+                    return Err(SpannedError {
+                        span,
+                        message: format!(
+                            "{key}: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops), not both"
+                        ),
+                    });
+                }
+                let mut profile = fio::parse(fio_text.get_ref())
+                    .map_err(|e| invalid(fio_text, format!("{key}.fio: {e}")))?;
+                if profile.size.is_some() {
+                    return Err(invalid(
+                        fio_text,
+                        format!(
+                            "{key}.fio: -size belongs to the target (size = ...), not to a profile"
+                        ),
+                    ));
+                }
+                // fio defaults the runtime when the string has none; keep the target's then.
+                if !fio_text.get_ref().contains("runtime") {
+                    profile.runtime = None;
+                }
+                profile
+            }
+            None => {
+                let rw = p.rw.as_ref().ok_or_else(|| {
+                    invalid(table, format!("{key}: expected rw = \"randread\" | \"randwrite\" | \"read\" | \"write\" (or a fio string)"))
+                })?;
+                let rw_value = Rw::parse(rw.get_ref()).ok_or_else(|| {
+                    invalid(
+                        rw,
+                        format!(
+                            "{key}.rw: expected \"randread\", \"randwrite\", \"read\" or \"write\", found {:?}",
+                            rw.get_ref()
+                        ),
+                    )
+                })?;
+                let bs = match &p.bs {
+                    Some(b) => size(&format!("{key}.bs"), b)?,
+                    None => 4096,
+                };
+                if bs == 0 || bs % 512 != 0 || bs > 64 << 20 {
+                    let at = p.bs.as_ref().map(|b| b.span()).unwrap_or(table.span());
+                    return Err(SpannedError {
+                        span: at,
+                        message: format!(
+                            "{key}.bs: expected a multiple of 512 bytes up to 64MiB, found {bs}"
+                        ),
+                    });
+                }
+                Profile {
+                    name: String::new(),
+                    rw: rw_value,
+                    block_size: bs,
+                    iodepth: match &p.iodepth {
+                        Some(q) => positive(&format!("{key}.iodepth"), q, 4096)? as u32,
+                        None => 1,
+                    },
+                    runtime: p
+                        .runtime
+                        .as_ref()
+                        .map(|r| duration(&format!("{key}.runtime"), r))
+                        .transpose()?,
+                    number_ios: p
+                        .number_ios
+                        .as_ref()
+                        .map(|n| positive(&format!("{key}.number_ios"), n, i64::MAX))
+                        .transpose()?,
+                    rate_iops: p
+                        .rate_iops
+                        .as_ref()
+                        .map(|r| {
+                            positive(&format!("{key}.rate_iops"), r, i64::from(u32::MAX))
+                                .map(|v| v as u32)
+                        })
+                        .transpose()?,
+                    size: None,
+                }
+            }
+        };
+        profile.name = name.get_ref().clone();
+        out.insert(name.get_ref().clone(), profile);
+    }
+    Ok(out)
+}
+
+/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`.
+pub(super) fn validate(
+    raw: &RawConfig,
+) -> Result<(Vec<TargetSpec>, SchedulerConfig), SpannedError> {
+    let customs = custom_profiles(&raw.profiles)?;
+    let d = &raw.defaults;
+    let defaults = Defaults::from_raw(d)?;
+    let scheduler = SchedulerConfig {
+        max_concurrent_probes: match &raw.scheduler.max_concurrent_probes {
+            Some(n) => positive("scheduler.max_concurrent_probes", n, 1024)? as usize,
+            None => 1,
+        },
+    };
+    let mut targets: Vec<TargetSpec> = Vec::new();
+    for (i, t) in raw.targets.iter().enumerate() {
+        let spec = target(i, t, &defaults, &customs)?;
+        if targets.iter().any(|other| other.name == spec.name) {
+            return Err(invalid(
+                &t.get_ref().name,
+                format!(
+                    "targets[{i}].name: {:?} is used by another target; names must be unique",
+                    spec.name
+                ),
+            ));
+        }
+        targets.push(spec);
+    }
+    Ok((targets, scheduler))
+}
+
+/// `[defaults]` with built-in values filled in.
+struct Defaults<'a> {
+    interval: Duration,
+    runtime: Duration,
+    timeout: Duration,
+    size: Option<u64>,
+    engine: EngineChoice,
+    profiles: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    jitter: f64,
+    max_duty_cycle: f64,
+    skip_busy_above: Option<f64>,
+    busy_window: Duration,
+}
+
+impl<'a> Defaults<'a> {
+    fn from_raw(d: &'a RawDefaults) -> Result<Self, SpannedError> {
+        Ok(Defaults {
+            interval: opt(&d.interval, |v| duration("defaults.interval", v))?
+                .unwrap_or(DEFAULT_INTERVAL),
+            runtime: opt(&d.runtime, |v| duration("defaults.runtime", v))?
+                .unwrap_or(DEFAULT_RUNTIME),
+            timeout: opt(&d.timeout, |v| duration("defaults.timeout", v))?
+                .unwrap_or(DEFAULT_TIMEOUT),
+            size: opt(&d.size, |v| size("defaults.size", v))?,
+            engine: opt(&d.engine, |v| engine("defaults.engine", v))?.unwrap_or_default(),
+            profiles: d.profiles.as_ref(),
+            jitter: opt(&d.jitter, |v| jitter("defaults.jitter", v))?.unwrap_or(DEFAULT_JITTER),
+            max_duty_cycle: opt(&d.max_duty_cycle, |v| {
+                fraction("defaults.max_duty_cycle", v, 0.0, 1.0)
+            })?
+            .unwrap_or(DEFAULT_MAX_DUTY_CYCLE),
+            skip_busy_above: opt(&d.skip_busy_above, |v| {
+                fraction("defaults.skip_busy_above", v, 0.0, 1.0)
+            })?,
+            busy_window: opt(&d.busy_window, |v| duration("defaults.busy_window", v))?
+                .unwrap_or(DEFAULT_BUSY_WINDOW),
+        })
+    }
+}
+
+fn opt<T, U>(
+    v: &Option<T>,
+    f: impl FnOnce(&T) -> Result<U, SpannedError>,
+) -> Result<Option<U>, SpannedError> {
+    v.as_ref().map(f).transpose()
+}
+
+fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
+    let x = *v.get_ref();
+    if (0.0..=0.5).contains(&x) {
+        Ok(x)
+    } else {
+        Err(invalid(
+            v,
+            format!("{key}: expected a fraction from 0 to 0.5, found {x}"),
+        ))
+    }
+}
+
+fn target(
+    i: usize,
+    t: &Spanned<RawTarget>,
+    d: &Defaults<'_>,
+    customs: &BTreeMap<String, Profile>,
+) -> Result<TargetSpec, SpannedError> {
+    let r = t.get_ref();
+    let key = |k: &str| format!("targets[{i}].{k}");
+    let name = r.name.get_ref().trim().to_owned();
+    if name.is_empty() {
+        return Err(invalid(
+            &r.name,
+            format!("{}: expected a non-empty name", key("name")),
+        ));
+    }
+    let path = PathBuf::from(r.path.get_ref());
+    if !path.is_absolute() {
+        return Err(invalid(
+            &r.path,
+            format!(
+                "{}: expected an absolute path, found {:?}",
+                key("path"),
+                r.path.get_ref()
+            ),
+        ));
+    }
+    let interval = opt(&r.interval, |v| duration(&key("interval"), v))?.unwrap_or(d.interval);
+    let runtime = opt(&r.runtime, |v| duration(&key("runtime"), v))?.unwrap_or(d.runtime);
+    let timeout = opt(&r.timeout, |v| duration(&key("timeout"), v))?.unwrap_or(d.timeout);
+    let allow_writes = r.allow_writes.as_ref().is_some_and(|b| *b.get_ref());
+    let allow_device_writes = r.allow_device_writes.as_ref().is_some_and(|b| *b.get_ref());
+    if allow_device_writes && !allow_writes {
+        let at = r
+            .allow_device_writes
+            .as_ref()
+            .map(|b| b.span())
+            .unwrap_or(t.span());
+        return Err(SpannedError {
+            span: at,
+            message: format!(
+                "{}: also needs allow_writes = true (device writes are a further opt-in on top of it)",
+                key("allow_device_writes")
+            ),
+        });
+    }
+
+    let names: Vec<(String, Option<std::ops::Range<usize>>)> =
+        match r.profiles.as_ref().or(d.profiles) {
+            Some(list) => {
+                if list.get_ref().is_empty() {
+                    return Err(invalid(
+                        list,
+                        format!("{}: expected at least one profile", key("profiles")),
+                    ));
+                }
+                list.get_ref()
+                    .iter()
+                    .map(|n| (n.get_ref().clone(), Some(n.span())))
+                    .collect()
+            }
+            None => DEFAULT_PROFILES
+                .iter()
+                .map(|n| ((*n).to_owned(), None))
+                .collect(),
+        };
+    let mut profiles = Vec::new();
+    for (pname, span) in names {
+        let span = span.unwrap_or(t.span());
+        let mut p = match customs.get(&pname).cloned().or_else(|| {
+            Profile::builtin(&pname).map(|mut b| {
+                b.runtime = None; // built-ins take the target's runtime
+                b
+            })
+        }) {
+            Some(p) => p,
+            None => {
+                let mut known: Vec<String> =
+                    Profile::builtins().into_iter().map(|p| p.name).collect();
+                known.extend(customs.keys().cloned());
+                return Err(SpannedError {
+                    span,
+                    message: format!(
+                        "{}: unknown profile {pname:?}; expected one of: {}",
+                        key("profiles"),
+                        known.join(", ")
+                    ),
+                });
+            }
+        };
+        if profiles.iter().any(|q: &Profile| q.name == p.name) {
+            return Err(SpannedError {
+                span,
+                message: format!("{}: profile {pname:?} is listed twice", key("profiles")),
+            });
+        }
+        if p.rw.is_write() && !allow_writes {
+            return Err(SpannedError {
+                span,
+                message: format!(
+                    "{}: profile {pname:?} writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
+                    key("profiles")
+                ),
+            });
+        }
+        if p.runtime.is_none() && p.number_ios.is_none() {
+            p.runtime = Some(runtime);
+        }
+        if p.runtime.is_some_and(|rt| rt >= timeout) {
+            let at = r.timeout.as_ref().map(|v| v.span()).unwrap_or(span);
+            return Err(SpannedError {
+                span: at,
+                message: format!(
+                    "{}: timeout {} must be longer than the runtime {} of profile {pname:?}",
+                    key("timeout"),
+                    humantime::format_duration(timeout),
+                    humantime::format_duration(p.runtime.unwrap_or_default())
+                ),
+            });
+        }
+        profiles.push(p);
+    }
+
+    let max_duty_cycle = opt(&r.max_duty_cycle, |v| {
+        fraction(&key("max_duty_cycle"), v, 0.0, 1.0)
+    })?
+    .unwrap_or(d.max_duty_cycle);
+    let spec = TargetSpec {
+        name,
+        path,
+        size: opt(&r.size, |v| size(&key("size"), v))?.or(d.size),
+        offset: opt(&r.offset, |v| size(&key("offset"), v))?.unwrap_or(0),
+        profiles,
+        interval,
+        timeout,
+        engine: opt(&r.engine, |v| engine(&key("engine"), v))?.unwrap_or(d.engine),
+        jitter: opt(&r.jitter, |v| jitter(&key("jitter"), v))?.unwrap_or(d.jitter),
+        max_duty_cycle,
+        skip_busy_above: opt(&r.skip_busy_above, |v| {
+            fraction(&key("skip_busy_above"), v, 0.0, 1.0)
+        })?
+        .or(d.skip_busy_above),
+        busy_window: opt(&r.busy_window, |v| duration(&key("busy_window"), v))?
+            .unwrap_or(d.busy_window),
+        allow_writes,
+        allow_device_writes,
+    };
+    let busy = spec.busy_per_cycle().as_secs_f64();
+    let share = busy / spec.interval.as_secs_f64();
+    if share > spec.max_duty_cycle {
+        let at = r
+            .interval
+            .as_ref()
+            .map(|v| v.span())
+            .unwrap_or(r.name.span());
+        let min_interval = Duration::from_secs_f64(busy / spec.max_duty_cycle).as_secs() + 1;
+        return Err(SpannedError {
+            span: at,
+            message: format!(
+                "{}: profiles {:?} run for {} every {} ({:.2}% of the time), above max_duty_cycle {}%; set interval to at least {}, shorten runtime or raise max_duty_cycle",
+                key("interval"),
+                spec.profiles
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>(),
+                humantime::format_duration(spec.busy_per_cycle()),
+                humantime::format_duration(spec.interval),
+                share * 100.0,
+                spec.max_duty_cycle * 100.0,
+                humantime::format_duration(Duration::from_secs(min_interval)),
+            ),
+        });
+    }
+    Ok(spec)
+}

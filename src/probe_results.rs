@@ -1,0 +1,446 @@
+//! The results of probe runs, as the scheduler reports them and the probes collector reads them.
+//!
+//! Per target and profile it keeps the last run (success, time, duration, IOPS, throughput, exact
+//! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
+//! by result, I/Os, bytes, busy seconds and a latency histogram with fixed buckets, so that rates
+//! and quantiles can be aggregated in PromQL). Targets removed from the configuration are dropped;
+//! unchanged targets keep everything across reloads.
+
+use crate::config::TargetSpec;
+use crate::probe::engine::EngineKind;
+use crate::probe::result::ProbeResult;
+use std::collections::BTreeMap;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Upper bounds (seconds) of the cumulative latency histogram: 10 µs to 60 s, four buckets per
+/// doubling, rounded to three significant digits.
+pub static LATENCY_BUCKETS: LazyLock<Vec<f64>> = LazyLock::new(|| {
+    let mut bounds = Vec::new();
+    let mut k = 0;
+    loop {
+        let bound = 10e-6 * 2f64.powf(f64::from(k) / 4.0);
+        if bound >= 60.0 {
+            break;
+        }
+        bounds.push(round3(bound));
+        k += 1;
+    }
+    bounds.push(60.0);
+    bounds
+});
+
+fn round3(x: f64) -> f64 {
+    let digits = 2 - x.log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
+}
+
+/// Percentiles published per run: (label value, quantile).
+pub const PERCENTILES: &[(&str, f64)] = &[
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+];
+
+/// How a run ended, for `diskprobe_probe_runs_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RunResult {
+    /// Completed without I/O errors.
+    Success,
+    /// Could not run, or I/O errors.
+    Error,
+    /// Ended by the hard timeout.
+    Timeout,
+    /// Not run (device busy, budget exhausted, previous run still in flight).
+    Skipped,
+}
+
+impl RunResult {
+    /// All results, in label order.
+    pub const ALL: [RunResult; 4] = [
+        RunResult::Success,
+        RunResult::Error,
+        RunResult::Timeout,
+        RunResult::Skipped,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Success => "success",
+            RunResult::Error => "error",
+            RunResult::Timeout => "timeout",
+            RunResult::Skipped => "skipped",
+        }
+    }
+}
+
+/// Where a target lives, from its last open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetInfo {
+    /// Configured path.
+    pub path: String,
+    /// Kernel name of the block device under the target (`""` when there is none).
+    pub device: String,
+    /// Disk of a partition.
+    pub parent: String,
+    /// `block_device` or `file`.
+    pub kind: String,
+    /// Filesystem type of a file target.
+    pub fstype: String,
+}
+
+/// The last run of one profile on one target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastRun {
+    /// How it ended.
+    pub result: RunResult,
+    /// When it ended (Unix seconds).
+    pub timestamp: f64,
+    /// Wall time of the run, including opening the target.
+    pub duration: f64,
+    /// I/Os per second (zero when the run did not happen).
+    pub iops: f64,
+    /// Bytes per second.
+    pub throughput: f64,
+    /// `(label, seconds)` for min, mean, percentiles and max.
+    pub latency: Vec<(&'static str, f64)>,
+    /// The engine that ran it.
+    pub engine: Option<EngineKind>,
+    /// What went wrong, for logs and the status page.
+    pub error: Option<String>,
+}
+
+/// Everything kept for one profile of one target.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProfileSeries {
+    /// The last run that was not skipped.
+    pub last: Option<LastRun>,
+    /// Runs by result, in [`RunResult::ALL`] order.
+    pub runs: [u64; 4],
+    /// I/Os completed.
+    pub ios: u64,
+    /// Bytes transferred.
+    pub bytes: u64,
+    /// I/Os that failed.
+    pub io_errors: u64,
+    /// Seconds the engine spent issuing I/O.
+    pub busy_seconds: f64,
+    /// Non-cumulative counts per [`LATENCY_BUCKETS`] bucket, plus one for above the last bound.
+    pub buckets: Vec<u64>,
+    /// Sum of observed latencies in seconds.
+    pub latency_sum: f64,
+    /// Number of observed latencies.
+    pub latency_count: u64,
+}
+
+/// One configured target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSeries {
+    /// The configuration it was created for; a changed spec starts afresh.
+    pub spec: TargetSpec,
+    /// From its last open (or a stat before the first).
+    pub info: TargetInfo,
+    /// By profile name, in configuration order.
+    pub profiles: Vec<(String, ProfileSeries)>,
+}
+
+/// Shared store of probe results.
+#[derive(Debug, Default)]
+pub struct ProbeResults {
+    targets: Mutex<BTreeMap<String, TargetSeries>>,
+}
+
+/// What the scheduler reports about one run.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The engine ran; the result says how it went.
+    Ran {
+        /// The measurement.
+        result: Box<ProbeResult>,
+        /// Wall time including opening the target.
+        duration: Duration,
+    },
+    /// The run could not start or failed outright (open, preflight, safety, engine setup).
+    Failed {
+        /// Why.
+        error: String,
+        /// Wall time spent.
+        duration: Duration,
+    },
+    /// The run did not return within its timeout plus a grace period.
+    Abandoned {
+        /// Wall time waited.
+        duration: Duration,
+    },
+    /// The run was not started.
+    Skipped {
+        /// Why (busy, budget, ...).
+        reason: String,
+    },
+}
+
+impl ProbeResults {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, TargetSeries>> {
+        self.targets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the store match `specs`: removed or changed targets lose their series, new ones
+    /// start with zeroed counters, unchanged ones keep everything.
+    pub fn set_targets(&self, specs: &[TargetSpec]) {
+        let mut targets = self.lock();
+        targets.retain(|name, t| specs.iter().any(|s| &s.name == name && *s == t.spec));
+        for spec in specs {
+            targets
+                .entry(spec.name.clone())
+                .or_insert_with(|| TargetSeries {
+                    spec: spec.clone(),
+                    info: TargetInfo {
+                        path: spec.path.display().to_string(),
+                        ..TargetInfo::default()
+                    },
+                    profiles: spec
+                        .profiles
+                        .iter()
+                        .map(|p| {
+                            (
+                                p.name.clone(),
+                                ProfileSeries {
+                                    buckets: vec![0; LATENCY_BUCKETS.len() + 1],
+                                    ..ProfileSeries::default()
+                                },
+                            )
+                        })
+                        .collect(),
+                });
+        }
+    }
+
+    /// Records where `target` lives.
+    pub fn set_info(&self, target: &str, info: TargetInfo) {
+        if let Some(t) = self.lock().get_mut(target) {
+            t.info = info;
+        }
+    }
+
+    /// Records one run of `profile` on `target` and returns its result label.
+    pub fn record(&self, target: &str, profile: &str, outcome: Outcome) -> RunResult {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let mut targets = self.lock();
+        let Some(series) = targets
+            .get_mut(target)
+            .and_then(|t| t.profiles.iter_mut().find(|(p, _)| p == profile))
+            .map(|(_, s)| s)
+        else {
+            // The target was removed by a reload while the run was in flight.
+            return RunResult::Skipped;
+        };
+        let (result, last) = match outcome {
+            Outcome::Skipped { .. } => (RunResult::Skipped, None),
+            Outcome::Abandoned { duration } => (
+                RunResult::Timeout,
+                Some(LastRun {
+                    result: RunResult::Timeout,
+                    timestamp: now,
+                    duration: duration.as_secs_f64(),
+                    iops: 0.0,
+                    throughput: 0.0,
+                    latency: Vec::new(),
+                    engine: None,
+                    error: Some("the probe did not return within its timeout".to_owned()),
+                }),
+            ),
+            Outcome::Failed { error, duration } => (
+                RunResult::Error,
+                Some(LastRun {
+                    result: RunResult::Error,
+                    timestamp: now,
+                    duration: duration.as_secs_f64(),
+                    iops: 0.0,
+                    throughput: 0.0,
+                    latency: Vec::new(),
+                    engine: None,
+                    error: Some(error),
+                }),
+            ),
+            Outcome::Ran { result, duration } => {
+                let r = &*result;
+                let kind = if r.timed_out {
+                    RunResult::Timeout
+                } else if r.is_success() {
+                    RunResult::Success
+                } else {
+                    RunResult::Error
+                };
+                series.ios += r.ios;
+                series.bytes += r.bytes;
+                series.io_errors += r.errors;
+                series.busy_seconds += r.elapsed.as_secs_f64();
+                add_histogram(series, r);
+                let mut latency = vec![
+                    ("min", r.latency_min().as_secs_f64()),
+                    ("mean", r.latency_mean().as_secs_f64()),
+                ];
+                for (label, q) in PERCENTILES {
+                    latency.push((label, r.latency_at(*q).as_secs_f64()));
+                }
+                latency.push(("max", r.latency_max().as_secs_f64()));
+                let error = match kind {
+                    RunResult::Success => None,
+                    RunResult::Timeout => Some(format!(
+                        "timed out after {:.3}s with {} I/Os done",
+                        r.elapsed.as_secs_f64(),
+                        r.ios
+                    )),
+                    _ if r.cancelled => Some("cancelled".to_owned()),
+                    _ => Some(r.first_error.clone().unwrap_or_else(|| {
+                        if r.ios == 0 {
+                            "no I/O completed".to_owned()
+                        } else {
+                            format!("{} I/O errors", r.errors)
+                        }
+                    })),
+                };
+                (
+                    kind,
+                    Some(LastRun {
+                        result: kind,
+                        timestamp: now,
+                        duration: duration.as_secs_f64(),
+                        iops: r.iops(),
+                        throughput: r.bandwidth(),
+                        latency,
+                        engine: Some(r.engine),
+                        error,
+                    }),
+                )
+            }
+        };
+        series.runs[result as usize] += 1;
+        if last.is_some() {
+            series.last = last;
+        }
+        result
+    }
+
+    /// A copy of everything, for a scrape.
+    pub fn snapshot(&self) -> Vec<(String, TargetSeries)> {
+        self.lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+fn add_histogram(series: &mut ProfileSeries, r: &ProbeResult) {
+    let h = &r.latency_ns;
+    if h.is_empty() {
+        return;
+    }
+    let bounds = &*LATENCY_BUCKETS;
+    if series.buckets.len() != bounds.len() + 1 {
+        series.buckets = vec![0; bounds.len() + 1];
+    }
+    for v in h.iter_recorded() {
+        let seconds = h.median_equivalent(v.value_iterated_to()) as f64 / 1e9;
+        let i = bounds.partition_point(|b| *b < seconds);
+        series.buckets[i] += v.count_at_value();
+    }
+    series.latency_count += h.len();
+    series.latency_sum += h.mean() * h.len() as f64 / 1e9;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::result::new_latency_histogram;
+
+    #[test]
+    fn buckets_span_10us_to_60s_four_per_doubling() {
+        let b = &*LATENCY_BUCKETS;
+        assert_eq!(b[0], 1e-5);
+        assert_eq!(*b.last().unwrap(), 60.0);
+        assert!(b.windows(2).all(|w| w[0] < w[1]));
+        // 10 µs .. 60 s is log2(6e6) ≈ 22.5 doublings.
+        assert!((88..=94).contains(&b.len()), "{}", b.len());
+        assert_eq!(b[4], 2e-5);
+        assert_eq!(b[40], 0.0102);
+    }
+
+    #[test]
+    fn records_runs_and_histogram() {
+        let store = ProbeResults::new();
+        let spec = crate::config::Config::from_toml(
+            "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap()
+        .targets
+        .remove(0);
+        store.set_targets(std::slice::from_ref(&spec));
+        let mut h = new_latency_histogram();
+        for _ in 0..90 {
+            h.record(100_000).unwrap(); // 100 µs
+        }
+        for _ in 0..10 {
+            h.record(2_000_000).unwrap(); // 2 ms
+        }
+        let result = ProbeResult {
+            engine: EngineKind::IoUring,
+            ios: 100,
+            bytes: 409_600,
+            elapsed: Duration::from_millis(500),
+            errors: 0,
+            first_error: None,
+            timed_out: false,
+            cancelled: false,
+            latency_ns: h,
+        };
+        let r = store.record(
+            "t",
+            "randread-4k-qd1",
+            Outcome::Ran {
+                result: Box::new(result),
+                duration: Duration::from_millis(510),
+            },
+        );
+        assert_eq!(r, RunResult::Success);
+        store.record(
+            "t",
+            "randread-4k-qd1",
+            Outcome::Skipped {
+                reason: "busy".into(),
+            },
+        );
+        let snap = store.snapshot();
+        let s = &snap[0].1.profiles[0].1;
+        assert_eq!(s.runs, [1, 0, 0, 1]);
+        assert_eq!(s.ios, 100);
+        assert_eq!(s.latency_count, 100);
+        assert_eq!(s.buckets.iter().sum::<u64>(), 100);
+        let last = s.last.as_ref().unwrap();
+        assert_eq!(last.iops, 200.0);
+        let p50 = last.latency.iter().find(|(l, _)| *l == "p50").unwrap().1;
+        assert!((p50 - 100e-6).abs() < 1e-7, "{p50}");
+        // Changing the target's spec drops its series; keeping it keeps them.
+        store.set_targets(std::slice::from_ref(&spec));
+        assert_eq!(store.snapshot()[0].1.profiles[0].1.ios, 100);
+        let mut changed = spec.clone();
+        changed.interval = Duration::from_secs(600);
+        store.set_targets(&[changed]);
+        assert_eq!(store.snapshot()[0].1.profiles[0].1.ios, 0);
+        store.set_targets(&[]);
+        assert!(store.snapshot().is_empty());
+    }
+}

@@ -1,0 +1,523 @@
+//! The probe scheduler: runs each target's profiles in sequence every interval, with jitter, and
+//! reports every run to [`ProbeResults`].
+//!
+//! Rules, in the order a cycle applies them:
+//! - Each target has its own task; its first cycle starts within a few seconds of start-up, then
+//!   every `interval` (each start shifted at random by up to ±`jitter` × interval around a fixed
+//!   grid, so starts do not drift and targets do not synchronise).
+//! - At most `max_concurrent_probes` cycles run at once across all targets (default 1), and at
+//!   most one per physical device (partitions count as their disk).
+//! - Duty-cycle budget per device: a token bucket refilled at `max_duty_cycle` seconds per second
+//!   (capacity two cycles' worth); a run only starts when the bucket is not in debt, and its
+//!   engine time is charged to it. Runs refused by the budget count as `result="skipped"`.
+//! - Busy skip (optional): before each run the device's utilisation is measured from
+//!   `/proc/diskstats` over `busy_window`; above `skip_busy_above` the run is skipped.
+//! - Probes run on a thread of their own, never on a tokio worker. The engine enforces the run's
+//!   hard timeout; if a run has not returned `GRACE` after it, the scheduler records a timeout,
+//!   sets the run's cancel flag and does not start that target again until the thread returns.
+
+use crate::config::{SchedulerConfig, TargetSpec};
+use crate::diskstats;
+use crate::probe::engine::{self, RunOptions};
+use crate::probe::profile::Profile;
+use crate::probe::target::{self, DeviceId, TargetOptions};
+use crate::probe_results::{Outcome, ProbeResults, RunResult, TargetInfo};
+use rand::Rng;
+use std::collections::HashMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+/// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it.
+pub const GRACE: Duration = Duration::from_secs(5);
+/// Longest delay before a target's first cycle.
+pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
+
+/// Paths the scheduler needs.
+#[derive(Debug, Clone)]
+pub struct Roots {
+    /// procfs mountpoint.
+    pub procfs: PathBuf,
+    /// sysfs mountpoint.
+    pub sysfs: PathBuf,
+}
+
+/// Per-device duty-cycle accounting.
+#[derive(Debug)]
+struct Budget {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Budget {
+    fn refill(&mut self, now: Instant, rate: f64, capacity: f64) {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + dt * rate).min(capacity);
+        self.last = now;
+    }
+}
+
+struct Shared {
+    results: Arc<ProbeResults>,
+    roots: Roots,
+    global: Arc<Semaphore>,
+    /// One lock per physical device, created on first use.
+    devices: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Budget>>>>>,
+}
+
+impl Shared {
+    fn device_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<Option<Budget>>> {
+        let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key.to_owned()).or_default().clone()
+    }
+}
+
+struct TargetTask {
+    spec: TargetSpec,
+    stop: watch::Sender<bool>,
+    cancel: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// Owns one task per configured target.
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    max_concurrent: usize,
+    tasks: HashMap<String, TargetTask>,
+}
+
+impl Scheduler {
+    /// A scheduler with no targets yet; call [`Scheduler::apply`]. Must be called inside a tokio
+    /// runtime.
+    pub fn new(results: Arc<ProbeResults>, roots: Roots, config: &SchedulerConfig) -> Self {
+        Scheduler {
+            shared: Arc::new(Shared {
+                results,
+                roots,
+                global: Arc::new(Semaphore::new(config.max_concurrent_probes)),
+                devices: Mutex::new(HashMap::new()),
+            }),
+            max_concurrent: config.max_concurrent_probes,
+            tasks: HashMap::new(),
+        }
+    }
+
+    /// Makes the running tasks match `targets`: removed and changed targets are stopped (their
+    /// in-flight run is cancelled), new and changed ones started, unchanged ones left alone.
+    pub fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
+        let wanted = config.max_concurrent_probes;
+        if wanted > self.max_concurrent {
+            self.shared.global.add_permits(wanted - self.max_concurrent);
+        } else if wanted < self.max_concurrent {
+            self.shared
+                .global
+                .forget_permits(self.max_concurrent - wanted);
+        }
+        self.max_concurrent = wanted;
+
+        let keep: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(name, t)| targets.iter().any(|s| &s.name == *name && *s == t.spec))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let stale: Vec<String> = self
+            .tasks
+            .keys()
+            .filter(|n| !keep.contains(n))
+            .cloned()
+            .collect();
+        for name in stale {
+            if let Some(task) = self.tasks.remove(&name) {
+                tracing::info!(target = %name, "stopping probes of removed or changed target");
+                task.cancel.store(true, Ordering::SeqCst);
+                let _ = task.stop.send(true);
+            }
+        }
+        self.shared.results.set_targets(targets);
+        for spec in targets {
+            if self.tasks.contains_key(&spec.name) {
+                continue;
+            }
+            let (stop, stop_rx) = watch::channel(false);
+            let cancel = Arc::new(AtomicBool::new(false));
+            let handle = tokio::spawn(run_target(
+                spec.clone(),
+                self.shared.clone(),
+                stop_rx,
+                cancel.clone(),
+            ));
+            tracing::info!(
+                target = %spec.name,
+                path = %spec.path.display(),
+                interval = %humantime::format_duration(spec.interval),
+                profiles = %spec.profiles.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
+                "scheduling probes"
+            );
+            self.tasks.insert(
+                spec.name.clone(),
+                TargetTask {
+                    spec: spec.clone(),
+                    stop,
+                    cancel,
+                    handle,
+                },
+            );
+        }
+    }
+
+    /// Stops every target: in-flight runs are cancelled (the engines stop within 100 ms and
+    /// drain their I/O) and their tasks awaited, for at most `deadline`.
+    pub async fn shutdown(self, deadline: Duration) {
+        for task in self.tasks.values() {
+            task.cancel.store(true, Ordering::SeqCst);
+            let _ = task.stop.send(true);
+        }
+        let all = async {
+            for task in self.tasks.into_values() {
+                let _ = task.handle.await;
+            }
+        };
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            tracing::warn!("probe tasks did not stop within {deadline:?}");
+        }
+    }
+}
+
+/// The device a path lives on, by stat: the block device itself, or the device of the file (or
+/// of its directory when it does not exist yet). `None` for filesystems without a block device.
+pub fn device_of(path: &Path, sysfs: &Path) -> Option<DeviceId> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(_) => std::fs::metadata(path.parent()?).ok()?,
+    };
+    let dev = if meta.file_type().is_block_device() {
+        meta.rdev()
+    } else {
+        meta.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if major == 0 {
+        return None; // tmpfs, overlayfs and other filesystems without a block device
+    }
+    Some(target::resolve_device(sysfs, major, minor))
+}
+
+fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
+    match device {
+        Some(d) => d.parent.clone().unwrap_or_else(|| d.name.clone()),
+        None => format!("path:{}", spec.path.display()),
+    }
+}
+
+async fn run_target(
+    spec: TargetSpec,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    cancel: Arc<AtomicBool>,
+) {
+    let first = FIRST_CYCLE_MAX_DELAY.min(spec.interval / 2);
+    let mut grid = Instant::now() + first.mul_f64(rand::rng().random::<f64>());
+    let mut next = grid;
+    // Set while an abandoned run's thread is still going.
+    let busy_thread = Arc::new(AtomicBool::new(false));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        run_cycle(&spec, &shared, &mut stop, &cancel, &busy_thread).await;
+        if *stop.borrow() {
+            return;
+        }
+        grid += spec.interval;
+        let now = Instant::now();
+        if grid < now {
+            // The cycle overran a whole interval: restart the grid from now.
+            grid = now;
+        }
+        let shift =
+            spec.interval.as_secs_f64() * spec.jitter * rand::rng().random_range(-1.0..=1.0);
+        next = if shift >= 0.0 {
+            grid + Duration::from_secs_f64(shift)
+        } else {
+            grid.checked_sub(Duration::from_secs_f64(-shift))
+                .unwrap_or(grid)
+        }
+        .max(now);
+    }
+}
+
+async fn run_cycle(
+    spec: &TargetSpec,
+    shared: &Arc<Shared>,
+    stop: &mut watch::Receiver<bool>,
+    cancel: &Arc<AtomicBool>,
+    busy_thread: &Arc<AtomicBool>,
+) {
+    let skip_all = |reason: &str| {
+        for p in &spec.profiles {
+            shared.results.record(
+                &spec.name,
+                &p.name,
+                Outcome::Skipped {
+                    reason: reason.to_owned(),
+                },
+            );
+        }
+    };
+    if busy_thread.load(Ordering::SeqCst) {
+        tracing::warn!(target = %spec.name, "previous run still has not returned; skipping this cycle");
+        skip_all("previous run still in flight");
+        return;
+    }
+    let device = device_of(&spec.path, &shared.roots.sysfs);
+    let key = lock_key(spec, device.as_ref());
+    let _permit = tokio::select! {
+        p = shared.global.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        _ = stop.changed() => return,
+    };
+    let lock = shared.device_lock(&key);
+    let mut budget = tokio::select! {
+        g = lock.lock() => g,
+        _ = stop.changed() => return,
+    };
+    let capacity = (2.0 * spec.busy_per_cycle().as_secs_f64())
+        .max(2.0 * spec.max_duty_cycle * spec.interval.as_secs_f64());
+    let budget = budget.get_or_insert_with(|| Budget {
+        tokens: capacity,
+        last: Instant::now(),
+    });
+    for profile in &spec.profiles {
+        if *stop.borrow() {
+            return;
+        }
+        budget.refill(Instant::now(), spec.max_duty_cycle, capacity);
+        if budget.tokens < 0.0 {
+            tracing::info!(target = %spec.name, profile = %profile.name, device = %key,
+                "skipping run: the device's duty-cycle budget is used up");
+            shared.results.record(
+                &spec.name,
+                &profile.name,
+                Outcome::Skipped {
+                    reason: format!("duty-cycle budget of {key} used up"),
+                },
+            );
+            continue;
+        }
+        if let (Some(threshold), Some(dev)) = (spec.skip_busy_above, device.as_ref()) {
+            match utilisation(&shared.roots.procfs, &dev.name, spec.busy_window, stop).await {
+                Some(util) if util > threshold => {
+                    tracing::info!(target = %spec.name, profile = %profile.name, device = %dev.name,
+                        utilisation = util, threshold, "skipping run: device busy");
+                    shared.results.record(
+                        &spec.name,
+                        &profile.name,
+                        Outcome::Skipped {
+                            reason: format!(
+                                "{} is {:.0}% busy (threshold {:.0}%)",
+                                dev.name,
+                                util * 100.0,
+                                threshold * 100.0
+                            ),
+                        },
+                    );
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, busy_thread).await;
+        budget.tokens -= busy.as_secs_f64();
+        let result = shared.results.record(&spec.name, &profile.name, outcome);
+        if result != RunResult::Success {
+            tracing::warn!(target = %spec.name, profile = %profile.name, result = result.as_str(), "probe run did not succeed");
+        }
+    }
+}
+
+/// Utilisation of `device` (0..1) over `window`, from the io_time field of diskstats.
+async fn utilisation(
+    procfs: &Path,
+    device: &str,
+    window: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<f64> {
+    let io_time = |procfs: &Path| -> Option<u64> {
+        let text = std::fs::read_to_string(procfs.join("diskstats")).ok()?;
+        diskstats::parse(&text)
+            .devices
+            .into_iter()
+            .find(|d| d.name == device)
+            .map(|d| d.io_time_ms)
+    };
+    let start = Instant::now();
+    let before = io_time(procfs)?;
+    tokio::select! {
+        () = tokio::time::sleep(window) => {}
+        _ = stop.changed() => return None,
+    }
+    let after = io_time(procfs)?;
+    let elapsed_ms = start.elapsed().as_secs_f64() * 1000.0;
+    Some((after.saturating_sub(before) as f64 / elapsed_ms).min(1.0))
+}
+
+enum FromThread {
+    Opened(TargetInfo),
+    Done(Outcome, Duration),
+}
+
+/// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
+async fn run_on_thread(
+    spec: &TargetSpec,
+    profile: &Profile,
+    shared: &Arc<Shared>,
+    cancel: &Arc<AtomicBool>,
+    busy_thread: &Arc<AtomicBool>,
+) -> (Outcome, Duration) {
+    let started = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let job_spec = spec.clone();
+    let job_profile = profile.clone();
+    let roots = shared.roots.clone();
+    let job_cancel = cancel.clone();
+    let in_flight = busy_thread.clone();
+    in_flight.store(true, Ordering::SeqCst);
+    let spawned = std::thread::Builder::new()
+        .name(format!("probe-{}", spec.name))
+        .spawn(move || {
+            probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
+            in_flight.store(false, Ordering::SeqCst);
+        });
+    if let Err(err) = spawned {
+        busy_thread.store(false, Ordering::SeqCst);
+        let error = format!("cannot start a probe thread: {err}");
+        return (
+            Outcome::Failed {
+                error,
+                duration: started.elapsed(),
+            },
+            Duration::ZERO,
+        );
+    }
+    // Opening may create and fill the probe file; that is not bounded by the run's timeout.
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let msg = match deadline {
+            None => rx.recv().await,
+            Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
+                Ok(m) => m,
+                Err(_) => {
+                    cancel.store(true, Ordering::SeqCst);
+                    tracing::error!(target = %spec.name, profile = %profile.name,
+                        "probe run did not return {GRACE:?} after its timeout; abandoning it");
+                    return (
+                        Outcome::Abandoned {
+                            duration: started.elapsed(),
+                        },
+                        started.elapsed(),
+                    );
+                }
+            },
+        };
+        match msg {
+            Some(FromThread::Opened(info)) => {
+                shared.results.set_info(&spec.name, info);
+                deadline = Some(tokio::time::Instant::now() + spec.timeout + GRACE);
+            }
+            Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
+            None => {
+                return (
+                    Outcome::Failed {
+                        error: "the probe thread ended without a result".to_owned(),
+                        duration: started.elapsed(),
+                    },
+                    Duration::ZERO,
+                );
+            }
+        }
+    }
+}
+
+fn probe_thread(
+    spec: &TargetSpec,
+    profile: &Profile,
+    roots: &Roots,
+    cancel: Arc<AtomicBool>,
+    tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
+) {
+    let started = Instant::now();
+    let fail = |error: String| {
+        let _ = tx.send(FromThread::Done(
+            Outcome::Failed {
+                error,
+                duration: started.elapsed(),
+            },
+            Duration::ZERO,
+        ));
+    };
+    let write = profile.rw.is_write();
+    let is_device = std::fs::metadata(&spec.path).is_ok_and(|m| m.file_type().is_block_device());
+    if write && is_device && !spec.allow_device_writes {
+        return fail(format!(
+            "{}: refusing to write to a block device without allow_device_writes = true",
+            spec.path.display()
+        ));
+    }
+    let options = TargetOptions {
+        size: spec.size.or(if is_device {
+            None
+        } else {
+            Some(crate::config::probes::DEFAULT_FILE_SIZE)
+        }),
+        offset: spec.offset,
+        write,
+        procfs: roots.procfs.clone(),
+        sysfs: roots.sysfs.clone(),
+    };
+    let opened = match target::open(&spec.path, &options) {
+        Ok(t) => t,
+        Err(err) => return fail(err.to_string()),
+    };
+    let _ = tx.send(FromThread::Opened(TargetInfo {
+        path: spec.path.display().to_string(),
+        device: opened
+            .device
+            .as_ref()
+            .map(|d| d.name.clone())
+            .unwrap_or_default(),
+        parent: opened
+            .device
+            .as_ref()
+            .and_then(|d| d.parent.clone())
+            .unwrap_or_default(),
+        kind: opened.kind.as_str().to_owned(),
+        fstype: opened.fstype.clone(),
+    }));
+    let opts = RunOptions {
+        engine: spec.engine,
+        timeout: spec.timeout,
+        cancel,
+        default_runtime: profile.runtime.unwrap_or(spec.timeout),
+    };
+    match engine::run(&opened, profile, &opts) {
+        Ok(result) => {
+            let busy = result.elapsed;
+            let _ = tx.send(FromThread::Done(
+                Outcome::Ran {
+                    result: Box::new(result),
+                    duration: started.elapsed(),
+                },
+                busy,
+            ));
+        }
+        Err(err) => fail(err.to_string()),
+    }
+}

@@ -1,0 +1,160 @@
+//! The state directory: where the embedded default configuration keeps its scratch probe file.
+//!
+//! Chosen in this order: `--state.dir`; `$STATE_DIRECTORY` (set by systemd's `StateDirectory=`);
+//! `/var/lib/diskprobe_exporter` when running as root; otherwise `$XDG_STATE_HOME/diskprobe_exporter`
+//! or `~/.local/state/diskprobe_exporter`, so that no root is needed. The directory must be on a
+//! real filesystem: tmpfs and ramfs are refused, because a direct-I/O probe there would measure
+//! memory, not a disk.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Filesystems whose "disk" is memory.
+pub const MEMORY_FILESYSTEMS: &[&str] = &["tmpfs", "ramfs"];
+
+/// Why the state directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    /// It could not be created.
+    #[error("cannot create state directory {path}: {source}")]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is in memory.
+    #[error(
+        "state directory {path} is on {fstype}, which is memory: probes there would not measure a disk; choose a directory on a disk-backed filesystem with --state.dir"
+    )]
+    MemoryFilesystem {
+        /// The directory.
+        path: PathBuf,
+        /// The filesystem type.
+        fstype: String,
+    },
+    /// No default could be derived.
+    #[error("no state directory: pass --state.dir (HOME is not set)")]
+    NoDefault,
+}
+
+/// The state directory to use when `--state.dir` is not given.
+pub fn default_dir() -> Result<PathBuf, StateDirError> {
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        // systemd may pass several, colon-separated; the first is ours.
+        let first = dir
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        return Ok(PathBuf::from(first));
+    }
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if root {
+        return Ok(PathBuf::from("/var/lib/diskprobe_exporter"));
+    }
+    if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(xdg).join("diskprobe_exporter"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".local/state/diskprobe_exporter"))
+        .ok_or(StateDirError::NoDefault)
+}
+
+/// Creates `dir` if needed and checks that it is not in memory (using `<procfs>/self/mountinfo`).
+pub fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
+    std::fs::create_dir_all(dir).map_err(|source| StateDirError::Create {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let dir = std::fs::canonicalize(dir).map_err(|source| StateDirError::Create {
+        path: dir.to_owned(),
+        source,
+    })?;
+    if let Ok(mountinfo) = std::fs::read_to_string(procfs.join("self/mountinfo"))
+        && let Some(fstype) = fstype_of(&mountinfo, &dir)
+        && MEMORY_FILESYSTEMS.contains(&fstype.as_str())
+    {
+        return Err(StateDirError::MemoryFilesystem { path: dir, fstype });
+    }
+    Ok(dir)
+}
+
+/// The filesystem type of the mount that contains `path` (the longest mount point that is a
+/// prefix of it), from a mountinfo text.
+pub fn fstype_of(mountinfo: &str, path: &Path) -> Option<String> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let mount_point = unescape(fields.get(4)?);
+            let sep = fields.iter().position(|f| *f == "-")?;
+            let fstype = fields.get(sep + 1)?;
+            path.starts_with(&mount_point)
+                .then(|| (mount_point.as_os_str().len(), (*fstype).to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fstype)| fstype)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> PathBuf {
+    PathBuf::from(
+        s.replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw
+31 22 0:26 / /var/lib/my\\040dir rw - xfs /dev/sdb rw
+";
+
+    #[test]
+    fn longest_mount_prefix_wins() {
+        assert_eq!(
+            fstype_of(MOUNTINFO, Path::new("/var/lib/x")).as_deref(),
+            Some("ext4")
+        );
+        assert_eq!(
+            fstype_of(MOUNTINFO, Path::new("/dev/shm/a")).as_deref(),
+            Some("tmpfs")
+        );
+        assert_eq!(
+            fstype_of(MOUNTINFO, Path::new("/var/lib/my dir/p")).as_deref(),
+            Some("xfs")
+        );
+    }
+
+    #[test]
+    fn memory_filesystems_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let procfs = tmp.path().join("proc");
+        std::fs::create_dir_all(procfs.join("self")).unwrap();
+        let dir = tmp.path().join("state");
+        let mountinfo = "1 0 0:1 / / rw - tmpfs tmpfs rw\n";
+        std::fs::write(procfs.join("self/mountinfo"), mountinfo).unwrap();
+        assert!(matches!(
+            prepare(&dir, &procfs),
+            Err(StateDirError::MemoryFilesystem { .. })
+        ));
+        std::fs::write(
+            procfs.join("self/mountinfo"),
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n",
+        )
+        .unwrap();
+        assert_eq!(
+            prepare(&dir, &procfs).unwrap(),
+            std::fs::canonicalize(&dir).unwrap()
+        );
+    }
+}
