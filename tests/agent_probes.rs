@@ -1,0 +1,401 @@
+//! The long-running agent probing real things: loop devices the test creates and a file target,
+//! with sub-second intervals. Checks what an operator relies on: probes succeed, the latency
+//! histogram counts every I/O, `device` labels match diskstats, busy devices are skipped, the
+//! duty-cycle budget holds, reloads add and remove targets, and the embedded default works from a
+//! clean directory.
+
+mod common;
+#[path = "common/loopdev.rs"]
+mod loopdev;
+
+use common::{Agent, samples};
+use loopdev::LoopDev;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// These tests time probes against each other; run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+type Metrics = BTreeMap<String, f64>;
+
+fn scrape(agent: &Agent) -> Metrics {
+    let (status, body) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    samples(&body).into_iter().collect()
+}
+
+/// Sum of every series of `name` whose labels contain all of `with`.
+fn sum(m: &Metrics, name: &str, with: &[&str]) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name) && with.iter().all(|w| k.contains(w)))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn wait_until(
+    agent: &Agent,
+    timeout: Duration,
+    what: &str,
+    cond: impl Fn(&Metrics) -> bool,
+) -> Metrics {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let m = scrape(agent);
+        if cond(&m) {
+            return m;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out waiting for {what}; log:\n{}\nmetrics:\n{}",
+                agent.log.lock().unwrap(),
+                m.iter()
+                    .filter(|(k, _)| k.starts_with("diskprobe_probe_runs_total"))
+                    .map(|(k, v)| format!("{k} {v}\n"))
+                    .collect::<String>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn loops_ready() -> bool {
+    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
+}
+
+#[test]
+fn probes_loop_devices_and_a_file_with_consistent_metrics() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    let a = LoopDev::tmpfs(64 << 20);
+    let b = LoopDev::tmpfs(64 << 20);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let file = dir.path().join("probe.dat");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            r#"
+[diskstats]
+device_exclude = "^$"
+[defaults]
+interval = "600ms"
+runtime = "100ms"
+timeout = "5s"
+max_duty_cycle = 0.5
+jitter = 0.1
+[scheduler]
+max_concurrent_probes = 2
+[[targets]]
+name = "loop-a"
+path = "{}"
+profiles = ["randread-4k-qd1", "randread-4k-qd32"]
+[[targets]]
+name = "loop-b"
+path = "{}"
+profiles = ["read-1m-qd16"]
+[[targets]]
+name = "file"
+path = "{}"
+size = "32MiB"
+allow_writes = true
+profiles = ["randread-4k-qd1", "randwrite-4k-qd1"]
+"#,
+            a.path.display(),
+            b.path.display(),
+            file.display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(60),
+        "two successful runs of every profile",
+        |m| {
+            let runs: Vec<f64> = m
+                .iter()
+                .filter(|(k, _)| {
+                    k.starts_with("diskprobe_probe_runs_total{") && k.contains("result=\"success\"")
+                })
+                .map(|(_, v)| *v)
+                .collect();
+            runs.len() == 5 && runs.iter().all(|v| *v >= 2.0)
+        },
+    );
+    assert_eq!(
+        sum(&m, "diskprobe_probe_runs_total", &["result=\"error\""]),
+        0.0
+    );
+    assert_eq!(
+        sum(&m, "diskprobe_probe_runs_total", &["result=\"timeout\""]),
+        0.0
+    );
+    for target in ["loop-a", "loop-b", "file"] {
+        let t = format!("target=\"{target}\"");
+        let ios = sum(&m, "diskprobe_ios_total", &[&t]);
+        let count = sum(&m, "diskprobe_io_latency_seconds_count", &[&t]);
+        let inf = sum(
+            &m,
+            "diskprobe_io_latency_seconds_bucket",
+            &[&t, "le=\"+Inf\""],
+        );
+        assert!(ios > 0.0, "{target}: no I/O");
+        assert_eq!(count, ios, "{target}: histogram count vs ios_total");
+        assert_eq!(inf, ios, "{target}: +Inf bucket vs ios_total");
+        assert!(sum(&m, "diskprobe_probe_busy_seconds_total", &[&t]) > 0.0);
+    }
+    // device labels are the kernel names, equal to diskstats' device label.
+    let device_of = |target: &str| -> String {
+        let key = m
+            .keys()
+            .find(|k| {
+                k.starts_with("diskprobe_target_info{")
+                    && k.contains(&format!("target=\"{target}\""))
+            })
+            .unwrap_or_else(|| panic!("no target_info for {target}"));
+        key.split("device=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(device_of("loop-a"), a.name);
+    assert_eq!(device_of("loop-b"), b.name);
+    let file_device = device_of("file");
+    assert!(!file_device.is_empty());
+    for dev in [&a.name, &b.name, &file_device] {
+        assert!(
+            m.contains_key(&format!(
+                "diskprobe_disk_reads_completed_total{{device=\"{dev}\"}}"
+            )),
+            "diskstats has no device {dev}"
+        );
+    }
+    assert!(m.keys().any(|k| k.starts_with(
+        "diskprobe_probe_iops{target=\"loop-a\",profile=\"randread-4k-qd32\",device=\""
+    )));
+    assert!(m.keys().any(|k| k.contains("stat=\"p99\"")));
+    assert_eq!(
+        m.get("diskprobe_scrape_collector_success{collector=\"probes\"}"),
+        Some(&1.0)
+    );
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("diskprobe_engine_info{engine="))
+    );
+}
+
+#[test]
+fn busy_devices_are_skipped_under_a_concurrent_fio_load() {
+    if !loops_ready() || !common::require(common::which("fio").is_some(), "fio") {
+        return;
+    }
+    let _guard = serial();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            r#"
+[[targets]]
+name = "busy"
+path = "{}"
+profiles = ["randread-4k-qd1"]
+interval = "700ms"
+runtime = "100ms"
+max_duty_cycle = 0.5
+skip_busy_above = 0.5
+busy_window = "200ms"
+"#,
+            dev.path.display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let success = "diskprobe_probe_runs_total";
+    wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "an idle-device success",
+        |m| sum(m, success, &["result=\"success\""]) >= 1.0,
+    );
+    let before = sum(&scrape(&agent), success, &["result=\"skipped\""]);
+    assert_eq!(before, 0.0, "nothing else uses the device yet");
+    let mut fio = Command::new(common::which("fio").unwrap())
+        .args([
+            "--name=load",
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=4",
+            "--ioengine=psync",
+            "--direct=1",
+            "--time_based",
+            "--runtime=20",
+        ])
+        .arg(format!("--filename={}", dev.path.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start fio");
+    let m = wait_until(&agent, Duration::from_secs(15), "a busy skip", |m| {
+        sum(m, success, &["result=\"skipped\""]) >= 2.0
+    });
+    let _ = fio.kill();
+    let _ = fio.wait();
+    assert_eq!(sum(&m, success, &["result=\"error\""]), 0.0);
+    assert!(
+        agent.log.lock().unwrap().contains("device busy"),
+        "the skip is logged with its reason"
+    );
+}
+
+#[test]
+fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // Each target alone uses 25% of the device; together they would need 50%, twice the budget.
+    let config = write_config(
+        dir.path(),
+        &format!(
+            r#"
+[defaults]
+interval = "400ms"
+runtime = "100ms"
+max_duty_cycle = 0.25
+jitter = 0.0
+profiles = ["randread-4k-qd1"]
+[scheduler]
+max_concurrent_probes = 2
+[[targets]]
+name = "one"
+path = "{0}"
+[[targets]]
+name = "two"
+path = "{0}"
+"#,
+            dev.path.display()
+        ),
+    );
+    let start = Instant::now();
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    std::thread::sleep(Duration::from_secs(8));
+    let m = scrape(&agent);
+    let wall = start.elapsed().as_secs_f64();
+    let busy = sum(&m, "diskprobe_probe_busy_seconds_total", &[]);
+    let skipped = sum(&m, "diskprobe_probe_runs_total", &["result=\"skipped\""]);
+    let ok = sum(&m, "diskprobe_probe_runs_total", &["result=\"success\""]);
+    eprintln!(
+        "wall {wall:.2}s busy {busy:.2}s ({:.1}%), {ok} runs, {skipped} skipped",
+        100.0 * busy / wall
+    );
+    assert!(skipped > 0.0, "the budget must refuse some runs");
+    assert!(ok > 0.0);
+    // Budget 25% of wall time, plus the bucket's initial capacity (0.2 s) and one run's overrun.
+    assert!(
+        busy <= 0.25 * wall + 0.2 + 0.15,
+        "busy {busy:.2}s over {wall:.2}s exceeds the budget"
+    );
+}
+
+#[test]
+fn reload_adds_and_removes_targets() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    let a = LoopDev::tmpfs(32 << 20);
+    let b = LoopDev::tmpfs(32 << 20);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cfg = |name: &str, dev: &LoopDev| {
+        format!(
+            "[defaults]\ninterval = \"500ms\"\nruntime = \"50ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n[[targets]]\nname = \"{name}\"\npath = \"{}\"\n",
+            dev.path.display()
+        )
+    };
+    let config = write_config(dir.path(), &cfg("first", &a));
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let has = |m: &Metrics, t: &str| m.keys().any(|k| k.contains(&format!("target=\"{t}\"")));
+    let first_runs = |m: &Metrics| {
+        sum(
+            m,
+            "diskprobe_probe_runs_total",
+            &["target=\"first\"", "result=\"success\""],
+        )
+    };
+    wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "first target probed",
+        |m| first_runs(m) >= 1.0,
+    );
+
+    // Same config again: the target keeps its counters.
+    let kept = first_runs(&scrape(&agent));
+    agent.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        first_runs(&scrape(&agent)) >= kept,
+        "an unchanged target keeps its series"
+    );
+
+    std::fs::write(&config, cfg("second", &b)).unwrap();
+    agent.signal("HUP");
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "second target probed",
+        |m| {
+            sum(
+                m,
+                "diskprobe_probe_runs_total",
+                &["target=\"second\"", "result=\"success\""],
+            ) >= 1.0
+        },
+    );
+    assert!(!has(&m, "first"), "series of a removed target disappear");
+    assert_eq!(m.get("diskprobe_config_last_reload_successful"), Some(&1.0));
+}
+
+#[test]
+fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
+    let _guard = serial();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let state = dir.path().join("state");
+    let agent = Agent::start(&[&format!("--state.dir={}", state.display())]);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(90),
+        "a successful probe of the scratch file",
+        |m| {
+            sum(
+                m,
+                "diskprobe_probe_runs_total",
+                &["target=\"scratch\"", "result=\"success\""],
+            ) >= 2.0
+        },
+    );
+    assert!(state.join("probe.dat").is_file());
+    for profile in ["randread-4k-qd1", "randread-4k-qd32"] {
+        let p = format!("profile=\"{profile}\"");
+        assert_eq!(sum(&m, "diskprobe_probe_success", &[&p]), 1.0, "{profile}");
+        assert!(sum(&m, "diskprobe_probe_iops", &[&p]) > 0.0, "{profile}");
+    }
+}
