@@ -1,0 +1,80 @@
+//! Every metric family the binary exposes is documented in docs/metrics.md, and the whole
+//! exposition (probe results included) passes `promtool check metrics` with no findings.
+
+mod common;
+
+use common::{Agent, which};
+use std::time::{Duration, Instant};
+
+#[test]
+fn every_exposed_family_is_documented_and_promtool_clean() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[diskstats]\ndevice_exclude = \"^$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
+             [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+            dir.path().join("probe.dat").display()
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let (_, body) = agent.get("/metrics");
+        if body.contains("diskprobe_probe_success{") && body.contains("diskprobe_engine_info{") {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no probe results:\n{}",
+            agent.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let docs = std::fs::read_to_string(common::repo_root().join("docs/metrics.md")).unwrap();
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(families.len() > 30, "{families:?}");
+    let missing: Vec<&&str> = families
+        .iter()
+        .filter(|f| !docs.contains(&format!("`{f}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "families missing from docs/metrics.md: {missing:?}"
+    );
+
+    let Some(promtool) = which("promtool") else {
+        common::require(false, "promtool (Debian package prometheus)");
+        return;
+    };
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool:\n{findings}"
+    );
+}
