@@ -82,6 +82,10 @@ impl Collector for ProbesCollector {
             "diskprobe_target_info",
             "Where each target lives; the value is always 1.",
         );
+        let mut interval = Family::gauge(
+            "diskprobe_target_interval_seconds",
+            "Configured time between the starts of the target's probe cycles.",
+        );
         let mut engines = BTreeSet::new();
 
         for (name, target) in &snapshot {
@@ -96,6 +100,10 @@ impl Collector for ProbesCollector {
                     ("fstype", &info.fstype),
                 ]),
                 1.0,
+            );
+            interval.push(
+                &labels(&[("target", name)]),
+                target.spec.interval.as_secs_f64(),
             );
             for (profile, s) in &target.profiles {
                 let l: Labels = labels(&[
@@ -172,6 +180,7 @@ impl Collector for ProbesCollector {
             busy,
             histogram,
             target_info,
+            interval,
             engine_info,
         ] {
             family.finish_into(out);
