@@ -71,9 +71,16 @@ impl Agent {
     /// Starts the binary with `args` plus `--web.listen-address=127.0.0.1:0` and waits until it
     /// logs the address it listens on.
     pub fn start(args: &[&str]) -> Agent {
+        let mut cmd = std::process::Command::new(binary());
+        cmd.args(args);
+        Agent::start_command(cmd)
+    }
+
+    /// Like [`Agent::start`], for a prepared command that runs the binary (for example inside a
+    /// cgroup); `--web.listen-address=127.0.0.1:0` is appended.
+    pub fn start_command(mut cmd: std::process::Command) -> Agent {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(binary())
-            .args(args)
+        let mut child = cmd
             .arg("--web.listen-address=127.0.0.1:0")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
