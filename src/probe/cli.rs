@@ -344,13 +344,13 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
             tracing::error!(profile = %profile.name, %err, "probe failed");
         }
         if args.format == OutputFormat::Table {
-            print!("{}", table(&record));
+            emit(&table(&record));
         }
         records.push(record);
     }
     if args.format == OutputFormat::Json {
         match serde_json::to_string_pretty(&records) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => emit(&format!("{s}\n")),
             Err(err) => {
                 eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
                 return ExitCode::FAILURE;
@@ -362,6 +362,13 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 fn human(value: f64) -> String {

@@ -319,37 +319,46 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             let Some(slot) = slots.get_mut(index) else {
                 continue;
             };
-            if res >= 0 && res as u32 + slot.done < bs && res > 0 && abort_at.is_none() {
-                slot.done += res as u32;
-                let e = entry(&params, slot, index, bs);
-                if push(&mut ring, &e).is_ok() {
-                    continue;
+            let retry = abort_at.is_none()
+                && ((res > 0 && slot.done + (res as u32) < bs)
+                    || res == -libc::EAGAIN
+                    || res == -libc::EINTR);
+            if retry {
+                if res > 0 {
+                    // Short transfer: submit the remainder, keeping the original issue time.
+                    slot.done += res as u32;
                 }
-            } else if (res == -libc::EAGAIN || res == -libc::EINTR) && abort_at.is_none() {
                 let e = entry(&params, slot, index, bs);
-                if push(&mut ring, &e).is_ok() {
-                    continue;
+                match push(&mut ring, &e) {
+                    Ok(()) => continue,
+                    Err(err) => {
+                        inflight -= 1;
+                        free.push(index);
+                        errors += 1;
+                        first_error.get_or_insert(format!("io_uring resubmit: {err}"));
+                        stopping = true;
+                        continue;
+                    }
                 }
             }
             inflight -= 1;
             free.push(index);
-            if res >= 0 && slot.done + res as u32 >= bs {
+            if res > 0 && slot.done + res as u32 >= bs {
                 ios += 1;
                 bytes += u64::from(bs);
-                hist.saturating_record(now.saturating_duration_since(slot.issued).as_nanos() as u64);
+                hist.saturating_record(
+                    now.saturating_duration_since(slot.issued).as_nanos() as u64
+                );
                 last_completion = Some(now);
-            } else if res == -libc::ECANCELED && abort_at.is_some() {
-                // Cancelled by us.
-            } else if abort_at.is_none() || res < 0 {
+            } else if abort_at.is_some() && (res == -libc::ECANCELED || res >= 0) {
+                // Cancelled by us, or a partial transfer cut short by the abort: not counted.
+            } else {
                 errors += 1;
                 last_completion = Some(now);
                 let what = if res < 0 {
                     io::Error::from_raw_os_error(-res).to_string()
                 } else {
-                    format!(
-                        "short {op} of {} bytes at the end of the target",
-                        slot.done + res as u32
-                    )
+                    format!("short {op}: end of the target after {} bytes", slot.done)
                 };
                 first_error.get_or_insert(format!("{op} at offset {}: {what}", slot.offset));
                 stopping = true;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# diskprobe_exporter's probe engine vs fio 3.33, side by side on the same tmpfs-backed loop device.
+#
+# Usage: sudo bench/probe_vs_fio.sh [ROUNDS] [SECONDS]   (defaults: 5 rounds of 3 s per run)
+#        PIN_CPU=1 sudo bench/probe_vs_fio.sh ...         (run both tools under `taskset -c 1`)
+# Needs: root, losetup, fio, python3, cargo.
+#
+# Cases: 4k randread QD32 and QD128, 4k randread QD1, 1M read QD16. Every round runs, per case,
+# ours (io_uring engine), fio --ioengine=io_uring and fio --ioengine=libaio (otherwise default
+# options, direct=1, time_based), interleaved, and the table shows medians over the rounds.
+# CPU is whole-process user+system time (getrusage of the child, which includes all its threads
+# and, for fio, its job process) divided by the I/Os completed. For the QD1 case both report lat
+# percentiles (fio: --lat_percentiles=1), i.e. submission to completion.
+# A tmpfs-backed loop device is used because a disk-backed one swings 2x between runs on shared
+# machines. The loop device is detached and the backing file removed on exit.
+set -euo pipefail
+
+ROUNDS=${1:-5}
+RUNTIME=${2:-3}
+SIZE_MIB=${SIZE_MIB:-1024}
+cd "$(dirname "$0")/.."
+
+[[ $(id -u) == 0 ]] || { echo "needs root (loop devices)" >&2; exit 1; }
+FIO=$(command -v fio) || { echo "fio not found (apt-get install fio)" >&2; exit 1; }
+command -v losetup >/dev/null || { echo "losetup not found" >&2; exit 1; }
+
+cargo build --release --locked --quiet
+OURS=${CARGO_TARGET_DIR:-target}/release/diskprobe_exporter
+PIN=()
+[[ -n "${PIN_CPU:-}" ]] && PIN=(taskset -c "$PIN_CPU")
+
+WORK=$(mktemp -d /dev/shm/probe_vs_fio.XXXXXX)
+LOOP=""
+cleanup() {
+  [[ -n "$LOOP" ]] && losetup -d "$LOOP" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/backing.img"
+LOOP=$(losetup --find --show "$WORK/backing.img")
+echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB); $ROUNDS rounds of ${RUNTIME}s; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs; pinned: ${PIN_CPU:-no}" >&2
+
+# cpu_of CMD...: runs CMD, stdout to $WORK/out, prints the child's user+system CPU seconds.
+cpu_of() {
+  python3 - "$@" <<'PY'
+import os, resource, subprocess, sys
+with open(os.environ["OUT"], "wb") as out:
+    rc = subprocess.run(sys.argv[1:], stdout=out).returncode
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+if rc != 0:
+    sys.exit(f"command failed ({rc}): {' '.join(sys.argv[1:])}")
+print(f"{r.ru_utime + r.ru_stime:.6f}")
+PY
+}
+
+RESULTS="$WORK/results.tsv"
+: > "$RESULTS"
+# name | rw | bs | iodepth
+CASES=(
+  "randread-4k-qd32 randread 4k 32"
+  "randread-4k-qd128 randread 4k 128"
+  "randread-4k-qd1 randread 4k 1"
+  "read-1m-qd16 read 1M 16"
+)
+
+for round in $(seq 1 "$ROUNDS"); do
+  for c in "${CASES[@]}"; do
+    read -r name rw bs qd <<<"$c"
+    extra=()
+    [[ $qd == 1 ]] && extra=(--lat_percentiles=1)
+
+    cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$OURS" probe --target "$LOOP" --engine io_uring --format json \
+      --runtime "${RUNTIME}s" --fio "-rw=$rw -bs=$bs -iodepth=$qd")
+    python3 - "$WORK/out" "$name" ours "$cpu" >>"$RESULTS" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+l = r["latency_seconds"]
+print("\t".join(map(str, [sys.argv[2], sys.argv[3], r["iops"], r["ios"], sys.argv[4],
+                          l["mean"] * 1e9, l["p50"] * 1e9])))
+PY
+
+    for engine in io_uring libaio; do
+      cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$FIO" --name=bench --filename="$LOOP" --direct=1 \
+        --ioengine=$engine --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based \
+        --runtime="$RUNTIME" "${extra[@]}" --output-format=json)
+      python3 - "$WORK/out" "$name" "fio-$engine" "$cpu" >>"$RESULTS" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+lat = j["lat_ns"]
+p50 = lat.get("percentile", j["clat_ns"].get("percentile", {})).get("50.000000", 0)
+print("\t".join(map(str, [sys.argv[2], sys.argv[3], j["iops"], j["total_ios"], sys.argv[4],
+                          lat["mean"], p50])))
+PY
+    done
+    echo "round $round/$ROUNDS: $name done" >&2
+  done
+done
+
+python3 - "$RESULTS" <<'PY'
+import statistics, sys
+from collections import defaultdict
+rows = defaultdict(list)
+for line in open(sys.argv[1]):
+    case, who, iops, ios, cpu, mean, p50 = line.split("\t")
+    rows[(case, who)].append((float(iops), float(cpu) / float(ios) * 1e6, float(mean), float(p50)))
+med = lambda case, who, i: statistics.median(v[i] for v in rows[(case, who)])
+cases = list(dict.fromkeys(c for c, _ in rows))
+print("| case | ours IOPS | fio io_uring IOPS | IOPS ratio | fio libaio IOPS | ours CPU µs/IO | fio io_uring CPU µs/IO | CPU/IO ratio | ours mean lat µs | fio mean lat µs | mean ratio | ours p50 µs | fio p50 µs | p50 ratio |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for c in cases:
+    o, f = "ours", "fio-io_uring"
+    print(f"| {c} | {med(c,o,0):,.0f} | {med(c,f,0):,.0f} | {med(c,o,0)/med(c,f,0):.3f} | {med(c,'fio-libaio',0):,.0f} "
+          f"| {med(c,o,1):.2f} | {med(c,f,1):.2f} | {med(c,o,1)/med(c,f,1):.3f} "
+          f"| {med(c,o,2)/1e3:.1f} | {med(c,f,2)/1e3:.1f} | {med(c,o,2)/med(c,f,2):.3f} "
+          f"| {med(c,o,3)/1e3:.1f} | {med(c,f,3)/1e3:.1f} | {med(c,o,3)/med(c,f,3):.3f} |")
+print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per engine and case")
+PY
