@@ -92,7 +92,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     ));
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
-    registry.register(Arc::new(ProbesCollector::new(results)));
+    registry.register(Arc::new(ProbesCollector::new(results.clone())));
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
 
@@ -106,6 +106,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         registry,
         telemetry_path,
         max_connections: cli.max_connections,
+        results,
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(server::run(listener, app, async {

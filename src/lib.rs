@@ -20,6 +20,7 @@
 //!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
 //! - [`probe_results`]: results of probe runs, written by the scheduler, read by the collector.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
+//! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 #![deny(missing_docs)]
 
@@ -37,4 +38,5 @@ pub mod probe_results;
 pub mod scheduler;
 pub mod server;
 pub mod state_dir;
+pub mod status_page;
 pub mod units;

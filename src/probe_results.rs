@@ -114,11 +114,30 @@ pub struct LastRun {
     pub error: Option<String>,
 }
 
+/// How many recent runs the status page charts per target and profile.
+pub const HISTORY_LEN: usize = 120;
+
+/// One recent run, for the status page.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistoryPoint {
+    /// When it ended (Unix seconds).
+    pub timestamp: f64,
+    /// Median latency in seconds (0 when the run did no I/O).
+    pub p50: f64,
+    /// p99 latency in seconds.
+    pub p99: f64,
+    /// Whether it succeeded.
+    pub success: bool,
+}
+
 /// Everything kept for one profile of one target.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfileSeries {
     /// The last run that was not skipped.
     pub last: Option<LastRun>,
+    /// Recent runs that were not skipped, oldest first, at most [`HISTORY_LEN`]: for the status
+    /// page's charts.
+    pub history: std::collections::VecDeque<HistoryPoint>,
     /// Runs by result, in [`RunResult::ALL`] order.
     pub runs: [u64; 4],
     /// I/Os completed.
@@ -328,8 +347,23 @@ impl ProbeResults {
             }
         };
         series.runs[result as usize] += 1;
-        if last.is_some() {
-            series.last = last;
+        if let Some(last) = last {
+            let at = |label: &str| {
+                last.latency
+                    .iter()
+                    .find(|(l, _)| *l == label)
+                    .map_or(0.0, |(_, v)| *v)
+            };
+            if series.history.len() == HISTORY_LEN {
+                series.history.pop_front();
+            }
+            series.history.push_back(HistoryPoint {
+                timestamp: last.timestamp,
+                p50: at("p50"),
+                p99: at("p99"),
+                success: last.result == RunResult::Success,
+            });
+            series.last = Some(last);
         }
         result
     }

@@ -39,6 +39,8 @@ pub struct App {
     pub telemetry_path: String,
     /// Maximum simultaneous connections.
     pub max_connections: usize,
+    /// Probe results, for the status page.
+    pub results: Arc<crate::probe_results::ProbeResults>,
 }
 
 /// Serves `app` on `listener` until `shutdown` completes.
@@ -166,19 +168,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Byte
         "/" => respond(
             StatusCode::OK,
             "text/html; charset=utf-8",
-            landing_page(&app.telemetry_path).into_bytes(),
+            crate::status_page::render(&app.results, &app.telemetry_path).into_bytes(),
             head,
         ),
         _ => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),
     }
-}
-
-fn landing_page(telemetry_path: &str) -> String {
-    let version = crate::collectors::exporter::VERSION;
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>diskprobe_exporter</title></head>\n\
-         <body><h1>diskprobe_exporter</h1>\n<p>Continuous disk probes and /proc/diskstats for Prometheus. Version {version}.</p>\n\
-         <ul><li><a href=\"{telemetry_path}\">Metrics</a></li>\n<li><a href=\"/-/healthy\">Health</a></li>\n\
-         <li><a href=\"/-/ready\">Readiness</a></li></ul>\n</body></html>\n"
-    )
 }
