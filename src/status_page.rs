@@ -109,10 +109,10 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
                 }
             }
         };
-        let _ = write!(
+        let _ = writeln!(
             html,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{status}</td><td>{engine}</td><td>{iops}</td>\
-             <td>{bw}</td><td>{p50}</td><td>{p99}</td><td>{} / {} / {} / {}</td><td>{}</td></tr>\n",
+             <td>{bw}</td><td>{p50}</td><td>{p99}</td><td>{} / {} / {} / {}</td><td>{}</td></tr>",
             escape(profile),
             s.runs[0],
             s.runs[1],
