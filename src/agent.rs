@@ -11,6 +11,7 @@ use crate::config::{self, Config, ListenAddress};
 use crate::probe_results::ProbeResults;
 use crate::scheduler::{Roots, Scheduler};
 use crate::server::{self, App};
+use crate::web_config::WebConfig;
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::PathBuf;
@@ -26,6 +27,14 @@ pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     match &cli.config_file {
         Some(path) => Ok(Config::load(path)?),
         None => Ok(Config::embedded_default(&state_dir(cli)?)),
+    }
+}
+
+/// The `--web.config.file`, or none (plain HTTP, no authentication).
+pub fn load_web_config(cli: &Cli) -> anyhow::Result<WebConfig> {
+    match &cli.web_config_file {
+        Some(path) => Ok(WebConfig::load(path)?),
+        None => Ok(WebConfig::default()),
     }
 }
 
@@ -74,6 +83,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         let dir = crate::state_dir::prepare(&state_dir(&cli)?, &cli.procfs)?;
         tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
     }
+    let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
     let results = Arc::new(ProbeResults::new());
     let mut scheduler = Scheduler::new(
@@ -100,16 +110,17 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(address = %local, telemetry_path = %telemetry_path, "listening");
+    tracing::info!(address = %local, telemetry_path = %telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
 
     let app = Arc::new(App {
         registry,
         telemetry_path,
         max_connections: cli.max_connections,
         results,
+        web: std::sync::RwLock::new(Arc::new(web)),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::run(listener, app, async {
+    let server = tokio::spawn(server::run(listener, app.clone(), async {
         let _ = stop_rx.await;
     }));
 
@@ -124,6 +135,18 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &mut scheduler,
                     &reload,
                 );
+                if cli.web_config_file.is_some() {
+                    match load_web_config(&cli) {
+                        Ok(web) => {
+                            app.set_web(web);
+                            tracing::info!("web configuration reloaded");
+                        }
+                        Err(err) => {
+                            reload.record_failure();
+                            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
+                        }
+                    }
+                }
             }
             _ => {
                 tracing::info!(signal, "shutting down");

@@ -23,6 +23,10 @@ pub struct Cli {
     #[arg(long = "web.telemetry-path", value_name = "PATH")]
     pub telemetry_path: Option<String>,
 
+    /// Web configuration (TLS, basic auth) in the Prometheus exporter-toolkit YAML format.
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
+
     /// Maximum number of simultaneous HTTP connections; further clients wait to be accepted.
     #[arg(long = "web.max-connections", default_value_t = 128, value_name = "N")]
     pub max_connections: usize,

@@ -13,6 +13,7 @@
 //! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
 //! - [`exposition`]: metric families and their text / OpenMetrics encoding.
 //! - [`server`]: hyper HTTP server and routes.
+//! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
@@ -40,3 +41,4 @@ pub mod server;
 pub mod state_dir;
 pub mod status_page;
 pub mod units;
+pub mod web_config;

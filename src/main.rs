@@ -18,6 +18,10 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if let Err(err) = agent::load_web_config(&cli) {
+        eprintln!("{err:#}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     if cli.config_check {
         let source = cli
             .config_file

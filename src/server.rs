@@ -9,6 +9,7 @@
 
 use crate::collectors::Registry;
 use crate::exposition::{self, Format};
+use crate::web_config::{Auth, WebConfig};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -41,6 +42,19 @@ pub struct App {
     pub max_connections: usize,
     /// Probe results, for the status page.
     pub results: Arc<crate::probe_results::ProbeResults>,
+    /// TLS, basic auth and extra headers (`--web.config.file`); replaced on reload.
+    pub web: std::sync::RwLock<Arc<WebConfig>>,
+}
+
+impl App {
+    fn web(&self) -> Arc<WebConfig> {
+        self.web.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the web configuration (SIGHUP); new connections and requests use it.
+    pub fn set_web(&self, web: WebConfig) {
+        *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
+    }
 }
 
 /// Serves `app` on `listener` until `shutdown` completes.
@@ -73,23 +87,29 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        let app = app.clone();
-        let service = service_fn(move |req| {
-            let app = app.clone();
-            async move { Ok::<_, Infallible>(handle(app, req).await) }
-        });
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .max_buf_size(MAX_HEADER_BYTES);
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                tracing::debug!(%err, "connection ended with an error");
+        let web = app.web();
+        match web.tls.clone() {
+            None => serve(stream, app.clone(), &graceful, permit),
+            Some(acceptor) => {
+                // The handshake runs in its own task, bounded like a request head; the
+                // connection is then served like a plain one.
+                let app = app.clone();
+                let watcher = graceful.watcher();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let conn = watcher.watch(connection(tls, app));
+                            if let Err(err) = conn.await {
+                                tracing::debug!(%err, "TLS connection ended with an error");
+                            }
+                        }
+                        Ok(Err(err)) => tracing::debug!(%err, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                    drop(permit);
+                });
             }
-            drop(permit);
-        });
+        }
     }
     drop(listener);
     tokio::select! {
@@ -98,6 +118,41 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
         }
     }
+}
+
+/// One HTTP/1.1 connection over any byte stream.
+fn connection<IO>(
+    io: IO,
+    app: Arc<App>,
+) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error> + Send
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(handle(app, req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES);
+    builder.serve_connection(TokioIo::new(io), service)
+}
+
+fn serve(
+    stream: tokio::net::TcpStream,
+    app: Arc<App>,
+    graceful: &GracefulShutdown,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let conn = graceful.watch(connection(stream, app));
+    tokio::spawn(async move {
+        if let Err(err) = conn.await {
+            tracing::debug!(%err, "connection ended with an error");
+        }
+        drop(permit);
+    });
 }
 
 fn respond(
@@ -122,8 +177,44 @@ fn respond(
     resp
 }
 
-/// Answers one request.
+/// Answers one request: authentication, then routing; adds the configured extra headers.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let web = app.web();
+    if web.requires_auth() {
+        let authorization = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let checker = web.clone();
+        // bcrypt is deliberately slow: keep it off the worker threads.
+        let verdict =
+            tokio::task::spawn_blocking(move || checker.check(authorization.as_deref())).await;
+        if verdict.ok() != Some(Auth::Allowed) {
+            let mut resp = respond(
+                StatusCode::UNAUTHORIZED,
+                "text/plain; charset=utf-8",
+                b"Unauthorized\n".to_vec(),
+                req.method() == Method::HEAD,
+            );
+            resp.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Basic realm=\"diskprobe_exporter\""),
+            );
+            return with_headers(resp, &web);
+        }
+    }
+    with_headers(route(&app, &req).await, &web)
+}
+
+fn with_headers(mut resp: Response<Full<Bytes>>, web: &WebConfig) -> Response<Full<Bytes>> {
+    for (k, v) in &web.headers {
+        resp.headers_mut().insert(k.clone(), v.clone());
+    }
+    resp
+}
+
+async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let head = req.method() == Method::HEAD;
     if req.method() != Method::GET && !head {
         let mut resp = respond(

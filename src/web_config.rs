@@ -1,0 +1,377 @@
+//! `--web.config.file`: TLS and basic authentication in the Prometheus exporter-toolkit format.
+//!
+//! ```yaml
+//! tls_server_config:
+//!   cert_file: server.crt          # relative paths are relative to this file
+//!   key_file: server.key
+//!   min_version: TLS12             # TLS12 (default) or TLS13
+//!   max_version: TLS13
+//!   client_auth_type: RequireAndVerifyClientCert   # or NoClientCert (default)
+//!   client_ca_file: clients-ca.crt
+//! http_server_config:
+//!   headers:
+//!     X-Frame-Options: deny
+//! basic_auth_users:
+//!   prometheus: $2y$10$...         # bcrypt hash (htpasswd -nBC 10 "" | tr -d ':\n')
+//! ```
+//!
+//! Keys of the toolkit format that this server does not implement (`cipher_suites`,
+//! `curve_preferences`, `prefer_server_cipher_suites`, `http2: true`, other client auth types) are
+//! rejected with a message saying so, rather than silently ignored.
+
+use base64::Engine as _;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A web configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct WebConfigError {
+    path: PathBuf,
+    message: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebConfig {
+    tls_server_config: Option<RawTls>,
+    http_server_config: Option<RawHttp>,
+    basic_auth_users: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert_file: Option<String>,
+    key_file: Option<String>,
+    client_auth_type: Option<String>,
+    client_ca_file: Option<String>,
+    min_version: Option<String>,
+    max_version: Option<String>,
+    cipher_suites: Option<serde_yaml_ng::Value>,
+    curve_preferences: Option<serde_yaml_ng::Value>,
+    prefer_server_cipher_suites: Option<serde_yaml_ng::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    http2: Option<bool>,
+    headers: Option<BTreeMap<String, String>>,
+}
+
+/// A validated web configuration.
+#[derive(Default)]
+pub struct WebConfig {
+    /// TLS, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Extra response headers.
+    pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    users: BTreeMap<String, String>,
+    /// `user:password` pairs that verified, so bcrypt (deliberately slow) runs once per pair.
+    verified: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("tls", &self.tls.is_some())
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Result of checking a request's credentials.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// No authentication configured, or the credentials are right.
+    Allowed,
+    /// Missing or wrong credentials.
+    Denied,
+}
+
+impl WebConfig {
+    /// Reads and validates the file.
+    pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
+        let err = |message: String| WebConfigError {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let raw: RawWebConfig = if text.trim().is_empty() {
+            RawWebConfig::default()
+        } else {
+            serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let tls = raw
+            .tls_server_config
+            .map(|t| tls_acceptor(t, base))
+            .transpose()
+            .map_err(err)?;
+        let mut headers = Vec::new();
+        if let Some(http) = raw.http_server_config {
+            if http.http2 == Some(true) {
+                return Err(err(
+                    "http_server_config.http2: only HTTP/1.1 is served; remove the key or set it to false".to_owned(),
+                ));
+            }
+            for (k, v) in http.headers.unwrap_or_default() {
+                let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                    err(format!(
+                        "http_server_config.headers: invalid header name {k:?}"
+                    ))
+                })?;
+                let value = hyper::header::HeaderValue::from_str(&v).map_err(|_| {
+                    err(format!(
+                        "http_server_config.headers.{k}: invalid value {v:?}"
+                    ))
+                })?;
+                headers.push((name, value));
+            }
+        }
+        let users = raw.basic_auth_users.unwrap_or_default();
+        for (user, hash) in &users {
+            if user.contains(':') {
+                return Err(err(format!(
+                    "basic_auth_users: user name {user:?} contains ':'"
+                )));
+            }
+            if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
+                return Err(err(format!(
+                    "basic_auth_users.{user}: expected a bcrypt hash ($2y$...), not a plain password"
+                )));
+            }
+        }
+        Ok(WebConfig {
+            tls,
+            headers,
+            users,
+            verified: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Whether basic authentication is required.
+    pub fn requires_auth(&self) -> bool {
+        !self.users.is_empty()
+    }
+
+    /// Checks an `Authorization` header value. Runs bcrypt for a pair not seen before: call it
+    /// off the async runtime's worker threads.
+    pub fn check(&self, authorization: Option<&str>) -> Auth {
+        if self.users.is_empty() {
+            return Auth::Allowed;
+        }
+        let Some(encoded) = authorization.and_then(|h| h.strip_prefix("Basic ")) else {
+            return Auth::Denied;
+        };
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
+            return Auth::Denied;
+        };
+        let Ok(pair) = String::from_utf8(decoded) else {
+            return Auth::Denied;
+        };
+        if self
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&pair)
+        {
+            return Auth::Allowed;
+        }
+        let Some((user, password)) = pair.split_once(':') else {
+            return Auth::Denied;
+        };
+        let Some(hash) = self.users.get(user) else {
+            // Spend the same time as for a known user, so user names cannot be probed by timing.
+            let _ = bcrypt::verify(password, DUMMY_HASH.as_str());
+            return Auth::Denied;
+        };
+        if bcrypt::verify(password, hash).unwrap_or(false) {
+            let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+            if verified.len() < 1024 {
+                verified.insert(pair);
+            }
+            Auth::Allowed
+        } else {
+            Auth::Denied
+        }
+    }
+}
+
+/// A bcrypt hash at the default cost, verified against for unknown users.
+static DUMMY_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST).unwrap_or_default()
+});
+
+fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+    for (key, set) in [
+        ("cipher_suites", t.cipher_suites.is_some()),
+        ("curve_preferences", t.curve_preferences.is_some()),
+        (
+            "prefer_server_cipher_suites",
+            t.prefer_server_cipher_suites.is_some(),
+        ),
+    ] {
+        if set {
+            return Err(format!(
+                "tls_server_config.{key} is not supported (rustls chooses safe suites and curves); remove it"
+            ));
+        }
+    }
+    let resolve = |p: &str| {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            base.join(p)
+        }
+    };
+    let cert_file = resolve(
+        t.cert_file
+            .as_deref()
+            .ok_or("tls_server_config.cert_file is required")?,
+    );
+    let key_file = resolve(
+        t.key_file
+            .as_deref()
+            .ok_or("tls_server_config.key_file is required")?,
+    );
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
+        .and_then(|i| i.collect())
+        .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_file.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "tls_server_config.cert_file {}: no certificate",
+            cert_file.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&key_file)
+        .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_file.display()))?;
+    let version = |v: &Option<String>, default: u8| -> Result<u8, String> {
+        match v.as_deref() {
+            None => Ok(default),
+            Some("TLS12") => Ok(12),
+            Some("TLS13") => Ok(13),
+            Some(other) => Err(format!(
+                "tls_server_config: TLS version {other:?} is not supported; use TLS12 or TLS13"
+            )),
+        }
+    };
+    let (min, max) = (version(&t.min_version, 12)?, version(&t.max_version, 13)?);
+    if min > max {
+        return Err("tls_server_config: min_version is above max_version".to_owned());
+    }
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> =
+        [(12, &rustls::version::TLS12), (13, &rustls::version::TLS13)]
+            .into_iter()
+            .filter(|(v, _)| (min..=max).contains(v))
+            .map(|(_, p)| p)
+            .collect();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("tls_server_config: {e}"))?;
+    let builder = match t.client_auth_type.as_deref().unwrap_or("NoClientCert") {
+        "NoClientCert" => builder.with_no_client_auth(),
+        "RequireAndVerifyClientCert" => {
+            let ca = resolve(t.client_ca_file.as_deref().ok_or(
+                "tls_server_config.client_ca_file is required with RequireAndVerifyClientCert",
+            )?);
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(&ca)
+                .map_err(|e| format!("tls_server_config.client_ca_file {}: {e}", ca.display()))?
+            {
+                let cert = cert.map_err(|e| {
+                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
+                })?;
+                roots.add(cert).map_err(|e| {
+                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
+                })?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        other => {
+            return Err(format!(
+                "tls_server_config.client_auth_type {other:?} is not supported; use NoClientCert or RequireAndVerifyClientCert"
+            ));
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("tls_server_config: certificate and key do not match: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<WebConfig, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("web.yml");
+        std::fs::write(&p, text).unwrap();
+        WebConfig::load(&p).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn basic_auth_checks_bcrypt_and_caches() {
+        let hash = bcrypt::hash("s3cret", 4).unwrap();
+        let c = load(&format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+        let header = |pair: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        };
+        assert_eq!(c.check(None), Auth::Denied);
+        assert_eq!(c.check(Some(&header("prom:wrong"))), Auth::Denied);
+        assert_eq!(c.check(Some(&header("other:s3cret"))), Auth::Denied);
+        assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
+        assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
+        assert_eq!(c.check(Some("Bearer x")), Auth::Denied);
+    }
+
+    #[test]
+    fn rejects_what_it_does_not_implement() {
+        assert!(
+            load("basic_auth_users:\n  a: plain\n")
+                .unwrap_err()
+                .contains("bcrypt")
+        );
+        assert!(
+            load("tls_server_config:\n  cipher_suites: [x]\n")
+                .unwrap_err()
+                .contains("not supported")
+        );
+        assert!(
+            load("http_server_config:\n  http2: true\n")
+                .unwrap_err()
+                .contains("HTTP/1.1")
+        );
+        assert!(
+            load("tls_server_confg: {}\n")
+                .unwrap_err()
+                .contains("unknown field")
+        );
+        assert!(
+            load(
+                "tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /nonexistent.key\n"
+            )
+            .unwrap_err()
+            .contains("/nonexistent.crt")
+        );
+        assert!(load("").unwrap().tls.is_none());
+    }
+}
