@@ -336,9 +336,24 @@ async fn run_cycle(
         }
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, busy_thread).await;
         budget.tokens -= busy.as_secs_f64();
+        let error = match &outcome {
+            Outcome::Failed { error, .. } => Some(error.clone()),
+            Outcome::Ran { result, .. } if result.timed_out => {
+                Some(format!("timed out after {:?}", spec.timeout))
+            }
+            Outcome::Ran { result, .. } => result.first_error.clone(),
+            Outcome::Abandoned { .. } => Some("the run did not return".to_owned()),
+            Outcome::Skipped { reason } => Some(reason.clone()),
+        };
         let result = shared.results.record(&spec.name, &profile.name, outcome);
         if result != RunResult::Success {
-            tracing::warn!(target = %spec.name, profile = %profile.name, result = result.as_str(), "probe run did not succeed");
+            tracing::warn!(
+                target = %spec.name,
+                profile = %profile.name,
+                result = result.as_str(),
+                error = error.as_deref().unwrap_or("no I/O completed"),
+                "probe run did not succeed"
+            );
         }
     }
 }

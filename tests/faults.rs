@@ -1,0 +1,483 @@
+//! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
+//! device stalled by a 1-IOPS blkio throttle, io_uring blocked by a seccomp filter, ENOSPC while
+//! creating the probe file, EACCES on a device, a filesystem without O_DIRECT, a mounted device
+//! offered for writes, and SIGTERM in the middle of a write probe.
+
+mod common;
+#[path = "common/loopdev.rs"]
+mod loopdev;
+
+use common::{Agent, samples, which};
+use loopdev::{BlkioGroup, LoopDev};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+type Metrics = BTreeMap<String, f64>;
+
+fn scrape(agent: &Agent) -> Metrics {
+    samples(&agent.get("/metrics").1).into_iter().collect()
+}
+
+fn runs(m: &Metrics, target: &str, result: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| {
+            k.starts_with("diskprobe_probe_runs_total{")
+                && k.contains(&format!("target=\"{target}\""))
+                && k.contains(&format!("result=\"{result}\""))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn wait_until(
+    agent: &Agent,
+    timeout: Duration,
+    what: &str,
+    cond: impl Fn(&Metrics) -> bool,
+) -> Metrics {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let m = scrape(agent);
+        if cond(&m) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; log:\n{}",
+            agent.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A directory everyone can read (for tests that run the agent as an unprivileged user).
+fn open_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn config(dir: &Path, text: &str) -> String {
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    format!("--config.file={}", path.display())
+}
+
+fn ready() -> bool {
+    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
+}
+
+/// A filesystem mounted by a test, unmounted on drop.
+struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn new(args: &[&str]) -> Mount {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let status = Command::new("mount")
+            .args(args)
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount {args:?} failed");
+        Mount { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn mkfs_ext4(dev: &LoopDev) {
+    let status = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&dev.path)
+        .status()
+        .expect("run mkfs.ext4");
+    assert!(status.success());
+}
+
+#[test]
+fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
+    if !ready() {
+        return;
+    }
+    let _guard = serial();
+    let a = LoopDev::tmpfs(32 << 20);
+    let b = LoopDev::tmpfs(32 << 20);
+    let dir = open_tempdir();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"400ms\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n\
+             [scheduler]\nmax_concurrent_probes = 2\n\
+             [[targets]]\nname = \"vanishing\"\npath = \"{}\"\n[[targets]]\nname = \"steady\"\npath = \"{}\"\n",
+            a.path.display(),
+            b.path.display()
+        ),
+    );
+    let agent = Agent::start(&[&arg]);
+    wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "both targets probed",
+        |m| runs(m, "vanishing", "success") >= 1.0 && runs(m, "steady", "success") >= 1.0,
+    );
+    // Detach while the agent keeps probing. The kernel defers the detach of an open loop device
+    // until it is closed, so a run in flight finishes; every run after it finds no device.
+    let status = Command::new("losetup")
+        .arg("-d")
+        .arg(&a.path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let m = scrape(&agent);
+    let steady_before = runs(&m, "steady", "success");
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "errors on the vanished device",
+        |m| runs(m, "vanishing", "error") >= 2.0,
+    );
+    assert!(
+        runs(&m, "steady", "success") > steady_before,
+        "the other target goes on"
+    );
+    assert_eq!(
+        m.get(&format!(
+            "diskprobe_probe_success{{target=\"vanishing\",profile=\"randread-4k-qd1\",device=\"{}\"}}",
+            a.name
+        )),
+        Some(&0.0)
+    );
+    // The device returns (same node, same backing file): the target recovers.
+    let ok_before = runs(&m, "vanishing", "success");
+    let status = Command::new("losetup")
+        .arg(&a.path)
+        .arg(&a.backing)
+        .status()
+        .unwrap();
+    assert!(status.success(), "re-attach {}", a.path.display());
+    wait_until(&agent, Duration::from_secs(30), "recovery", |m| {
+        runs(m, "vanishing", "success") > ok_before
+    });
+    assert_eq!(agent.get("/-/healthy").0, 200);
+}
+
+#[test]
+fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
+    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+        return;
+    }
+    let _guard = serial();
+    let dev = LoopDev::tmpfs(32 << 20);
+    let group = BlkioGroup::new();
+    group.throttle_read_iops(&dev, 1);
+    let dir = open_tempdir();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[[targets]]\nname = \"stalled\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             interval = \"500ms\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\nmax_duty_cycle = 1.0\njitter = 0.0\n",
+            dev.path.display()
+        ),
+    );
+    let mut agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
+    let pid = agent.child.id();
+    let status = |key: &str| -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    wait_until(&agent, Duration::from_secs(60), "5 timeouts", |m| {
+        runs(m, "stalled", "timeout") >= 5.0
+    });
+    let (threads_at_5, rss_at_5) = (status("Threads:"), status("VmRSS:"));
+    let mut scrape_times = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let t = Instant::now();
+        let (code, body) = agent.get("/metrics");
+        scrape_times.push(t.elapsed());
+        assert_eq!(code, 200);
+        let m: Metrics = samples(&body).into_iter().collect();
+        if runs(&m, "stalled", "timeout") >= 20.0 {
+            assert_eq!(runs(&m, "stalled", "success"), 0.0);
+            assert_eq!(runs(&m, "stalled", "error"), 0.0);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "20 timeouts did not happen:\n{}",
+            agent.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (threads_at_20, rss_at_20) = (status("Threads:"), status("VmRSS:"));
+    scrape_times.sort();
+    let p90 = scrape_times[scrape_times.len() * 9 / 10];
+    eprintln!(
+        "threads {threads_at_5} -> {threads_at_20}, RSS {rss_at_5} -> {rss_at_20} KiB, {} scrapes during stalls: p90 {:?}, max {:?}",
+        scrape_times.len(),
+        p90,
+        scrape_times.last().unwrap()
+    );
+    // A probe thread may be running at either moment; nothing accumulates across 15 timeouts.
+    assert!(
+        threads_at_20 <= threads_at_5 + 1,
+        "threads leak: {threads_at_5} -> {threads_at_20}"
+    );
+    assert!(
+        rss_at_20 < rss_at_5 + 8 * 1024,
+        "memory grows: {rss_at_5} -> {rss_at_20} KiB"
+    );
+    assert!(
+        p90 < Duration::from_millis(10),
+        "/metrics p90 {p90:?} while the device stalls"
+    );
+    // Lift the throttle so the last in-flight I/O completes before the group is removed.
+    std::fs::write(
+        group.dir.join("blkio.throttle.read_iops_device"),
+        format!("{} 0", dev.majmin()),
+    )
+    .unwrap();
+    agent.signal("TERM");
+    let exit = agent
+        .wait_exit(Duration::from_secs(5))
+        .expect("exit within 5 s");
+    assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
+    let python = Path::new("/usr/bin/python3");
+    let has_seccomp = python.exists()
+        && Command::new(python)
+            .args(["-c", "import seccomp"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !common::require(has_seccomp, "python3-seccomp (Debian package)") {
+        return;
+    }
+    let _guard = serial();
+    let dir = open_tempdir();
+    let wrapper = dir.path().join("no_io_uring.py");
+    std::fs::write(
+        &wrapper,
+        "import errno, os, sys, seccomp\n\
+         f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n\
+         f.add_rule(seccomp.ERRNO(errno.EPERM), 'io_uring_setup')\n\
+         f.load()\n\
+         os.execv(sys.argv[1], sys.argv[1:])\n",
+    )
+    .unwrap();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[[targets]]\nname = \"seccomp\"\npath = \"{}\"\nsize = \"16MiB\"\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
+            dir.path().join("probe.dat").display()
+        ),
+    );
+    let mut cmd = Command::new(python);
+    cmd.arg(&wrapper).arg(common::binary()).arg(&arg);
+    let agent = Agent::start_command(cmd);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(60),
+        "successful psync runs",
+        |m| runs(m, "seccomp", "success") >= 2.0,
+    );
+    assert_eq!(m.get("diskprobe_engine_info{engine=\"psync\"}"), Some(&1.0));
+    assert!(!m.contains_key("diskprobe_engine_info{engine=\"io_uring\"}"));
+    let log = agent.log.lock().unwrap().clone();
+    assert!(log.contains("io_uring cannot be set up"), "{log}");
+    assert_eq!(
+        log.matches("io_uring cannot be set up").count(),
+        1,
+        "reason logged once"
+    );
+}
+
+#[test]
+fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
+    if !ready() {
+        return;
+    }
+    let _guard = serial();
+    // ENOSPC: a 16 MiB ext4 on a loop device cannot hold a 64 MiB probe file.
+    let small = LoopDev::tmpfs(16 << 20);
+    mkfs_ext4(&small);
+    let full = Mount::new(&[small.path.to_str().unwrap()]);
+    // No O_DIRECT: ramfs refuses it.
+    let ramfs = Mount::new(&["-t", "ramfs", "ramfs"]);
+    let dir = open_tempdir();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n\
+             [scheduler]\nmax_concurrent_probes = 3\n\
+             [[targets]]\nname = \"full\"\npath = \"{}/probe.dat\"\nsize = \"64MiB\"\n\
+             [[targets]]\nname = \"ramfs\"\npath = \"{}/probe.dat\"\nsize = \"1MiB\"\n\
+             [[targets]]\nname = \"fine\"\npath = \"{}/probe.dat\"\nsize = \"16MiB\"\n",
+            full.path().display(),
+            ramfs.path().display(),
+            dir.path().display()
+        ),
+    );
+    let agent = Agent::start(&[&arg]);
+    wait_until(
+        &agent,
+        Duration::from_secs(60),
+        "errors and successes",
+        |m| {
+            runs(m, "full", "error") >= 1.0
+                && runs(m, "ramfs", "error") >= 1.0
+                && runs(m, "fine", "success") >= 2.0
+        },
+    );
+    let log = agent.log.lock().unwrap().clone();
+    assert!(
+        log.contains("No space left on device"),
+        "ENOSPC is named:\n{log}"
+    );
+    assert!(
+        log.contains("O_DIRECT is not supported"),
+        "no O_DIRECT is named:\n{log}"
+    );
+    let page = agent.get("/").1;
+    assert!(page.contains("No space left on device") && page.contains("O_DIRECT is not supported"));
+    drop(agent);
+
+    // EACCES: an unprivileged agent cannot open a root-owned device node.
+    let dev = LoopDev::tmpfs(16 << 20);
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[[targets]]\nname = \"denied\"\npath = \"{}\"\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
+            dev.path.display()
+        ),
+    );
+    let Some(setpriv) = which("setpriv") else {
+        common::require(false, "setpriv (util-linux)");
+        return;
+    };
+    let mut cmd = Command::new(setpriv);
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::binary())
+        .arg(&arg);
+    let agent = Agent::start_command(cmd);
+    wait_until(&agent, Duration::from_secs(30), "EACCES errors", |m| {
+        runs(m, "denied", "error") >= 2.0
+    });
+    let log = agent.log.lock().unwrap().clone();
+    assert!(log.contains("Permission denied"), "{log}");
+    assert_eq!(agent.get("/-/healthy").0, 200);
+}
+
+fn sha(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+#[test]
+fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region() {
+    if !ready() {
+        return;
+    }
+    let _guard = serial();
+    // A mounted ext4 loop device is refused for writes, visibly.
+    let mounted = LoopDev::tmpfs(32 << 20);
+    mkfs_ext4(&mounted);
+    let _mount = Mount::new(&[mounted.path.to_str().unwrap()]);
+    let dev = LoopDev::tmpfs(64 << 20);
+    let before = dev.content();
+    let (lo, hi) = (16usize << 20, 32usize << 20);
+    let dir = open_tempdir();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[[targets]]\nname = \"mounted\"\npath = \"{}\"\nallow_writes = true\nallow_device_writes = true\n\
+             profiles = [\"randwrite-4k-qd1\"]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
+             [[targets]]\nname = \"region\"\npath = \"{}\"\nallow_writes = true\nallow_device_writes = true\n\
+             offset = \"16MiB\"\nsize = \"16MiB\"\nprofiles = [\"randwrite-4k-qd32\"]\nruntime = \"8s\"\ntimeout = \"20s\"\n\
+             interval = \"1m\"\nmax_duty_cycle = 0.5\n[scheduler]\nmax_concurrent_probes = 2\n",
+            mounted.path.display(),
+            dev.path.display()
+        ),
+    );
+    let mut agent = Agent::start(&[&arg]);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "refusal of the mounted device",
+        |m| runs(m, "mounted", "error") >= 1.0,
+    );
+    assert_eq!(runs(&m, "mounted", "success"), 0.0);
+    assert!(
+        agent.log.lock().unwrap().contains("mounted"),
+        "the refusal says why"
+    );
+
+    // The region target is writing now (8 s run); SIGTERM in the middle.
+    let start = dev.stats().writes;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while dev.stats().writes < start + 100 {
+        assert!(Instant::now() < deadline, "the write probe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    agent.signal("TERM");
+    let exit = agent
+        .wait_exit(Duration::from_secs(5))
+        .expect("exit within 5 s");
+    assert_eq!(exit.code(), Some(0));
+    eprintln!("exited {:?} after SIGTERM", t.elapsed());
+    let after = dev.content();
+    assert_eq!(before.len(), after.len());
+    assert_eq!(
+        sha(&before[..lo]),
+        sha(&after[..lo]),
+        "bytes before the region changed"
+    );
+    assert_eq!(
+        sha(&before[hi..]),
+        sha(&after[hi..]),
+        "bytes after the region changed"
+    );
+    assert_ne!(
+        sha(&before[lo..hi]),
+        sha(&after[lo..hi]),
+        "the region was written"
+    );
+    let changed_outside = before[..lo]
+        .iter()
+        .zip(&after[..lo])
+        .chain(before[hi..].iter().zip(&after[hi..]))
+        .filter(|(a, b)| a != b)
+        .count();
+    eprintln!("bytes changed outside the region: {changed_outside}");
+    assert_eq!(changed_outside, 0);
+}
