@@ -67,14 +67,20 @@ impl ListenAddress {
         let port = port
             .parse::<u16>()
             .map_err(|_| format!("expected a port number 0-65535 after ':', found {port:?}"))?;
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        Ok(ListenAddress {
-            host: host.to_owned(),
-            port,
-        })
+        let host = if let Some(inner) = host.strip_prefix('[') {
+            let v6 = inner
+                .strip_suffix(']')
+                .filter(|h| h.parse::<std::net::Ipv6Addr>().is_ok())
+                .ok_or_else(|| format!("expected an IPv6 address in brackets, found {host:?}"))?;
+            v6.to_owned()
+        } else if host.contains(|c: char| c == ':' || c == '[' || c == ']' || c.is_whitespace()) {
+            return Err(format!(
+                "expected a host name or IP address before ':port' (IPv6 in brackets), found {host:?}"
+            ));
+        } else {
+            host.to_owned()
+        };
+        Ok(ListenAddress { host, port })
     }
 }
 
@@ -298,6 +304,10 @@ mod tests {
             "127.0.0.1:0"
         );
         assert!(ListenAddress::parse("9957").is_err());
+        // Found by fuzz/fuzz_targets/units.rs: brackets must hold exactly an IPv6 address.
+        assert!(ListenAddress::parse("[[]]:4").is_err());
+        assert!(ListenAddress::parse("::1:9957").is_err());
+        assert!(ListenAddress::parse("a b:1").is_err());
         assert!(ListenAddress::parse(":99999").is_err());
     }
 }
