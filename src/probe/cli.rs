@@ -4,7 +4,7 @@
 use crate::probe::ProbeError;
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
-use crate::probe::profile::{DEFAULT_READ_PROFILES, Profile};
+use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, Profile};
 use crate::probe::result::ProbeResult;
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
@@ -36,6 +36,7 @@ pub struct ProbeArgs {
     pub profiles: Vec<String>,
 
     /// Custom profile as a fio option string, e.g. '-rw=randread -bs=4k -iodepth=32' (repeatable).
+    /// Without -runtime or -number_ios it runs for 1s (or --runtime).
     #[arg(long = "fio", value_name = "OPTIONS", allow_hyphen_values = true)]
     pub fio: Vec<String>,
 
@@ -302,7 +303,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         engine: args.engine,
         timeout: args.timeout,
         cancel: Arc::clone(&cancel),
-        default_runtime: args.runtime.unwrap_or(Duration::from_secs(5)),
+        default_runtime: args.runtime.unwrap_or(BUILTIN_RUNTIME),
     };
 
     // Read profiles use a read-only open; write profiles a writable one. Each is opened once.

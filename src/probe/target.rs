@@ -691,7 +691,7 @@ mod tests {
 
     #[test]
     fn creates_fills_and_reuses_a_probe_file() {
-        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
         let opts = TargetOptions {
             size: Some(1 << 20),
@@ -724,7 +724,7 @@ mod tests {
 
     #[test]
     fn foreign_files_are_not_written() {
-        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("foreign.dat");
         fs::write(&path, vec![1u8; 8192]).unwrap();
         let opts = TargetOptions {
