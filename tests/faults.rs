@@ -481,3 +481,77 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
     eprintln!("bytes changed outside the region: {changed_outside}");
     assert_eq!(changed_outside, 0);
 }
+
+#[test]
+fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
+    let _guard = serial();
+    let dir = open_tempdir();
+    // Someone else's file, and a probe path that points at it.
+    let victim = dir.path().join("precious.db");
+    let content: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&victim, &content).unwrap();
+    let link = dir.path().join("probe.dat");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[[targets]]\nname = \"link\"\npath = \"{}\"\nsize = \"8MiB\"\nallow_writes = true\n\
+             profiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
+            link.display()
+        ),
+    );
+    let agent = Agent::start(&[&arg]);
+    let m = wait_until(&agent, Duration::from_secs(30), "refusals", |m| {
+        runs(m, "link", "error") >= 4.0
+    });
+    assert_eq!(runs(&m, "link", "success"), 0.0);
+    assert!(agent.log.lock().unwrap().contains("is a symbolic link"));
+    drop(agent);
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        content,
+        "the linked file changed"
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn symlinks_to_block_devices_are_followed() {
+    if !ready() {
+        return;
+    }
+    let _guard = serial();
+    let dev = LoopDev::tmpfs(16 << 20);
+    let dir = open_tempdir();
+    let link = dir.path().join("by-id-style");
+    std::os::unix::fs::symlink(&dev.path, &link).unwrap();
+    let out = Command::new(common::binary())
+        .args(["probe", "--target"])
+        .arg(&link)
+        .args([
+            "--profile",
+            "randread-4k-qd1",
+            "--runtime",
+            "200ms",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("\"device\":\"{}\"", dev.name))
+            || text.contains(&format!("\"device\": \"{}\"", dev.name)),
+        "{text}"
+    );
+}

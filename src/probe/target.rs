@@ -47,6 +47,14 @@ const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
 /// Why a target cannot be probed. Messages name the path and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
+    /// The path is a symbolic link to something other than a block device.
+    #[error(
+        "{path}: is a symbolic link; probe files must be regular files at the configured path (symbolic links are only followed to block devices)"
+    )]
+    Symlink {
+        /// The target.
+        path: PathBuf,
+    },
     /// An operating-system call failed.
     #[error("{path}: {what}: {source}")]
     Io {
@@ -207,6 +215,16 @@ pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError
             source,
         }
     };
+    // Never follow a symbolic link into another file: only links to block devices (such as
+    // /dev/disk/by-id/...) are followed, and files are opened with O_NOFOLLOW.
+    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return match fs::metadata(path) {
+            Ok(meta) if meta.file_type().is_block_device() => open_block_device(path, &meta, opts),
+            _ => Err(TargetError::Symlink {
+                path: path.to_owned(),
+            }),
+        };
+    }
     match fs::metadata(path) {
         Ok(meta) if meta.file_type().is_block_device() => open_block_device(path, &meta, opts),
         Ok(meta) if meta.is_file() => open_file(path, Some(meta), opts),
@@ -218,16 +236,30 @@ pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError
     }
 }
 
-fn open_direct(path: &Path, write: bool, excl: bool, fstype: &str) -> Result<File, TargetError> {
+fn open_direct(
+    path: &Path,
+    write: bool,
+    excl: bool,
+    nofollow: bool,
+    fstype: &str,
+) -> Result<File, TargetError> {
     let mut options = OpenOptions::new();
     options.read(true).write(write);
     let mut flags = libc::O_DIRECT | libc::O_CLOEXEC;
     if excl {
         flags |= libc::O_EXCL;
     }
+    // Files must not be swapped for a link between the checks and the open.
+    if nofollow {
+        flags |= libc::O_NOFOLLOW;
+    }
     options.custom_flags(flags);
     options.open(path).map_err(|err| {
-        if err.raw_os_error() == Some(libc::EINVAL) {
+        if err.raw_os_error() == Some(libc::ELOOP) {
+            TargetError::Symlink {
+                path: path.to_owned(),
+            }
+        } else if err.raw_os_error() == Some(libc::EINVAL) {
             TargetError::NoDirectIo {
                 path: path.to_owned(),
                 fstype: fstype.to_owned(),
@@ -257,7 +289,7 @@ fn open_block_device(
     if opts.write {
         check_block_write_safety(path, major, minor, opts)?;
     }
-    let file = open_direct(path, opts.write, opts.write, "")?;
+    let file = open_direct(path, opts.write, opts.write, false, "")?;
     let mut size: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
@@ -524,7 +556,7 @@ fn fill_probe_file(path: &Path, size: u64, create: bool) -> Result<bool, TargetE
         }
     };
     let mut options = OpenOptions::new();
-    options.write(true);
+    options.write(true).custom_flags(libc::O_NOFOLLOW);
     if create {
         options.create_new(true).mode(0o600);
     }
@@ -598,11 +630,15 @@ fn open_file(
             size
         }
         Some(meta) => {
-            let probe = File::open(path).map_err(|source| TargetError::Io {
-                path: path.to_owned(),
-                what: "open",
-                source,
-            })?;
+            let probe = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|source| TargetError::Io {
+                    path: path.to_owned(),
+                    what: "open",
+                    source,
+                })?;
             let marker = get_xattr(&probe);
             drop(probe);
             let wanted = opts.size.unwrap_or(meta.len());
@@ -639,7 +675,7 @@ fn open_file(
             }
         }
     };
-    let file = open_direct(path, opts.write, false, &fstype)?;
+    let file = open_direct(path, opts.write, false, true, &fstype)?;
     let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
     if size == 0 {
         return Err(TargetError::TooSmall {
