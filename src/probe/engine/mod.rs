@@ -22,7 +22,6 @@ use crate::probe::result::ProbeResult;
 use crate::probe::target::OpenTarget;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
-use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -243,37 +242,64 @@ pub(crate) fn stamp(buf: &mut [u8], rng: &mut SmallRng) {
     }
 }
 
-/// A heap buffer aligned for direct I/O, filled with random bytes.
+/// A buffer aligned for direct I/O, filled with random bytes.
+///
+/// Mapped with `mmap` rather than taken from the heap: a run's buffers (up to iodepth × block
+/// size, e.g. 64 MiB for a 1M QD64 profile) go back to the system when the run ends instead of
+/// staying in the allocator's arenas, so the agent's memory does not keep the largest run's size.
 pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
-    layout: Layout,
+    len: usize,
 }
 
-// SAFETY: AlignedBuf owns its allocation exclusively (like a Box<[u8]>).
+// SAFETY: AlignedBuf owns its mapping exclusively (like a Box<[u8]>).
 unsafe impl Send for AlignedBuf {}
 
+/// Alignment every mapping has (Linux pages are at least 4 KiB).
+const MAP_ALIGN: usize = 4096;
+
 impl AlignedBuf {
-    /// `len` random bytes aligned to `align` (a power of two).
+    /// `len` random bytes aligned to `align` (a power of two, at most 4096).
     pub(crate) fn new(
         len: usize,
         align: usize,
         rng: &mut SmallRng,
     ) -> Result<AlignedBuf, ProbeError> {
-        let layout = Layout::from_size_align(len.max(1), align.max(1))
-            .map_err(|e| ProbeError::Profile(format!("buffer of {len} bytes: {e}")))?;
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let ptr = NonNull::new(raw)
-            .ok_or_else(|| ProbeError::Profile(format!("cannot allocate {len} bytes")))?;
-        let mut buf = AlignedBuf { ptr, layout };
+        if align > MAP_ALIGN {
+            return Err(ProbeError::Profile(format!(
+                "direct-I/O memory alignment of {align} bytes is above the supported {MAP_ALIGN}"
+            )));
+        }
+        let len = len.max(1);
+        // SAFETY: an anonymous private mapping of len bytes at an address the kernel chooses;
+        // no file descriptor or existing memory is involved.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(ProbeError::Profile(format!(
+                "cannot map {len} bytes for I/O buffers: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let ptr = NonNull::new(raw.cast::<u8>())
+            .ok_or_else(|| ProbeError::Profile(format!("cannot map {len} bytes")))?;
+        let mut buf = AlignedBuf { ptr, len };
         rng.fill_bytes(buf.as_mut_slice());
         Ok(buf)
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is a live allocation of layout.size() bytes, written in new() before any
-        // read, and borrowed mutably through &mut self only.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+        // SAFETY: ptr is a live mapping of len bytes (zero-filled by the kernel, then written in
+        // new()), borrowed mutably through &mut self only.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
@@ -281,14 +307,17 @@ impl AlignedBuf {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 }
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: ptr was allocated with exactly this layout and is freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        // SAFETY: ptr/len is exactly the mapping made in new(), unmapped once; engines free a
+        // buffer only after every I/O using it has completed (or leak it).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
     }
 }
 
