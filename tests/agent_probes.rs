@@ -8,62 +8,11 @@ mod common;
 #[path = "common/loopdev.rs"]
 mod loopdev;
 
-use common::{Agent, samples};
+use common::{Agent, Metrics, scrape, serial, sum, wait_until};
 use loopdev::LoopDev;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// These tests time probes against each other; run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-type Metrics = BTreeMap<String, f64>;
-
-fn scrape(agent: &Agent) -> Metrics {
-    let (status, body) = agent.get("/metrics");
-    assert_eq!(status, 200);
-    samples(&body).into_iter().collect()
-}
-
-/// Sum of every series of `name` whose labels contain all of `with`.
-fn sum(m: &Metrics, name: &str, with: &[&str]) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name) && with.iter().all(|w| k.contains(w)))
-        .map(|(_, v)| v)
-        .sum()
-}
-
-fn wait_until(
-    agent: &Agent,
-    timeout: Duration,
-    what: &str,
-    cond: impl Fn(&Metrics) -> bool,
-) -> Metrics {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let m = scrape(agent);
-        if cond(&m) {
-            return m;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out waiting for {what}; log:\n{}\nmetrics:\n{}",
-                agent.log.lock().unwrap(),
-                m.iter()
-                    .filter(|(k, _)| k.starts_with("diskprobe_probe_runs_total"))
-                    .map(|(k, v)| format!("{k} {v}\n"))
-                    .collect::<String>()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
     let path = dir.join("config.toml");

@@ -87,37 +87,6 @@ fn check_golden(name: &str, actual: &str) {
     }
 }
 
-fn promtool_check(exposition: &str) {
-    let Some(promtool) = which("promtool") else {
-        require(false, "promtool (Debian package prometheus)");
-        return;
-    };
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let findings = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && findings.trim().is_empty(),
-        "promtool check metrics reported:\n{findings}"
-    );
-}
-
 #[test]
 fn golden_outputs_for_every_kernel_era() {
     let tmp = tempfile::tempdir().unwrap();
@@ -133,7 +102,7 @@ fn golden_outputs_for_every_kernel_era() {
         let agent = start(procfs, config);
         let (status, body) = agent.get("/metrics");
         assert_eq!(status, 200, "{procfs}");
-        promtool_check(&body);
+        common::promtool_check_metrics(&body);
         check_golden(golden, &stable(&body));
     }
 }

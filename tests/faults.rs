@@ -7,58 +7,12 @@ mod common;
 #[path = "common/loopdev.rs"]
 mod loopdev;
 
-use common::{Agent, samples, which};
+use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
 use loopdev::{BlkioGroup, LoopDev};
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-type Metrics = BTreeMap<String, f64>;
-
-fn scrape(agent: &Agent) -> Metrics {
-    samples(&agent.get("/metrics").1).into_iter().collect()
-}
-
-fn runs(m: &Metrics, target: &str, result: &str) -> f64 {
-    m.iter()
-        .filter(|(k, _)| {
-            k.starts_with("diskprobe_probe_runs_total{")
-                && k.contains(&format!("target=\"{target}\""))
-                && k.contains(&format!("result=\"{result}\""))
-        })
-        .map(|(_, v)| v)
-        .sum()
-}
-
-fn wait_until(
-    agent: &Agent,
-    timeout: Duration,
-    what: &str,
-    cond: impl Fn(&Metrics) -> bool,
-) -> Metrics {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let m = scrape(agent);
-        if cond(&m) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; log:\n{}",
-            agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A directory everyone can read (for tests that run the agent as an unprivileged user).
 fn open_tempdir() -> tempfile::TempDir {

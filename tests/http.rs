@@ -66,8 +66,10 @@ fn oversized_headers_get_431_and_junk_gets_400() {
 fn slow_clients_are_cut_off_after_the_header_timeout() {
     let agent = Agent::start(&[]);
     let mut slow = std::net::TcpStream::connect(agent.addr).unwrap();
-    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap(); // never finishes
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap(); // never finishes
     let started = std::time::Instant::now();
     // Others are served meanwhile.
     assert_eq!(agent.get("/-/healthy").0, 200);
@@ -79,5 +81,8 @@ fn slow_clients_are_cut_off_after_the_header_timeout() {
         "the server closed the slow connection after {waited:?} (header timeout is 10 s)"
     );
     let text = String::from_utf8_lossy(&rest);
-    assert!(text.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Agent, which};
+use common::Agent;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -49,32 +49,5 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
         "families missing from docs/metrics.md: {missing:?}"
     );
 
-    let Some(promtool) = which("promtool") else {
-        common::require(false, "promtool (Debian package prometheus)");
-        return;
-    };
-    let mut child = std::process::Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let findings = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && findings.trim().is_empty(),
-        "promtool:\n{findings}"
-    );
+    common::promtool_check_metrics(&body);
 }

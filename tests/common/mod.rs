@@ -275,3 +275,100 @@ pub fn samples(exposition: &str) -> Vec<(String, f64)> {
         })
         .collect()
 }
+
+/// Samples of one scrape, by series (name and labels as written).
+pub type Metrics = std::collections::BTreeMap<String, f64>;
+
+/// Scrapes `/metrics` (which must answer 200) into [`Metrics`].
+pub fn scrape(agent: &Agent) -> Metrics {
+    let (status, body) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    samples(&body).into_iter().collect()
+}
+
+/// Sum of every series of `name` whose labels contain all of `with`.
+pub fn sum(m: &Metrics, name: &str, with: &[&str]) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name) && with.iter().all(|w| k.contains(w)))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// `diskprobe_probe_runs_total` of `target` with `result`, summed over profiles.
+pub fn runs(m: &Metrics, target: &str, result: &str) -> f64 {
+    sum(
+        m,
+        "diskprobe_probe_runs_total",
+        &[
+            &format!("target=\"{target}\""),
+            &format!("result=\"{result}\""),
+        ],
+    )
+}
+
+/// Scrapes every 100 ms until `cond` holds; panics after `timeout` with the agent's log and run
+/// counters.
+pub fn wait_until(
+    agent: &Agent,
+    timeout: std::time::Duration,
+    what: &str,
+    cond: impl Fn(&Metrics) -> bool,
+) -> Metrics {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let m = scrape(agent);
+        if cond(&m) {
+            return m;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "timed out waiting for {what}; log:\n{}\nruns:\n{}",
+                agent.log.lock().unwrap(),
+                m.iter()
+                    .filter(|(k, _)| k.starts_with("diskprobe_probe_runs_total"))
+                    .map(|(k, v)| format!("{k} {v}\n"))
+                    .collect::<String>()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Serialises the heavy tests of one test binary, which time probes against each other.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `promtool check metrics` over `exposition` must succeed and report nothing. Skips (or fails
+/// under strict mode) without promtool.
+pub fn promtool_check_metrics(exposition: &str) {
+    use std::io::Write;
+    let Some(promtool) = which("promtool") else {
+        require(false, "promtool (Debian package prometheus)");
+        return;
+    };
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin piped")
+        .write_all(exposition.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("wait for promtool");
+    let findings = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && findings.trim().is_empty(),
+        "promtool check metrics reported:\n{findings}"
+    );
+}
