@@ -65,15 +65,33 @@ pub struct Agent {
     pub addr: std::net::SocketAddr,
     /// Everything it logged so far (stderr), appended by a reader thread.
     pub log: std::sync::Arc<std::sync::Mutex<String>>,
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl Agent {
     /// Starts the binary with `args` plus `--web.listen-address=127.0.0.1:0` and waits until it
     /// logs the address it listens on.
+    ///
+    /// Without `--config.file` or `--state.dir` in `args`, an empty configuration file is passed
+    /// (diskstats only), so that tests never run the embedded default against the machine's own
+    /// state directory.
     pub fn start(args: &[&str]) -> Agent {
         let mut cmd = std::process::Command::new(binary());
         cmd.args(args);
-        Agent::start_command(cmd)
+        let chooses_config = args
+            .iter()
+            .any(|a| a.starts_with("--config.file") || a.starts_with("--state.dir"));
+        let mut scratch = None;
+        if !chooses_config {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let empty = dir.path().join("empty.toml");
+            std::fs::write(&empty, "").expect("write empty config");
+            cmd.arg(format!("--config.file={}", empty.display()));
+            scratch = Some(dir);
+        }
+        let mut agent = Agent::start_command(cmd);
+        agent._scratch = scratch;
+        agent
     }
 
     /// Like [`Agent::start`], for a prepared command that runs the binary (for example inside a
@@ -118,7 +136,12 @@ impl Agent {
                 );
             }
         };
-        Agent { child, addr, log }
+        Agent {
+            child,
+            addr,
+            log,
+            _scratch: None,
+        }
     }
 
     /// GET `path` and return the status and body.
