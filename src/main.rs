@@ -31,11 +31,14 @@ fn main() -> ExitCode {
         println!("{source}: configuration is valid");
         return ExitCode::SUCCESS;
     }
-    // Two workers serve HTTP and timers; blocking work (scrapes reading /proc and /sys) gets a
-    // small pool of its own. Probes never run here: the engine has dedicated threads.
+    // One worker serves HTTP, signals and timers; blocking work (scrapes reading /proc and /sys,
+    // bcrypt) gets one thread of its own. Probes never run here: the engine has dedicated threads.
+    // More threads do not make scrapes faster on small machines, but each keeps its own malloc
+    // arena: with two of each the agent's RSS after heavy scraping was ~20% higher
+    // (bench/agent_idle_and_scrape.sh, docs/benchmarks.md).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(2)
+        .worker_threads(1)
+        .max_blocking_threads(1)
         .enable_all()
         .thread_name("diskprobe-rt")
         .build()
