@@ -95,11 +95,14 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         &config.scheduler,
     );
     scheduler.apply(&config.targets, &config.scheduler);
-    let diskstats = Arc::new(DiskstatsCollector::new(
-        cli.procfs.clone(),
-        cli.sysfs.clone(),
-        config.diskstats.filter.clone(),
-    ));
+    let diskstats = Arc::new(
+        DiskstatsCollector::new(
+            cli.procfs.clone(),
+            cli.sysfs.clone(),
+            config.diskstats.filter.clone(),
+        )
+        .with_probe_targets(results.clone()),
+    );
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(results.clone())));

@@ -368,6 +368,15 @@ impl ProbeResults {
         result
     }
 
+    /// Kernel names of the devices under the targets and their parent disks.
+    pub fn devices(&self) -> Vec<String> {
+        self.lock()
+            .values()
+            .flat_map(|t| [t.info.device.clone(), t.info.parent.clone()])
+            .filter(|d| !d.is_empty())
+            .collect()
+    }
+
     /// A copy of everything, for a scrape.
     pub fn snapshot(&self) -> Vec<(String, TargetSeries)> {
         self.lock()

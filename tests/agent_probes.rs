@@ -320,6 +320,22 @@ fn reload_adds_and_removes_targets() {
         },
     );
     assert!(!has(&m, "first"), "series of a removed target disappear");
+    // The default filter excludes loop devices, but the device under a target is always
+    // reported, so probe results join with its diskstats; the removed target's device is not.
+    assert!(
+        m.contains_key(&format!(
+            "diskprobe_disk_reads_completed_total{{device=\"{}\"}}",
+            b.name
+        )),
+        "device under a target is in diskstats"
+    );
+    assert!(
+        !m.contains_key(&format!(
+            "diskprobe_disk_reads_completed_total{{device=\"{}\"}}",
+            a.name
+        )),
+        "other loop devices stay filtered"
+    );
     assert_eq!(m.get("diskprobe_config_last_reload_successful"), Some(&1.0));
 }
 

@@ -10,7 +10,8 @@ use crate::block_info::{self, BlockInfo};
 use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
-use std::collections::HashMap;
+use crate::probe_results::ProbeResults;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -38,6 +39,9 @@ pub struct DiskstatsCollector {
     diskstats_path: PathBuf,
     sysfs_root: PathBuf,
     filter: RwLock<Arc<DeviceFilter>>,
+    /// Devices under probe targets: always reported, whatever the filter, so that probe results
+    /// can be joined with their device's counters on the `device` label.
+    probed: Option<Arc<ProbeResults>>,
     cache: Mutex<HashMap<InfoKey, Cached>>,
 }
 
@@ -48,8 +52,16 @@ impl DiskstatsCollector {
             diskstats_path: procfs_root.join("diskstats"),
             sysfs_root,
             filter: RwLock::new(Arc::new(filter)),
+            probed: None,
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Also reports the devices (and parent disks) under the targets in `results`, even when
+    /// the filter excludes them (e.g. partitions and loop devices under the default filter).
+    pub fn with_probe_targets(mut self, results: Arc<ProbeResults>) -> Self {
+        self.probed = Some(results);
+        self
     }
 
     /// Replaces the device filter (configuration reload).
@@ -222,10 +234,15 @@ impl Collector for DiskstatsCollector {
             );
         }
         let filter = self.filter();
+        let forced: HashSet<String> = self
+            .probed
+            .as_ref()
+            .map(|r| r.devices().into_iter().collect())
+            .unwrap_or_default();
         let devices: Vec<&DiskStats> = parsed
             .devices
             .iter()
-            .filter(|d| filter.accepts(&d.name))
+            .filter(|d| filter.accepts(&d.name) || forced.contains(&d.name))
             .collect();
 
         // One shared label set per device, cloned (a reference count) into every family.
