@@ -350,6 +350,13 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                 .max(Duration::from_micros(1)),
         );
         let args = types::SubmitArgs::new().timespec(&ts);
+        // Deep queues wait for a batch of completions per system call (an eighth of the depth,
+        // never more than is in flight), so that refills are batched too.
+        let wait_for = if abort_at.is_none() && !stopping {
+            (depth / 8).clamp(1, inflight.max(1))
+        } else {
+            1
+        };
         let wait_start = now;
         // Only shallow queues poll: with many I/Os in flight a completion is rarely far away, and
         // polling there costs more CPU than the wake-ups it saves.
@@ -358,7 +365,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             now = Instant::now();
             spin.observe(now - wait_start);
         } else {
-            match ring.submitter().submit_with_args(1, &args) {
+            match ring.submitter().submit_with_args(wait_for, &args) {
                 Ok(_) => {}
                 Err(err)
                     if matches!(
