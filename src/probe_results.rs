@@ -130,6 +130,22 @@ pub struct HistoryPoint {
     pub success: bool,
 }
 
+impl LastRun {
+    /// A run that did no I/O (it could not start, or never returned).
+    fn without_io(result: RunResult, timestamp: f64, duration: Duration, error: String) -> Self {
+        LastRun {
+            result,
+            timestamp,
+            duration: duration.as_secs_f64(),
+            iops: 0.0,
+            throughput: 0.0,
+            latency: Vec::new(),
+            engine: None,
+            error: Some(error),
+        }
+    }
+}
+
 /// Everything kept for one profile of one target.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfileSeries {
@@ -269,29 +285,16 @@ impl ProbeResults {
             Outcome::Skipped { .. } => (RunResult::Skipped, None),
             Outcome::Abandoned { duration } => (
                 RunResult::Timeout,
-                Some(LastRun {
-                    result: RunResult::Timeout,
-                    timestamp: now,
-                    duration: duration.as_secs_f64(),
-                    iops: 0.0,
-                    throughput: 0.0,
-                    latency: Vec::new(),
-                    engine: None,
-                    error: Some("the probe did not return within its timeout".to_owned()),
-                }),
+                Some(LastRun::without_io(
+                    RunResult::Timeout,
+                    now,
+                    duration,
+                    "the probe did not return within its timeout".to_owned(),
+                )),
             ),
             Outcome::Failed { error, duration } => (
                 RunResult::Error,
-                Some(LastRun {
-                    result: RunResult::Error,
-                    timestamp: now,
-                    duration: duration.as_secs_f64(),
-                    iops: 0.0,
-                    throughput: 0.0,
-                    latency: Vec::new(),
-                    engine: None,
-                    error: Some(error),
-                }),
+                Some(LastRun::without_io(RunResult::Error, now, duration, error)),
             ),
             Outcome::Ran { result, duration } => {
                 let r = &*result;
