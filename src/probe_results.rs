@@ -266,8 +266,14 @@ impl ProbeResults {
         }
     }
 
-    /// Records one run of `profile` on `target` and returns its result label.
-    pub fn record(&self, target: &str, profile: &str, outcome: Outcome) -> RunResult {
+    /// Records one run of `profile` on `target`; returns its result label and, unless it
+    /// succeeded, what went wrong (or why it was skipped).
+    pub fn record(
+        &self,
+        target: &str,
+        profile: &str,
+        outcome: Outcome,
+    ) -> (RunResult, Option<String>) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
@@ -279,10 +285,16 @@ impl ProbeResults {
             .map(|(_, s)| s)
         else {
             // The target was removed by a reload while the run was in flight.
-            return RunResult::Skipped;
+            return (
+                RunResult::Skipped,
+                Some("the target was removed by a reload".to_owned()),
+            );
         };
         let (result, last) = match outcome {
-            Outcome::Skipped { .. } => (RunResult::Skipped, None),
+            Outcome::Skipped { reason } => {
+                series.runs[RunResult::Skipped as usize] += 1;
+                return (RunResult::Skipped, Some(reason));
+            }
             Outcome::Abandoned { duration } => (
                 RunResult::Timeout,
                 Some(LastRun::without_io(
@@ -350,6 +362,7 @@ impl ProbeResults {
             }
         };
         series.runs[result as usize] += 1;
+        let error = last.as_ref().and_then(|l| l.error.clone());
         if let Some(last) = last {
             let at = |label: &str| {
                 last.latency
@@ -368,24 +381,13 @@ impl ProbeResults {
             });
             series.last = Some(last);
         }
-        result
+        (result, error)
     }
 
-    /// Kernel names of the devices under the targets and their parent disks.
-    pub fn devices(&self) -> Vec<String> {
-        self.lock()
-            .values()
-            .flat_map(|t| [t.info.device.clone(), t.info.parent.clone()])
-            .filter(|d| !d.is_empty())
-            .collect()
-    }
-
-    /// A copy of everything, for a scrape.
-    pub fn snapshot(&self) -> Vec<(String, TargetSeries)> {
-        self.lock()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// Runs `f` over every target's series, by name, under the store's lock: scrapes read the
+    /// results in place instead of copying histograms and histories every time.
+    pub fn read<R>(&self, f: impl FnOnce(&BTreeMap<String, TargetSeries>) -> R) -> R {
+        f(&self.lock())
     }
 }
 
@@ -461,7 +463,7 @@ mod tests {
                 duration: Duration::from_millis(510),
             },
         );
-        assert_eq!(r, RunResult::Success);
+        assert_eq!(r, (RunResult::Success, None));
         store.record(
             "t",
             "randread-4k-qd1",
@@ -469,8 +471,7 @@ mod tests {
                 reason: "busy".into(),
             },
         );
-        let snap = store.snapshot();
-        let s = &snap[0].1.profiles[0].1;
+        let s = store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(s.runs, [1, 0, 0, 1]);
         assert_eq!(s.ios, 100);
         assert_eq!(s.latency_count, 100);
@@ -481,12 +482,12 @@ mod tests {
         assert!((p50 - 100e-6).abs() < 1e-7, "{p50}");
         // Changing the target's spec drops its series; keeping it keeps them.
         store.set_targets(std::slice::from_ref(&spec));
-        assert_eq!(store.snapshot()[0].1.profiles[0].1.ios, 100);
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 100);
         let mut changed = spec.clone();
         changed.interval = Duration::from_secs(600);
         store.set_targets(&[changed]);
-        assert_eq!(store.snapshot()[0].1.profiles[0].1.ios, 0);
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
         store.set_targets(&[]);
-        assert!(store.snapshot().is_empty());
+        assert!(store.read(|t| t.is_empty()));
     }
 }

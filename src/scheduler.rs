@@ -336,16 +336,7 @@ async fn run_cycle(
         }
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, busy_thread).await;
         budget.tokens -= busy.as_secs_f64();
-        let error = match &outcome {
-            Outcome::Failed { error, .. } => Some(error.clone()),
-            Outcome::Ran { result, .. } if result.timed_out => {
-                Some(format!("timed out after {:?}", spec.timeout))
-            }
-            Outcome::Ran { result, .. } => result.first_error.clone(),
-            Outcome::Abandoned { .. } => Some("the run did not return".to_owned()),
-            Outcome::Skipped { reason } => Some(reason.clone()),
-        };
-        let result = shared.results.record(&spec.name, &profile.name, outcome);
+        let (result, error) = shared.results.record(&spec.name, &profile.name, outcome);
         if result != RunResult::Success {
             tracing::warn!(
                 target = %spec.name,
@@ -478,22 +469,11 @@ fn probe_thread(
             Duration::ZERO,
         ));
     };
-    let write = profile.rw.is_write();
-    let is_device = std::fs::metadata(&spec.path).is_ok_and(|m| m.file_type().is_block_device());
-    if write && is_device && !spec.allow_device_writes {
-        return fail(format!(
-            "{}: refusing to write to a block device without allow_device_writes = true",
-            spec.path.display()
-        ));
-    }
     let options = TargetOptions {
-        size: spec.size.or(if is_device {
-            None
-        } else {
-            Some(crate::config::probes::DEFAULT_FILE_SIZE)
-        }),
+        size: spec.size,
         offset: spec.offset,
-        write,
+        write: profile.rw.is_write(),
+        device_writes: spec.allow_device_writes,
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
     };

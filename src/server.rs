@@ -35,7 +35,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 /// What the server needs to answer requests.
 pub struct App {
     /// Collectors run on each scrape.
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
     /// Path of the metrics endpoint.
     pub telemetry_path: String,
     /// Maximum simultaneous connections.

@@ -24,13 +24,14 @@ pub fn render(results: &ProbeResults, telemetry_path: &str) -> String {
          <a href=\"/-/ready\">Readiness</a></p>\n",
         path = escape(telemetry_path)
     );
-    let snapshot = results.snapshot();
-    if snapshot.is_empty() {
-        html.push_str("<p class=\"muted\">No probe targets are configured: only diskstats are exported.</p>\n");
-    }
-    for (name, target) in &snapshot {
-        target_section(&mut html, name, target);
-    }
+    results.read(|targets| {
+        if targets.is_empty() {
+            html.push_str("<p class=\"muted\">No probe targets are configured: only diskstats are exported.</p>\n");
+        }
+        for (name, target) in targets {
+            target_section(&mut html, name, target);
+        }
+    });
     html.push_str("</body></html>\n");
     html
 }

@@ -6,9 +6,6 @@ mod loopdev;
 
 use loopdev::LoopDev;
 use std::process::Command;
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn probe(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(common::binary())
@@ -28,7 +25,7 @@ fn json_has_the_contract_fields_for_each_builtin_read_profile() {
     if !common::require(loopdev::loop_available(), "root and losetup (loop devices)") {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let path = dev.path.to_string_lossy().into_owned();
     let (code, stdout, stderr) =
@@ -88,7 +85,7 @@ fn every_builtin_runs_and_writes_need_allow_writes() {
     if !common::require(loopdev::loop_available(), "root and losetup (loop devices)") {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let path = dev.path.to_string_lossy().into_owned();
     let (code, _, stderr) = probe(&["--target", &path, "--profile", "randwrite-4k-qd1"]);
@@ -149,7 +146,7 @@ fn usage_errors_and_failed_runs_exit_non_zero() {
 
 #[test]
 fn tmpfs_probe_file_is_created_and_warned_about() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir on tmpfs");
     let file = dir.path().join("probe.dat");
     let path = file.to_string_lossy().into_owned();

@@ -12,16 +12,9 @@ use diskprobe_exporter::probe::target::{self, OpenTarget, TargetOptions};
 use diskprobe_exporter::probe::{ProbeError, fio};
 use loopdev::LoopDev;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Heavy tests run one at a time so they do not disturb each other's counts and timings.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn ready() -> bool {
     common::require(loopdev::loop_available(), "root and losetup (loop devices)")
@@ -44,6 +37,8 @@ fn open(
             size,
             offset,
             write,
+            // These tests write to loop devices they created.
+            device_writes: write,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         },
@@ -147,7 +142,7 @@ fn counts_match_diskstats_on_a_tmpfs_backed_loop_device() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(256 << 20);
     counts_match_diskstats(&dev, "700ms");
 }
@@ -157,7 +152,7 @@ fn counts_match_diskstats_on_a_disk_backed_loop_device() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::disk(128 << 20);
     counts_match_diskstats(&dev, "500ms");
 }
@@ -167,7 +162,7 @@ fn writes_change_nothing_outside_the_region() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let (start, len) = (16u64 << 20, 8u64 << 20);
     let before = dev.content();
@@ -197,7 +192,7 @@ fn write_probes_use_fresh_data_each_time() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(8 << 20);
     let target = open(&dev.path, true, 0, Some(4096)).expect("open one block");
     let p = profile("-rw=write -bs=4k -iodepth=1 -number_ios=1");
@@ -216,7 +211,7 @@ fn alignment_and_short_device_errors_are_clear() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs_sector(4 << 20, 4096);
     let t = open(&dev.path, false, 0, None).expect("open");
     assert_eq!(t.offset_align, 4096);
@@ -264,7 +259,7 @@ fn write_safety_refuses_mounted_or_held_devices() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(4 << 20);
     let root = tempfile::tempdir().expect("tempdir");
     // A procfs whose mountinfo says the device is mounted.
@@ -283,9 +278,17 @@ fn write_safety_refuses_mounted_or_held_devices() {
         size: None,
         offset: 0,
         write: true,
+        device_writes: true,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
     };
+    // Without the separate device opt-in, writes to a block device are refused before any check.
+    let no_opt_in = TargetOptions {
+        device_writes: false,
+        ..opts_with(Path::new("/proc"), Path::new("/sys"))
+    };
+    let err = target::open(&dev.path, &no_opt_in).expect_err("device writes need their opt-in");
+    assert!(err.to_string().contains("their own opt-in"), "{err}");
     let err = target::open(&dev.path, &opts_with(&procfs, Path::new("/sys"))).expect_err("mounted");
     assert!(err.to_string().contains("is mounted"), "{err}");
     // Reads are still fine.
@@ -316,7 +319,7 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let target = open(&dev.path, false, 0, None).expect("open");
     let p = profile("-rw=randread -bs=4k -iodepth=32 -runtime=30s");
@@ -365,7 +368,7 @@ fn number_ios_stops_exactly() {
     if !ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = common::serial();
     let dev = LoopDev::tmpfs(16 << 20);
     let target = open(&dev.path, false, 0, None).expect("open");
     for (choice, _) in ENGINES {

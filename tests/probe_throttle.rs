@@ -7,9 +7,6 @@ mod common;
 mod loopdev;
 
 use loopdev::{BlkioGroup, LoopDev};
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn ready() -> bool {
     common::require(loopdev::loop_available(), "root and losetup (loop devices)")
@@ -39,7 +36,7 @@ fn iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines() {
     if !ready() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 2000);
@@ -71,7 +68,7 @@ fn mean_latency_at_a_500_iops_cap_with_qd1_is_2ms() {
     if !ready() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 500);
@@ -108,7 +105,7 @@ fn rate_capped_profile_is_not_fooled_by_a_slower_device() {
     if !ready() {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::serial();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 500);

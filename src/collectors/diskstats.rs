@@ -24,12 +24,17 @@ const SECTOR_BYTES: f64 = 512.0;
 /// diskstats times are milliseconds; node_exporter multiplies by this constant.
 const SECONDS_PER_TICK: f64 = 0.001;
 
-type InfoKey = (String, u32, u32);
-
-/// What is cached per device: the `device` label set and the `diskprobe_disk_info` label set.
-#[derive(Clone)]
+/// What is cached per device number: the `device` label set and the `diskprobe_disk_info` label
+/// set, for the kernel name they were built for.
 struct Cached {
+    name: String,
     at: Instant,
+    labels: DeviceLabels,
+}
+
+/// The label sets of one device (cloning copies two reference counts).
+#[derive(Clone)]
+struct DeviceLabels {
     device: Labels,
     info: Labels,
 }
@@ -42,7 +47,7 @@ pub struct DiskstatsCollector {
     /// Devices under probe targets: always reported, whatever the filter, so that probe results
     /// can be joined with their device's counters on the `device` label.
     probed: Option<Arc<ProbeResults>>,
-    cache: Mutex<HashMap<InfoKey, Cached>>,
+    cache: Mutex<HashMap<(u32, u32), Cached>>,
 }
 
 impl DiskstatsCollector {
@@ -77,33 +82,36 @@ impl DiskstatsCollector {
     }
 
     /// Label sets for each device, from the cache where fresh; evicts devices no longer listed.
-    fn label_sets(&self, devices: &[&DiskStats]) -> Vec<Cached> {
+    fn label_sets(&self, devices: &[&DiskStats]) -> Vec<DeviceLabels> {
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let sets: Vec<Cached> = devices
+        let sets: Vec<DeviceLabels> = devices
             .iter()
-            .map(|d| {
-                let key = (d.name.clone(), d.major, d.minor);
-                match cache.get(&key) {
-                    Some(c) if now.duration_since(c.at) < INFO_TTL => c.clone(),
-                    _ => {
-                        let i = block_info::read(&self.sysfs_root, d.major, d.minor);
-                        let c = Cached {
-                            at: now,
-                            device: labels(&[("device", &d.name)]),
-                            info: info_labels(d, &i),
-                        };
-                        cache.insert(key, c.clone());
-                        c
-                    }
+            .map(|d| match cache.get(&(d.major, d.minor)) {
+                Some(c) if c.name == d.name && now.duration_since(c.at) < INFO_TTL => {
+                    c.labels.clone()
+                }
+                _ => {
+                    let i = block_info::read(&self.sysfs_root, d.major, d.minor);
+                    let labels = DeviceLabels {
+                        device: labels(&[("device", &d.name)]),
+                        info: info_labels(d, &i),
+                    };
+                    let cached = Cached {
+                        name: d.name.clone(),
+                        at: now,
+                        labels: labels.clone(),
+                    };
+                    cache.insert((d.major, d.minor), cached);
+                    labels
                 }
             })
             .collect();
         if cache.len() > devices.len() {
-            cache.retain(|(name, major, minor), _| {
+            cache.retain(|(major, minor), _| {
                 devices
                     .iter()
-                    .any(|d| d.major == *major && d.minor == *minor && &d.name == name)
+                    .any(|d| d.major == *major && d.minor == *minor)
             });
         }
         sets
@@ -237,7 +245,16 @@ impl Collector for DiskstatsCollector {
         let forced: HashSet<String> = self
             .probed
             .as_ref()
-            .map(|r| r.devices().into_iter().collect())
+            .map(|r| {
+                r.read(|targets| {
+                    targets
+                        .values()
+                        .flat_map(|t| [&t.info.device, &t.info.parent])
+                        .filter(|d| !d.is_empty())
+                        .cloned()
+                        .collect()
+                })
+            })
             .unwrap_or_default();
         let devices: Vec<&DiskStats> = parsed
             .devices

@@ -29,7 +29,6 @@ impl Collector for ProbesCollector {
     }
 
     fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
-        let snapshot = self.results.snapshot();
         let mut success = Family::gauge(
             "diskprobe_probe_success",
             "Whether the last run of the profile on the target succeeded (1) or not (0).",
@@ -88,77 +87,79 @@ impl Collector for ProbesCollector {
         );
         let mut engines = BTreeSet::new();
 
-        for (name, target) in &snapshot {
-            let info = &target.info;
-            target_info.push(
-                &labels(&[
-                    ("target", name),
-                    ("path", &info.path),
-                    ("device", &info.device),
-                    ("parent", &info.parent),
-                    ("kind", &info.kind),
-                    ("fstype", &info.fstype),
-                ]),
-                1.0,
-            );
-            interval.push(
-                &labels(&[("target", name)]),
-                target.spec.interval.as_secs_f64(),
-            );
-            for (profile, s) in &target.profiles {
-                let l: Labels = labels(&[
-                    ("target", name),
-                    ("profile", profile),
-                    ("device", &info.device),
-                ]);
-                for result in RunResult::ALL {
-                    let with_result: Labels = l
-                        .iter()
-                        .cloned()
-                        .chain([("result", Arc::from(result.as_str()))])
-                        .collect();
-                    runs.push(&with_result, s.runs[result as usize] as f64);
-                }
-                ios.push(&l, s.ios as f64);
-                bytes.push(&l, s.bytes as f64);
-                io_errors.push(&l, s.io_errors as f64);
-                busy.push(&l, s.busy_seconds);
-                let mut cumulative = 0;
-                let buckets = LATENCY_BUCKETS
-                    .iter()
-                    .zip(&s.buckets)
-                    .map(|(bound, n)| {
-                        cumulative += n;
-                        (*bound, cumulative)
-                    })
-                    .collect();
-                histogram.push_value(
-                    &l,
-                    Value::Histogram {
-                        buckets,
-                        sum: s.latency_sum,
-                        count: s.latency_count,
-                    },
+        self.results.read(|targets| {
+            for (name, target) in targets {
+                let info = &target.info;
+                target_info.push(
+                    &labels(&[
+                        ("target", name),
+                        ("path", &info.path),
+                        ("device", &info.device),
+                        ("parent", &info.parent),
+                        ("kind", &info.kind),
+                        ("fstype", &info.fstype),
+                    ]),
+                    1.0,
                 );
-                let Some(last) = &s.last else { continue };
-                success.push(&l, f64::from(u8::from(last.result == RunResult::Success)));
-                timestamp.push(&l, last.timestamp);
-                duration.push(&l, last.duration);
-                if let Some(engine) = last.engine {
-                    engines.insert(engine.as_str());
-                    iops.push(&l, last.iops);
-                    throughput.push(&l, last.throughput);
-                    for (stat, seconds) in &last.latency {
-                        let with_stat: Labels = l
+                interval.push(
+                    &labels(&[("target", name)]),
+                    target.spec.interval.as_secs_f64(),
+                );
+                for (profile, s) in &target.profiles {
+                    let l: Labels = labels(&[
+                        ("target", name),
+                        ("profile", profile),
+                        ("device", &info.device),
+                    ]);
+                    for result in RunResult::ALL {
+                        let with_result: Labels = l
                             .iter()
                             .cloned()
-                            .chain([("stat", Arc::from(*stat))])
+                            .chain([("result", Arc::from(result.as_str()))])
                             .collect();
-                        latency.push(&with_stat, *seconds);
+                        runs.push(&with_result, s.runs[result as usize] as f64);
+                    }
+                    ios.push(&l, s.ios as f64);
+                    bytes.push(&l, s.bytes as f64);
+                    io_errors.push(&l, s.io_errors as f64);
+                    busy.push(&l, s.busy_seconds);
+                    let mut cumulative = 0;
+                    let buckets = LATENCY_BUCKETS
+                        .iter()
+                        .zip(&s.buckets)
+                        .map(|(bound, n)| {
+                            cumulative += n;
+                            (*bound, cumulative)
+                        })
+                        .collect();
+                    histogram.push_value(
+                        &l,
+                        Value::Histogram {
+                            buckets,
+                            sum: s.latency_sum,
+                            count: s.latency_count,
+                        },
+                    );
+                    let Some(last) = &s.last else { continue };
+                    success.push(&l, f64::from(u8::from(last.result == RunResult::Success)));
+                    timestamp.push(&l, last.timestamp);
+                    duration.push(&l, last.duration);
+                    if let Some(engine) = last.engine {
+                        engines.insert(engine.as_str());
+                        iops.push(&l, last.iops);
+                        throughput.push(&l, last.throughput);
+                        for (stat, seconds) in &last.latency {
+                            let with_stat: Labels = l
+                                .iter()
+                                .cloned()
+                                .chain([("stat", Arc::from(*stat))])
+                                .collect();
+                            latency.push(&with_stat, *seconds);
+                        }
                     }
                 }
             }
-        }
+        });
         let mut engine_info = Family::gauge(
             "diskprobe_engine_info",
             "The I/O engines that ran the last probe runs (io_uring, or psync when io_uring cannot be set up); the value is always 1.",

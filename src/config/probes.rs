@@ -18,12 +18,10 @@ use toml::Spanned;
 
 /// Default time between the starts of a target's probe cycles.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
-/// Default runtime of each profile run.
-pub const DEFAULT_RUNTIME: Duration = Duration::from_secs(1);
+/// Default runtime of each profile run: the built-in profiles' runtime.
+pub const DEFAULT_RUNTIME: Duration = crate::probe::profile::BUILTIN_RUNTIME;
 /// Default hard limit of each profile run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default probe file size (file targets).
-pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
 /// Default jitter, as a fraction of the interval.
 pub const DEFAULT_JITTER: f64 = 0.1;
 /// Default duty-cycle budget: probes may keep a device busy 1% of the time.
@@ -40,8 +38,9 @@ pub struct TargetSpec {
     pub name: String,
     /// File or block device.
     pub path: PathBuf,
-    /// Probe file size / device region length. `None`: [`DEFAULT_FILE_SIZE`] for files, the
-    /// rest of the device for block devices.
+    /// Probe file size / device region length. `None`: the target module's default size for
+    /// files ([`crate::probe::target::DEFAULT_FILE_SIZE`]), the rest of the device for block
+    /// devices.
     pub size: Option<u64>,
     /// First byte of the region (block devices).
     pub offset: u64,
@@ -186,7 +185,7 @@ fn custom_profiles(
                         ),
                     });
                 }
-                let mut profile = fio::parse(fio_text.get_ref())
+                let profile = fio::parse(fio_text.get_ref())
                     .map_err(|e| invalid(fio_text, format!("{key}.fio: {e}")))?;
                 if profile.size.is_some() {
                     return Err(invalid(
@@ -195,10 +194,6 @@ fn custom_profiles(
                             "{key}.fio: -size belongs to the target (size = ...), not to a profile"
                         ),
                     ));
-                }
-                // fio defaults the runtime when the string has none; keep the target's then.
-                if !fio_text.get_ref().contains("runtime") {
-                    profile.runtime = None;
                 }
                 profile
             }

@@ -1,7 +1,6 @@
 //! `diskprobe_exporter probe`: run profiles once on a target and print the results, as a fio-like
 //! table or as a JSON array (one object per profile run).
 
-use crate::probe::ProbeError;
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, Profile};
@@ -15,9 +14,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-/// Size of a probe file created when neither `--size` nor the profiles give one.
-pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
 
 /// Exit code for invalid arguments (unknown profile, bad fio string, writes not allowed).
 const EXIT_USAGE: u8 = 2;
@@ -272,14 +268,12 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
     if let Some(p) = profiles.iter().find(|p| p.rw.is_write())
         && !args.allow_writes
     {
-        {
-            eprintln!(
-                "diskprobe_exporter probe: profile {} writes to {}; pass --allow-writes to allow it",
-                p.name,
-                args.target.display()
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
+        eprintln!(
+            "diskprobe_exporter probe: profile {} writes to {}; pass --allow-writes to allow it",
+            p.name,
+            args.target.display()
+        );
+        return ExitCode::from(EXIT_USAGE);
     }
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -287,15 +281,15 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
             tracing::warn!(%err, "cannot install a signal handler; SIGTERM will kill the probe");
         }
     }
-    let exists = args.target.exists();
     let size = args
         .size
-        .or_else(|| profiles.iter().filter_map(|p| p.size).max())
-        .or((!exists).then_some(DEFAULT_FILE_SIZE));
+        .or_else(|| profiles.iter().filter_map(|p| p.size).max());
     let options = |write: bool| TargetOptions {
         size,
         offset: args.offset,
         write,
+        // One-shot mode has a single opt-in: --allow-writes (checked above) covers devices.
+        device_writes: write,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
     };
@@ -333,9 +327,6 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
                 record = RunRecord::new(&args.target, Some(t), profile);
                 match engine::run(t, profile, &opts) {
                     Ok(result) => record.fill(&result),
-                    Err(err @ ProbeError::Profile(_)) | Err(err @ ProbeError::Target(_)) => {
-                        record.error = Some(err.to_string());
-                    }
                     Err(err) => record.error = Some(err.to_string()),
                 }
             }

@@ -74,12 +74,6 @@ pub enum TargetError {
         /// The filesystem type, when known.
         fstype: String,
     },
-    /// A file target that does not exist and no size to create it with.
-    #[error("{path}: does not exist; give a size to create a probe file")]
-    NoSize {
-        /// The target.
-        path: PathBuf,
-    },
     /// Not a regular file or block device.
     #[error("{path}: not a regular file or block device")]
     Kind {
@@ -150,16 +144,22 @@ pub struct DeviceId {
     pub parent: Option<String>,
 }
 
+/// Size of a probe file created without an explicit size.
+pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+
 /// How to open a target.
 #[derive(Debug, Clone)]
 pub struct TargetOptions {
     /// Region length (files: the probe file size). Block devices default to the rest of the
-    /// device after `offset`; a missing file needs a size to be created.
+    /// device after `offset`; a missing file is created at [`DEFAULT_FILE_SIZE`].
     pub size: Option<u64>,
     /// Region start in bytes (block devices; files always start at 0).
     pub offset: u64,
     /// Open for writing (write probes). Needs the safety rules to pass.
     pub write: bool,
+    /// Writes to a block device are allowed: a separate opt-in on top of `write`, checked here
+    /// so that every caller goes through the same gate.
+    pub device_writes: bool,
     /// Root of procfs (`/proc`).
     pub procfs: PathBuf,
     /// Root of sysfs (`/sys`).
@@ -287,6 +287,12 @@ fn open_block_device(
     let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
     let device = resolve_device(&opts.sysfs, major, minor);
     if opts.write {
+        if !opts.device_writes {
+            return Err(TargetError::WriteRefused {
+                path: path.to_owned(),
+                reason: "writes to a block device need their own opt-in (allow_device_writes = true; --allow-writes in one-shot mode)".to_owned(),
+            });
+        }
         check_block_write_safety(path, major, minor, opts)?;
     }
     let file = open_direct(path, opts.write, opts.write, false, "")?;
@@ -354,28 +360,15 @@ fn check_aligned(
     Ok(())
 }
 
-/// The kernel name of `major:minor` and, for a partition, its disk, from `<sysfs>/dev/block`.
+/// The kernel name of `major:minor` and, for a partition, its disk, from `<sysfs>/dev/block`
+/// ([`crate::block_info::locate`]); `MAJ:MIN` when sysfs does not know the device.
 pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> DeviceId {
-    let dir = sysfs.join(format!("dev/block/{major}:{minor}"));
-    let real = fs::canonicalize(&dir).ok();
-    let name = real
-        .as_ref()
-        .and_then(|p| p.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| format!("{major}:{minor}"));
-    let parent = if dir.join("partition").exists() {
-        real.as_ref()
-            .and_then(|p| p.parent())
-            .and_then(|p| p.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-    } else {
-        None
-    };
+    let located = crate::block_info::locate(sysfs, major, minor);
     DeviceId {
-        name,
+        name: located.name.unwrap_or_else(|| format!("{major}:{minor}")),
         major,
         minor,
-        parent,
+        parent: located.parent,
     }
 }
 
@@ -621,9 +614,7 @@ fn open_file(
     let mut filled = false;
     let size = match meta {
         None => {
-            let size = opts.size.ok_or_else(|| TargetError::NoSize {
-                path: path.to_owned(),
-            })?;
+            let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
             fill_probe_file(path, size, true)?;
             filled = true;
@@ -733,6 +724,7 @@ mod tests {
             size: Some(1 << 20),
             offset: 0,
             write: false,
+            device_writes: false,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         };
@@ -767,6 +759,7 @@ mod tests {
             size: None,
             offset: 0,
             write: true,
+            device_writes: false,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         };
