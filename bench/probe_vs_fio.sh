@@ -3,11 +3,13 @@
 #
 # Usage: sudo bench/probe_vs_fio.sh [ROUNDS] [SECONDS]   (defaults: 5 rounds of 3 s per run)
 #        PIN_CPU=1 sudo bench/probe_vs_fio.sh ...         (run both tools under `taskset -c 1`)
+#        ONLY=randread-4k-qd1 sudo bench/probe_vs_fio.sh   (only the cases whose name matches)
 # Needs: root, losetup, fio, python3, cargo.
 #
 # Cases: 4k randread QD32 and QD128, 4k randread QD1, 1M read QD16. Every round runs, per case,
 # ours (io_uring engine), fio --ioengine=io_uring and fio --ioengine=libaio (otherwise default
-# options, direct=1, time_based), interleaved, and the table shows medians over the rounds.
+# options, direct=1, time_based), interleaved in an order that rotates per round, and the table
+# shows medians over the rounds.
 # CPU is whole-process user+system time (getrusage of the child, which includes all its threads
 # and, for fio, its job process) divided by the I/Os completed. For the QD1 case both report lat
 # percentiles (fio: --lat_percentiles=1), i.e. submission to completion.
@@ -67,24 +69,31 @@ CASES=(
 for round in $(seq 1 "$ROUNDS"); do
   for c in "${CASES[@]}"; do
     read -r name rw bs qd <<<"$c"
+    [[ -n "${ONLY:-}" && $name != "$ONLY" ]] && continue
     extra=()
     [[ $qd == 1 ]] && extra=(--lat_percentiles=1)
 
-    cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$OURS" probe --target "$LOOP" --engine io_uring --format json \
-      --runtime "${RUNTIME}s" --fio "-rw=$rw -bs=$bs -iodepth=$qd")
-    python3 - "$WORK/out" "$name" ours "$cpu" >>"$RESULTS" <<'PY'
+    # The order of the three tools rotates from round to round, so that none always runs right
+    # after another case's heaviest run (the VM's idle and wake-up behaviour carries over).
+    tools=(ours fio-io_uring fio-libaio)
+    shift_by=$(( (round - 1) % 3 ))
+    tools=("${tools[@]:shift_by}" "${tools[@]:0:shift_by}")
+    for who in "${tools[@]}"; do
+      if [[ $who == ours ]]; then
+        cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$OURS" probe --target "$LOOP" --engine io_uring \
+          --format json --runtime "${RUNTIME}s" --fio "-rw=$rw -bs=$bs -iodepth=$qd")
+        python3 - "$WORK/out" "$name" ours "$cpu" >>"$RESULTS" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 l = r["latency_seconds"]
 print("\t".join(map(str, [sys.argv[2], sys.argv[3], r["iops"], r["ios"], sys.argv[4],
                           l["mean"] * 1e9, l["p50"] * 1e9])))
 PY
-
-    for engine in io_uring libaio; do
-      cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$FIO" --name=bench --filename="$LOOP" --direct=1 \
-        --ioengine=$engine --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based \
-        --runtime="$RUNTIME" "${extra[@]}" --output-format=json)
-      python3 - "$WORK/out" "$name" "fio-$engine" "$cpu" >>"$RESULTS" <<'PY'
+      else
+        cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$FIO" --name=bench --filename="$LOOP" --direct=1 \
+          --ioengine="${who#fio-}" --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based \
+          --runtime="$RUNTIME" "${extra[@]}" --output-format=json)
+        python3 - "$WORK/out" "$name" "$who" "$cpu" >>"$RESULTS" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 lat = j["lat_ns"]
@@ -92,6 +101,7 @@ p50 = lat.get("percentile", j["clat_ns"].get("percentile", {})).get("50.000000",
 print("\t".join(map(str, [sys.argv[2], sys.argv[3], j["iops"], j["total_ios"], sys.argv[4],
                           lat["mean"], p50])))
 PY
+      fi
     done
     echo "round $round/$ROUNDS: $name done" >&2
   done

@@ -2,13 +2,19 @@
 //! the ring (`READ_FIXED`/`WRITE_FIXED`) and the registered file, and keeps `iodepth` I/Os in
 //! flight.
 //!
-//! Per I/O it does no allocation. One `io_uring_enter` submits new I/O and waits (with a timeout,
-//! to watch the runtime, the hard timeout and the cancellation flag) for completions: one at
-//! shallow depths, an eighth of the depth at deep ones so that reaping and refills are batched.
-//! At queue depth ≤ 4 the engine first polls the completion queue for up to 50 µs while recent
-//! completions arrived that fast, because sleeping and waking costs more than a fast device's
-//! I/O. Latency is the time from submission (or, with a rate cap, from the intended issue time) to
-//! the reaping of the completion, as fio's `lat`.
+//! Per I/O it does no allocation. Shallow queues (depth ≤ 4) use the system calls fio's io_uring
+//! engine uses: one `io_uring_enter` submits, and only if no completion is ready a second one
+//! waits for one completion. The scheduler treats a thread that returns to user space between the
+//! two calls differently from one that goes straight to sleep (on a loop device the worker that
+//! serves the I/O often runs on the submitting CPU then, and no idle CPU has to be woken), so this
+//! is what makes QD1 latencies comparable with fio's. Deep queues submit and wait for an eighth of
+//! the depth in one call, so that reaping and refills are batched.
+//! Waits carry no timeout argument: a timeout request in the ring (re-armed every
+//! [`CANCEL_POLL`], or sooner for the hard timeout) ends any wait, so the runtime, the hard
+//! timeout and the cancellation flag are still watched. Only rate-capped runs with I/O in flight
+//! wait with a timeout, to issue the next I/O on time.
+//! Latency is the time from submission (or, with a rate cap, from the intended issue time) to the
+//! reaping of the completion, as fio's `lat`.
 //! Short transfers are resubmitted for the remainder, EAGAIN/EINTR completions are retried, and
 //! the first other error ends the run (like fio without `continue_on_error`).
 //!
@@ -31,6 +37,8 @@ use std::time::{Duration, Instant};
 
 /// user_data of cancel requests.
 const CANCEL_TAG: u64 = u64::MAX;
+/// user_data of the timeout request that bounds every wait.
+const TICK_TAG: u64 = u64::MAX - 1;
 /// How long to wait for cancelled I/O to complete before leaking the ring and buffers.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -41,77 +49,47 @@ struct Slot {
     issued: Instant,
 }
 
-/// Sets up a ring with `entries` submission entries: single issuer and deferred task running
-/// (kernel 6.1+, less CPU per I/O), falling back to a plain ring on older kernels.
+/// Sets up a ring with `entries` submission entries and the flags fio 3.33 sets: single issuer
+/// and deferred task running (kernel 6.1+: completions are run when the thread asks for them, no
+/// interrupts) and cooperative task running (5.19+), dropping what an older kernel rejects.
 pub fn setup(entries: u32) -> io::Result<IoUring> {
-    let mut builder = IoUring::builder();
-    builder.setup_single_issuer().setup_defer_taskrun();
-    match builder.build(entries) {
-        Ok(ring) => Ok(ring),
-        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
-        Err(err) => Err(err),
+    let mut last = None;
+    for (single_issuer_defer, coop) in [(true, true), (false, true), (false, false)] {
+        let mut builder = IoUring::builder();
+        if single_issuer_defer {
+            builder.setup_single_issuer().setup_defer_taskrun();
+        }
+        if coop {
+            builder.setup_coop_taskrun();
+        }
+        match builder.build(entries) {
+            Ok(ring) => return Ok(ring),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => last = Some(err),
+            Err(err) => return Err(err),
+        }
     }
+    Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
-/// How long the engine polls for completions before it sleeps in the kernel.
-const SPIN: Duration = Duration::from_micros(SPIN_US);
-const SPIN_US: u64 = 50;
-/// Deepest queue that polls before sleeping.
-const SPIN_MAX_DEPTH: usize = 4;
+/// Deepest queue that submits and waits in separate system calls, as fio does.
+const SPLIT_MAX_DEPTH: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
 
-/// Decides whether to poll before sleeping: only while completions recently arrived within
-/// [`SPIN`] (a slow device or large blocks would burn CPU for nothing), re-checked every 64 waits.
-#[derive(Debug, Default)]
-struct SpinPolicy {
-    /// Exponentially weighted average wait for a completion, in microseconds.
-    avg_wait_us: f64,
-    waits: u64,
-}
-
-impl SpinPolicy {
-    fn should_spin(&self) -> bool {
-        self.waits < 8 || self.avg_wait_us < SPIN_US as f64 || self.waits.is_multiple_of(64)
-    }
-
-    fn observe(&mut self, waited: Duration) {
-        let us = waited.as_secs_f64() * 1e6;
-        self.avg_wait_us = if self.waits == 0 {
-            us
-        } else {
-            0.875 * self.avg_wait_us + 0.125 * us
-        };
-        self.waits += 1;
-    }
-}
-
-/// Submits what is queued, then polls the completion queue for up to [`SPIN`]: a fast device
-/// completes a QD1 I/O in a few microseconds, less than it takes a sleeping thread (and, on a VM,
-/// an idle vCPU) to wake up. Returns whether completions are ready.
-fn spin_poll(ring: &mut IoUring, now: Instant) -> bool {
-    if ring.submit().is_err() {
-        return false;
-    }
-    let until = now + SPIN;
-    loop {
-        if !ring.completion().is_empty() {
-            return true;
-        }
-        // SAFETY: no SQEs are submitted and no argument is passed; GETEVENTS with min_complete 0
-        // only runs deferred completion work and returns at once.
-        let _ = unsafe {
+/// Submits what is queued in a call of its own, as fio's `commit` does (`GETEVENTS` also runs
+/// completions that are already due). Returns whether completions are ready to be reaped.
+fn submit_alone(ring: &mut IoUring) -> io::Result<bool> {
+    let queued = ring.submission().len();
+    if queued > 0 {
+        // SAFETY: the queued entries refer to buffers in `slots` (or to `tick`), which outlive
+        // the I/O (see `push`); no argument is passed.
+        unsafe {
             ring.submitter()
-                .enter::<libc::sigset_t>(0, 0, ENTER_GETEVENTS, None)
-        };
-        if !ring.completion().is_empty() {
-            return true;
+                .enter::<libc::sigset_t>(queued as u32, 0, ENTER_GETEVENTS, None)?;
         }
-        if Instant::now() >= until {
-            return false;
-        }
-        std::hint::spin_loop();
     }
+    ring.completion().sync();
+    Ok(!ring.completion().is_empty())
 }
 
 /// Runs the job on a dedicated thread that owns the ring and the buffers.
@@ -201,7 +179,9 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         source,
     };
     let depth = job.iodepth as usize;
-    let entries = job.iodepth.max(4).next_power_of_two();
+    // Room for every I/O plus the timeout request; the completion queue is twice as large, enough
+    // for every I/O, a cancel request per I/O and the timeout request.
+    let entries = (job.iodepth + 1).max(4).next_power_of_two();
     let mut ring = setup(entries).map_err(setup_err)?;
     let mut rng = SmallRng::from_os_rng();
     let bs = job.block_size as u32;
@@ -258,7 +238,10 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     let mut stopping = false;
     let mut abort_at: Option<Instant> = None;
     let mut leaked = false;
-    let mut spin = SpinPolicy::default();
+    // The timeout request's time span; the kernel reads it when the request is submitted, in the
+    // same turn of the loop.
+    let mut tick = Box::new(types::Timespec::new());
+    let mut tick_armed = false;
 
     loop {
         if abort_at.is_none() {
@@ -338,21 +321,29 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             }
         }
 
-        let mut wake = now + CANCEL_POLL;
-        if let Some(w) = next_wake {
-            wake = wake.min(w);
+        // Keep one timeout request armed: it ends a wait that has no timeout of its own.
+        if !tick_armed {
+            let until_deadline = if abort_at.is_none() {
+                deadline.saturating_duration_since(now)
+            } else {
+                CANCEL_POLL
+            };
+            *tick = types::Timespec::from(
+                CANCEL_POLL
+                    .min(until_deadline)
+                    .max(Duration::from_micros(1)),
+            );
+            let tick_entry = opcode::Timeout::new(&*tick).build().user_data(TICK_TAG);
+            match push(&mut ring, &tick_entry) {
+                Ok(()) => tick_armed = true,
+                Err(err) => {
+                    first_error.get_or_insert(format!("io_uring timeout: {err}"));
+                    errors += 1;
+                    leaked = abort_at.is_some();
+                    break;
+                }
+            }
         }
-        if !stopping && let Some(s) = stop_at {
-            wake = wake.min(s);
-        }
-        if abort_at.is_none() {
-            wake = wake.min(deadline);
-        }
-        let ts = types::Timespec::from(
-            wake.saturating_duration_since(now)
-                .max(Duration::from_micros(1)),
-        );
-        let args = types::SubmitArgs::new().timespec(&ts);
         // Deep queues wait for a batch of completions per system call (an eighth of the depth,
         // never more than is in flight), so that refills are batched too.
         let wait_for = if abort_at.is_none() && !stopping {
@@ -360,41 +351,56 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         } else {
             1
         };
-        let wait_start = now;
-        // Only shallow queues poll: with many I/Os in flight a completion is rarely far away, and
-        // polling there costs more CPU than the wake-ups it saves.
-        let try_spin = abort_at.is_none() && depth <= SPIN_MAX_DEPTH && spin.should_spin();
-        if !(try_spin && spin_poll(&mut ring, now)) {
-            match ring.submitter().submit_with_args(wait_for, &args) {
-                Ok(_) => {}
-                Err(err)
-                    if matches!(
-                        err.raw_os_error(),
-                        Some(libc::ETIME)
-                            | Some(libc::EINTR)
-                            | Some(libc::EBUSY)
-                            | Some(libc::EAGAIN)
-                    ) => {}
-                Err(err) => {
-                    first_error.get_or_insert(format!("io_uring_enter: {err}"));
-                    errors += 1;
-                    if abort_at.is_some() {
-                        leaked = true;
-                        break;
-                    }
-                    // Cancel what is in flight on the next turn.
-                    timed_out = true;
+        let waited = match next_wake {
+            // Rate cap: the next I/O is due before a completion may come.
+            Some(at) => {
+                let ts = types::Timespec::from(
+                    at.saturating_duration_since(now)
+                        .max(Duration::from_micros(1)),
+                );
+                let args = types::SubmitArgs::new().timespec(&ts);
+                ring.submitter().submit_with_args(wait_for, &args)
+            }
+            None if depth <= SPLIT_MAX_DEPTH => match submit_alone(&mut ring) {
+                Ok(true) => Ok(0),
+                // SAFETY: nothing is queued (submit_alone submitted it) and no argument is passed.
+                Ok(false) => unsafe {
+                    ring.submitter()
+                        .enter::<libc::sigset_t>(0, 1, ENTER_GETEVENTS, None)
+                },
+                Err(err) => Err(err),
+            },
+            None => ring.submit_and_wait(wait_for),
+        };
+        match waited {
+            Ok(_) => {}
+            Err(err)
+                if matches!(
+                    err.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                ) => {}
+            Err(err) => {
+                first_error.get_or_insert(format!("io_uring_enter: {err}"));
+                errors += 1;
+                if abort_at.is_some() {
+                    leaked = true;
+                    break;
                 }
+                // Cancel what is in flight on the next turn.
+                timed_out = true;
             }
         }
         now = Instant::now();
-        spin.observe(now - wait_start);
 
         cqes.clear();
         cqes.extend(ring.completion().map(|c| (c.user_data(), c.result())));
         let reaped_any = !cqes.is_empty();
         for &(user_data, res) in &cqes {
             if user_data == CANCEL_TAG {
+                continue;
+            }
+            if user_data == TICK_TAG {
+                tick_armed = false;
                 continue;
             }
             let index = user_data as usize;
