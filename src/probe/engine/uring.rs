@@ -12,7 +12,8 @@
 //! Waits carry no timeout argument: a timeout request in the ring (re-armed every
 //! [`CANCEL_POLL`], or sooner for the hard timeout) ends any wait, so the runtime, the hard
 //! timeout and the cancellation flag are still watched. Only rate-capped runs with I/O in flight
-//! wait with a timeout, to issue the next I/O on time.
+//! wait with a timeout, to issue the next I/O on time (and so does any turn in which the timeout
+//! request could not be queued).
 //! Latency is the time from submission (or, with a rate cap, from the intended issue time) to the
 //! reaping of the completion, as fio's `lat`.
 //! Short transfers are resubmitted for the remainder, EAGAIN/EINTR completions are retried, and
@@ -336,12 +337,8 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             let tick_entry = opcode::Timeout::new(&*tick).build().user_data(TICK_TAG);
             match push(&mut ring, &tick_entry) {
                 Ok(()) => tick_armed = true,
-                Err(err) => {
-                    first_error.get_or_insert(format!("io_uring timeout: {err}"));
-                    errors += 1;
-                    leaked = abort_at.is_some();
-                    break;
-                }
+                // This turn waits with a timeout argument instead.
+                Err(err) => tracing::debug!("io_uring: cannot arm the timeout request: {err}"),
             }
         }
         // Deep queues wait for a batch of completions per system call (an eighth of the depth,
@@ -351,8 +348,10 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         } else {
             1
         };
-        let waited = match next_wake {
-            // Rate cap: the next I/O is due before a completion may come.
+        // A rate cap's next issue time (or, without an armed timeout request, the next check of
+        // the clock and the cancellation flag) bounds the wait with a timeout argument.
+        let wait_until = next_wake.or((!tick_armed).then(|| now + CANCEL_POLL));
+        let waited = match wait_until {
             Some(at) => {
                 let ts = types::Timespec::from(
                     at.saturating_duration_since(now)
