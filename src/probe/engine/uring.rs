@@ -182,7 +182,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     let depth = job.iodepth as usize;
     // Room for every I/O plus the timeout request; the completion queue is twice as large, enough
     // for every I/O, a cancel request per I/O and the timeout request.
-    let entries = (job.iodepth + 1).max(4).next_power_of_two();
+    let entries = job.iodepth.saturating_add(1).max(4).next_power_of_two();
     let mut ring = setup(entries).map_err(setup_err)?;
     let mut rng = SmallRng::from_os_rng();
     let bs = job.block_size as u32;
@@ -239,8 +239,8 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     let mut stopping = false;
     let mut abort_at: Option<Instant> = None;
     let mut leaked = false;
-    // The timeout request's time span; the kernel reads it when the request is submitted, in the
-    // same turn of the loop.
+    // The timeout request's time span. The kernel reads it when the request is submitted; it is
+    // rewritten only after that request has completed.
     let mut tick = Box::new(types::Timespec::new());
     let mut tick_armed = false;
 
