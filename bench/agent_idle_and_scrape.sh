@@ -8,19 +8,11 @@
 # Usage: bench/agent_idle_and_scrape.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NODE=$(command -v prometheus-node-exporter || command -v node_exporter || true)
-[[ -n "$NODE" ]] || { echo "node_exporter not found (apt-get install prometheus-node-exporter)" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 1; }
-
-cargo build --release --locked --quiet
-OURS=target/release/diskprobe_exporter
-WORK=$(mktemp -d /var/tmp/diskprobe-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/common.sh
+find_node_exporter
+need wrk "apt-get install wrk"
+build_ours
+make_workdir /var/tmp/diskprobe-bench.XXXXXX
 
 {
   printf '[defaults]\ninterval = "90s"\nruntime = "200ms"\njitter = 0.05\nmax_duty_cycle = 0.2\nsize = "16MiB"\n'
@@ -30,7 +22,6 @@ trap cleanup EXIT
   done
 } > "$WORK/config.toml"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 OURS_PORT=$(free_port); NODE_PORT=$(free_port)
 "$OURS" --config.file="$WORK/config.toml" --web.listen-address="127.0.0.1:$OURS_PORT" --log.level=warn &
 PIDS+=($!); OURS_PID=$!

@@ -12,21 +12,12 @@ ROUNDS=${1:-5}
 SECONDS_PER_RUN=${2:-5}
 DEVICES=100
 cd "$(dirname "$0")/.."
+source bench/common.sh
 
-NODE=$(command -v prometheus-node-exporter || command -v node_exporter || true)
-[[ -n "$NODE" ]] || { echo "node_exporter not found (apt-get install prometheus-node-exporter)" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 1; }
-
-cargo build --release --locked --quiet
-OURS=target/release/diskprobe_exporter
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+find_node_exporter
+need wrk "apt-get install wrk"
+build_ours
+make_workdir "${TMPDIR:-/tmp}/diskprobe-diskstats.XXXXXX"
 
 mkdir -p "$WORK/proc" "$WORK/sys" "$WORK/udev"
 python3 - "$WORK/proc/diskstats" "$DEVICES" <<'PY'
@@ -45,7 +36,6 @@ with open(path, "w") as f:
 PY
 printf '[diskstats]\n' > "$WORK/config.toml"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 OURS_PORT=$(free_port); NODE_PORT=$(free_port)
 
 "$OURS" --config.file="$WORK/config.toml" --path.procfs="$WORK/proc" --path.sysfs="$WORK/sys" \

@@ -8,12 +8,10 @@ set -euo pipefail
 SECS=${1:-30}
 CONNS=${2:-64}
 cd "$(dirname "$0")/.."
-command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 1; }
-cargo build --release --locked --quiet
-WORK=$(mktemp -d /var/tmp/diskprobe-stress.XXXXXX)
-PID=""
-cleanup() { [[ -n "$PID" ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+source bench/common.sh
+need wrk "apt-get install wrk"
+build_ours
+make_workdir /var/tmp/diskprobe-stress.XXXXXX
 cat > "$WORK/config.toml" <<CFG
 [defaults]
 interval = "1s"
@@ -25,9 +23,9 @@ path = "$WORK/probe.dat"
 size = "64MiB"
 profiles = ["randread-4k-qd1", "randread-4k-qd32"]
 CFG
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-target/release/diskprobe_exporter --config.file="$WORK/config.toml" --web.listen-address="127.0.0.1:$PORT" --log.level=warn &
-PID=$!
+PORT=$(free_port)
+"$OURS" --config.file="$WORK/config.toml" --web.listen-address="127.0.0.1:$PORT" --log.level=warn &
+PID=$!; PIDS+=("$PID")
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/metrics" | grep -q 'diskprobe_probe_success' && break; sleep 0.1; done
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
 hwm() { awk '/^VmHWM:/ {print $2}' "/proc/$PID/status"; }

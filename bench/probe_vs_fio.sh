@@ -21,26 +21,18 @@ ROUNDS=${1:-5}
 RUNTIME=${2:-3}
 SIZE_MIB=${SIZE_MIB:-1024}
 cd "$(dirname "$0")/.."
+source bench/common.sh
 
-[[ $(id -u) == 0 ]] || { echo "needs root (loop devices)" >&2; exit 1; }
-FIO=$(command -v fio) || { echo "fio not found (apt-get install fio)" >&2; exit 1; }
-command -v losetup >/dev/null || { echo "losetup not found" >&2; exit 1; }
-
-cargo build --release --locked --quiet
-OURS=${CARGO_TARGET_DIR:-target}/release/diskprobe_exporter
+need_root "loop devices"
+need fio "apt-get install fio"
+need losetup
+FIO=$(command -v fio)
+build_ours
 PIN=()
 [[ -n "${PIN_CPU:-}" ]] && PIN=(taskset -c "$PIN_CPU")
 
-WORK=$(mktemp -d /dev/shm/probe_vs_fio.XXXXXX)
-LOOP=""
-cleanup() {
-  [[ -n "$LOOP" ]] && losetup -d "$LOOP" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/backing.img"
-LOOP=$(losetup --find --show "$WORK/backing.img")
+make_workdir /dev/shm/probe_vs_fio.XXXXXX
+tmpfs_loop "$SIZE_MIB"
 echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB); $ROUNDS rounds of ${RUNTIME}s; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs; pinned: ${PIN_CPU:-no}" >&2
 
 # cpu_of CMD...: runs CMD, stdout to $WORK/out, prints the child's user+system CPU seconds.

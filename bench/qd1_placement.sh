@@ -11,22 +11,12 @@ set -euo pipefail
 RUNS=${1:-2}
 RUNTIME=${2:-1}
 cd "$(dirname "$0")/.."
-[[ $(id -u) == 0 ]] || { echo "needs root (loop devices, tracepoints)" >&2; exit 1; }
-for tool in perf fio losetup python3; do
-  command -v "$tool" >/dev/null || { echo "$tool not found" >&2; exit 1; }
-done
-
-cargo build --release --locked --quiet
-OURS=${CARGO_TARGET_DIR:-target}/release/diskprobe_exporter
-WORK=$(mktemp -d /dev/shm/qd1_placement.XXXXXX)
-LOOP=""
-cleanup() {
-  [[ -n "$LOOP" ]] && losetup -d "$LOOP" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-head -c $((256 << 20)) /dev/urandom > "$WORK/backing.img"
-LOOP=$(losetup --find --show "$WORK/backing.img")
+source bench/common.sh
+need_root "loop devices, tracepoints"
+for tool in perf fio losetup python3; do need "$tool"; done
+build_ours
+make_workdir /dev/shm/qd1_placement.XXXXXX
+tmpfs_loop 256
 
 cat > "$WORK/share.py" <<'PY'
 import re, sys
