@@ -13,8 +13,9 @@
 //! - Busy skip (optional): before each run the device's utilisation is measured from
 //!   `/proc/diskstats` over `busy_window`; above `skip_busy_above` the run is skipped.
 //! - Probes run on a thread of their own, never on a tokio worker. The engine enforces the run's
-//!   hard timeout; if a run has not returned `GRACE` after it, the scheduler records a timeout,
-//!   sets the run's cancel flag and does not start that target again until the thread returns.
+//!   hard timeout and drains in-flight I/O for at most [`engine::DRAIN_GRACE`]; if a run has not
+//!   returned [`GRACE`] after its timeout, the scheduler records a timeout and does not start that
+//!   target again until the thread returns.
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::diskstats;
@@ -32,8 +33,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-/// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it.
-pub const GRACE: Duration = Duration::from_secs(5);
+/// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it: longer than
+/// an engine may drain cancelled I/O.
+pub const GRACE: Duration = engine::DRAIN_GRACE
+    .saturating_add(engine::CANCEL_POLL)
+    .saturating_add(Duration::from_secs(5));
 /// Longest delay before a target's first cycle.
 pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
 
@@ -421,7 +425,8 @@ async fn run_on_thread(
             Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
                 Ok(m) => m,
                 Err(_) => {
-                    cancel.store(true, Ordering::SeqCst);
+                    // The engine aborted at the hard timeout already. The target's cancel flag is
+                    // left alone: it is never reset, and later runs would start cancelled.
                     tracing::error!(target = %spec.name, profile = %profile.name,
                         "probe run did not return {GRACE:?} after its timeout; abandoning it");
                     return (
@@ -500,7 +505,8 @@ fn probe_thread(
         engine: spec.engine,
         timeout: spec.timeout,
         cancel,
-        default_runtime: profile.runtime.unwrap_or(spec.timeout),
+        // Configured profiles always carry a runtime (config::probes fills in the default).
+        default_runtime: crate::config::probes::DEFAULT_RUNTIME,
     };
     match engine::run(&opened, profile, &opts) {
         Ok(result) => {

@@ -92,6 +92,10 @@ impl Default for RunOptions {
     }
 }
 
+/// Longest an engine waits, after its hard timeout or cancellation, for in-flight I/O to complete
+/// before it returns (leaking what the kernel still holds).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
+
 /// Interval at which a waiting engine checks the cancellation flag.
 pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(100);
 

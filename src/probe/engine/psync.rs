@@ -51,32 +51,28 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
     let start = Instant::now();
     let mut spawned = 0u32;
     for i in 0..job.iodepth {
-        let fd = borrowed
-            .try_clone_to_owned()
-            .map_err(|source| ProbeError::EngineSetup {
-                engine: EngineKind::Psync,
-                source,
-            })?;
-        let file = File::from(fd);
-        let job = job.clone();
-        let worker_shared = Arc::clone(&shared);
-        let tx = tx.clone();
-        let spawn = thread::Builder::new()
-            .name(format!("diskprobe-psync-{i}"))
-            .spawn(move || {
-                let out = worker(&job, &file, &worker_shared, start);
-                let _ = tx.send(out);
-            });
-        match spawn {
+        let started = borrowed.try_clone_to_owned().and_then(|fd| {
+            let file = File::from(fd);
+            let job = job.clone();
+            let worker_shared = Arc::clone(&shared);
+            let tx = tx.clone();
+            thread::Builder::new()
+                .name(format!("diskprobe-psync-{i}"))
+                .spawn(move || {
+                    let out = worker(&job, &file, &worker_shared, start);
+                    let _ = tx.send(out);
+                })
+        });
+        match started {
             Ok(_) => spawned += 1,
+            Err(source) if spawned == 0 => {
+                return Err(ProbeError::EngineSetup {
+                    engine: EngineKind::Psync,
+                    source,
+                });
+            }
             Err(source) => {
-                shared.stop.store(true, Ordering::Relaxed);
-                if spawned == 0 {
-                    return Err(ProbeError::EngineSetup {
-                        engine: EngineKind::Psync,
-                        source,
-                    });
-                }
+                // The threads already running carry on: a shallower queue, said in the log.
                 tracing::warn!(err = %source, threads = spawned, "cannot start all psync threads; running with fewer");
                 break;
             }

@@ -25,7 +25,7 @@
 //! under the kernel's feet.
 
 use crate::probe::ProbeError;
-use crate::probe::engine::{AlignedBuf, CANCEL_POLL, EngineKind, Job, Offsets, stamp};
+use crate::probe::engine::{AlignedBuf, CANCEL_POLL, DRAIN_GRACE, EngineKind, Job, Offsets, stamp};
 use crate::probe::result::{ProbeResult, new_latency_histogram};
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
@@ -40,8 +40,6 @@ use std::time::{Duration, Instant};
 const CANCEL_TAG: u64 = u64::MAX;
 /// user_data of the timeout request that bounds every wait.
 const TICK_TAG: u64 = u64::MAX - 1;
-/// How long to wait for cancelled I/O to complete before leaking the ring and buffers.
-const GRACE: Duration = Duration::from_secs(10);
 
 struct Slot {
     buf: AlignedBuf,
@@ -243,6 +241,8 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     // rewritten only after that request has completed.
     let mut tick = Box::new(types::Timespec::new());
     let mut tick_armed = false;
+    // A failed io_uring_enter ends the run like a timeout does, but is reported as the error.
+    let mut enter_failed = false;
 
     loop {
         if abort_at.is_none() {
@@ -251,7 +251,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             } else if now >= deadline {
                 timed_out = true;
             }
-            if cancelled || timed_out {
+            if cancelled || timed_out || enter_failed {
                 stopping = true;
                 abort_at = Some(now);
                 for (index, _) in slots.iter().enumerate().filter(|(i, _)| !free.contains(i)) {
@@ -292,9 +292,6 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                 slot.offset = offsets.next_offset();
                 slot.done = 0;
                 slot.issued = issue_time;
-                if job.write {
-                    stamp(slot.buf.as_mut_slice(), offsets.rng());
-                }
                 let e = entry(&params, slot, index, bs);
                 if let Err(err) = push(&mut ring, &e) {
                     free.push(index);
@@ -385,8 +382,8 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                     leaked = true;
                     break;
                 }
-                // Cancel what is in flight on the next turn.
-                timed_out = true;
+                // Cancel what is in flight on the next turn; the error, not a timeout, is reported.
+                enter_failed = true;
             }
         }
         now = Instant::now();
@@ -430,6 +427,11 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             }
             inflight -= 1;
             free.push(index);
+            if job.write {
+                // Fresh data for the buffer's next write, stamped here (after this completion's
+                // time was taken, before the next issue time) so it is never part of a latency.
+                stamp(slot.buf.as_mut_slice(), offsets.rng());
+            }
             if res > 0 && slot.done + res as u32 >= bs {
                 ios += 1;
                 bytes += u64::from(bs);
@@ -454,7 +456,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         if reaped_any && !stopping {
             now = Instant::now();
         }
-        if inflight > 0 && abort_at.is_some_and(|t| now >= t + GRACE) {
+        if inflight > 0 && abort_at.is_some_and(|t| now >= t + DRAIN_GRACE) {
             leaked = true;
             break;
         }
