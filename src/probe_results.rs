@@ -13,6 +13,14 @@ use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// Upper bounds (seconds) of the cumulative latency histogram: 10 µs to 60 s, four buckets per
 /// doubling, rounded to three significant digits.
 pub static LATENCY_BUCKETS: LazyLock<Vec<f64>> = LazyLock::new(|| {
@@ -168,8 +176,13 @@ pub struct ProfileSeries {
     pub buckets: Vec<u64>,
     /// Sum of observed latencies in seconds.
     pub latency_sum: f64,
-    /// Number of observed latencies.
-    pub latency_count: u64,
+}
+
+impl ProfileSeries {
+    /// Number of observed latencies (the histogram's count).
+    pub fn latency_count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
 }
 
 /// One configured target.
@@ -274,10 +287,7 @@ impl ProbeResults {
         profile: &str,
         outcome: Outcome,
     ) -> (RunResult, Option<String>) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
+        let now = unix_now();
         let mut targets = self.lock();
         let Some(series) = targets
             .get_mut(target)
@@ -330,22 +340,7 @@ impl ProbeResults {
                     latency.push((label, r.latency_at(*q).as_secs_f64()));
                 }
                 latency.push(("max", r.latency_max().as_secs_f64()));
-                let error = match kind {
-                    RunResult::Success => None,
-                    RunResult::Timeout => Some(format!(
-                        "timed out after {:.3}s with {} I/Os done",
-                        r.elapsed.as_secs_f64(),
-                        r.ios
-                    )),
-                    _ if r.cancelled => Some("cancelled".to_owned()),
-                    _ => Some(r.first_error.clone().unwrap_or_else(|| {
-                        if r.ios == 0 {
-                            "no I/O completed".to_owned()
-                        } else {
-                            format!("{} I/O errors", r.errors)
-                        }
-                    })),
-                };
+                let error = r.failure();
                 (
                     kind,
                     Some(LastRun {
@@ -397,15 +392,16 @@ fn add_histogram(series: &mut ProfileSeries, r: &ProbeResult) {
         return;
     }
     let bounds = &*LATENCY_BUCKETS;
-    if series.buckets.len() != bounds.len() + 1 {
-        series.buckets = vec![0; bounds.len() + 1];
-    }
+    debug_assert_eq!(
+        series.buckets.len(),
+        bounds.len() + 1,
+        "sized by set_targets"
+    );
     for v in h.iter_recorded() {
         let seconds = h.median_equivalent(v.value_iterated_to()) as f64 / 1e9;
         let i = bounds.partition_point(|b| *b < seconds);
         series.buckets[i] += v.count_at_value();
     }
-    series.latency_count += h.len();
     series.latency_sum += h.mean() * h.len() as f64 / 1e9;
 }
 
@@ -474,7 +470,7 @@ mod tests {
         let s = store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(s.runs, [1, 0, 0, 1]);
         assert_eq!(s.ios, 100);
-        assert_eq!(s.latency_count, 100);
+        assert_eq!(s.latency_count(), 100);
         assert_eq!(s.buckets.iter().sum::<u64>(), 100);
         let last = s.last.as_ref().unwrap();
         assert_eq!(last.iops, 200.0);

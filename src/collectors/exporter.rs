@@ -2,8 +2,8 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, labels};
+use crate::probe_results::unix_now;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Whether the last (re)load of the configuration worked, and when one last did.
 #[derive(Debug)]
@@ -38,13 +38,6 @@ impl ReloadStatus {
         // A poisoned lock only means a panic elsewhere while holding two plain values.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Reports build information and the reload status.

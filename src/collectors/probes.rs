@@ -137,7 +137,7 @@ impl Collector for ProbesCollector {
                         Value::Histogram {
                             buckets,
                             sum: s.latency_sum,
-                            count: s.latency_count,
+                            count: s.latency_count(),
                         },
                     );
                     let Some(last) = &s.last else { continue };

@@ -54,8 +54,6 @@ pub enum Kind {
     Gauge,
     /// Histogram with cumulative buckets.
     Histogram,
-    /// Summary with quantiles.
-    Summary,
 }
 
 /// One label: a static name and a shared value.
@@ -79,15 +77,6 @@ pub enum Value {
     Histogram {
         /// Cumulative buckets in increasing bound order.
         buckets: Vec<(f64, u64)>,
-        /// Sum of observations.
-        sum: f64,
-        /// Number of observations.
-        count: u64,
-    },
-    /// Summary: `(quantile, value)` pairs, sum and count.
-    Summary {
-        /// Quantiles in increasing order.
-        quantiles: Vec<(f64, f64)>,
         /// Sum of observations.
         sum: f64,
         /// Number of observations.
@@ -146,11 +135,6 @@ impl Family {
     /// A histogram family.
     pub fn histogram(name: &'static str, help: &'static str) -> Self {
         Self::new(name, help, Kind::Histogram)
-    }
-
-    /// A summary family.
-    pub fn summary(name: &'static str, help: &'static str) -> Self {
-        Self::new(name, help, Kind::Summary)
     }
 
     /// Adds a counter or gauge sample.

@@ -24,7 +24,6 @@ pub fn encode(families: &[Family], format: Format) -> String {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
-            Kind::Summary => "summary",
         };
         if om {
             let _ = writeln!(out, "# TYPE {base} {type_name}");
@@ -71,20 +70,6 @@ pub fn encode(families: &[Family], format: Format) -> String {
                     }
                     let inf = Some(("le", "+Inf"));
                     line(&mut out, name, "_bucket", &s.labels, inf, *count as f64);
-                    line(&mut out, name, "_sum", &s.labels, None, *sum);
-                    line(&mut out, name, "_count", &s.labels, None, *count as f64);
-                }
-                Value::Summary {
-                    quantiles,
-                    sum,
-                    count,
-                } => {
-                    let mut q = String::new();
-                    for (quantile, v) in quantiles {
-                        q.clear();
-                        write_value(&mut q, *quantile);
-                        line(&mut out, name, "", &s.labels, Some(("quantile", &q)), *v);
-                    }
                     line(&mut out, name, "_sum", &s.labels, None, *sum);
                     line(&mut out, name, "_count", &s.labels, None, *count as f64);
                 }
@@ -187,16 +172,6 @@ mod tests {
             },
         );
         h.finish_into(&mut out);
-        let mut s = Family::summary("x_run_seconds", "Run.");
-        s.push_value(
-            &labels(&[]),
-            Value::Summary {
-                quantiles: vec![(0.5, 0.001), (0.99, 0.002)],
-                sum: 0.5,
-                count: 300,
-            },
-        );
-        s.finish_into(&mut out);
         out
     }
 
@@ -211,10 +186,7 @@ mod tests {
              x_latency_seconds_bucket{t=\"a\",le=\"0.001\"} 2\n\
              x_latency_seconds_bucket{t=\"a\",le=\"0.01\"} 5\n\
              x_latency_seconds_bucket{t=\"a\",le=\"+Inf\"} 6\n\
-             x_latency_seconds_sum{t=\"a\"} 0.02\nx_latency_seconds_count{t=\"a\"} 6\n\
-             # HELP x_run_seconds Run.\n# TYPE x_run_seconds summary\n\
-             x_run_seconds{quantile=\"0.5\"} 0.001\nx_run_seconds{quantile=\"0.99\"} 0.002\n\
-             x_run_seconds_sum 0.5\nx_run_seconds_count 300\n"
+             x_latency_seconds_sum{t=\"a\"} 0.02\nx_latency_seconds_count{t=\"a\"} 6\n"
         );
     }
 
@@ -225,6 +197,6 @@ mod tests {
             "# TYPE x_reads counter\n# HELP x_reads Reads \\\"done\\\"\\\\.\n\
              x_reads_total{device=\"a\\\"b\\\\c\\nd\"} 3\n# TYPE x_up gauge\n"
         ));
-        assert!(om.ends_with("x_run_seconds_count 300\n# EOF\n"));
+        assert!(om.ends_with("x_latency_seconds_count{t=\"a\"} 6\n# EOF\n"));
     }
 }

@@ -204,24 +204,7 @@ impl RunRecord {
         };
         self.io_errors = r.errors;
         self.timed_out = r.timed_out;
-        self.error = if r.timed_out {
-            Some(format!(
-                "timed out after {:?}{}",
-                r.elapsed,
-                r.first_error
-                    .as_ref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            ))
-        } else if r.cancelled {
-            Some("cancelled".to_owned())
-        } else if let Some(err) = &r.first_error {
-            Some(err.clone())
-        } else if r.ios == 0 {
-            Some("no I/O completed".to_owned())
-        } else {
-            None
-        };
+        self.error = r.failure();
     }
 }
 

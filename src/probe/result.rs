@@ -89,6 +89,33 @@ impl ProbeResult {
     pub fn is_success(&self) -> bool {
         self.errors == 0 && !self.timed_out && !self.cancelled && self.ios > 0
     }
+
+    /// Why the run did not succeed, or `None` when it did: the one wording for the one-shot
+    /// output, the agent's status and its log.
+    pub fn failure(&self) -> Option<String> {
+        if self.timed_out {
+            let cause = self
+                .first_error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            Some(format!(
+                "timed out after {:.3}s with {} I/Os done{cause}",
+                self.elapsed.as_secs_f64(),
+                self.ios
+            ))
+        } else if self.cancelled {
+            Some("cancelled".to_owned())
+        } else if let Some(err) = &self.first_error {
+            Some(err.clone())
+        } else if self.ios == 0 {
+            Some("no I/O completed".to_owned())
+        } else if self.errors > 0 {
+            Some(format!("{} I/O errors", self.errors))
+        } else {
+            None
+        }
+    }
 }
 
 fn per_second(count: u64, elapsed: Duration) -> f64 {
