@@ -11,7 +11,7 @@ use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
 use crate::probe_results::ProbeResults;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -242,25 +242,26 @@ impl Collector for DiskstatsCollector {
             );
         }
         let filter = self.filter();
-        let forced: HashSet<String> = self
-            .probed
-            .as_ref()
-            .map(|r| {
-                r.read(|targets| {
+        // Devices under probe targets are kept whatever the filter says.
+        let devices: Vec<&DiskStats> = match &self.probed {
+            Some(results) => results.read(|targets| {
+                let probed = |name: &str| {
                     targets
                         .values()
-                        .flat_map(|t| [&t.info.device, &t.info.parent])
-                        .filter(|d| !d.is_empty())
-                        .cloned()
-                        .collect()
-                })
-            })
-            .unwrap_or_default();
-        let devices: Vec<&DiskStats> = parsed
-            .devices
-            .iter()
-            .filter(|d| filter.accepts(&d.name) || forced.contains(&d.name))
-            .collect();
+                        .any(|t| t.info.device == name || t.info.parent == name)
+                };
+                parsed
+                    .devices
+                    .iter()
+                    .filter(|d| filter.accepts(&d.name) || probed(&d.name))
+                    .collect()
+            }),
+            None => parsed
+                .devices
+                .iter()
+                .filter(|d| filter.accepts(&d.name))
+                .collect(),
+        };
 
         // One shared label set per device, cloned (a reference count) into every family.
         let sets = self.label_sets(&devices);

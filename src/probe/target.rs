@@ -363,7 +363,10 @@ fn check_aligned(
 /// The kernel name of `major:minor` and, for a partition, its disk, from `<sysfs>/dev/block`
 /// ([`crate::block_info::locate`]); `MAJ:MIN` when sysfs does not know the device.
 pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> DeviceId {
-    let located = crate::block_info::locate(sysfs, major, minor);
+    device_id(crate::block_info::locate(sysfs, major, minor), major, minor)
+}
+
+fn device_id(located: crate::block_info::Location, major: u32, minor: u32) -> DeviceId {
     DeviceId {
         name: located.name.unwrap_or_else(|| format!("{major}:{minor}")),
         major,
@@ -374,8 +377,7 @@ pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> DeviceId {
 
 /// `MAJ:MIN` of the partitions of a disk, from its sysfs directory.
 fn partitions(sysfs: &Path, major: u32, minor: u32) -> Vec<String> {
-    let dir = sysfs.join(format!("dev/block/{major}:{minor}"));
-    let Ok(entries) = fs::read_dir(&dir) else {
+    let Ok(entries) = fs::read_dir(crate::block_info::device_dir(sysfs, major, minor)) else {
         return Vec::new();
     };
     entries
@@ -683,12 +685,11 @@ fn open_file(
     })?;
     let dev = fmeta.dev();
     let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let device = (major != 0
-        && opts
-            .sysfs
-            .join(format!("dev/block/{major}:{minor}"))
-            .exists())
-    .then(|| resolve_device(&opts.sysfs, major, minor));
+    // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
+    let device = (major != 0)
+        .then(|| crate::block_info::locate(&opts.sysfs, major, minor))
+        .filter(|located| located.name.is_some())
+        .map(|located| device_id(located, major, minor));
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
