@@ -46,6 +46,8 @@ pub fn encode(families: &[Family], format: Format) -> String {
             }
             _ => std::borrow::Cow::Borrowed(name),
         };
+        // The `le` values of the family's histograms, formatted once: its samples share bounds.
+        let mut bounds: Vec<(u64, String)> = Vec::new();
         for s in &family.samples {
             match &s.value {
                 Value::Number(v) => line(&mut out, &sample_name, "", &s.labels, None, *v),
@@ -54,10 +56,20 @@ pub fn encode(families: &[Family], format: Format) -> String {
                     sum,
                     count,
                 } => {
-                    let mut bound = String::new();
-                    for (le, cumulative) in buckets {
-                        bound.clear();
-                        write_value(&mut bound, *le);
+                    let same = bounds.len() == buckets.len()
+                        && bounds
+                            .iter()
+                            .zip(buckets)
+                            .all(|((bits, _), (le, _))| *bits == le.to_bits());
+                    if !same {
+                        bounds.clear();
+                        bounds.extend(buckets.iter().map(|(le, _)| {
+                            let mut text = String::new();
+                            write_value(&mut text, *le);
+                            (le.to_bits(), text)
+                        }));
+                    }
+                    for ((_, bound), (_, cumulative)) in bounds.iter().zip(buckets) {
                         let extra = Some(("le", bound.as_str()));
                         line(
                             &mut out,
@@ -187,6 +199,42 @@ mod tests {
              x_latency_seconds_bucket{t=\"a\",le=\"0.01\"} 5\n\
              x_latency_seconds_bucket{t=\"a\",le=\"+Inf\"} 6\n\
              x_latency_seconds_sum{t=\"a\"} 0.02\nx_latency_seconds_count{t=\"a\"} 6\n"
+        );
+    }
+
+    #[test]
+    fn histograms_with_shared_and_different_bounds() {
+        let mut h = Family::histogram("x_seconds", "X.");
+        for (t, buckets) in [
+            ("a", vec![(0.5, 1), (1.0, 2)]),
+            ("b", vec![(0.5, 3), (1.0, 4)]),
+            ("c", vec![(0.25, 5)]),
+        ] {
+            h.push_value(
+                &labels(&[("t", t)]),
+                Value::Histogram {
+                    buckets,
+                    sum: 1.0,
+                    count: 9,
+                },
+            );
+        }
+        let mut out = Vec::new();
+        h.finish_into(&mut out);
+        let text = encode(&out, Format::Text);
+        let buckets: Vec<&str> = text.lines().filter(|l| l.contains("_bucket")).collect();
+        assert_eq!(
+            buckets,
+            [
+                "x_seconds_bucket{t=\"a\",le=\"0.5\"} 1",
+                "x_seconds_bucket{t=\"a\",le=\"1\"} 2",
+                "x_seconds_bucket{t=\"a\",le=\"+Inf\"} 9",
+                "x_seconds_bucket{t=\"b\",le=\"0.5\"} 3",
+                "x_seconds_bucket{t=\"b\",le=\"1\"} 4",
+                "x_seconds_bucket{t=\"b\",le=\"+Inf\"} 9",
+                "x_seconds_bucket{t=\"c\",le=\"0.25\"} 5",
+                "x_seconds_bucket{t=\"c\",le=\"+Inf\"} 9",
+            ]
         );
     }
 
