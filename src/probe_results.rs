@@ -8,7 +8,7 @@
 
 use crate::config::TargetSpec;
 use crate::probe::engine::EngineKind;
-use crate::probe::result::ProbeResult;
+use crate::probe::result::{LatencySummary, ProbeResult};
 use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -43,15 +43,6 @@ fn round3(x: f64) -> f64 {
     let scale = 10f64.powi(digits);
     (x * scale).round() / scale
 }
-
-/// Percentiles published per run: (label value, quantile).
-pub const PERCENTILES: &[(&str, f64)] = &[
-    ("p50", 0.5),
-    ("p90", 0.9),
-    ("p99", 0.99),
-    ("p99.9", 0.999),
-    ("p99.99", 0.9999),
-];
 
 /// How a run ended, for `diskprobe_probe_runs_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -114,8 +105,8 @@ pub struct LastRun {
     pub iops: f64,
     /// Bytes per second.
     pub throughput: f64,
-    /// `(label, seconds)` for min, mean, percentiles and max.
-    pub latency: Vec<(&'static str, f64)>,
+    /// Per-I/O latency (all zero when the run did no I/O).
+    pub latency: LatencySummary,
     /// The engine that ran it.
     pub engine: Option<EngineKind>,
     /// What went wrong, for logs and the status page.
@@ -147,7 +138,7 @@ impl LastRun {
             duration: duration.as_secs_f64(),
             iops: 0.0,
             throughput: 0.0,
-            latency: Vec::new(),
+            latency: LatencySummary::default(),
             engine: None,
             error: Some(error),
         }
@@ -332,14 +323,6 @@ impl ProbeResults {
                 series.io_errors += r.errors;
                 series.busy_seconds += r.elapsed.as_secs_f64();
                 add_histogram(series, r);
-                let mut latency = vec![
-                    ("min", r.latency_min().as_secs_f64()),
-                    ("mean", r.latency_mean().as_secs_f64()),
-                ];
-                for (label, q) in PERCENTILES {
-                    latency.push((label, r.latency_at(*q).as_secs_f64()));
-                }
-                latency.push(("max", r.latency_max().as_secs_f64()));
                 let error = r.failure();
                 (
                     kind,
@@ -349,7 +332,7 @@ impl ProbeResults {
                         duration: duration.as_secs_f64(),
                         iops: r.iops(),
                         throughput: r.bandwidth(),
-                        latency,
+                        latency: r.latency_summary(),
                         engine: Some(r.engine),
                         error,
                     }),
@@ -359,19 +342,13 @@ impl ProbeResults {
         series.runs[result as usize] += 1;
         let error = last.as_ref().and_then(|l| l.error.clone());
         if let Some(last) = last {
-            let at = |label: &str| {
-                last.latency
-                    .iter()
-                    .find(|(l, _)| *l == label)
-                    .map_or(0.0, |(_, v)| *v)
-            };
             if series.history.len() == HISTORY_LEN {
                 series.history.pop_front();
             }
             series.history.push_back(HistoryPoint {
                 timestamp: last.timestamp,
-                p50: at("p50"),
-                p99: at("p99"),
+                p50: last.latency.p50,
+                p99: last.latency.p99,
                 success: last.result == RunResult::Success,
             });
             series.last = Some(last);
@@ -474,7 +451,7 @@ mod tests {
         assert_eq!(s.buckets.iter().sum::<u64>(), 100);
         let last = s.last.as_ref().unwrap();
         assert_eq!(last.iops, 200.0);
-        let p50 = last.latency.iter().find(|(l, _)| *l == "p50").unwrap().1;
+        let p50 = last.latency.p50;
         assert!((p50 - 100e-6).abs() < 1e-7, "{p50}");
         // Changing the target's spec drops its series; keeping it keeps them.
         store.set_targets(std::slice::from_ref(&spec));

@@ -7,9 +7,21 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Labels, Value, labels};
+use crate::probe::result::LatencySummary;
 use crate::probe_results::{LATENCY_BUCKETS, ProbeResults, RunResult};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+/// `result` label values in [`RunResult::ALL`] order, shared by every scrape.
+static RESULT_VALUES: LazyLock<[Arc<str>; 4]> =
+    LazyLock::new(|| RunResult::ALL.map(|r| Arc::from(r.as_str())));
+
+/// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
+static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
+    LatencySummary::default()
+        .stats()
+        .map(|(stat, _)| Arc::from(stat))
+});
 
 /// Publishes probe results.
 pub struct ProbesCollector {
@@ -111,13 +123,13 @@ impl Collector for ProbesCollector {
                         ("profile", profile),
                         ("device", &info.device),
                     ]);
-                    for result in RunResult::ALL {
+                    for (value, count) in RESULT_VALUES.iter().zip(s.runs) {
                         let with_result: Labels = l
                             .iter()
                             .cloned()
-                            .chain([("result", Arc::from(result.as_str()))])
+                            .chain([("result", value.clone())])
                             .collect();
-                        runs.push(&with_result, s.runs[result as usize] as f64);
+                        runs.push(&with_result, count as f64);
                     }
                     ios.push(&l, s.ios as f64);
                     bytes.push(&l, s.bytes as f64);
@@ -148,13 +160,10 @@ impl Collector for ProbesCollector {
                         engines.insert(engine.as_str());
                         iops.push(&l, last.iops);
                         throughput.push(&l, last.throughput);
-                        for (stat, seconds) in &last.latency {
-                            let with_stat: Labels = l
-                                .iter()
-                                .cloned()
-                                .chain([("stat", Arc::from(*stat))])
-                                .collect();
-                            latency.push(&with_stat, *seconds);
+                        for (value, (_, seconds)) in STAT_VALUES.iter().zip(last.latency.stats()) {
+                            let with_stat: Labels =
+                                l.iter().cloned().chain([("stat", value.clone())]).collect();
+                            latency.push(&with_stat, seconds);
                         }
                     }
                 }

@@ -4,7 +4,7 @@
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, Profile};
-use crate::probe::result::ProbeResult;
+use crate::probe::result::{LatencySummary, ProbeResult};
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
 use clap::{Args, ValueEnum};
@@ -82,27 +82,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// Latency summary in seconds.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencySeconds {
-    /// Smallest.
-    pub min: f64,
-    /// Mean.
-    pub mean: f64,
-    /// Largest.
-    pub max: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// 99.99th percentile.
-    pub p9999: f64,
-}
-
 /// One profile run, as printed in JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
@@ -137,7 +116,7 @@ pub struct RunRecord {
     /// Bytes per second.
     pub bandwidth_bytes_per_second: f64,
     /// Per-I/O latency.
-    pub latency_seconds: LatencySeconds,
+    pub latency_seconds: LatencySummary,
     /// Failed I/Os.
     pub io_errors: u64,
     /// The hard timeout ended the run.
@@ -168,16 +147,7 @@ impl RunRecord {
             elapsed_seconds: 0.0,
             iops: 0.0,
             bandwidth_bytes_per_second: 0.0,
-            latency_seconds: LatencySeconds {
-                min: 0.0,
-                mean: 0.0,
-                max: 0.0,
-                p50: 0.0,
-                p90: 0.0,
-                p99: 0.0,
-                p999: 0.0,
-                p9999: 0.0,
-            },
+            latency_seconds: LatencySummary::default(),
             io_errors: 0,
             timed_out: false,
             warnings: open.map(|t| t.warnings.clone()).unwrap_or_default(),
@@ -192,16 +162,7 @@ impl RunRecord {
         self.elapsed_seconds = r.elapsed.as_secs_f64();
         self.iops = r.iops();
         self.bandwidth_bytes_per_second = r.bandwidth();
-        self.latency_seconds = LatencySeconds {
-            min: r.latency_min().as_secs_f64(),
-            mean: r.latency_mean().as_secs_f64(),
-            max: r.latency_max().as_secs_f64(),
-            p50: r.latency_at(0.5).as_secs_f64(),
-            p90: r.latency_at(0.9).as_secs_f64(),
-            p99: r.latency_at(0.99).as_secs_f64(),
-            p999: r.latency_at(0.999).as_secs_f64(),
-            p9999: r.latency_at(0.9999).as_secs_f64(),
-        };
+        self.latency_seconds = r.latency_summary();
         self.io_errors = r.errors;
         self.timed_out = r.timed_out;
         self.error = r.failure();

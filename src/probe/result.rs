@@ -5,6 +5,7 @@
 
 use crate::probe::engine::EngineKind;
 use hdrhistogram::Histogram;
+use serde::Serialize;
 use std::time::Duration;
 
 /// Highest latency the histogram tracks (larger values are clamped): one hour.
@@ -16,6 +17,45 @@ pub fn new_latency_histogram() -> Histogram<u64> {
     // sigfig <= 5), so construction cannot fail.
     Histogram::new_with_bounds(1, MAX_TRACKED_LATENCY_NS, 3)
         .unwrap_or_else(|_| unreachable!("constant histogram bounds are valid"))
+}
+
+/// A run's per-I/O latency in seconds, from its HdrHistogram: what the one-shot output prints,
+/// the agent publishes as `diskprobe_probe_latency_seconds{stat}` and the status page shows. All
+/// zero when nothing completed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Largest.
+    pub max: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+}
+
+impl LatencySummary {
+    /// `(stat label, seconds)` in the order they are published: min, mean, the percentiles, max.
+    pub fn stats(&self) -> [(&'static str, f64); 8] {
+        [
+            ("min", self.min),
+            ("mean", self.mean),
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p99.9", self.p999),
+            ("p99.99", self.p9999),
+            ("max", self.max),
+        ]
+    }
 }
 
 /// The outcome of one probe run.
@@ -85,6 +125,21 @@ impl ProbeResult {
         Duration::from_secs_f64(self.latency_ns.mean() / 1e9)
     }
 
+    /// Min, mean, percentiles and max of the run's latency.
+    pub fn latency_summary(&self) -> LatencySummary {
+        let at = |q| self.latency_at(q).as_secs_f64();
+        LatencySummary {
+            min: self.latency_min().as_secs_f64(),
+            mean: self.latency_mean().as_secs_f64(),
+            max: self.latency_max().as_secs_f64(),
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+        }
+    }
+
     /// Whether the run completed without error, timeout or cancellation.
     pub fn is_success(&self) -> bool {
         self.errors == 0 && !self.timed_out && !self.cancelled && self.ios > 0
@@ -150,5 +205,15 @@ mod tests {
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.002, "{p50}");
         assert_eq!(r.latency_min(), Duration::from_micros(1));
         assert!(r.is_success());
+        let summary = r.latency_summary();
+        assert_eq!(summary.p50, r.latency_at(0.5).as_secs_f64());
+        assert_eq!(summary.max, r.latency_max().as_secs_f64());
+        assert!((summary.max - 1e-3).abs() < 1e-6, "{}", summary.max);
+        let labels: Vec<&str> = summary.stats().iter().map(|(l, _)| *l).collect();
+        assert_eq!(
+            labels,
+            ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
+        );
+        assert_eq!(summary.stats()[5].1, summary.p999);
     }
 }
