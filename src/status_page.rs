@@ -3,6 +3,7 @@
 //! profile, so a person can glance at the agent without Grafana. No scripts, no external assets.
 
 use crate::probe_results::{HistoryPoint, ProbeResults, RunResult, TargetSeries};
+use std::collections::VecDeque;
 use std::fmt::Write;
 
 /// Renders the page.
@@ -73,13 +74,6 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
                 String::new(),
             ),
             Some(last) => {
-                let stat = |l: &str| {
-                    last.latency
-                        .iter()
-                        .find(|(k, _)| *k == l)
-                        .map(|(_, v)| format_seconds(*v))
-                        .unwrap_or_default()
-                };
                 let status = if last.result == RunResult::Success {
                     "<span class=\"ok\">success</span>".to_owned()
                 } else {
@@ -96,8 +90,8 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
                         engine.as_str().to_owned(),
                         format!("{:.0}", last.iops),
                         format_bytes(last.throughput),
-                        stat("p50"),
-                        stat("p99"),
+                        format_seconds(last.latency.p50),
+                        format_seconds(last.latency.p99),
                     ),
                     None => (
                         status,
@@ -119,7 +113,7 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
             s.runs[1],
             s.runs[2],
             s.runs[3],
-            chart(&s.history.iter().copied().collect::<Vec<_>>()),
+            chart(&s.history),
         );
     }
     html.push_str("</table>\n");
@@ -127,7 +121,7 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
 
 /// A 240×60 SVG of p50 (blue) and p99 (orange) latency over recent runs, log scale, with failed
 /// runs marked red on the baseline.
-pub fn chart(points: &[HistoryPoint]) -> String {
+pub fn chart(points: &VecDeque<HistoryPoint>) -> String {
     const W: f64 = 240.0;
     const H: f64 = 60.0;
     if points.is_empty() {
@@ -242,7 +236,7 @@ mod tests {
 
     #[test]
     fn chart_draws_both_lines_and_failures() {
-        let pts: Vec<HistoryPoint> = (0..10)
+        let pts: VecDeque<HistoryPoint> = (0..10)
             .map(|i| HistoryPoint {
                 timestamp: f64::from(i),
                 p50: 1e-4,
@@ -254,7 +248,7 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert_eq!(svg.matches("<circle").count(), 1);
         assert!(svg.contains("100 µs … 10.00 ms"), "{svg}");
-        assert!(chart(&[]).contains("no runs yet"));
+        assert!(chart(&VecDeque::new()).contains("no runs yet"));
     }
 
     #[test]
