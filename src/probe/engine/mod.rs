@@ -228,6 +228,12 @@ impl Offsets {
         self.start + block * self.block_size
     }
 
+    /// The offset of the `k`-th I/O of the sequential walk (wrapping at the end of the region),
+    /// for engines whose threads share one walk through a common counter.
+    pub fn sequential(&self, k: u64) -> u64 {
+        self.start + (k % self.blocks) * self.block_size
+    }
+
     /// The run's fast random generator (also used for write data).
     pub fn rng(&mut self) -> &mut SmallRng {
         &mut self.rng
@@ -389,6 +395,9 @@ mod tests {
                 8192
             ]
         );
+        // The shared walk of the psync threads gives the same sequence by I/O number.
+        let shared: Vec<u64> = (0..7).map(|k| o.sequential(k)).collect();
+        assert_eq!(shared, got);
     }
 
     #[test]

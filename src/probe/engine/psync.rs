@@ -194,7 +194,7 @@ fn worker(job: &Job, file: &File, shared: &Shared, start: Instant) -> Result<Wor
         let offset = if job.random {
             offsets.next_offset()
         } else {
-            job.region_offset + (k % job.blocks) * job.block_size
+            offsets.sequential(k)
         };
         if job.write {
             stamp(buf.as_mut_slice(), offsets.rng());

@@ -232,7 +232,6 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     let interval_ns = job.rate_interval.map(|d| d.as_nanos() as u64);
     let mut now = start;
     let mut last_completion: Option<Instant> = None;
-    let mut inflight = 0usize;
     let mut issued = 0u64;
     let mut stopping = false;
     let mut abort_at: Option<Instant> = None;
@@ -301,10 +300,11 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                     break;
                 }
                 issued += 1;
-                inflight += 1;
             }
         }
 
+        // Every slot not on the free list has an I/O in the kernel.
+        let inflight = depth - free.len();
         if inflight == 0 {
             if stopping {
                 break;
@@ -416,7 +416,6 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                 match push(&mut ring, &e) {
                     Ok(()) => continue,
                     Err(err) => {
-                        inflight -= 1;
                         free.push(index);
                         errors += 1;
                         first_error.get_or_insert(format!("io_uring resubmit: {err}"));
@@ -425,7 +424,6 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
                     }
                 }
             }
-            inflight -= 1;
             free.push(index);
             if job.write {
                 // Fresh data for the buffer's next write, stamped here (after this completion's
@@ -456,12 +454,13 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         if reaped_any && !stopping {
             now = Instant::now();
         }
-        if inflight > 0 && abort_at.is_some_and(|t| now >= t + DRAIN_GRACE) {
+        if free.len() < depth && abort_at.is_some_and(|t| now >= t + DRAIN_GRACE) {
             leaked = true;
             break;
         }
     }
 
+    let inflight = depth - free.len();
     if leaked && inflight > 0 {
         tracing::error!(
             inflight,
