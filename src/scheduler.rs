@@ -34,8 +34,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 /// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it: longer than
-/// an engine may drain cancelled I/O.
+/// an engine may settle before its first I/O and drain cancelled I/O after its last.
 pub const GRACE: Duration = engine::DRAIN_GRACE
+    .saturating_add(engine::SETTLE)
     .saturating_add(engine::CANCEL_POLL)
     .saturating_add(Duration::from_secs(5));
 /// Longest delay before a target's first cycle.

@@ -96,6 +96,21 @@ impl Default for RunOptions {
 /// before it returns (leaking what the kernel still holds).
 pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
 
+/// How long the io_uring engine waits after setting up a run (starting its thread, creating the
+/// ring, allocating and registering buffers) before the first I/O; not part of the run's elapsed
+/// time.
+///
+/// On a 2-vCPU VM, QD1 latency on a loop device has two stable modes: the loop worker runs on the
+/// submitting CPU (no idle CPU to wake per I/O), or on the other one (two cross-CPU wake-ups per
+/// I/O, about half the IOPS). Which one a run falls into is decided at its first I/Os by what the
+/// CPUs were just doing, and it then lasts for most of the run. Started straight after its set-up,
+/// a run fell into the slow mode most of the time; after a 100 ms pause (as after fio's own
+/// start-up) into the fast one: `bench/qd1_start.sh` shows it with a minimal liburing program, and
+/// `docs/probes.md` has the figures. The psync engine does not wait: its QD1 results matched
+/// fio's psync engine without it, and under blkio throttling a pause before its first I/O let the
+/// throttle's first slice through as a burst (3% more IOPS than the cap over 3 s).
+pub const SETTLE: Duration = Duration::from_millis(100);
+
 /// Interval at which a waiting engine checks the cancellation flag.
 pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(100);
 

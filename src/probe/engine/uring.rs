@@ -25,7 +25,9 @@
 //! under the kernel's feet.
 
 use crate::probe::ProbeError;
-use crate::probe::engine::{AlignedBuf, CANCEL_POLL, DRAIN_GRACE, EngineKind, Job, Offsets, stamp};
+use crate::probe::engine::{
+    AlignedBuf, CANCEL_POLL, DRAIN_GRACE, EngineKind, Job, Offsets, SETTLE, stamp,
+};
 use crate::probe::result::{ProbeResult, new_latency_histogram};
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
@@ -226,6 +228,8 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     let (mut timed_out, mut cancelled) = (false, false);
     let op = if job.write { "write" } else { "read" };
 
+    // The set-up above is done: let the machine settle before the first I/O (see SETTLE).
+    thread::sleep(SETTLE);
     let start = Instant::now();
     let deadline = start + job.timeout;
     let stop_at = job.runtime.map(|r| start + r);
