@@ -4,6 +4,8 @@
 # Usage: sudo bench/probe_vs_fio.sh [ROUNDS] [SECONDS]   (defaults: 5 rounds of 3 s per run)
 #        PIN_CPU=1 sudo bench/probe_vs_fio.sh ...         (run both tools under `taskset -c 1`)
 #        ONLY=randread-4k-qd1 sudo bench/probe_vs_fio.sh   (only the cases whose name matches)
+#        KEEP=runs.tsv sudo bench/probe_vs_fio.sh         (also keep every run: case, tool, round,
+#                                                          IOPS, I/Os, CPU s, mean and p50 ns)
 # Needs: root, losetup, fio, python3, cargo.
 #
 # Cases: 4k randread QD32 and QD128, 4k randread QD1, 1M read QD16. Every round runs, per case,
@@ -74,24 +76,24 @@ for round in $(seq 1 "$ROUNDS"); do
       if [[ $who == ours ]]; then
         cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$OURS" probe --target "$LOOP" --engine io_uring \
           --format json --runtime "${RUNTIME}s" --fio "-rw=$rw -bs=$bs -iodepth=$qd")
-        python3 - "$WORK/out" "$name" ours "$cpu" >>"$RESULTS" <<'PY'
+        python3 - "$WORK/out" "$name" ours "$cpu" "$round" >>"$RESULTS" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 l = r["latency_seconds"]
-print("\t".join(map(str, [sys.argv[2], sys.argv[3], r["iops"], r["ios"], sys.argv[4],
-                          l["mean"] * 1e9, l["p50"] * 1e9])))
+print("\t".join(map(str, [sys.argv[2], sys.argv[3], sys.argv[5], r["iops"], r["ios"],
+                          sys.argv[4], l["mean"] * 1e9, l["p50"] * 1e9])))
 PY
       else
         cpu=$(OUT="$WORK/out" cpu_of "${PIN[@]}" "$FIO" --name=bench --filename="$LOOP" --direct=1 \
           --ioengine="${who#fio-}" --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based \
           --runtime="$RUNTIME" "${extra[@]}" --output-format=json)
-        python3 - "$WORK/out" "$name" "$who" "$cpu" >>"$RESULTS" <<'PY'
+        python3 - "$WORK/out" "$name" "$who" "$cpu" "$round" >>"$RESULTS" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 lat = j["lat_ns"]
 p50 = lat.get("percentile", j["clat_ns"].get("percentile", {})).get("50.000000", 0)
-print("\t".join(map(str, [sys.argv[2], sys.argv[3], j["iops"], j["total_ios"], sys.argv[4],
-                          lat["mean"], p50])))
+print("\t".join(map(str, [sys.argv[2], sys.argv[3], sys.argv[5], j["iops"], j["total_ios"],
+                          sys.argv[4], lat["mean"], p50])))
 PY
       fi
     done
@@ -99,13 +101,17 @@ PY
   done
 done
 
+[[ -n "${KEEP:-}" ]] && cp "$RESULTS" "$KEEP"
 python3 - "$RESULTS" <<'PY'
 import statistics, sys
 from collections import defaultdict
 rows = defaultdict(list)
+by_round = defaultdict(dict)
 for line in open(sys.argv[1]):
-    case, who, iops, ios, cpu, mean, p50 = line.split("\t")
-    rows[(case, who)].append((float(iops), float(cpu) / float(ios) * 1e6, float(mean), float(p50)))
+    case, who, rnd, iops, ios, cpu, mean, p50 = line.split("\t")
+    v = (float(iops), float(cpu) / float(ios) * 1e6, float(mean), float(p50))
+    rows[(case, who)].append(v)
+    by_round[(case, rnd)][who] = v
 med = lambda case, who, i: statistics.median(v[i] for v in rows[(case, who)])
 cases = list(dict.fromkeys(c for c, _ in rows))
 print("| case | ours IOPS | fio io_uring IOPS | IOPS ratio | fio libaio IOPS | ours CPU µs/IO | fio io_uring CPU µs/IO | CPU/IO ratio | ours mean lat µs | fio mean lat µs | mean ratio | ours p50 µs | fio p50 µs | p50 ratio |")
@@ -117,4 +123,11 @@ for c in cases:
           f"| {med(c,o,2)/1e3:.1f} | {med(c,f,2)/1e3:.1f} | {med(c,o,2)/med(c,f,2):.3f} "
           f"| {med(c,o,3)/1e3:.1f} | {med(c,f,3)/1e3:.1f} | {med(c,o,3)/med(c,f,3):.3f} |")
 print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per engine and case")
+# Within a round ours and fio run seconds apart, so their ratio is less exposed to the machine's
+# slower swings than the ratio of medians taken over all rounds.
+print("\nmedian of the per-round ratios ours / fio io_uring (IOPS / CPU per I/O / mean / p50):")
+for c in cases:
+    pairs = [r for (cc, _), r in by_round.items() if cc == c and "ours" in r and "fio-io_uring" in r]
+    ratio = lambda i: statistics.median(p["ours"][i] / p["fio-io_uring"][i] for p in pairs)
+    print(f"  {c}: {ratio(0):.3f} / {ratio(1):.3f} / {ratio(2):.3f} / {ratio(3):.3f}")
 PY
