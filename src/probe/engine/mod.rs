@@ -108,7 +108,7 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
 /// start-up) into the fast one: `bench/qd1_start.sh` shows it with a minimal liburing program, and
 /// `docs/probes.md` has the figures. The psync engine does not wait: its QD1 results matched
 /// fio's psync engine without it, and under blkio throttling a pause before its first I/O let the
-/// throttle's first slice through as a burst (3% more IOPS than the cap over 3 s).
+/// throttle's first slice through as a burst (the 2000-IOPS throttle test caught it).
 pub const SETTLE: Duration = Duration::from_millis(100);
 
 /// Interval at which a waiting engine checks the cancellation flag.

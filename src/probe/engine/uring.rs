@@ -14,6 +14,8 @@
 //! timeout and the cancellation flag are still watched. Only rate-capped runs with I/O in flight
 //! wait with a timeout, to issue the next I/O on time (and so does any turn in which the timeout
 //! request could not be queued).
+//! The first I/O is issued [`SETTLE`] after the set-up (thread, ring, buffers), so that a run
+//! starts from a settled machine (see there why that matters at QD1).
 //! Latency is the time from submission (or, with a rate cap, from the intended issue time) to the
 //! reaping of the completion, as fio's `lat`.
 //! Short transfers are resubmitted for the remainder, EAGAIN/EINTR completions are retried, and
