@@ -537,6 +537,41 @@ fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Fails unless `a` and `b` are descriptors of the same file.
+fn same_file(path: &Path, a: &File, b: &File) -> Result<(), TargetError> {
+    let stat = |f: &File| {
+        f.metadata().map_err(|source| TargetError::Io {
+            path: path.to_owned(),
+            what: "stat",
+            source,
+        })
+    };
+    let (ma, mb) = (stat(a)?, stat(b)?);
+    if (ma.dev(), ma.ino()) != (mb.dev(), mb.ino()) {
+        return Err(TargetError::Io {
+            path: path.to_owned(),
+            what: "open for writing",
+            source: io::Error::other(
+                "the file was replaced between the ownership check and the open",
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Fails unless the file behind `file` carries the mark of a probe file filled to `size`: the one
+/// just filled through its path, not another put in its place.
+fn check_filled(path: &Path, file: &File, size: u64) -> Result<(), TargetError> {
+    if get_xattr(file) == Some(complete_marker(size)) {
+        return Ok(());
+    }
+    Err(TargetError::Io {
+        path: path.to_owned(),
+        what: "fill the probe file",
+        source: io::Error::other("the file was replaced while it was being filled"),
+    })
+}
+
 fn complete_marker(size: u64) -> Vec<u8> {
     format!("probe-file v1 size={size}").into_bytes()
 }
@@ -614,26 +649,30 @@ fn open_file(
     }
 
     let mut filled = false;
-    let size = match meta {
+    let (file, size) = match meta {
         None => {
             let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
-            fill_probe_file(path, size, true)?;
+            let marked = fill_probe_file(path, size, true)?;
             filled = true;
-            size
+            let file = open_direct(path, opts.write, false, true, &fstype)?;
+            if marked {
+                check_filled(path, &file, size)?;
+            }
+            (file, size)
         }
-        Some(meta) => {
-            let probe = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-                .map_err(|source| TargetError::Io {
-                    path: path.to_owned(),
-                    what: "open",
-                    source,
-                })?;
+        Some(_) => {
+            // The owner mark is read through a descriptor of the file that will be probed, opened
+            // read-only (opening someone else's file for writing is not harmless: it breaks their
+            // leases); a write descriptor is opened only once the file is known to be ours, and
+            // must be the same file.
+            let probe = open_direct(path, false, false, true, &fstype)?;
+            let meta = probe.metadata().map_err(|source| TargetError::Io {
+                path: path.to_owned(),
+                what: "stat",
+                source,
+            })?;
             let marker = get_xattr(&probe);
-            drop(probe);
             let wanted = opts.size.unwrap_or(meta.len());
             match marker {
                 Some(m) => {
@@ -645,7 +684,6 @@ fn open_file(
                         fill_probe_file(path, wanted, false)?;
                         filled = true;
                     }
-                    wanted
                 }
                 None => {
                     if opts.write {
@@ -663,12 +701,21 @@ fn open_file(
                             wanted,
                         });
                     }
-                    wanted
                 }
             }
+            let file = if opts.write {
+                let file = open_direct(path, true, false, true, &fstype)?;
+                same_file(path, &probe, &file)?;
+                file
+            } else {
+                probe
+            };
+            if filled {
+                check_filled(path, &file, wanted)?;
+            }
+            (file, wanted)
         }
     };
-    let file = open_direct(path, opts.write, false, true, &fstype)?;
     let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
     if size == 0 {
         return Err(TargetError::TooSmall {
@@ -749,6 +796,21 @@ mod tests {
         let t = open(&path, &opts2).unwrap();
         assert!(t.filled, "a size change refills");
         assert_eq!(fs::metadata(&path).unwrap().len(), 2 << 20);
+    }
+
+    #[test]
+    fn a_file_swapped_in_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&a, b"a").unwrap();
+        fs::write(&b, b"b").unwrap();
+        let fa = File::open(&a).unwrap();
+        same_file(&a, &fa, &File::open(&a).unwrap()).unwrap();
+        let err = same_file(&a, &fa, &File::open(&b).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        // A file without the mark of a finished fill is not taken for the one just filled.
+        let err = check_filled(&a, &fa, 1).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
     }
 
     #[test]
