@@ -2,8 +2,10 @@
 //! types and values (`node_disk_*`), plus `diskprobe_disk_info` from sysfs.
 //!
 //! The file is read and parsed on every scrape, so vanished devices vanish. Static sysfs facts are
-//! cached per `(name, major, minor)` for [`INFO_TTL`] because reading seven files per device per
-//! scrape would dominate the scrape cost on machines with many devices.
+//! cached per `(name, major, minor)` for [`INFO_TTL`] (plus up to half of it, spread by device
+//! number, so that devices first read together are not all read again in the same later scrape)
+//! because reading seven files per device per scrape would dominate the scrape cost on machines
+//! with many devices.
 
 use super::{CollectError, Collector};
 use crate::block_info::{self, BlockInfo};
@@ -12,12 +14,23 @@ use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
 use crate::probe_results::ProbeResults;
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// How long sysfs facts about a device are reused before being read again.
+/// How long sysfs facts about a device are reused before being read again, at least (see
+/// [`stale_at`]).
 pub const INFO_TTL: Duration = Duration::from_secs(60);
+
+/// When sysfs facts about `major:minor` read at `at` go stale: after [`INFO_TTL`] plus up to half
+/// of it, by a hash of the device number. All devices are read in the first scrape; without the
+/// spread they would all be read again in one scrape per TTL.
+fn stale_at(at: Instant, major: u32, minor: u32) -> Instant {
+    let mut h = DefaultHasher::new();
+    (major, minor).hash(&mut h);
+    at + INFO_TTL + INFO_TTL.mul_f64((h.finish() % 1000) as f64 / 2000.0)
+}
 
 /// The kernel counts sectors of 512 bytes in diskstats, whatever the device's block size.
 const SECTOR_BYTES: f64 = 512.0;
@@ -28,7 +41,7 @@ const SECONDS_PER_TICK: f64 = 0.001;
 /// set, for the kernel name they were built for.
 struct Cached {
     name: String,
-    at: Instant,
+    stale_at: Instant,
     labels: DeviceLabels,
 }
 
@@ -88,9 +101,7 @@ impl DiskstatsCollector {
         let sets: Vec<DeviceLabels> = devices
             .iter()
             .map(|d| match cache.get(&(d.major, d.minor)) {
-                Some(c) if c.name == d.name && now.duration_since(c.at) < INFO_TTL => {
-                    c.labels.clone()
-                }
+                Some(c) if c.name == d.name && now < c.stale_at => c.labels.clone(),
                 _ => {
                     let i = block_info::read(&self.sysfs_root, d.major, d.minor);
                     let labels = DeviceLabels {
@@ -99,7 +110,7 @@ impl DiskstatsCollector {
                     };
                     let cached = Cached {
                         name: d.name.clone(),
-                        at: now,
+                        stale_at: stale_at(now, d.major, d.minor),
                         labels: labels.clone(),
                     };
                     cache.insert((d.major, d.minor), cached);
@@ -301,6 +312,24 @@ impl Collector for DiskstatsCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_facts_go_stale_spread_over_half_a_ttl() {
+        let now = Instant::now();
+        let ages: Vec<Duration> = (0..8u32)
+            .flat_map(|major| (0..16u32).map(move |minor| (major, minor)))
+            .map(|(major, minor)| stale_at(now, major, minor) - now)
+            .collect();
+        assert!(ages.iter().all(|a| *a >= INFO_TTL && *a < INFO_TTL * 3 / 2));
+        let (min, max) = (ages.iter().min().unwrap(), ages.iter().max().unwrap());
+        assert!(*max - *min > INFO_TTL / 3, "{min:?}..{max:?}");
+        // Never more than a few of 128 devices in the same second.
+        let mut per_second = HashMap::new();
+        for a in &ages {
+            *per_second.entry(a.as_secs()).or_insert(0) += 1;
+        }
+        assert!(per_second.values().all(|n| *n <= 12), "{per_second:?}");
+    }
 
     #[test]
     fn every_counter_is_namespaced_and_unique() {
