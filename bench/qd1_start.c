@@ -4,8 +4,10 @@
 // ready) and the ring flags fio 3.33 sets. It has none of diskprobe_exporter's code, so what it
 // shows about QD1 on a loop device is about the machine, not about our engine.
 //
-// Usage: qd1_start DEVICE SECONDS PAUSE_MS
+// Usage: qd1_start DEVICE SECONDS PAUSE_MS [PARENT_POLL]
 //   Sets up, sleeps PAUSE_MS, then reads for SECONDS and prints "IOPS MEAN_LATENCY_US".
+//   With PARENT_POLL=1 the reader runs in a child process while the parent checks on it every
+//   10 ms (waitpid with WNOHANG, then usleep), as fio's main process does with its job processes.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static double now(void) {
@@ -26,9 +29,21 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s DEVICE SECONDS PAUSE_MS\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s DEVICE SECONDS PAUSE_MS [PARENT_POLL]\n", argv[0]);
     return 2;
+  }
+  if (argc == 5 && atoi(argv[4]) != 0) {
+    pid_t child = fork();
+    if (child < 0) {
+      perror("fork");
+      return 1;
+    }
+    if (child > 0) {
+      int status = 0;
+      while (waitpid(child, &status, WNOHANG) == 0) usleep(10000);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
   }
   int fd = open(argv[1], O_RDONLY | O_DIRECT);
   if (fd < 0) {

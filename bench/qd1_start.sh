@@ -2,8 +2,9 @@
 # Whether a QD1 run on a loop device lands in its fast or its slow mode depends on how the run
 # starts, not on diskprobe_exporter's engine: bench/qd1_start.c, a minimal liburing QD1 reader
 # with fio's system calls, run straight after its set-up and after a 100 ms pause, interleaved with
-# fio and with ours (which pauses engine::SETTLE after its set-up). Prints every run's IOPS and the
-# medians (docs/probes.md, "Current engine").
+# fio and with ours (which pauses engine::SETTLE after its set-up); and paused in a child process
+# whose parent checks on it every 10 ms, as fio's main process does. Prints every run's IOPS and
+# the medians (docs/probes.md, "Current engine").
 #
 # Usage: sudo bench/qd1_start.sh [ROUNDS] [SECONDS]   (defaults: 8 rounds of 1 s)
 # Needs: root, losetup, fio, gcc and liburing-dev (apt-get install gcc liburing-dev), cargo.
@@ -25,6 +26,7 @@ gcc -O2 -Wall -o "$WORK/qd1_start" bench/qd1_start.c -luring
 for round in $(seq 1 "$ROUNDS"); do
   printf 'c-no-pause %s\n' "$("$WORK/qd1_start" "$LOOP" "$RUNTIME" 0 | cut -d' ' -f1)" >> "$WORK/runs"
   printf 'c-100ms-pause %s\n' "$("$WORK/qd1_start" "$LOOP" "$RUNTIME" 100 | cut -d' ' -f1)" >> "$WORK/runs"
+  printf 'c-pause-parent %s\n' "$("$WORK/qd1_start" "$LOOP" "$RUNTIME" 100 1 | cut -d' ' -f1)" >> "$WORK/runs"
   printf 'ours %s\n' "$("$OURS" probe --target "$LOOP" --engine io_uring --format json \
     --runtime "${RUNTIME}s" --fio "-rw=randread -bs=4k -iodepth=1" \
     | python3 -c 'import json, sys; print(round(json.load(sys.stdin)[0]["iops"]))')" >> "$WORK/runs"
