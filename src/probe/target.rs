@@ -537,17 +537,19 @@ fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Fails unless `a` and `b` are descriptors of the same file.
-fn same_file(path: &Path, a: &File, b: &File) -> Result<(), TargetError> {
-    let stat = |f: &File| {
-        f.metadata().map_err(|source| TargetError::Io {
-            path: path.to_owned(),
-            what: "stat",
-            source,
-        })
-    };
-    let (ma, mb) = (stat(a)?, stat(b)?);
-    if (ma.dev(), ma.ino()) != (mb.dev(), mb.ino()) {
+/// `fstat` of an open target, as a [`TargetError`].
+fn fstat(path: &Path, file: &File) -> Result<fs::Metadata, TargetError> {
+    file.metadata().map_err(|source| TargetError::Io {
+        path: path.to_owned(),
+        what: "stat",
+        source,
+    })
+}
+
+/// Fails unless `file` is the file `checked` describes (device and inode).
+fn same_file(path: &Path, checked: &fs::Metadata, file: &File) -> Result<(), TargetError> {
+    let meta = fstat(path, file)?;
+    if (meta.dev(), meta.ino()) != (checked.dev(), checked.ino()) {
         return Err(TargetError::Io {
             path: path.to_owned(),
             what: "open for writing",
@@ -649,7 +651,8 @@ fn open_file(
     }
 
     let mut filled = false;
-    let (file, size) = match meta {
+    // The descriptor to probe, the size of its region and its device number.
+    let (file, size, dev) = match meta {
         None => {
             let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
@@ -659,7 +662,8 @@ fn open_file(
             if marked {
                 check_filled(path, &file, size)?;
             }
-            (file, size)
+            let dev = fstat(path, &file)?.dev();
+            (file, size, dev)
         }
         Some(_) => {
             // The owner mark is read through a descriptor of the file that will be probed, opened
@@ -667,11 +671,7 @@ fn open_file(
             // leases); a write descriptor is opened only once the file is known to be ours, and
             // must be the same file.
             let probe = open_direct(path, false, false, true, &fstype)?;
-            let meta = probe.metadata().map_err(|source| TargetError::Io {
-                path: path.to_owned(),
-                what: "stat",
-                source,
-            })?;
+            let meta = fstat(path, &probe)?;
             let marker = get_xattr(&probe);
             let wanted = opts.size.unwrap_or(meta.len());
             match marker {
@@ -705,7 +705,7 @@ fn open_file(
             }
             let file = if opts.write {
                 let file = open_direct(path, true, false, true, &fstype)?;
-                same_file(path, &probe, &file)?;
+                same_file(path, &meta, &file)?;
                 file
             } else {
                 probe
@@ -713,7 +713,7 @@ fn open_file(
             if filled {
                 check_filled(path, &file, wanted)?;
             }
-            (file, wanted)
+            (file, wanted, meta.dev())
         }
     };
     let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
@@ -725,12 +725,6 @@ fn open_file(
         });
     }
     check_aligned(path, "file size", size, offset_align)?;
-    let fmeta = file.metadata().map_err(|source| TargetError::Io {
-        path: path.to_owned(),
-        what: "stat",
-        source,
-    })?;
-    let dev = fmeta.dev();
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
     let device = (major != 0)
@@ -805,8 +799,9 @@ mod tests {
         fs::write(&a, b"a").unwrap();
         fs::write(&b, b"b").unwrap();
         let fa = File::open(&a).unwrap();
-        same_file(&a, &fa, &File::open(&a).unwrap()).unwrap();
-        let err = same_file(&a, &fa, &File::open(&b).unwrap()).unwrap_err();
+        let checked = fa.metadata().unwrap();
+        same_file(&a, &checked, &File::open(&a).unwrap()).unwrap();
+        let err = same_file(&a, &checked, &File::open(&b).unwrap()).unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
         // A file without the mark of a finished fill is not taken for the one just filled.
         let err = check_filled(&a, &fa, 1).unwrap_err();
