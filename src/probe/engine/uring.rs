@@ -4,11 +4,9 @@
 //!
 //! Per I/O it does no allocation. Shallow queues (depth ≤ 4) use the system calls fio's io_uring
 //! engine uses: one `io_uring_enter` submits, and only if no completion is ready a second one
-//! waits for one completion. The scheduler treats a thread that returns to user space between the
-//! two calls differently from one that goes straight to sleep (on a loop device the worker that
-//! serves the I/O often runs on the submitting CPU then, and no idle CPU has to be woken), so this
-//! is what makes QD1 latencies comparable with fio's. Deep queues submit and wait for an eighth of
-//! the depth in one call, so that reaping and refills are batched.
+//! waits for one completion, so that at QD1 the kernel sees the same calls from us as from fio.
+//! Deep queues submit and wait for an eighth of the depth in one call, so that reaping and refills
+//! are batched.
 //! Waits carry no timeout argument: a timeout request in the ring (re-armed every
 //! [`CANCEL_POLL`], or sooner for the hard timeout) ends any wait, so the runtime, the hard
 //! timeout and the cancellation flag are still watched. Only rate-capped runs with I/O in flight
