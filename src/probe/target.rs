@@ -10,14 +10,15 @@
 //! refused when the device or one of its partitions is mounted or has holders; the device is then
 //! opened with `O_EXCL`, which the kernel refuses while anyone else has claimed it.
 
+use crate::probe::engine::AlignedBuf;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Extended attribute that marks a probe file created by diskprobe_exporter.
@@ -208,6 +209,16 @@ impl OpenTarget {
 
 /// Opens `path` for probing. See the module documentation for the rules.
 pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError> {
+    open_reporting(path, opts, &|| {})
+}
+
+/// [`open`], calling `progress` after each chunk written while a probe file is filled, so that a
+/// caller can tell a long fill from a stalled one.
+pub fn open_reporting(
+    path: &Path,
+    opts: &TargetOptions,
+    progress: &dyn Fn(),
+) -> Result<OpenTarget, TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
             path: path.to_owned(),
@@ -227,11 +238,11 @@ pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError
     }
     match fs::metadata(path) {
         Ok(meta) if meta.file_type().is_block_device() => open_block_device(path, &meta, opts),
-        Ok(meta) if meta.is_file() => open_file(path, Some(meta), opts),
+        Ok(meta) if meta.is_file() => open_file(path, Some(meta), opts, progress),
         Ok(_) => Err(TargetError::Kind {
             path: path.to_owned(),
         }),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => open_file(path, None, opts),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => open_file(path, None, opts, progress),
         Err(err) => Err(io_err("stat")(err)),
     }
 }
@@ -578,8 +589,21 @@ fn complete_marker(size: u64) -> Vec<u8> {
     format!("probe-file v1 size={size}").into_bytes()
 }
 
-/// Creates (or refills) the probe file at `size` bytes of random data.
-fn fill_probe_file(path: &Path, size: u64, create: bool) -> Result<bool, TargetError> {
+/// Bytes written per system call while filling a probe file; progress is reported after each.
+const FILL_CHUNK: usize = 1 << 20;
+
+/// Creates (or refills) the probe file at `size` bytes of random data and returns whether it
+/// carries our mark. The data is written with O_DIRECT: a fill neither floods the page cache nor
+/// leaves the whole file dirty for one final `fsync`, and `progress`, called after every chunk,
+/// follows what the device has taken. O_DIRECT support and the size's alignment are checked
+/// before any data is written.
+fn fill_probe_file(
+    path: &Path,
+    size: u64,
+    create: bool,
+    fstype: &str,
+    progress: &dyn Fn(),
+) -> Result<bool, TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
             path: path.to_owned(),
@@ -592,7 +616,7 @@ fn fill_probe_file(path: &Path, size: u64, create: bool) -> Result<bool, TargetE
     if create {
         options.create_new(true).mode(0o600);
     }
-    let mut file = options
+    let file = options
         .open(path)
         .map_err(io_err("create the probe file"))?;
     let marked = match set_xattr(&file, FILLING) {
@@ -603,19 +627,32 @@ fn fill_probe_file(path: &Path, size: u64, create: bool) -> Result<bool, TargetE
         }
     };
     file.set_len(0).map_err(io_err("truncate the probe file"))?;
+    let direct = open_direct(path, true, false, true, fstype)?;
+    same_file(path, &fstat(path, &file)?, &direct)?;
+    let (mem_align, offset_align) = dio_alignment(&direct).unwrap_or((512, 512));
+    check_aligned(path, "file size", size, offset_align)?;
     let mut rng = SmallRng::from_os_rng();
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        rng.fill_bytes(&mut chunk[..n]);
-        file.write_all(&chunk[..n])
+    let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|err| {
+        TargetError::Io {
+            path: path.to_owned(),
+            what: "allocate the fill buffer",
+            source: io::Error::other(err.to_string()),
+        }
+    })?;
+    let mut offset = 0;
+    while offset < size {
+        let n = (size - offset).min(FILL_CHUNK as u64) as usize;
+        let chunk = &mut buf.as_mut_slice()[..n];
+        rng.fill_bytes(chunk);
+        direct
+            .write_all_at(chunk, offset)
             .map_err(io_err("fill the probe file"))?;
-        left -= n as u64;
+        offset += n as u64;
+        progress();
     }
-    file.sync_all().map_err(io_err("sync the probe file"))?;
+    direct.sync_all().map_err(io_err("sync the probe file"))?;
     if marked {
-        set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
+        set_xattr(&direct, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
     }
     Ok(marked)
 }
@@ -624,6 +661,7 @@ fn open_file(
     path: &Path,
     meta: Option<fs::Metadata>,
     opts: &TargetOptions,
+    progress: &dyn Fn(),
 ) -> Result<OpenTarget, TargetError> {
     let dir = path
         .parent()
@@ -656,7 +694,7 @@ fn open_file(
         None => {
             let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
-            let marked = fill_probe_file(path, size, true)?;
+            let marked = fill_probe_file(path, size, true, &fstype, progress)?;
             filled = true;
             let file = open_direct(path, opts.write, false, true, &fstype)?;
             if marked {
@@ -681,7 +719,7 @@ fn open_file(
                         && meta.blocks().saturating_mul(512) >= meta.len();
                     if !intact {
                         tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
-                        fill_probe_file(path, wanted, false)?;
+                        fill_probe_file(path, wanted, false, &fstype, progress)?;
                         filled = true;
                     }
                 }
@@ -770,12 +808,14 @@ mod tests {
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         };
-        let t = match open(&path, &opts) {
+        let chunks = std::cell::Cell::new(0);
+        let t = match open_reporting(&path, &opts, &|| chunks.set(chunks.get() + 1)) {
             Ok(t) => t,
             Err(TargetError::NoDirectIo { .. }) => return,
             Err(err) => panic!("{err}"),
         };
         assert!(t.filled);
+        assert_eq!(chunks.get(), 1, "progress after each chunk of the fill");
         assert_eq!(t.region_len, 1 << 20);
         let data = fs::read(&path).unwrap();
         assert_eq!(data.len(), 1 << 20);
@@ -787,9 +827,19 @@ mod tests {
             size: Some(2 << 20),
             ..opts.clone()
         };
-        let t = open(&path, &opts2).unwrap();
+        let t = open_reporting(&path, &opts2, &|| chunks.set(chunks.get() + 1)).unwrap();
         assert!(t.filled, "a size change refills");
+        assert_eq!(chunks.get(), 3);
         assert_eq!(fs::metadata(&path).unwrap().len(), 2 << 20);
+        // A size the file's direct I/O cannot write is refused before any data is written.
+        let odd = dir.path().join("odd.dat");
+        let opts3 = TargetOptions {
+            size: Some((1 << 20) + 100),
+            ..opts.clone()
+        };
+        let err = open_reporting(&odd, &opts3, &|| panic!("no chunk may be written")).unwrap_err();
+        assert!(matches!(err, TargetError::Alignment { .. }), "{err}");
+        assert_eq!(fs::metadata(&odd).unwrap().len(), 0);
     }
 
     #[test]
