@@ -210,8 +210,11 @@ pub enum Outcome {
         /// Wall time spent.
         duration: Duration,
     },
-    /// The run did not return within its timeout plus a grace period.
+    /// The run was given up on: it did not return within its timeout plus a grace period, or
+    /// opening the target made no progress for that long.
     Abandoned {
+        /// What did not finish, for the last run's error.
+        error: String,
         /// Wall time waited.
         duration: Duration,
     },
@@ -296,13 +299,13 @@ impl ProbeResults {
                 series.runs[RunResult::Skipped as usize] += 1;
                 return (RunResult::Skipped, Some(reason));
             }
-            Outcome::Abandoned { duration } => (
+            Outcome::Abandoned { error, duration } => (
                 RunResult::Timeout,
                 Some(LastRun::without_io(
                     RunResult::Timeout,
                     now,
                     duration,
-                    "the probe did not return within its timeout".to_owned(),
+                    error,
                 )),
             ),
             Outcome::Failed { error, duration } => (

@@ -14,7 +14,8 @@
 //!   `/proc/diskstats` over `busy_window`; above `skip_busy_above` the run is skipped.
 //! - Probes run on a thread of their own, never on a tokio worker. The engine enforces the run's
 //!   hard timeout and drains in-flight I/O for at most [`engine::DRAIN_GRACE`]; if a run has not
-//!   returned [`GRACE`] after its timeout, the scheduler records a timeout and does not start that
+//!   returned [`GRACE`] after its timeout, or opening the target (which may fill a probe file)
+//!   has made no progress for that long, the scheduler records a timeout and does not start that
 //!   target again until the thread returns.
 
 use crate::config::{SchedulerConfig, TargetSpec};
@@ -381,11 +382,18 @@ async fn utilisation(
 }
 
 enum FromThread {
+    /// Another chunk of the probe file was written.
+    Filled,
     Opened(TargetInfo),
     Done(Outcome, Duration),
 }
 
 /// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
+///
+/// Opening may create and fill the probe file, which takes as long as the device needs, so it is
+/// not bounded by the run's timeout; but an open that makes no progress (no chunk of a fill
+/// written) for the run's timeout plus [`GRACE`] is given up on like a run that does not return,
+/// so that a hung filesystem does not hold the global probe slot for ever.
 async fn run_on_thread(
     spec: &TargetSpec,
     profile: &Profile,
@@ -418,31 +426,33 @@ async fn run_on_thread(
             Duration::ZERO,
         );
     }
-    // Opening may create and fill the probe file; that is not bounded by the run's timeout.
-    let mut deadline: Option<tokio::time::Instant> = None;
+    let patience = spec.timeout + GRACE;
+    let mut opened = false;
+    let mut deadline = tokio::time::Instant::now() + patience;
     loop {
-        let msg = match deadline {
-            None => rx.recv().await,
-            Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
-                Ok(m) => m,
-                Err(_) => {
-                    // The engine aborted at the hard timeout already. The target's cancel flag is
-                    // left alone: it is never reset, and later runs would start cancelled.
-                    tracing::error!(target = %spec.name, profile = %profile.name,
-                        "probe run did not return {GRACE:?} after its timeout; abandoning it");
-                    return (
-                        Outcome::Abandoned {
-                            duration: started.elapsed(),
-                        },
-                        started.elapsed(),
-                    );
-                }
-            },
+        let Ok(msg) = tokio::time::timeout_at(deadline, rx.recv()).await else {
+            // The target's cancel flag is left alone: it is never reset, and later runs would
+            // start cancelled. The thread clears `busy_thread` when it returns.
+            let error = if opened {
+                format!("the probe did not return within its timeout plus {GRACE:?}")
+            } else {
+                format!("opening the target made no progress for {patience:?}")
+            };
+            tracing::error!(target = %spec.name, profile = %profile.name, "{error}; abandoning the run");
+            return (
+                Outcome::Abandoned {
+                    error,
+                    duration: started.elapsed(),
+                },
+                started.elapsed(),
+            );
         };
         match msg {
+            Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
             Some(FromThread::Opened(info)) => {
                 shared.results.set_info(&spec.name, info);
-                deadline = Some(tokio::time::Instant::now() + spec.timeout + GRACE);
+                opened = true;
+                deadline = tokio::time::Instant::now() + patience;
             }
             Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
             None => {
@@ -483,7 +493,10 @@ fn probe_thread(
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
     };
-    let opened = match target::open(&spec.path, &options) {
+    let filled = || {
+        let _ = tx.send(FromThread::Filled);
+    };
+    let opened = match target::open_reporting(&spec.path, &options, &filled) {
         Ok(t) => t,
         Err(err) => return fail(err.to_string()),
     };
@@ -521,5 +534,16 @@ fn probe_thread(
             ));
         }
         Err(err) => fail(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_is_the_figure_the_docs_give() {
+        // docs/probes.md (Targets) states how long a stalled open or run is waited for.
+        assert_eq!(GRACE, Duration::from_millis(15_200));
     }
 }

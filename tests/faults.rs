@@ -1,5 +1,6 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
-//! device stalled by a 1-IOPS blkio throttle, io_uring blocked by a seccomp filter, ENOSPC while
+//! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
+//! byte/s), io_uring blocked by a seccomp filter, ENOSPC while
 //! creating the probe file, EACCES on a device, a filesystem without O_DIRECT, a mounted device
 //! offered for writes, and SIGTERM in the middle of a write probe.
 
@@ -216,6 +217,101 @@ fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
         format!("{} 0", dev.majmin()),
     )
     .unwrap();
+    agent.signal("TERM");
+    let exit = agent
+        .wait_exit(Duration::from_secs(5))
+        .expect("exit within 5 s");
+    assert_eq!(exit.code(), Some(0));
+}
+
+/// Lifts a group's write cap on a device when dropped.
+struct LiftWriteCap<'a>(&'a BlkioGroup, &'a LoopDev);
+
+impl Drop for LiftWriteCap<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            self.0.dir.join("blkio.throttle.write_bps_device"),
+            format!("{} 0", self.1.majmin()),
+        );
+    }
+}
+
+#[test]
+fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
+    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+        return;
+    }
+    let _guard = serial();
+    // The probe file lives on ext4 on a loop device whose writes the agent's blkio group may not
+    // make at all (1 byte/s): its O_DIRECT fill stalls in the kernel on the first chunk.
+    let disk = LoopDev::tmpfs(64 << 20);
+    mkfs_ext4(&disk);
+    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
+    let other = LoopDev::tmpfs(16 << 20);
+    let group = BlkioGroup::new();
+    group.throttle_write_bps(&disk, 1);
+    let dir = open_tempdir();
+    let probe_file = fs.path().join("probe.dat");
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
+             max_duty_cycle = 1.0\nprofiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"stalled\"\npath = \"{}\"\nsize = \"8MiB\"\n\
+             [[targets]]\nname = \"healthy\"\npath = \"{}\"\n",
+            probe_file.display(),
+            other.path.display()
+        ),
+    );
+    let mut agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
+    // Dropped before the agent: if an assertion fails, the stuck write is let through so that the
+    // agent can be killed and the filesystem unmounted.
+    let _lift = LiftWriteCap(&group, &disk);
+    // One probe at a time (the default): while the fill hangs, nothing else runs. After the run's
+    // timeout plus the scheduler's grace (15.2 s) without a chunk written, the run is abandoned.
+    let abandoned = Instant::now();
+    wait_until(
+        &agent,
+        Duration::from_secs(45),
+        "the stalled open abandoned",
+        |m| runs(m, "stalled", "timeout") >= 1.0,
+    );
+    eprintln!("abandoned after {:?}", abandoned.elapsed());
+    assert!(
+        agent.wait_log(
+            "opening the target made no progress",
+            Duration::from_secs(1)
+        ),
+        "{}",
+        agent.log.lock().unwrap()
+    );
+    // The global probe slot is free again: the other target runs, and the stalled one is skipped
+    // while its thread is still stuck.
+    let m = scrape(&agent);
+    let before = runs(&m, "healthy", "success");
+    wait_until(
+        &agent,
+        Duration::from_secs(20),
+        "healthy runs and stalled skips",
+        |m| runs(m, "healthy", "success") >= before + 3.0 && runs(m, "stalled", "skipped") >= 1.0,
+    );
+    let m = scrape(&agent);
+    assert_eq!(runs(&m, "stalled", "success"), 0.0);
+    assert_eq!(
+        runs(&m, "stalled", "timeout"),
+        1.0,
+        "one abandoned run, not one per cycle"
+    );
+    // Lifting the cap lets the fill finish; the thread returns and later runs of the target work
+    // (an abandoned run must not leave the target cancelled).
+    group.throttle_write_bps(&disk, 0);
+    wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "the stalled target recovered",
+        |m| runs(m, "stalled", "success") >= 1.0,
+    );
+    assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 8 << 20);
     agent.signal("TERM");
     let exit = agent
         .wait_exit(Duration::from_secs(5))

@@ -206,6 +206,16 @@ impl BlkioGroup {
         .expect("set blkio.throttle.write_iops_device");
     }
 
+    /// Caps write bandwidth to `dev` at `bps` bytes per second for the group (0 lifts the cap and
+    /// lets what is queued through).
+    pub fn throttle_write_bps(&self, dev: &LoopDev, bps: u64) {
+        fs::write(
+            self.dir.join("blkio.throttle.write_bps_device"),
+            format!("{} {bps}", dev.majmin()),
+        )
+        .expect("set blkio.throttle.write_bps_device");
+    }
+
     /// A command that runs `program args` inside the group from its first instruction.
     pub fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new("sh");
