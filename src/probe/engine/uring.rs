@@ -257,7 +257,11 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             if cancelled || timed_out || enter_failed {
                 stopping = true;
                 abort_at = Some(now);
-                for (index, _) in slots.iter().enumerate().filter(|(i, _)| !free.contains(i)) {
+                let mut idle = vec![false; depth];
+                for &index in &free {
+                    idle[index] = true;
+                }
+                for index in (0..depth).filter(|&i| !idle[i]) {
                     let cancel_entry = opcode::AsyncCancel::new(index as u64)
                         .build()
                         .user_data(CANCEL_TAG);
