@@ -12,6 +12,8 @@
 # ours (io_uring engine), fio --ioengine=io_uring and fio --ioengine=libaio (otherwise default
 # options, direct=1, time_based), interleaved in an order that rotates per round, and the table
 # shows medians over the rounds.
+# Under the table: per case, the median of the per-round ratios ours / fio io_uring with a 90%
+# bootstrap interval, and whether each goal is met, missed or undecided by that interval.
 # CPU is whole-process user+system time (getrusage of the child, which includes all its threads
 # and, for fio, its job process) divided by the I/Os completed. For the QD1 case both report lat
 # percentiles (fio: --lat_percentiles=1), i.e. submission to completion.
@@ -103,7 +105,7 @@ done
 
 [[ -n "${KEEP:-}" ]] && cp "$RESULTS" "$KEEP"
 python3 - "$RESULTS" <<'PY'
-import statistics, sys
+import random, statistics, sys
 from collections import defaultdict
 rows = defaultdict(list)
 by_round = defaultdict(dict)
@@ -125,9 +127,23 @@ for c in cases:
 print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per engine and case")
 # Within a round ours and fio run seconds apart, so their ratio is less exposed to the machine's
 # slower swings than the ratio of medians taken over all rounds.
-print("\nmedian of the per-round ratios ours / fio io_uring (IOPS / CPU per I/O / mean / p50):")
+# The bracket is a 90% bootstrap interval of that median (rounds resampled with replacement, fixed
+# seed): how far the median could move in another run of the same length. A goal counts as met or
+# missed only when the whole interval is on one side of it.
+print("\nmedian of the per-round ratios ours / fio io_uring, [90% bootstrap interval], goal:")
+rng = random.Random(1)
+goals = {0: ("IOPS", 1.0, None), 1: ("CPU/IO", None, 0.9), 2: ("mean", 0.95, 1.05), 3: ("p50", 0.90, 1.10)}
 for c in cases:
     pairs = [r for (cc, _), r in by_round.items() if cc == c and "ours" in r and "fio-io_uring" in r]
-    ratio = lambda i: statistics.median(p["ours"][i] / p["fio-io_uring"][i] for p in pairs)
-    print(f"  {c}: {ratio(0):.3f} / {ratio(1):.3f} / {ratio(2):.3f} / {ratio(3):.3f}")
+    print(f"  {c} ({len(pairs)} rounds):")
+    for i, (what, lo, hi) in goals.items():
+        if i >= 2 and not c.endswith("-qd1"):
+            continue  # the latency goals are QD1's
+        ratios = [p["ours"][i] / p["fio-io_uring"][i] for p in pairs]
+        boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+        a, b = boot[100], boot[1899]
+        inside = lambda x: (lo is None or x >= lo) and (hi is None or x <= hi)
+        verdict = "met" if inside(a) and inside(b) else "missed" if (hi is not None and a > hi) or (lo is not None and b < lo) else "undecided"
+        band = f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"{lo}..{hi}"
+        print(f"    {what:6} {statistics.median(ratios):.3f} [{a:.3f}, {b:.3f}]  goal {band}: {verdict}")
 PY
