@@ -12,8 +12,11 @@
 //!   engine time is charged to it. Runs refused by the budget count as `result="skipped"`.
 //! - Busy skip (optional): before each run the device's utilisation is measured from
 //!   `/proc/diskstats` over `busy_window`; above `skip_busy_above` the run is skipped.
-//! - Probes run on a thread of their own, never on a tokio worker. The engine enforces the run's
-//!   hard timeout and drains in-flight I/O for at most [`engine::DRAIN_GRACE`]; if a run has not
+//! - Probes run on a thread of their own, never on a tokio worker; so does the stat of the
+//!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
+//!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
+//!   engine enforces the run's hard timeout and drains in-flight I/O for at most
+//!   [`engine::DRAIN_GRACE`]; if a run has not
 //!   returned [`GRACE`] after its timeout, or opening the target (which may fill a probe file)
 //!   has made no progress for that long, the scheduler records a timeout and does not start that
 //!   target again until the thread returns.
@@ -28,7 +31,7 @@ use rand::Rng;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
@@ -40,6 +43,8 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(engine::SETTLE)
     .saturating_add(engine::CANCEL_POLL)
     .saturating_add(Duration::from_secs(5));
+/// How long a cycle waits for the stat of its target's path before giving up on the cycle.
+pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 /// Longest delay before a target's first cycle.
 pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
 
@@ -213,6 +218,38 @@ pub fn device_of(path: &Path, sysfs: &Path) -> Option<DeviceId> {
     Some(target::resolve_device(sysfs, major, minor))
 }
 
+/// [`device_of`] on a thread of its own, counted in `threads` until it returns: a stat on a hung
+/// filesystem (NFS, FUSE) must not block the runtime, whose single worker also accepts scrapes.
+/// An error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
+async fn stat_device(
+    spec: &TargetSpec,
+    sysfs: &Path,
+    threads: &Arc<AtomicUsize>,
+) -> Result<Option<DeviceId>, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (path, sysfs) = (spec.path.clone(), sysfs.to_owned());
+    let in_flight = threads.clone();
+    in_flight.fetch_add(1, Ordering::SeqCst);
+    let spawned = std::thread::Builder::new()
+        .name(format!("stat-{}", spec.name))
+        .spawn(move || {
+            let _ = tx.send(device_of(&path, &sysfs));
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(err) = spawned {
+        threads.fetch_sub(1, Ordering::SeqCst);
+        return Err(format!("cannot start a thread to stat the target: {err}"));
+    }
+    match tokio::time::timeout(STAT_PATIENCE, rx).await {
+        Ok(Ok(device)) => Ok(device),
+        Ok(Err(_)) => Err("the stat thread ended without a result".to_owned()),
+        Err(_) => Err(format!(
+            "stat of {} did not return within {STAT_PATIENCE:?} (hung filesystem?)",
+            spec.path.display()
+        )),
+    }
+}
+
 fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
     match device {
         Some(d) => d.parent.clone().unwrap_or_else(|| d.name.clone()),
@@ -229,8 +266,8 @@ async fn run_target(
     let first = FIRST_CYCLE_MAX_DELAY.min(spec.interval / 2);
     let mut grid = Instant::now() + first.mul_f64(rand::rng().random::<f64>());
     let mut next = grid;
-    // Set while an abandoned run's thread is still going.
-    let busy_thread = Arc::new(AtomicBool::new(false));
+    // Threads of this target's runs (and stats) that have not returned yet.
+    let threads = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -239,7 +276,7 @@ async fn run_target(
         if *stop.borrow() {
             return;
         }
-        run_cycle(&spec, &shared, &mut stop, &cancel, &busy_thread).await;
+        run_cycle(&spec, &shared, &mut stop, &cancel, &threads).await;
         if *stop.borrow() {
             return;
         }
@@ -266,7 +303,7 @@ async fn run_cycle(
     shared: &Arc<Shared>,
     stop: &mut watch::Receiver<bool>,
     cancel: &Arc<AtomicBool>,
-    busy_thread: &Arc<AtomicBool>,
+    threads: &Arc<AtomicUsize>,
 ) {
     let skip_all = |reason: &str| {
         for p in &spec.profiles {
@@ -279,12 +316,29 @@ async fn run_cycle(
             );
         }
     };
-    if busy_thread.load(Ordering::SeqCst) {
+    if threads.load(Ordering::SeqCst) > 0 {
         tracing::warn!(target = %spec.name, "previous run still has not returned; skipping this cycle");
         skip_all("previous run still in flight");
         return;
     }
-    let device = device_of(&spec.path, &shared.roots.sysfs);
+    let started = Instant::now();
+    let device = match stat_device(spec, &shared.roots.sysfs, threads).await {
+        Ok(device) => device,
+        Err(error) => {
+            tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
+            for p in &spec.profiles {
+                shared.results.record(
+                    &spec.name,
+                    &p.name,
+                    Outcome::Abandoned {
+                        error: error.clone(),
+                        duration: started.elapsed(),
+                    },
+                );
+            }
+            return;
+        }
+    };
     let key = lock_key(spec, device.as_ref());
     let _permit = tokio::select! {
         p = shared.global.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -340,7 +394,7 @@ async fn run_cycle(
                 _ => {}
             }
         }
-        let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, busy_thread).await;
+        let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
         budget.tokens -= busy.as_secs_f64();
         let (result, error) = shared.results.record(&spec.name, &profile.name, outcome);
         if result != RunResult::Success {
@@ -399,7 +453,7 @@ async fn run_on_thread(
     profile: &Profile,
     shared: &Arc<Shared>,
     cancel: &Arc<AtomicBool>,
-    busy_thread: &Arc<AtomicBool>,
+    threads: &Arc<AtomicUsize>,
 ) -> (Outcome, Duration) {
     let started = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -407,16 +461,16 @@ async fn run_on_thread(
     let job_profile = profile.clone();
     let roots = shared.roots.clone();
     let job_cancel = cancel.clone();
-    let in_flight = busy_thread.clone();
-    in_flight.store(true, Ordering::SeqCst);
+    let in_flight = threads.clone();
+    in_flight.fetch_add(1, Ordering::SeqCst);
     let spawned = std::thread::Builder::new()
         .name(format!("probe-{}", spec.name))
         .spawn(move || {
             probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
-            in_flight.store(false, Ordering::SeqCst);
+            in_flight.fetch_sub(1, Ordering::SeqCst);
         });
     if let Err(err) = spawned {
-        busy_thread.store(false, Ordering::SeqCst);
+        threads.fetch_sub(1, Ordering::SeqCst);
         let error = format!("cannot start a probe thread: {err}");
         return (
             Outcome::Failed {
@@ -432,7 +486,7 @@ async fn run_on_thread(
     loop {
         let Ok(msg) = tokio::time::timeout_at(deadline, rx.recv()).await else {
             // The target's cancel flag is left alone: it is never reset, and later runs would
-            // start cancelled. The thread clears `busy_thread` when it returns.
+            // start cancelled. The thread counts itself out of `threads` when it returns.
             let error = if opened {
                 format!("the probe did not return within its timeout plus {GRACE:?}")
             } else {

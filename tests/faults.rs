@@ -1,6 +1,6 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
 //! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
-//! byte/s), io_uring blocked by a seccomp filter, ENOSPC while
+//! byte/s), a target on a hung (FUSE) filesystem, io_uring blocked by a seccomp filter, ENOSPC while
 //! creating the probe file, EACCES on a device, a filesystem without O_DIRECT, a mounted device
 //! offered for writes, and SIGTERM in the middle of a write probe.
 
@@ -224,6 +224,92 @@ fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
     assert_eq!(exit.code(), Some(0));
 }
 
+/// A FUSE filesystem whose server answers the kernel's INIT and then nothing: a lookup in it (the
+/// stat of any path below the mountpoint) waits until the filesystem is dropped, which unmounts it
+/// and closes `/dev/fuse` (the connection aborts and waiters get ENOTCONN). A hung NFS server
+/// looks the same to a client.
+struct HungFuse {
+    dir: tempfile::TempDir,
+    fuse: Option<std::fs::File>,
+}
+
+impl HungFuse {
+    fn mount() -> HungFuse {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        let mut fuse = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .expect("open /dev/fuse");
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        let data = std::ffi::CString::new(format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0",
+            fuse.as_raw_fd()
+        ))
+        .unwrap();
+        // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+        let rc = unsafe {
+            libc::mount(
+                c"diskprobe-hung".as_ptr(),
+                target.as_ptr(),
+                c"fuse".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                data.as_ptr().cast(),
+            )
+        };
+        assert_eq!(rc, 0, "mount fuse: {}", std::io::Error::last_os_error());
+        // FUSE_INIT (opcode 26): in_header (40 bytes: len, opcode, unique, ...) then init_in
+        // (major, minor, max_readahead, ...). The reply: out_header (len, error, unique) and an
+        // init_out of 64 bytes with the protocol version, no features and 4 KiB writes.
+        let mut buf = vec![0u8; (1 << 20) + 4096];
+        let n = fuse.read(&mut buf).expect("read FUSE_INIT");
+        assert!(n >= 56, "short FUSE_INIT request");
+        let word = |at: usize| u32::from_le_bytes(buf[at..at + 4].try_into().unwrap());
+        assert_eq!(word(4), 26, "the first request is FUSE_INIT");
+        let unique = &buf[8..16];
+        let (minor, readahead) = (word(44), word(48));
+        let mut reply = Vec::with_capacity(80);
+        reply.extend_from_slice(&80u32.to_le_bytes());
+        reply.extend_from_slice(&0i32.to_le_bytes());
+        reply.extend_from_slice(unique);
+        for v in [7, minor, readahead, 0] {
+            reply.extend_from_slice(&u32::to_le_bytes(v));
+        }
+        reply.extend_from_slice(&16u16.to_le_bytes()); // max_background
+        reply.extend_from_slice(&12u16.to_le_bytes()); // congestion_threshold
+        reply.extend_from_slice(&4096u32.to_le_bytes()); // max_write
+        reply.extend_from_slice(&1u32.to_le_bytes()); // time_gran
+        reply.resize(80, 0);
+        fuse.write_all(&reply).expect("answer FUSE_INIT");
+        HungFuse {
+            dir,
+            fuse: Some(fuse),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Closes `/dev/fuse` and leaves the filesystem mounted: every waiting and later request fails
+    /// with ENOTCONN, as on a FUSE mount whose server died.
+    fn abort(&mut self) {
+        drop(self.fuse.take());
+    }
+}
+
+impl Drop for HungFuse {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+        drop(self.fuse.take());
+    }
+}
+
 /// Lifts a group's write cap on a device when dropped.
 struct LiftWriteCap<'a>(&'a BlkioGroup, &'a LoopDev);
 
@@ -312,6 +398,80 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
         |m| runs(m, "stalled", "success") >= 1.0,
     );
     assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 8 << 20);
+    agent.signal("TERM");
+    let exit = agent
+        .wait_exit(Duration::from_secs(5))
+        .expect("exit within 5 s");
+    assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
+    if !ready() || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse") {
+        return;
+    }
+    let _guard = serial();
+    let other = LoopDev::tmpfs(16 << 20);
+    let dir = open_tempdir();
+    let mut hung = HungFuse::mount();
+    let arg = config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
+             max_duty_cycle = 1.0\nprofiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"hung\"\npath = \"{}/probe.dat\"\nsize = \"1MiB\"\n\
+             [[targets]]\nname = \"healthy\"\npath = \"{}\"\n",
+            hung.path().display(),
+            other.path.display()
+        ),
+    );
+    let mut agent = Agent::start(&[&arg]);
+    // The stat of the hung target's path never returns. Scrapes and the other target go on; the
+    // hung target's cycle is given up after 5 s, and its later cycles are skipped while the stat
+    // is stuck.
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut healthy_runs = 0.0;
+    while started.elapsed() < Duration::from_secs(12) {
+        let t = Instant::now();
+        let (code, body) = agent.get("/metrics");
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(code, 200);
+        let m: Metrics = samples(&body).into_iter().collect();
+        healthy_runs = runs(&m, "healthy", "success");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m = scrape(&agent);
+    eprintln!(
+        "after 12 s: healthy {healthy_runs} successes, hung {} timeouts / {} skipped; slowest scrape {slowest:?}",
+        runs(&m, "hung", "timeout"),
+        runs(&m, "hung", "skipped")
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a scrape took {slowest:?}"
+    );
+    assert!(healthy_runs >= 5.0, "{healthy_runs} healthy runs in 12 s");
+    assert_eq!(runs(&m, "hung", "timeout"), 1.0, "one abandoned cycle");
+    assert!(runs(&m, "hung", "skipped") >= 1.0);
+    assert_eq!(runs(&m, "hung", "success") + runs(&m, "hung", "error"), 0.0);
+    assert!(
+        agent.wait_log(
+            "did not return within 5s (hung filesystem?)",
+            Duration::from_secs(1)
+        ),
+        "{}",
+        agent.log.lock().unwrap()
+    );
+    // When the server dies the stuck stat fails (ENOTCONN) and returns; the target's later runs
+    // end in errors, not in more skips.
+    hung.abort();
+    wait_until(
+        &agent,
+        Duration::from_secs(10),
+        "errors after the unmount",
+        |m| runs(m, "hung", "error") >= 1.0,
+    );
     agent.signal("TERM");
     let exit = agent
         .wait_exit(Duration::from_secs(5))
