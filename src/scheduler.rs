@@ -16,10 +16,9 @@
 //!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
 //!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
 //!   engine enforces the run's hard timeout and drains in-flight I/O for at most
-//!   [`engine::DRAIN_GRACE`]; if a run has not
-//!   returned [`GRACE`] after its timeout, or opening the target (which may fill a probe file)
-//!   has made no progress for that long, the scheduler records a timeout and does not start that
-//!   target again until the thread returns.
+//!   [`engine::DRAIN_GRACE`]; if a run has not returned [`GRACE`] after its timeout, or opening
+//!   the target (which may fill a probe file) has made no progress for that long, the scheduler
+//!   records a timeout and does not start that target again until the thread returns.
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::diskstats;
@@ -481,16 +480,22 @@ async fn run_on_thread(
         );
     }
     let patience = spec.timeout + GRACE;
-    let mut opened = false;
+    let mut opened: Option<Instant> = None;
     let mut deadline = tokio::time::Instant::now() + patience;
     loop {
         let Ok(msg) = tokio::time::timeout_at(deadline, rx.recv()).await else {
             // The target's cancel flag is left alone: it is never reset, and later runs would
             // start cancelled. The thread counts itself out of `threads` when it returns.
-            let error = if opened {
-                format!("the probe did not return within its timeout plus {GRACE:?}")
-            } else {
-                format!("opening the target made no progress for {patience:?}")
+            // Only the time since the engine was handed the target is charged to the budget.
+            let (error, charged) = match opened {
+                Some(at) => (
+                    format!("the probe did not return within its timeout plus {GRACE:?}"),
+                    at.elapsed(),
+                ),
+                None => (
+                    format!("opening the target made no progress for {patience:?}"),
+                    Duration::ZERO,
+                ),
             };
             tracing::error!(target = %spec.name, profile = %profile.name, "{error}; abandoning the run");
             return (
@@ -498,14 +503,14 @@ async fn run_on_thread(
                     error,
                     duration: started.elapsed(),
                 },
-                started.elapsed(),
+                charged,
             );
         };
         match msg {
             Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
             Some(FromThread::Opened(info)) => {
                 shared.results.set_info(&spec.name, info);
-                opened = true;
+                opened = Some(Instant::now());
                 deadline = tokio::time::Instant::now() + patience;
             }
             Some(FromThread::Done(outcome, busy)) => return (outcome, busy),

@@ -343,7 +343,7 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
              max_duty_cycle = 1.0\nprofiles = [\"randread-4k-qd1\"]\n\
-             [[targets]]\nname = \"stalled\"\npath = \"{}\"\nsize = \"8MiB\"\n\
+             [[targets]]\nname = \"stalled\"\npath = \"{}\"\nsize = \"8MiB\"\nmax_duty_cycle = 0.2\n\
              [[targets]]\nname = \"healthy\"\npath = \"{}\"\n",
             probe_file.display(),
             other.path.display()
@@ -398,6 +398,13 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
         |m| runs(m, "stalled", "success") >= 1.0,
     );
     assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 8 << 20);
+    // The stalled open never reached the engine, so none of its 16 s was charged to the device's
+    // duty-cycle budget (0.2 s per second, 0.4 s at most): no run was refused for the budget.
+    assert!(
+        !agent.log.lock().unwrap().contains("duty-cycle budget"),
+        "{}",
+        agent.log.lock().unwrap()
+    );
     agent.signal("TERM");
     let exit = agent
         .wait_exit(Duration::from_secs(5))
