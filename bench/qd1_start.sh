@@ -3,8 +3,9 @@
 # starts, not on diskprobe_exporter's engine: bench/qd1_start.c, a minimal liburing QD1 reader
 # with fio's system calls, run straight after its set-up and after a 100 ms pause, interleaved with
 # fio and with ours (which pauses engine::SETTLE after its set-up); and paused in a child process
-# whose parent checks on it every 10 ms, as fio's main process does. Prints every run's IOPS and
-# the medians (docs/probes.md, "Current engine").
+# whose parent checks on it every 10 ms, as fio's main process does; and ours beside another
+# process that wakes every 10 ms (fio's parent, imitated from outside our process). Prints every
+# run's IOPS and the medians (docs/probes.md, "Current engine").
 #
 # Usage: sudo bench/qd1_start.sh [ROUNDS] [SECONDS]   (defaults: 8 rounds of 1 s)
 # Needs: root, losetup, fio, gcc and liburing-dev (apt-get install gcc liburing-dev), cargo.
@@ -30,6 +31,15 @@ for round in $(seq 1 "$ROUNDS"); do
   printf 'ours %s\n' "$("$OURS" probe --target "$LOOP" --engine io_uring --format json \
     --runtime "${RUNTIME}s" --fio "-rw=randread -bs=4k -iodepth=1" \
     | python3 -c 'import json, sys; print(round(json.load(sys.stdin)[0]["iops"]))')" >> "$WORK/runs"
+  python3 -c 'import time
+while True: time.sleep(0.01)' &
+  ticker=$!
+  sleep 0.1
+  printf 'ours-ticker %s\n' "$("$OURS" probe --target "$LOOP" --engine io_uring --format json \
+    --runtime "${RUNTIME}s" --fio "-rw=randread -bs=4k -iodepth=1" \
+    | python3 -c 'import json, sys; print(round(json.load(sys.stdin)[0]["iops"]))')" >> "$WORK/runs"
+  kill "$ticker"
+  wait "$ticker" 2>/dev/null || true
   printf 'fio %s\n' "$(fio --name=qd1 --filename="$LOOP" --direct=1 --ioengine=io_uring --rw=randread \
     --bs=4k --iodepth=1 --time_based --runtime="$RUNTIME" --output-format=json \
     | python3 -c 'import json, sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')" >> "$WORK/runs"
