@@ -18,7 +18,9 @@
 //!   engine enforces the run's hard timeout and drains in-flight I/O for at most
 //!   [`engine::DRAIN_GRACE`]; if a run has not returned [`GRACE`] after its timeout, or opening
 //!   the target (which may fill a probe file) has made no progress for that long, the scheduler
-//!   records a timeout and does not start that target again until the thread returns.
+//!   records a timeout and does not start that target again (not for another profile, nor
+//!   after a reload) until the thread returns; a thread given up on during the open does not
+//!   start its probe afterwards, and its fill stops at the next chunk.
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::diskstats;
@@ -42,6 +44,8 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(engine::SETTLE)
     .saturating_add(engine::CANCEL_POLL)
     .saturating_add(Duration::from_secs(5));
+/// Why a run is skipped while an earlier thread of its target is stuck.
+const STILL_IN_FLIGHT: &str = "previous run still in flight";
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 /// Longest delay before a target's first cycle.
@@ -77,12 +81,37 @@ struct Shared {
     global: Arc<Semaphore>,
     /// One lock per physical device, created on first use.
     devices: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Budget>>>>>,
+    /// Per target name, its probe and stat threads that have not returned yet; kept across
+    /// reloads, so that a changed target does not start beside its predecessor's stuck thread.
+    threads: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
 impl Shared {
     fn device_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<Option<Budget>>> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(key.to_owned()).or_default().clone()
+    }
+
+    fn threads_of(&self, target: &str) -> Arc<AtomicUsize> {
+        let mut map = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(target.to_owned()).or_default().clone()
+    }
+}
+
+/// A thread counted in its target's `threads` until this is dropped: when the thread returns,
+/// panics, or could not be started (the closure that owns it is then dropped unrun).
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(threads: &Arc<AtomicUsize>) -> Counted {
+        threads.fetch_add(1, Ordering::SeqCst);
+        Counted(threads.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -110,6 +139,7 @@ impl Scheduler {
                 roots,
                 global: Arc::new(Semaphore::new(config.max_concurrent_probes)),
                 devices: Mutex::new(HashMap::new()),
+                threads: Mutex::new(HashMap::new()),
             }),
             max_concurrent: config.max_concurrent_probes,
             tasks: HashMap::new(),
@@ -160,6 +190,7 @@ impl Scheduler {
                 self.shared.clone(),
                 stop_rx,
                 cancel.clone(),
+                self.shared.threads_of(&spec.name),
             ));
             tracing::info!(
                 target = %spec.name,
@@ -224,29 +255,45 @@ async fn stat_device(
     spec: &TargetSpec,
     sysfs: &Path,
     threads: &Arc<AtomicUsize>,
-) -> Result<Option<DeviceId>, String> {
+) -> Result<Option<DeviceId>, StatFailure> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (path, sysfs) = (spec.path.clone(), sysfs.to_owned());
-    let in_flight = threads.clone();
-    in_flight.fetch_add(1, Ordering::SeqCst);
+    let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(format!("stat-{}", spec.name))
         .spawn(move || {
-            let _ = tx.send(device_of(&path, &sysfs));
-            in_flight.fetch_sub(1, Ordering::SeqCst);
+            let device = device_of(&path, &sysfs);
+            // Counted out before the scheduler hears of the answer, which may start a run.
+            drop(counted);
+            let _ = tx.send(device);
         });
+    let failed = |error: String| StatFailure {
+        error,
+        timed_out: false,
+    };
     if let Err(err) = spawned {
-        threads.fetch_sub(1, Ordering::SeqCst);
-        return Err(format!("cannot start a thread to stat the target: {err}"));
+        return Err(failed(format!(
+            "cannot start a thread to stat the target: {err}"
+        )));
     }
     match tokio::time::timeout(STAT_PATIENCE, rx).await {
         Ok(Ok(device)) => Ok(device),
-        Ok(Err(_)) => Err("the stat thread ended without a result".to_owned()),
-        Err(_) => Err(format!(
-            "stat of {} did not return within {STAT_PATIENCE:?} (hung filesystem?)",
-            spec.path.display()
-        )),
+        Ok(Err(_)) => Err(failed("the stat thread ended without a result".to_owned())),
+        Err(_) => Err(StatFailure {
+            error: format!(
+                "stat of {} did not return within {STAT_PATIENCE:?} (hung filesystem?)",
+                spec.path.display()
+            ),
+            timed_out: true,
+        }),
     }
+}
+
+/// Why [`stat_device`] has no answer.
+struct StatFailure {
+    error: String,
+    /// The stat did not return in time (a timeout), rather than failing to start (an error).
+    timed_out: bool,
 }
 
 fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
@@ -261,12 +308,11 @@ async fn run_target(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     cancel: Arc<AtomicBool>,
+    threads: Arc<AtomicUsize>,
 ) {
     let first = FIRST_CYCLE_MAX_DELAY.min(spec.interval / 2);
     let mut grid = Instant::now() + first.mul_f64(rand::rng().random::<f64>());
     let mut next = grid;
-    // Threads of this target's runs (and stats) that have not returned yet.
-    let threads = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -316,24 +362,23 @@ async fn run_cycle(
         }
     };
     if threads.load(Ordering::SeqCst) > 0 {
-        tracing::warn!(target = %spec.name, "previous run still has not returned; skipping this cycle");
-        skip_all("previous run still in flight");
+        tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
+        skip_all(STILL_IN_FLIGHT);
         return;
     }
     let started = Instant::now();
     let device = match stat_device(spec, &shared.roots.sysfs, threads).await {
         Ok(device) => device,
-        Err(error) => {
+        Err(StatFailure { error, timed_out }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
             for p in &spec.profiles {
-                shared.results.record(
-                    &spec.name,
-                    &p.name,
-                    Outcome::Abandoned {
-                        error: error.clone(),
-                        duration: started.elapsed(),
-                    },
-                );
+                let (error, duration) = (error.clone(), started.elapsed());
+                let outcome = if timed_out {
+                    Outcome::Abandoned { error, duration }
+                } else {
+                    Outcome::Failed { error, duration }
+                };
+                shared.results.record(&spec.name, &p.name, outcome);
             }
             return;
         }
@@ -392,6 +437,17 @@ async fn run_cycle(
                 }
                 _ => {}
             }
+        }
+        if threads.load(Ordering::SeqCst) > 0 {
+            // An earlier profile's run was abandoned and its thread still holds the target.
+            shared.results.record(
+                &spec.name,
+                &profile.name,
+                Outcome::Skipped {
+                    reason: STILL_IN_FLIGHT.to_owned(),
+                },
+            );
+            continue;
         }
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
         budget.tokens -= busy.as_secs_f64();
@@ -460,16 +516,18 @@ async fn run_on_thread(
     let job_profile = profile.clone();
     let roots = shared.roots.clone();
     let job_cancel = cancel.clone();
-    let in_flight = threads.clone();
-    in_flight.fetch_add(1, Ordering::SeqCst);
+    let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(format!("probe-{}", spec.name))
         .spawn(move || {
-            probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
-            in_flight.fetch_sub(1, Ordering::SeqCst);
+            let done = probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
+            // Counted out before the scheduler hears of the end, which may start the next run.
+            drop(counted);
+            if let Some((outcome, busy)) = done {
+                let _ = tx.send(FromThread::Done(outcome, busy));
+            }
         });
     if let Err(err) = spawned {
-        threads.fetch_sub(1, Ordering::SeqCst);
         let error = format!("cannot start a probe thread: {err}");
         return (
             Outcome::Failed {
@@ -485,7 +543,8 @@ async fn run_on_thread(
     loop {
         let Ok(msg) = tokio::time::timeout_at(deadline, rx.recv()).await else {
             // The target's cancel flag is left alone: it is never reset, and later runs would
-            // start cancelled. The thread counts itself out of `threads` when it returns.
+            // start cancelled. The thread counts itself out of `threads` when it returns, and
+            // does not start the engine once this receiver is gone.
             // Only the time since the engine was handed the target is charged to the budget.
             let (error, charged) = match opened {
                 Some(at) => (
@@ -527,22 +586,24 @@ async fn run_on_thread(
     }
 }
 
+/// Opens the target and runs the profile, reporting progress on `tx`. Returns the outcome and
+/// the engine time to charge, or `None` when the scheduler gave up on the run during the open.
 fn probe_thread(
     spec: &TargetSpec,
     profile: &Profile,
     roots: &Roots,
     cancel: Arc<AtomicBool>,
     tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
-) {
+) -> Option<(Outcome, Duration)> {
     let started = Instant::now();
     let fail = |error: String| {
-        let _ = tx.send(FromThread::Done(
+        Some((
             Outcome::Failed {
                 error,
                 duration: started.elapsed(),
             },
             Duration::ZERO,
-        ));
+        ))
     };
     let options = TargetOptions {
         size: spec.size,
@@ -552,9 +613,8 @@ fn probe_thread(
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
     };
-    let filled = || {
-        let _ = tx.send(FromThread::Filled);
-    };
+    // A fill goes on while the scheduler still waits for this run and it is not cancelled.
+    let filled = || tx.send(FromThread::Filled).is_ok() && !cancel.load(Ordering::Relaxed);
     let opened = match target::open_reporting(&spec.path, &options, &filled) {
         Ok(t) => t,
         Err(err) => return fail(err.to_string()),
@@ -574,6 +634,11 @@ fn probe_thread(
         kind: opened.kind.as_str().to_owned(),
         fstype: opened.fstype.clone(),
     }));
+    if tx.is_closed() {
+        // The scheduler gave up on this run while the target was being opened: the probe would
+        // run outside its limits (global slot, device lock, budget).
+        return None;
+    }
     let opts = RunOptions {
         engine: spec.engine,
         timeout: spec.timeout,
@@ -584,13 +649,13 @@ fn probe_thread(
     match engine::run(&opened, profile, &opts) {
         Ok(result) => {
             let busy = result.elapsed;
-            let _ = tx.send(FromThread::Done(
+            Some((
                 Outcome::Ran {
                     result: Box::new(result),
                     duration: started.elapsed(),
                 },
                 busy,
-            ));
+            ))
         }
         Err(err) => fail(err.to_string()),
     }
@@ -603,6 +668,10 @@ mod tests {
     #[test]
     fn grace_is_the_figure_the_docs_give() {
         // docs/probes.md (Targets) states how long a stalled open or run is waited for.
-        assert_eq!(GRACE, Duration::from_millis(15_200));
+        let stated = format!("timeout plus {} s", GRACE.as_secs_f64());
+        assert!(
+            include_str!("../docs/probes.md").contains(&stated),
+            "docs/probes.md does not say {stated:?}"
+        );
     }
 }

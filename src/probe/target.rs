@@ -209,15 +209,16 @@ impl OpenTarget {
 
 /// Opens `path` for probing. See the module documentation for the rules.
 pub fn open(path: &Path, opts: &TargetOptions) -> Result<OpenTarget, TargetError> {
-    open_reporting(path, opts, &|| {})
+    open_reporting(path, opts, &|| true)
 }
 
 /// [`open`], calling `progress` after each chunk written while a probe file is filled, so that a
-/// caller can tell a long fill from a stalled one.
+/// caller can tell a long fill from a stalled one; the fill stops (an error) when it returns
+/// `false`.
 pub fn open_reporting(
     path: &Path,
     opts: &TargetOptions,
-    progress: &dyn Fn(),
+    progress: &dyn Fn() -> bool,
 ) -> Result<OpenTarget, TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
@@ -592,17 +593,18 @@ fn complete_marker(size: u64) -> Vec<u8> {
 /// Bytes written per system call while filling a probe file; progress is reported after each.
 const FILL_CHUNK: usize = 1 << 20;
 
-/// Creates (or refills) the probe file at `size` bytes of random data and returns whether it
-/// carries our mark. The data is written with O_DIRECT: a fill neither floods the page cache nor
-/// leaves the whole file dirty for one final `fsync`, and `progress`, called after every chunk,
-/// follows what the device has taken. O_DIRECT support and the size's alignment are checked
-/// before any data is written.
+/// Creates (`existing` is `None`) or refills the probe file at `size` bytes of random data and
+/// returns whether it carries our mark. A refill only proceeds on the file `existing` describes
+/// (the one whose mark was checked), not on another put at the path since. The data is written
+/// with O_DIRECT: a fill neither floods the page cache nor leaves the whole file dirty for one
+/// final `fsync`. O_DIRECT support and the size's alignment are checked before the file is
+/// truncated. `progress` is called after every chunk and stops the fill when it returns `false`.
 fn fill_probe_file(
     path: &Path,
     size: u64,
-    create: bool,
+    existing: Option<&fs::Metadata>,
     fstype: &str,
-    progress: &dyn Fn(),
+    progress: &dyn Fn() -> bool,
 ) -> Result<bool, TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
@@ -611,26 +613,41 @@ fn fill_probe_file(
             source,
         }
     };
-    let mut options = OpenOptions::new();
-    options.write(true).custom_flags(libc::O_NOFOLLOW);
-    if create {
-        options.create_new(true).mode(0o600);
-    }
-    let file = options
-        .open(path)
-        .map_err(io_err("create the probe file"))?;
-    let marked = match set_xattr(&file, FILLING) {
+    let mark_filling = |file: &File| match set_xattr(file, FILLING) {
         Ok(()) => true,
         Err(err) => {
             tracing::warn!(path = %path.display(), %err, "cannot mark the probe file as ours (no user xattrs); write probes will refuse it after a restart");
             false
         }
     };
-    file.set_len(0).map_err(io_err("truncate the probe file"))?;
+    let mut options = OpenOptions::new();
+    options.write(true).custom_flags(libc::O_NOFOLLOW);
+    let (file, mut marked) = match existing {
+        None => {
+            options.create_new(true).mode(0o600);
+            let file = options
+                .open(path)
+                .map_err(io_err("create the probe file"))?;
+            // Ours from the start: a fill that fails below leaves a file marked as unfinished.
+            let marked = mark_filling(&file);
+            (file, marked)
+        }
+        Some(checked) => {
+            let file = options
+                .open(path)
+                .map_err(io_err("open the probe file for refilling"))?;
+            same_file(path, checked, &file)?;
+            (file, false)
+        }
+    };
     let direct = open_direct(path, true, false, true, fstype)?;
     same_file(path, &fstat(path, &file)?, &direct)?;
     let (mem_align, offset_align) = dio_alignment(&direct).unwrap_or((512, 512));
     check_aligned(path, "file size", size, offset_align)?;
+    if existing.is_some() {
+        marked = mark_filling(&file);
+    }
+    file.set_len(0).map_err(io_err("truncate the probe file"))?;
     let mut rng = SmallRng::from_os_rng();
     let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|err| {
         TargetError::Io {
@@ -648,7 +665,13 @@ fn fill_probe_file(
             .write_all_at(chunk, offset)
             .map_err(io_err("fill the probe file"))?;
         offset += n as u64;
-        progress();
+        if !progress() {
+            return Err(TargetError::Io {
+                path: path.to_owned(),
+                what: "fill the probe file",
+                source: io::Error::new(io::ErrorKind::Interrupted, "stopped"),
+            });
+        }
     }
     direct.sync_all().map_err(io_err("sync the probe file"))?;
     if marked {
@@ -661,7 +684,7 @@ fn open_file(
     path: &Path,
     meta: Option<fs::Metadata>,
     opts: &TargetOptions,
-    progress: &dyn Fn(),
+    progress: &dyn Fn() -> bool,
 ) -> Result<OpenTarget, TargetError> {
     let dir = path
         .parent()
@@ -694,7 +717,7 @@ fn open_file(
         None => {
             let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
-            let marked = fill_probe_file(path, size, true, &fstype, progress)?;
+            let marked = fill_probe_file(path, size, None, &fstype, progress)?;
             filled = true;
             let file = open_direct(path, opts.write, false, true, &fstype)?;
             if marked {
@@ -719,7 +742,7 @@ fn open_file(
                         && meta.blocks().saturating_mul(512) >= meta.len();
                     if !intact {
                         tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
-                        fill_probe_file(path, wanted, false, &fstype, progress)?;
+                        fill_probe_file(path, wanted, Some(&meta), &fstype, progress)?;
                         filled = true;
                     }
                 }
@@ -809,7 +832,11 @@ mod tests {
             sysfs: "/sys".into(),
         };
         let chunks = std::cell::Cell::new(0);
-        let t = match open_reporting(&path, &opts, &|| chunks.set(chunks.get() + 1)) {
+        let count = || {
+            chunks.set(chunks.get() + 1);
+            true
+        };
+        let t = match open_reporting(&path, &opts, &count) {
             Ok(t) => t,
             Err(TargetError::NoDirectIo { .. }) => return,
             Err(err) => panic!("{err}"),
@@ -827,7 +854,7 @@ mod tests {
             size: Some(2 << 20),
             ..opts.clone()
         };
-        let t = open_reporting(&path, &opts2, &|| chunks.set(chunks.get() + 1)).unwrap();
+        let t = open_reporting(&path, &opts2, &count).unwrap();
         assert!(t.filled, "a size change refills");
         assert_eq!(chunks.get(), 3);
         assert_eq!(fs::metadata(&path).unwrap().len(), 2 << 20);
@@ -840,6 +867,33 @@ mod tests {
         let err = open_reporting(&odd, &opts3, &|| panic!("no chunk may be written")).unwrap_err();
         assert!(matches!(err, TargetError::Alignment { .. }), "{err}");
         assert_eq!(fs::metadata(&odd).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_refill_only_touches_the_checked_file_and_stops_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let fstype = statfs_type(dir.path()).unwrap();
+        let (ours, other) = (dir.path().join("ours.dat"), dir.path().join("other.dat"));
+        match fill_probe_file(&ours, 2 << 20, None, &fstype, &|| false) {
+            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(TargetError::Io { source, .. }) => {
+                assert_eq!(source.kind(), io::ErrorKind::Interrupted, "{source}")
+            }
+            other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(
+            fs::metadata(&ours).unwrap().len(),
+            1 << 20,
+            "one chunk, then stop"
+        );
+        // The path now holds another file than the one whose mark was checked: left alone.
+        fs::write(&other, b"not ours").unwrap();
+        let mark = get_xattr(&File::open(&ours).unwrap());
+        let checked = fs::metadata(&other).unwrap();
+        let err = fill_probe_file(&ours, 1 << 20, Some(&checked), &fstype, &|| true).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        assert_eq!(fs::metadata(&ours).unwrap().len(), 1 << 20);
+        assert_eq!(get_xattr(&File::open(&ours).unwrap()), mark);
     }
 
     #[test]
