@@ -1,6 +1,7 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
 //! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
-//! byte/s), a target on a hung (FUSE) filesystem, io_uring blocked by a seccomp filter, ENOSPC while
+//! byte/s) and SIGINT during a one-shot fill, a target on a hung (FUSE) filesystem, io_uring
+//! blocked by a seccomp filter, ENOSPC while
 //! creating the probe file, EACCES on a device, a filesystem without O_DIRECT, a mounted device
 //! offered for writes, and SIGTERM in the middle of a write probe.
 
@@ -327,6 +328,16 @@ impl Drop for HungFuse {
     }
 }
 
+/// A child process killed (and reaped) when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Lifts a group's write cap on a device when dropped.
 struct LiftWriteCap<'a>(&'a BlkioGroup, &'a LoopDev);
 
@@ -504,6 +515,77 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
         .wait_exit(Duration::from_secs(5))
         .expect("exit within 5 s");
     assert_eq!(exit.code(), Some(0));
+}
+
+#[test]
+fn sigint_stops_a_one_shot_probe_file_fill() {
+    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+        return;
+    }
+    let _guard = serial();
+    // A 64 MiB fill at 1 MiB/s would take a minute; SIGINT after 2 s must end it at once.
+    let disk = LoopDev::tmpfs(128 << 20);
+    mkfs_ext4(&disk);
+    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
+    let group = BlkioGroup::new();
+    group.throttle_write_bps(&disk, 1 << 20);
+    let probe_file = fs.path().join("probe.dat");
+    let target = probe_file.to_str().unwrap();
+    let mut child = KillOnDrop(
+        group
+            .command(
+                &common::binary(),
+                &[
+                    "probe",
+                    "--target",
+                    target,
+                    "--size",
+                    "64MiB",
+                    "--runtime",
+                    "1s",
+                ],
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the one-shot probe"),
+    );
+    // Dropped before the child: its writes are let through, so that it can be killed.
+    let _lift = LiftWriteCap(&group, &disk);
+    let child = &mut child.0;
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = Instant::now();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = sent + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fill did not stop within 10 s of SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stopped_after = sent.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let written = std::fs::metadata(&probe_file).unwrap().len();
+    eprintln!("stopped {stopped_after:?} after SIGINT with {written} of 64 MiB written");
+    assert!(!exit.success(), "a stopped fill is a failed run");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    assert!(
+        stopped_after < Duration::from_secs(3),
+        "SIGINT took {stopped_after:?} to stop the fill"
+    );
+    assert!(
+        written < 16 << 20,
+        "{written} bytes written: the fill went on"
+    );
 }
 
 #[test]

@@ -258,8 +258,11 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         } else {
             &mut read_target
         };
+        // SIGINT/SIGTERM also stop a probe-file fill, between two chunks.
+        let go_on = || !cancel.load(std::sync::atomic::Ordering::Relaxed);
         let opened = slot.get_or_insert_with(|| {
-            target::open(&args.target, &options(profile.rw.is_write())).map_err(|e| e.to_string())
+            target::open_reporting(&args.target, &options(profile.rw.is_write()), &go_on)
+                .map_err(|e| e.to_string())
         });
         let mut record;
         match opened {
