@@ -1,9 +1,9 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
 //! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
 //! byte/s) and SIGINT during a one-shot fill, a target on a hung (FUSE) filesystem, io_uring
-//! blocked by a seccomp filter, ENOSPC while
-//! creating the probe file, EACCES on a device, a filesystem without O_DIRECT, a mounted device
-//! offered for writes, and SIGTERM in the middle of a write probe.
+//! blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES on a device, a
+//! filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in the middle of
+//! a write probe.
 
 mod common;
 #[path = "common/loopdev.rs"]
@@ -507,7 +507,7 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     wait_until(
         &agent,
         Duration::from_secs(10),
-        "errors after the unmount",
+        "errors after the server died",
         |m| runs(m, "hung", "error") >= 1.0,
     );
     agent.signal("TERM");
