@@ -291,6 +291,31 @@ fn open_direct(
     })
 }
 
+/// Turns on O_DIRECT for a descriptor opened without it (a file just created with `O_EXCL`,
+/// which must not be reopened by path); a filesystem that refuses it is [`TargetError::NoDirectIo`].
+fn set_direct(path: &Path, file: &File, fstype: &str) -> Result<(), TargetError> {
+    let fd = file.as_raw_fd();
+    // SAFETY: F_GETFL on an open descriptor takes no argument and only returns its flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: F_SETFL on an open descriptor with an int argument changes only its status flags.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) } < 0 {
+        let err = io::Error::last_os_error();
+        return Err(if err.raw_os_error() == Some(libc::EINVAL) {
+            TargetError::NoDirectIo {
+                path: path.to_owned(),
+                fstype: fstype.to_owned(),
+            }
+        } else {
+            TargetError::Io {
+                path: path.to_owned(),
+                what: "enable O_DIRECT",
+                source: err,
+            }
+        });
+    }
+    Ok(())
+}
+
 fn open_block_device(
     path: &Path,
     meta: &fs::Metadata,
@@ -620,33 +645,31 @@ fn fill_probe_file(
             false
         }
     };
-    let mut options = OpenOptions::new();
-    options.write(true).custom_flags(libc::O_NOFOLLOW);
-    let (file, mut marked) = match existing {
+    // One descriptor does everything: the fill never reopens the path. A new file is marked at
+    // once; an existing one (already ours) only once the checks below have passed.
+    let (file, marked_at_creation) = match existing {
         None => {
-            options.create_new(true).mode(0o600);
-            let file = options
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
                 .map_err(io_err("create the probe file"))?;
             // Ours from the start: a fill that fails below leaves a file marked as unfinished.
             let marked = mark_filling(&file);
-            (file, marked)
+            set_direct(path, &file, fstype)?;
+            (file, Some(marked))
         }
         Some(checked) => {
-            let file = options
-                .open(path)
-                .map_err(io_err("open the probe file for refilling"))?;
+            let file = open_direct(path, true, false, true, fstype)?;
             same_file(path, checked, &file)?;
-            (file, false)
+            (file, None)
         }
     };
-    let direct = open_direct(path, true, false, true, fstype)?;
-    same_file(path, &fstat(path, &file)?, &direct)?;
-    let (mem_align, offset_align) = dio_alignment(&direct).unwrap_or((512, 512));
+    let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
     check_aligned(path, "file size", size, offset_align)?;
-    if existing.is_some() {
-        marked = mark_filling(&file);
-    }
+    let marked = marked_at_creation.unwrap_or_else(|| mark_filling(&file));
     file.set_len(0).map_err(io_err("truncate the probe file"))?;
     let mut rng = SmallRng::from_os_rng();
     let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|err| {
@@ -661,8 +684,7 @@ fn fill_probe_file(
         let n = (size - offset).min(FILL_CHUNK as u64) as usize;
         let chunk = &mut buf.as_mut_slice()[..n];
         rng.fill_bytes(chunk);
-        direct
-            .write_all_at(chunk, offset)
+        file.write_all_at(chunk, offset)
             .map_err(io_err("fill the probe file"))?;
         offset += n as u64;
         if !progress() {
@@ -673,9 +695,9 @@ fn fill_probe_file(
             });
         }
     }
-    direct.sync_all().map_err(io_err("sync the probe file"))?;
+    file.sync_all().map_err(io_err("sync the probe file"))?;
     if marked {
-        set_xattr(&direct, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
+        set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
     }
     Ok(marked)
 }
