@@ -44,8 +44,6 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(engine::SETTLE)
     .saturating_add(engine::CANCEL_POLL)
     .saturating_add(Duration::from_secs(5));
-/// Why a run is skipped while an earlier thread of its target is stuck.
-const STILL_IN_FLIGHT: &str = "previous run still in flight";
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 /// Longest delay before a target's first cycle.
@@ -350,20 +348,18 @@ async fn run_cycle(
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
 ) {
-    let skip_all = |reason: &str| {
+    // Records the same outcome for every profile of the cycle.
+    let record_all = |outcome: &dyn Fn() -> Outcome| {
         for p in &spec.profiles {
-            shared.results.record(
-                &spec.name,
-                &p.name,
-                Outcome::Skipped {
-                    reason: reason.to_owned(),
-                },
-            );
+            shared.results.record(&spec.name, &p.name, outcome());
         }
+    };
+    let still_in_flight = || Outcome::Skipped {
+        reason: "previous run still in flight".to_owned(),
     };
     if threads.load(Ordering::SeqCst) > 0 {
         tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
-        skip_all(STILL_IN_FLIGHT);
+        record_all(&still_in_flight);
         return;
     }
     let started = Instant::now();
@@ -371,15 +367,15 @@ async fn run_cycle(
         Ok(device) => device,
         Err(StatFailure { error, timed_out }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
-            for p in &spec.profiles {
-                let (error, duration) = (error.clone(), started.elapsed());
-                let outcome = if timed_out {
+            let duration = started.elapsed();
+            record_all(&|| {
+                let error = error.clone();
+                if timed_out {
                     Outcome::Abandoned { error, duration }
                 } else {
                     Outcome::Failed { error, duration }
-                };
-                shared.results.record(&spec.name, &p.name, outcome);
-            }
+                }
+            });
             return;
         }
     };
@@ -440,13 +436,9 @@ async fn run_cycle(
         }
         if threads.load(Ordering::SeqCst) > 0 {
             // An earlier profile's run was abandoned and its thread still holds the target.
-            shared.results.record(
-                &spec.name,
-                &profile.name,
-                Outcome::Skipped {
-                    reason: STILL_IN_FLIGHT.to_owned(),
-                },
-            );
+            shared
+                .results
+                .record(&spec.name, &profile.name, still_in_flight());
             continue;
         }
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
@@ -667,11 +659,14 @@ mod tests {
 
     #[test]
     fn grace_is_the_figure_the_docs_give() {
-        // docs/probes.md (Targets) states how long a stalled open or run is waited for.
+        // docs/probes.md (Targets) and the README state how long a stalled open or run is
+        // waited for.
         let stated = format!("timeout plus {} s", GRACE.as_secs_f64());
-        assert!(
-            include_str!("../docs/probes.md").contains(&stated),
-            "docs/probes.md does not say {stated:?}"
-        );
+        for (file, text) in [
+            ("docs/probes.md", include_str!("../docs/probes.md")),
+            ("README.md", include_str!("../README.md")),
+        ] {
+            assert!(text.contains(&stated), "{file} does not say {stated:?}");
+        }
     }
 }
