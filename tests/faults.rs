@@ -226,11 +226,7 @@ fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
         "/metrics p90 {p90:?} while the device stalls"
     );
     // Lift the throttle so the last in-flight I/O completes before the group is removed.
-    std::fs::write(
-        group.dir.join("blkio.throttle.read_iops_device"),
-        format!("{} 0", dev.majmin()),
-    )
-    .unwrap();
+    group.throttle_read_iops(&dev, 0);
     agent.signal("TERM");
     let exit = agent
         .wait_exit(Duration::from_secs(5))
@@ -343,11 +339,19 @@ struct LiftWriteCap<'a>(&'a BlkioGroup, &'a LoopDev);
 
 impl Drop for LiftWriteCap<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::write(
-            self.0.dir.join("blkio.throttle.write_bps_device"),
-            format!("{} 0", self.1.majmin()),
-        );
+        let _ = self.0.set_throttle("write_bps_device", self.1, 0);
     }
+}
+
+/// ext4 on a tmpfs-backed loop device of `size` bytes, mounted, and a blkio group whose writes to
+/// it are capped at `bps` bytes per second.
+fn throttled_ext4(size: u64, bps: u64) -> (LoopDev, Mount, BlkioGroup) {
+    let disk = LoopDev::tmpfs(size);
+    mkfs_ext4(&disk);
+    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
+    let group = BlkioGroup::new();
+    group.throttle_write_bps(&disk, bps);
+    (disk, fs, group)
 }
 
 #[test]
@@ -358,12 +362,8 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     let _guard = serial();
     // The probe file lives on ext4 on a loop device whose writes the agent's blkio group may not
     // make at all (1 byte/s): its O_DIRECT fill stalls in the kernel on the first chunk.
-    let disk = LoopDev::tmpfs(64 << 20);
-    mkfs_ext4(&disk);
-    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
+    let (disk, fs, group) = throttled_ext4(64 << 20, 1);
     let other = LoopDev::tmpfs(16 << 20);
-    let group = BlkioGroup::new();
-    group.throttle_write_bps(&disk, 1);
     let dir = open_tempdir();
     let probe_file = fs.path().join("probe.dat");
     let arg = config(
@@ -524,11 +524,7 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
     }
     let _guard = serial();
     // A 64 MiB fill at 1 MiB/s would take a minute; SIGINT after 2 s must end it at once.
-    let disk = LoopDev::tmpfs(128 << 20);
-    mkfs_ext4(&disk);
-    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
-    let group = BlkioGroup::new();
-    group.throttle_write_bps(&disk, 1 << 20);
+    let (disk, fs, group) = throttled_ext4(128 << 20, 1 << 20);
     let probe_file = fs.path().join("probe.dat");
     let target = probe_file.to_str().unwrap();
     let mut child = KillOnDrop(
@@ -555,22 +551,9 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
     let child = &mut child.0;
     std::thread::sleep(Duration::from_secs(2));
     let sent = Instant::now();
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = sent + Duration::from_secs(10);
-    let exit = loop {
-        if let Some(exit) = child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the fill did not stop within 10 s of SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    common::signal_process(child, "INT");
+    let exit = common::wait_exit(child, Duration::from_secs(10))
+        .expect("the fill did not stop within 10 s of SIGINT");
     let stopped_after = sent.elapsed();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();

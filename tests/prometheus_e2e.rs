@@ -262,11 +262,7 @@ fn dashboards_have_data_and_the_latency_alert_fires_and_resolves() {
         || alert_state(prom.addr, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
     );
     // Lift the throttle ("0" removes the rule) and the alert resolves.
-    std::fs::write(
-        group.dir.join("blkio.throttle.read_iops_device"),
-        format!("{} 0", dev.majmin()),
-    )
-    .unwrap();
+    group.throttle_read_iops(&dev, 0);
     wait_for(
         "DiskprobeLatencyRegression to resolve",
         Duration::from_secs(90),

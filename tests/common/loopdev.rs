@@ -188,32 +188,31 @@ impl BlkioGroup {
         BlkioGroup { dir }
     }
 
+    /// Writes `"MAJ:MIN value"` to the group's `blkio.throttle.<knob>` for `dev` (0 lifts the cap
+    /// and lets what is queued through).
+    pub fn set_throttle(&self, knob: &str, dev: &LoopDev, value: u64) -> std::io::Result<()> {
+        fs::write(
+            self.dir.join(format!("blkio.throttle.{knob}")),
+            format!("{} {value}", dev.majmin()),
+        )
+    }
+
     /// Caps reads of `dev` at `iops` per second for the group.
     pub fn throttle_read_iops(&self, dev: &LoopDev, iops: u32) {
-        fs::write(
-            self.dir.join("blkio.throttle.read_iops_device"),
-            format!("{} {iops}", dev.majmin()),
-        )
-        .expect("set blkio.throttle.read_iops_device");
+        self.set_throttle("read_iops_device", dev, iops.into())
+            .expect("set blkio.throttle.read_iops_device");
     }
 
     /// Caps writes of `dev` at `iops` per second for the group.
     pub fn throttle_write_iops(&self, dev: &LoopDev, iops: u32) {
-        fs::write(
-            self.dir.join("blkio.throttle.write_iops_device"),
-            format!("{} {iops}", dev.majmin()),
-        )
-        .expect("set blkio.throttle.write_iops_device");
+        self.set_throttle("write_iops_device", dev, iops.into())
+            .expect("set blkio.throttle.write_iops_device");
     }
 
-    /// Caps write bandwidth to `dev` at `bps` bytes per second for the group (0 lifts the cap and
-    /// lets what is queued through).
+    /// Caps write bandwidth to `dev` at `bps` bytes per second for the group.
     pub fn throttle_write_bps(&self, dev: &LoopDev, bps: u64) {
-        fs::write(
-            self.dir.join("blkio.throttle.write_bps_device"),
-            format!("{} {bps}", dev.majmin()),
-        )
-        .expect("set blkio.throttle.write_bps_device");
+        self.set_throttle("write_bps_device", dev, bps)
+            .expect("set blkio.throttle.write_bps_device");
     }
 
     /// A command that runs `program args` inside the group from its first instruction.

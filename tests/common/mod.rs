@@ -152,24 +152,12 @@ impl Agent {
 
     /// Sends `signal` (e.g. `"HUP"`) to the agent with kill(1).
     pub fn signal(&self, signal: &str) {
-        let status = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        signal_process(&self.child, signal);
     }
 
     /// Waits up to `timeout` for the process to exit.
     pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        None
+        wait_exit(&mut self.child, timeout)
     }
 
     /// Polls the log until it contains `needle`, up to `timeout`.
@@ -190,6 +178,31 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends `signal` (e.g. `"INT"`) to `child` with kill(1).
+pub fn signal_process(child: &std::process::Child, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Waits up to `timeout` for `child` to exit.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    timeout: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
 }
 
 /// A parsed HTTP response.
