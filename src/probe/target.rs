@@ -24,8 +24,6 @@ use std::path::{Path, PathBuf};
 /// Extended attribute that marks a probe file created by diskprobe_exporter.
 pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
 
-const FILLING: &[u8] = b"filling";
-
 /// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
 #[cfg(any(
     target_arch = "powerpc",
@@ -615,22 +613,40 @@ fn complete_marker(size: u64) -> Vec<u8> {
     format!("probe-file v1 size={size}").into_bytes()
 }
 
+/// The mark of a fill in progress: names the size being filled, so that a fill that was stopped
+/// is finished at that size (not at the size it had reached).
+fn filling_marker(size: u64) -> Vec<u8> {
+    format!("filling size={size}").into_bytes()
+}
+
+/// The size a mark names (finished or in progress), if any; marks of an older version name none.
+fn marked_size(mark: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(mark).ok()?;
+    let size = text
+        .strip_prefix("probe-file v1 size=")
+        .or_else(|| text.strip_prefix("filling size="))?;
+    size.parse().ok().filter(|&n| n > 0)
+}
+
 /// Bytes written per system call while filling a probe file; progress is reported after each.
 const FILL_CHUNK: usize = 1 << 20;
 
 /// Creates (`existing` is `None`) or refills the probe file at `size` bytes of random data and
-/// returns whether it carries our mark. A refill only proceeds on the file `existing` describes
-/// (the one whose mark was checked), not on another put at the path since. The data is written
-/// with O_DIRECT: a fill neither floods the page cache nor leaves the whole file dirty for one
-/// final `fsync`. O_DIRECT support and the size's alignment are checked before the file is
-/// truncated. `progress` is called after every chunk and stops the fill when it returns `false`.
+/// returns whether it carries our mark, with the filled file's metadata (to check that a later
+/// open finds the same file). A refill only proceeds on the file `existing` describes (the one
+/// whose mark was checked), not on another put at the path since. The data is written with
+/// O_DIRECT: a fill neither floods the page cache nor leaves the whole file dirty for one final
+/// `fsync`. O_DIRECT support and the size's alignment are checked before the file is truncated;
+/// a file created here that fails them is removed again. `progress` is called after every chunk
+/// and stops the fill when it returns `false`; the file then keeps a mark naming `size`, at which
+/// the next open finishes it.
 fn fill_probe_file(
     path: &Path,
     size: u64,
     existing: Option<&fs::Metadata>,
     fstype: &str,
     progress: &dyn Fn() -> bool,
-) -> Result<bool, TargetError> {
+) -> Result<(bool, fs::Metadata), TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
             path: path.to_owned(),
@@ -638,7 +654,7 @@ fn fill_probe_file(
             source,
         }
     };
-    let mark_filling = |file: &File| match set_xattr(file, FILLING) {
+    let mark_filling = |file: &File| match set_xattr(file, &filling_marker(size)) {
         Ok(()) => true,
         Err(err) => {
             tracing::warn!(path = %path.display(), %err, "cannot mark the probe file as ours (no user xattrs); write probes will refuse it after a restart");
@@ -658,7 +674,6 @@ fn fill_probe_file(
                 .map_err(io_err("create the probe file"))?;
             // Ours from the start: a fill that fails below leaves a file marked as unfinished.
             let marked = mark_filling(&file);
-            set_direct(path, &file, fstype)?;
             (file, Some(marked))
         }
         Some(checked) => {
@@ -667,8 +682,30 @@ fn fill_probe_file(
             (file, None)
         }
     };
-    let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
-    check_aligned(path, "file size", size, offset_align)?;
+    let mut mem_align = 512;
+    let preflight = if marked_at_creation.is_some() {
+        set_direct(path, &file, fstype)
+    } else {
+        Ok(())
+    }
+    .and_then(|()| {
+        let (mem, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
+        mem_align = mem;
+        check_aligned(path, "file size", size, offset_align)
+    });
+    if let Err(err) = preflight {
+        if marked_at_creation.is_some() {
+            // Nothing was written: remove the empty file this call created (if the path still
+            // names it), so that the mistake leaves nothing behind.
+            let created = fstat(path, &file)?;
+            if fs::symlink_metadata(path)
+                .is_ok_and(|now| (now.dev(), now.ino()) == (created.dev(), created.ino()))
+            {
+                let _ = fs::remove_file(path);
+            }
+        }
+        return Err(err);
+    }
     let marked = marked_at_creation.unwrap_or_else(|| mark_filling(&file));
     file.set_len(0).map_err(io_err("truncate the probe file"))?;
     let mut rng = SmallRng::from_os_rng();
@@ -699,7 +736,7 @@ fn fill_probe_file(
     if marked {
         set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
     }
-    Ok(marked)
+    Ok((marked, fstat(path, &file)?))
 }
 
 fn open_file(
@@ -739,14 +776,16 @@ fn open_file(
         None => {
             let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
             tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
-            let marked = fill_probe_file(path, size, None, &fstype, progress)?;
+            let (marked, created) = fill_probe_file(path, size, None, &fstype, progress)?;
             filled = true;
+            // A read probe gets a read-only descriptor of the file just filled, as it would for
+            // one found at start-up.
             let file = open_direct(path, opts.write, false, true, &fstype)?;
+            same_file(path, &created, &file)?;
             if marked {
                 check_filled(path, &file, size)?;
             }
-            let dev = fstat(path, &file)?.dev();
-            (file, size, dev)
+            (file, size, created.dev())
         }
         Some(_) => {
             // The owner mark is read through a descriptor of the file that will be probed, opened
@@ -756,7 +795,12 @@ fn open_file(
             let probe = open_direct(path, false, false, true, &fstype)?;
             let meta = fstat(path, &probe)?;
             let marker = get_xattr(&probe);
-            let wanted = opts.size.unwrap_or(meta.len());
+            // Without a configured size, a probe file keeps the size its mark names (that of a
+            // finished fill, or of one that was stopped); a foreign file is probed whole.
+            let wanted = opts.size.unwrap_or_else(|| match &marker {
+                Some(m) => marked_size(m).unwrap_or(DEFAULT_FILE_SIZE),
+                None => meta.len(),
+            });
             match marker {
                 Some(m) => {
                     let intact = m == complete_marker(meta.len())
@@ -888,7 +932,43 @@ mod tests {
         };
         let err = open_reporting(&odd, &opts3, &|| panic!("no chunk may be written")).unwrap_err();
         assert!(matches!(err, TargetError::Alignment { .. }), "{err}");
-        assert_eq!(fs::metadata(&odd).unwrap().len(), 0);
+        assert!(!odd.exists(), "the empty file created for it is removed");
+    }
+
+    #[test]
+    fn a_stopped_fill_is_finished_at_the_size_it_was_filling() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = TargetOptions {
+            size: Some(3 << 20),
+            offset: 0,
+            write: false,
+            device_writes: false,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        };
+        match open_reporting(&path, &opts, &|| false) {
+            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(TargetError::Io { source, .. }) => {
+                assert_eq!(source.kind(), io::ErrorKind::Interrupted, "{source}")
+            }
+            other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
+        // Opened again without a size (the embedded default, a one-shot run without --size):
+        // the fill is finished at the size it was started with, not at the 1 MiB it reached.
+        let unsized_opts = TargetOptions { size: None, ..opts };
+        let t = open(&path, &unsized_opts).unwrap();
+        assert!(t.filled);
+        assert_eq!(t.region_len, 3 << 20);
+        assert_eq!(fs::metadata(&path).unwrap().len(), 3 << 20);
+        drop(t);
+        assert!(!open(&path, &unsized_opts).unwrap().filled, "then reused");
+        // A mark of an older version names no size: the default size is filled.
+        set_xattr(&File::open(&path).unwrap(), b"filling").unwrap();
+        assert_eq!(marked_size(b"filling"), None);
+        assert_eq!(marked_size(b"probe-file v1 size=0"), None);
+        assert_eq!(marked_size(b"filling size=4096"), Some(4096));
     }
 
     #[test]
