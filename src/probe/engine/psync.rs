@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,10 @@ const GRACE: Duration = Duration::from_secs(2);
 struct Shared {
     issued: AtomicU64,
     stop: AtomicBool,
+    /// The run's start, set once every thread has set up its buffer: the clock (elapsed time, the
+    /// runtime and a rate cap's schedule) starts after the set-up, as the io_uring engine's does.
+    start: Mutex<Option<Instant>>,
+    started: Condvar,
 }
 
 struct WorkerOut {
@@ -46,9 +50,12 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
     let shared = Arc::new(Shared {
         issued: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        start: Mutex::new(None),
+        started: Condvar::new(),
     });
     let (tx, rx) = mpsc::channel::<Result<WorkerOut, String>>();
-    let start = Instant::now();
+    // Each thread drops its sender once its set-up is done (or has failed).
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
     let mut spawned = 0u32;
     for i in 0..job.iodepth {
         let started = borrowed.try_clone_to_owned().and_then(|fd| {
@@ -56,10 +63,11 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
             let job = job.clone();
             let worker_shared = Arc::clone(&shared);
             let tx = tx.clone();
+            let ready = ready_tx.clone();
             thread::Builder::new()
                 .name(format!("diskprobe-psync-{i}"))
                 .spawn(move || {
-                    let out = worker(&job, &file, &worker_shared, start);
+                    let out = worker(&job, &file, &worker_shared, ready);
                     let _ = tx.send(out);
                 })
         });
@@ -79,6 +87,12 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
         }
     }
     drop(tx);
+    drop(ready_tx);
+    // Every thread has set up (or given up) once all senders are gone.
+    while ready_rx.recv().is_ok() {}
+    let start = Instant::now();
+    *shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
+    shared.started.notify_all();
 
     let deadline = start + job.timeout;
     let mut hist = new_latency_histogram();
@@ -155,10 +169,24 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
     })
 }
 
-fn worker(job: &Job, file: &File, shared: &Shared, start: Instant) -> Result<WorkerOut, String> {
+fn worker(
+    job: &Job,
+    file: &File,
+    shared: &Shared,
+    ready: mpsc::Sender<()>,
+) -> Result<WorkerOut, String> {
     let mut rng = SmallRng::from_os_rng();
     let mut buf = AlignedBuf::new(job.block_size as usize, job.mem_align, &mut rng)
         .map_err(|e| e.to_string())?;
+    drop(ready);
+    let start = {
+        let guard = shared.start.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = shared
+            .started
+            .wait_while(guard, |start| start.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        guard.unwrap_or_else(Instant::now)
+    };
     let mut offsets = Offsets::new(job.random, job.region_offset, job.blocks, job.block_size);
     let stop_at = job.runtime.map(|r| start + r);
     let mut out = WorkerOut {
