@@ -40,19 +40,34 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
         })
 }
 
-/// Parses a duration such as `500ms`, `5s`, `1m` (humantime syntax).
+/// Longest duration accepted anywhere (a year): longer ones are mistakes, and would overflow the
+/// clock arithmetic of the scheduler and the engines.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses a duration such as `500ms`, `5s`, `1m` (humantime syntax), at most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
-    humantime::parse_duration(text.trim()).map_err(|err| UnitError::Duration {
+    let d = humantime::parse_duration(text.trim()).map_err(|err| UnitError::Duration {
         value: text.to_owned(),
         reason: err.to_string(),
-    })
+    })?;
+    at_most_a_year(text, d)
+}
+
+fn at_most_a_year(text: &str, d: Duration) -> Result<Duration, UnitError> {
+    if d > MAX_DURATION {
+        return Err(UnitError::Duration {
+            value: text.to_owned(),
+            reason: "longer than a year (365d)".to_owned(),
+        });
+    }
+    Ok(d)
 }
 
 /// Parses a duration as fio does: a bare number is seconds, otherwise as [`parse_duration`].
 pub fn parse_fio_duration(text: &str) -> Result<Duration, UnitError> {
     let trimmed = text.trim();
     if let Ok(secs) = trimmed.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
+        return at_most_a_year(text, Duration::from_secs(secs));
     }
     parse_duration(trimmed)
 }
@@ -92,5 +107,12 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert_eq!(parse_fio_duration("5"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_fio_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("365d"), Ok(MAX_DURATION));
+        for long in ["366d", "300000000000y"] {
+            let err = parse_duration(long).unwrap_err().to_string();
+            assert!(err.contains("longer than a year"), "{err}");
+        }
+        assert!(parse_fio_duration("31536001").is_err());
+        assert!(parse_fio_duration("18446744073709551615").is_err());
     }
 }

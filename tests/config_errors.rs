@@ -112,7 +112,19 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[defaults]\nmax_duty_cycle = 2.0\n",
-        "2:18: defaults.max_duty_cycle: expected a number above 0 and at most 1, found 2",
+        "2:18: defaults.max_duty_cycle: expected a number above 0.000001 and at most 1, found 2",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 1e-20\n",
+        "2:18: defaults.max_duty_cycle: expected a number above 0.000001 and at most 1, found 0.00000000000000000001",
+    ),
+    (
+        "[defaults]\ninterval = \"300000000000y\"\n",
+        "2:12: defaults.interval: invalid duration \"300000000000y\": longer than a year (365d) (expected e.g. 500ms, 5s, 1m)",
+    ),
+    (
+        "[profiles.fast]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 1\nrate_iops = 2000000000\n",
+        "5:13: profiles.fast.rate_iops: expected a whole number from 1 to 10000000, found 2000000000",
     ),
 ];
 

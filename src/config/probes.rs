@@ -9,7 +9,7 @@ use super::SpannedError;
 use super::raw::{RawConfig, RawDefaults, RawProfile, RawTarget};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
-use crate::probe::profile::{Profile, Rw};
+use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
 use crate::units;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -110,6 +110,10 @@ fn duration(key: &str, v: &Spanned<String>) -> Result<Duration, SpannedError> {
 fn size(key: &str, v: &Spanned<String>) -> Result<u64, SpannedError> {
     units::parse_size(v.get_ref()).map_err(|e| invalid(v, format!("{key}: {e}")))
 }
+
+/// The smallest `max_duty_cycle` above zero that is accepted (1 s of probing in 11.6 days); a
+/// smaller one is a mistake, and the interval it implies would not fit the clock.
+const MIN_DUTY_CYCLE: f64 = 1e-6;
 
 fn fraction(key: &str, v: &Spanned<f64>, min: f64, max: f64) -> Result<f64, SpannedError> {
     let x = *v.get_ref();
@@ -245,7 +249,7 @@ fn custom_profiles(
                         .rate_iops
                         .as_ref()
                         .map(|r| {
-                            positive(&format!("{key}.rate_iops"), r, i64::from(u32::MAX))
+                            positive(&format!("{key}.rate_iops"), r, i64::from(MAX_RATE_IOPS))
                                 .map(|v| v as u32)
                         })
                         .transpose()?,
@@ -317,7 +321,7 @@ impl<'a> Defaults<'a> {
             profiles: d.profiles.as_ref(),
             jitter: opt(&d.jitter, |v| jitter("defaults.jitter", v))?.unwrap_or(DEFAULT_JITTER),
             max_duty_cycle: opt(&d.max_duty_cycle, |v| {
-                fraction("defaults.max_duty_cycle", v, 0.0, 1.0)
+                fraction("defaults.max_duty_cycle", v, MIN_DUTY_CYCLE, 1.0)
             })?
             .unwrap_or(DEFAULT_MAX_DUTY_CYCLE),
             skip_busy_above: opt(&d.skip_busy_above, |v| {
@@ -471,7 +475,7 @@ fn target(
     }
 
     let max_duty_cycle = opt(&r.max_duty_cycle, |v| {
-        fraction(&key("max_duty_cycle"), v, 0.0, 1.0)
+        fraction(&key("max_duty_cycle"), v, MIN_DUTY_CYCLE, 1.0)
     })?
     .unwrap_or(d.max_duty_cycle);
     let spec = TargetSpec {

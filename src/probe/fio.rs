@@ -6,7 +6,7 @@
 //! `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with `--engine`), and
 //! the no-ops `time_based`, `group_reporting`. Anything else is an error that names the option.
 
-use crate::probe::profile::{Profile, Rw};
+use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
 use crate::units;
 use std::time::Duration;
 
@@ -112,9 +112,17 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
                 );
             }
             "rate_iops" => {
-                rate_iops = Some(value.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(
-                    || bad("must be a positive integer (one value, no read,write pair)"),
-                )?);
+                rate_iops = Some(
+                    value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_RATE_IOPS).contains(n))
+                        .ok_or_else(|| {
+                            bad(&format!(
+                                "must be an integer from 1 to {MAX_RATE_IOPS} (one value, no read,write pair)"
+                            ))
+                        })?,
+                );
             }
             "size" => {
                 let s = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
@@ -229,6 +237,8 @@ mod tests {
             ("-rw=randread -bs=4k -iodepth=many", "iodepth"),
             ("-rw=randread -bs=4k -runtime=soon", "runtime"),
             ("-rw=randread -bs=4k -rate_iops=100,200", "rate_iops"),
+            ("-rw=randread -bs=4k -rate_iops=4000000000", "rate_iops"),
+            ("-rw=randread -bs=4k -runtime=400d", "runtime"),
             ("-rw=randread -bs=4k -ioengine=windowsaio", "ioengine"),
             ("-rw=randread -bs=4k -size=1k", "size"),
             ("-rw=randread -bs=4k -iodepth", "iodepth"),

@@ -82,6 +82,10 @@ pub struct Profile {
 /// Runtime of the built-in profiles.
 pub const BUILTIN_RUNTIME: Duration = Duration::from_secs(1);
 
+/// Highest rate cap accepted, in IOPS (above any device; a cap's issue interval is whole
+/// nanoseconds, which stay above zero up to 10⁹).
+pub const MAX_RATE_IOPS: u32 = 10_000_000;
+
 /// The built-in profiles: `(name, rw, block size, iodepth)`.
 const BUILTINS: &[(&str, Rw, u64, u32)] = &[
     ("randread-4k-qd1", Rw::RandRead, 4096, 1),
