@@ -266,32 +266,34 @@ impl ProbeResults {
         }
     }
 
-    /// Records where `target` lives.
-    pub fn set_info(&self, target: &str, info: TargetInfo) {
-        if let Some(t) = self.lock().get_mut(target) {
+    /// Records where the target of `spec` lives.
+    pub fn set_info(&self, spec: &TargetSpec, info: TargetInfo) {
+        if let Some(t) = self.lock().get_mut(&spec.name).filter(|t| t.spec == *spec) {
             t.info = info;
         }
     }
 
-    /// Records one run of `profile` on `target`; returns its result label and, unless it
-    /// succeeded, what went wrong (or why it was skipped).
+    /// Records one run of `profile` on the target of `spec`; returns its result label and, unless
+    /// it succeeded, what went wrong (or why it was skipped). A run of a target that a reload
+    /// has removed or changed since (its series now belong to another spec, or to none) is not
+    /// recorded: the reload cancelled it, and its figures describe a target that is gone.
     pub fn record(
         &self,
-        target: &str,
+        spec: &TargetSpec,
         profile: &str,
         outcome: Outcome,
     ) -> (RunResult, Option<String>) {
         let now = unix_now();
         let mut targets = self.lock();
         let Some(series) = targets
-            .get_mut(target)
+            .get_mut(&spec.name)
+            .filter(|t| t.spec == *spec)
             .and_then(|t| t.profiles.iter_mut().find(|(p, _)| p == profile))
             .map(|(_, s)| s)
         else {
-            // The target was removed by a reload while the run was in flight.
             return (
                 RunResult::Skipped,
-                Some("the target was removed by a reload".to_owned()),
+                Some("the target was removed or changed by a reload".to_owned()),
             );
         };
         let (result, last) = match outcome {
@@ -432,7 +434,7 @@ mod tests {
             latency_ns: h,
         };
         let r = store.record(
-            "t",
+            &spec,
             "randread-4k-qd1",
             Outcome::Ran {
                 result: Box::new(result),
@@ -441,7 +443,7 @@ mod tests {
         );
         assert_eq!(r, (RunResult::Success, None));
         store.record(
-            "t",
+            &spec,
             "randread-4k-qd1",
             Outcome::Skipped {
                 reason: "busy".into(),
@@ -461,8 +463,27 @@ mod tests {
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 100);
         let mut changed = spec.clone();
         changed.interval = Duration::from_secs(600);
-        store.set_targets(&[changed]);
+        store.set_targets(std::slice::from_ref(&changed));
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
+        // A run of the old spec, cancelled by that reload, ends up in no series.
+        let late = store.record(
+            &spec,
+            "randread-4k-qd1",
+            Outcome::Failed {
+                error: "cancelled".into(),
+                duration: Duration::from_millis(5),
+            },
+        );
+        assert_eq!(late.0, RunResult::Skipped);
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
+        store.set_info(
+            &spec,
+            TargetInfo {
+                path: "/old".into(),
+                ..TargetInfo::default()
+            },
+        );
+        assert_eq!(store.read(|t| t["t"].info.path.clone()), "/x");
         store.set_targets(&[]);
         assert!(store.read(|t| t.is_empty()));
     }

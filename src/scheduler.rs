@@ -351,7 +351,7 @@ async fn run_cycle(
     // Records the same outcome for every profile of the cycle.
     let record_all = |outcome: &dyn Fn() -> Outcome| {
         for p in &spec.profiles {
-            shared.results.record(&spec.name, &p.name, outcome());
+            shared.results.record(spec, &p.name, outcome());
         }
     };
     let still_in_flight = || Outcome::Skipped {
@@ -404,7 +404,7 @@ async fn run_cycle(
             tracing::info!(target = %spec.name, profile = %profile.name, device = %key,
                 "skipping run: the device's duty-cycle budget is used up");
             shared.results.record(
-                &spec.name,
+                spec,
                 &profile.name,
                 Outcome::Skipped {
                     reason: format!("duty-cycle budget of {key} used up"),
@@ -418,7 +418,7 @@ async fn run_cycle(
                     tracing::info!(target = %spec.name, profile = %profile.name, device = %dev.name,
                         utilisation = util, threshold, "skipping run: device busy");
                     shared.results.record(
-                        &spec.name,
+                        spec,
                         &profile.name,
                         Outcome::Skipped {
                             reason: format!(
@@ -433,17 +433,21 @@ async fn run_cycle(
                 }
                 _ => {}
             }
+            // The wait above ends early when the target is stopped: no run then.
+            if *stop.borrow() {
+                return;
+            }
         }
         if threads.load(Ordering::SeqCst) > 0 {
             // An earlier profile's run was abandoned and its thread still holds the target.
             shared
                 .results
-                .record(&spec.name, &profile.name, still_in_flight());
+                .record(spec, &profile.name, still_in_flight());
             continue;
         }
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
         budget.tokens -= busy.as_secs_f64();
-        let (result, error) = shared.results.record(&spec.name, &profile.name, outcome);
+        let (result, error) = shared.results.record(spec, &profile.name, outcome);
         if result != RunResult::Success {
             tracing::warn!(
                 target = %spec.name,
@@ -560,7 +564,7 @@ async fn run_on_thread(
         match msg {
             Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
             Some(FromThread::Opened(info)) => {
-                shared.results.set_info(&spec.name, info);
+                shared.results.set_info(spec, info);
                 opened = Some(Instant::now());
                 deadline = tokio::time::Instant::now() + patience;
             }

@@ -1,6 +1,7 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
 //! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
-//! byte/s) and SIGINT during a one-shot fill, a target on a hung (FUSE) filesystem, io_uring
+//! byte/s), SIGINT during a one-shot fill and a reload during a fill, a target on a hung (FUSE)
+//! filesystem, io_uring
 //! blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES on a device, a
 //! filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in the middle of
 //! a write probe.
@@ -569,6 +570,62 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
         written < 16 << 20,
         "{written} bytes written: the fill went on"
     );
+}
+
+#[test]
+fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
+    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+        return;
+    }
+    let _guard = serial();
+    // The probe file's fill runs at 1 MiB/s; a reload that changes the target cancels it.
+    let (disk, fs, group) = throttled_ext4(64 << 20, 1 << 20);
+    let dir = open_tempdir();
+    let probe_file = fs.path().join("probe.dat");
+    let text = |interval: &str| {
+        format!(
+            "[defaults]\nruntime = \"100ms\"\njitter = 0.0\nmax_duty_cycle = 1.0\n\
+             [[targets]]\nname = \"t\"\npath = \"{}\"\nsize = \"16MiB\"\ninterval = \"{interval}\"\n\
+             profiles = [\"randread-4k-qd1\"]\n",
+            probe_file.display()
+        )
+    };
+    let arg = config(dir.path(), &text("2s"));
+    let agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
+    let _lift = LiftWriteCap(&group, &disk);
+    assert!(
+        agent.wait_log("creating the probe file", Duration::from_secs(10)),
+        "{}",
+        agent.log.lock().unwrap()
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    config(dir.path(), &text("3s"));
+    agent.signal("HUP");
+    assert!(
+        agent.wait_log(
+            "stopping probes of removed or changed target",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        agent.log.lock().unwrap()
+    );
+    // The cancelled fill stops at its next chunk (a second at most). Its failure belongs to the
+    // target as it was, not to the series the reload started afresh.
+    std::thread::sleep(Duration::from_secs(2));
+    let m = scrape(&agent);
+    assert_eq!(
+        runs(&m, "t", "error"),
+        0.0,
+        "the cancelled run was recorded"
+    );
+    group.throttle_write_bps(&disk, 0);
+    // The new task finishes the fill (at the 16 MiB the mark names) and probes.
+    wait_until(&agent, Duration::from_secs(20), "a successful run", |m| {
+        runs(m, "t", "success") >= 1.0
+    });
+    let m = scrape(&agent);
+    assert_eq!(runs(&m, "t", "error"), 0.0);
+    assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 16 << 20);
 }
 
 #[test]
