@@ -1,10 +1,9 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
 //! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
 //! byte/s), SIGINT during a one-shot fill and a reload during a fill, a target on a hung (FUSE)
-//! filesystem, io_uring
-//! blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES on a device, a
-//! filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in the middle of
-//! a write probe.
+//! filesystem, io_uring blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES
+//! on a device, a filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in
+//! the middle of a write probe.
 
 mod common;
 #[path = "common/loopdev.rs"]
