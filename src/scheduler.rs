@@ -77,6 +77,9 @@ struct Shared {
     results: Arc<ProbeResults>,
     roots: Roots,
     global: Arc<Semaphore>,
+    /// Permits of `global` still to be retired: a reload that lowers `max_concurrent_probes`
+    /// retires the free permits at once and these as the runs holding them end.
+    owed: AtomicUsize,
     /// One lock per physical device, created on first use.
     devices: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Budget>>>>>,
     /// Per target name, its probe and stat threads that have not returned yet; kept across
@@ -93,6 +96,46 @@ impl Shared {
     fn threads_of(&self, target: &str) -> Arc<AtomicUsize> {
         let mut map = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(target.to_owned()).or_default().clone()
+    }
+
+    /// Changes the number of global probe slots from `from` to `to`.
+    fn resize_global(&self, from: usize, to: usize) {
+        if to > from {
+            // Slots still owed are simply not retired any more; the rest are new.
+            let mut more = to - from;
+            let _ = self
+                .owed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |owed| {
+                    let kept = owed.min(to - from);
+                    more = to - from - kept;
+                    Some(owed - kept)
+                });
+            self.global.add_permits(more);
+        } else if to < from {
+            let retired = self.global.forget_permits(from - to);
+            self.owed.fetch_add(from - to - retired, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A global probe slot, retired instead of given back when a reload lowered the limit while it
+/// was held.
+struct GlobalSlot<'a> {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    shared: &'a Shared,
+}
+
+impl Drop for GlobalSlot<'_> {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            let owed = &self.shared.owed;
+            if owed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                permit.forget();
+            }
+        }
     }
 }
 
@@ -136,6 +179,7 @@ impl Scheduler {
                 results,
                 roots,
                 global: Arc::new(Semaphore::new(config.max_concurrent_probes)),
+                owed: AtomicUsize::new(0),
                 devices: Mutex::new(HashMap::new()),
                 threads: Mutex::new(HashMap::new()),
             }),
@@ -148,13 +192,7 @@ impl Scheduler {
     /// in-flight run is cancelled), new and changed ones started, unchanged ones left alone.
     pub fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
         let wanted = config.max_concurrent_probes;
-        if wanted > self.max_concurrent {
-            self.shared.global.add_permits(wanted - self.max_concurrent);
-        } else if wanted < self.max_concurrent {
-            self.shared
-                .global
-                .forget_permits(self.max_concurrent - wanted);
-        }
+        self.shared.resize_global(self.max_concurrent, wanted);
         self.max_concurrent = wanted;
 
         let keep: Vec<String> = self
@@ -380,8 +418,11 @@ async fn run_cycle(
         }
     };
     let key = lock_key(spec, device.as_ref());
-    let _permit = tokio::select! {
-        p = shared.global.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+    let _slot = tokio::select! {
+        p = shared.global.clone().acquire_owned() => match p {
+            Ok(p) => GlobalSlot { permit: Some(p), shared },
+            Err(_) => return,
+        },
         _ = stop.changed() => return,
     };
     let lock = shared.device_lock(&key);
@@ -672,5 +713,41 @@ mod tests {
         ] {
             assert!(text.contains(&stated), "{file} does not say {stated:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn lowering_the_probe_limit_retires_slots_held_by_running_probes() {
+        let config = |max_concurrent_probes| SchedulerConfig {
+            max_concurrent_probes,
+        };
+        let roots = Roots {
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        };
+        let mut scheduler = Scheduler::new(Arc::new(ProbeResults::new()), roots, &config(4));
+        let shared = scheduler.shared.clone();
+        let take = || {
+            let permit = shared.global.clone().try_acquire_owned().ok()?;
+            Some(GlobalSlot {
+                permit: Some(permit),
+                shared: &shared,
+            })
+        };
+        let held: Vec<_> = (0..3).map(|_| take().unwrap()).collect();
+        // 4 → 1 with three slots in use: the free one goes now, two when their runs end.
+        scheduler.apply(&[], &config(1));
+        assert_eq!(shared.global.available_permits(), 0);
+        drop(held);
+        assert_eq!(shared.global.available_permits(), 1, "the limit is 1");
+        let one = take().unwrap();
+        assert!(take().is_none());
+        // 1 → 3 while one is held, then back to 2: owed slots are cancelled before new ones.
+        scheduler.apply(&[], &config(3));
+        assert_eq!(shared.global.available_permits(), 2);
+        scheduler.apply(&[], &config(2));
+        drop(one);
+        assert_eq!(shared.global.available_permits(), 2);
+        let held: Vec<_> = (0..3).map(|_| take()).collect();
+        assert_eq!(held.iter().filter(|s| s.is_some()).count(), 2);
     }
 }
