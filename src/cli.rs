@@ -20,7 +20,7 @@ pub struct Cli {
     pub listen_address: Option<String>,
 
     /// Path under which to expose metrics. Overrides [web] telemetry_path. [default: /metrics]
-    #[arg(long = "web.telemetry-path", value_name = "PATH")]
+    #[arg(long = "web.telemetry-path", value_name = "PATH", value_parser = crate::config::check_telemetry_path)]
     pub telemetry_path: Option<String>,
 
     /// Web configuration (TLS, basic auth) in the Prometheus exporter-toolkit YAML format.

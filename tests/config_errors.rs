@@ -180,6 +180,19 @@ fn config_check_exit_codes() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/diskprobe.toml"));
+    // The flag that overrides [web] telemetry_path is held to the same rule.
+    for bad in ["metrics", "/", "/-/reload"] {
+        let out = Command::new(common::binary())
+            .args(["--config.check", &format!("--web.telemetry-path={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--web.telemetry-path={bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("expected an absolute URL path"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

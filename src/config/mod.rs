@@ -194,17 +194,8 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         .telemetry_path
         .as_ref()
         .map(|p| {
-            let s = p.get_ref();
-            if s.starts_with('/') && s.len() > 1 && !s.starts_with("/-/") {
-                Ok(s.clone())
-            } else {
-                Err(invalid(
-                    p,
-                    format!(
-                        "web.telemetry_path: expected an absolute URL path other than / and /-/..., found {s:?}"
-                    ),
-                ))
-            }
+            check_telemetry_path(p.get_ref())
+                .map_err(|m| invalid(p, format!("web.telemetry_path: {m}")))
         })
         .transpose()?;
     let compile = |key: &str, value: &toml::Spanned<String>| {
@@ -277,6 +268,18 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
     (line, before[line_start..].chars().count() + 1)
+}
+
+/// Checks a metrics path (`[web] telemetry_path`, `--web.telemetry-path`): absolute, and clear
+/// of the landing page (`/`) and the `/-/` endpoints.
+pub fn check_telemetry_path(path: &str) -> Result<String, String> {
+    if path.starts_with('/') && path.len() > 1 && !path.starts_with("/-/") {
+        Ok(path.to_owned())
+    } else {
+        Err(format!(
+            "expected an absolute URL path other than / and /-/..., found {path:?}"
+        ))
+    }
 }
 
 #[cfg(test)]
