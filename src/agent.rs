@@ -182,12 +182,15 @@ fn reload_config(
         return current;
     };
     match Config::load(path) {
-        Ok(new) => {
+        Ok(mut new) => {
             if new.web != current.web {
                 tracing::warn!(
                     "[web] changes take effect only after a restart; keeping the current listener"
                 );
             }
+            // What stays current is the [web] section in use, so that every later reload that
+            // still differs from it warns again, and one that reverts the change does not.
+            new.web = current.web;
             diskstats.set_filter(new.diskstats.filter.clone());
             scheduler.apply(&new.targets, &new.scheduler);
             status.record_success();

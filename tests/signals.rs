@@ -1,5 +1,6 @@
 //! Signals against the real binary: SIGHUP reloads atomically (a bad file keeps the old
-//! configuration and says where it is wrong), SIGTERM lets an in-flight scrape finish and exits 0.
+//! configuration and says where it is wrong; `[web]` changes are reported as waiting for a
+//! restart), SIGTERM lets an in-flight scrape finish and exits 0.
 
 mod common;
 
@@ -86,6 +87,40 @@ fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
         m.get(OK) == Some(&1.0) && m.get(SDA1).is_none()
     });
     assert!(metrics(&agent).contains_key("diskprobe_disk_reads_completed_total{device=\"sda\"}"));
+}
+
+#[test]
+fn web_changes_warn_on_every_reload_until_reverted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "[web]\ntelemetry_path = \"/metrics\"\n").unwrap();
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let warning = "take effect only after a restart";
+    let reload = |text: &str, reloads: usize| {
+        std::fs::write(&config, text).unwrap();
+        agent.signal("HUP");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while agent
+            .log
+            .lock()
+            .unwrap()
+            .matches("configuration reloaded")
+            .count()
+            < reloads
+        {
+            assert!(Instant::now() < deadline, "no reload {reloads}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent.log.lock().unwrap().matches(warning).count()
+    };
+    let changed = "[web]\ntelemetry_path = \"/other\"\n";
+    assert_eq!(reload(changed, 1), 1);
+    // Still not in use: said again.
+    assert_eq!(reload(changed, 2), 2);
+    // Back to what the listener serves: nothing to say, and the old path still serves.
+    assert_eq!(reload("[web]\ntelemetry_path = \"/metrics\"\n", 3), 2);
+    assert_eq!(agent.get("/metrics").0, 200);
+    assert_eq!(agent.get("/other").0, 404);
 }
 
 #[test]
