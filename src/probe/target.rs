@@ -46,6 +46,16 @@ const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
 /// Why a target cannot be probed. Messages name the path and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
+    /// A region offset was given for a file target; probe files are probed from their start.
+    #[error(
+        "{path}: offset {offset} applies to block devices only; a probe file is probed from its start (set size instead)"
+    )]
+    OffsetOnFile {
+        /// The target.
+        path: PathBuf,
+        /// The offset given.
+        offset: u64,
+    },
     /// The path is a symbolic link to something other than a block device.
     #[error(
         "{path}: is a symbolic link; probe files must be regular files at the configured path (symbolic links are only followed to block devices)"
@@ -331,6 +341,18 @@ fn open_block_device(
         check_block_write_safety(path, major, minor, opts)?;
     }
     let file = open_direct(path, opts.write, opts.write, false, "")?;
+    // The checks above were made on the device the path named then; the descriptor must be that
+    // device (a /dev/disk/by-* link can move in between).
+    let opened = fstat(path, &file)?;
+    if !opened.file_type().is_block_device() || opened.rdev() != meta.rdev() {
+        return Err(TargetError::Io {
+            path: path.to_owned(),
+            what: "open",
+            source: io::Error::other(
+                "the path names another device than the one checked a moment before",
+            ),
+        });
+    }
     let mut size: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
@@ -410,17 +432,17 @@ fn device_id(located: crate::block_info::Location, major: u32, minor: u32) -> De
     }
 }
 
-/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory.
-fn partitions(sysfs: &Path, major: u32, minor: u32) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(crate::block_info::device_dir(sysfs, major, minor)) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("partition").exists())
-        .filter_map(|e| fs::read_to_string(e.path().join("dev")).ok())
-        .map(|s| s.trim().to_owned())
-        .collect()
+/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory
+/// cannot be read (writes are then refused: the check cannot be made).
+fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
+    Ok(
+        fs::read_dir(crate::block_info::device_dir(sysfs, major, minor))?
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("partition").exists())
+            .filter_map(|e| fs::read_to_string(e.path().join("dev")).ok())
+            .map(|s| s.trim().to_owned())
+            .collect(),
+    )
 }
 
 /// Devices (`MAJ:MIN`) that appear as a mount source in a mountinfo text.
@@ -432,10 +454,13 @@ pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
         .collect()
 }
 
-fn has_holders(sysfs: &Path, dev: &str) -> bool {
-    fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))
-        .map(|mut entries| entries.next().is_some())
-        .unwrap_or(false)
+/// Whether `<sysfs>/dev/block/MAJ:MIN/holders` lists anything; an error when it cannot be read.
+fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
+    Ok(
+        fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))?
+            .next()
+            .is_some(),
+    )
 }
 
 fn check_block_write_safety(
@@ -457,8 +482,14 @@ fn check_block_write_safety(
     })?;
     let mounted = mounted_devices(&mountinfo);
     let me = format!("{major}:{minor}");
+    let unreadable = |err: io::Error| {
+        refuse(format!(
+            "cannot read {} to check for partitions and holders: {err}",
+            opts.sysfs.display()
+        ))
+    };
     let mut devices = vec![me.clone()];
-    devices.extend(partitions(&opts.sysfs, major, minor));
+    devices.extend(partitions(&opts.sysfs, major, minor).map_err(unreadable)?);
     for dev in &devices {
         let what = if *dev == me {
             "the device"
@@ -468,7 +499,7 @@ fn check_block_write_safety(
         if mounted.iter().any(|m| m == dev) {
             return Err(refuse(format!("{what} {dev} is mounted")));
         }
-        if has_holders(&opts.sysfs, dev) {
+        if has_holders(&opts.sysfs, dev).map_err(unreadable)? {
             return Err(refuse(format!(
                 "{what} {dev} has holders (device-mapper, md, ...)"
             )));
@@ -745,6 +776,12 @@ fn open_file(
     opts: &TargetOptions,
     progress: &dyn Fn() -> bool,
 ) -> Result<OpenTarget, TargetError> {
+    if opts.offset != 0 {
+        return Err(TargetError::OffsetOnFile {
+            path: path.to_owned(),
+            offset: opts.offset,
+        });
+    }
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -1012,6 +1049,39 @@ mod tests {
         // A file without the mark of a finished fill is not taken for the one just filled.
         let err = check_filled(&a, &fa, 1).unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
+    }
+
+    #[test]
+    fn device_writes_are_refused_when_sysfs_cannot_be_read() {
+        let empty = tempfile::tempdir().unwrap();
+        let opts = TargetOptions {
+            size: None,
+            offset: 0,
+            write: true,
+            device_writes: true,
+            procfs: "/proc".into(),
+            sysfs: empty.path().to_owned(),
+        };
+        let err = check_block_write_safety(Path::new("/dev/loop99"), 7, 99, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
+        assert!(err.to_string().contains("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn an_offset_on_a_file_target_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = TargetOptions {
+            size: Some(1 << 20),
+            offset: 4096,
+            write: false,
+            device_writes: false,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        };
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::OffsetOnFile { .. }), "{err}");
+        assert!(!path.exists(), "nothing is created");
     }
 
     #[test]
