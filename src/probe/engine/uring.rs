@@ -184,6 +184,14 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
     // for every I/O, a cancel request per I/O and the timeout request.
     let entries = job.iodepth.saturating_add(1).max(4).next_power_of_two();
     let mut ring = setup(entries).map_err(setup_err)?;
+    if job.rate_interval.is_some() && !ring.params().is_feature_ext_arg() {
+        // A rate cap waits for its next issue time with a timeout argument to io_uring_enter,
+        // which kernels before 5.11 reject; `auto` then runs the job on psync.
+        return Err(setup_err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "rate-capped runs need IORING_FEAT_EXT_ARG (Linux 5.11 or later)",
+        )));
+    }
     let mut rng = SmallRng::from_os_rng();
     let bs = job.block_size as u32;
     let now = Instant::now();
