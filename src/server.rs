@@ -9,7 +9,7 @@
 
 use crate::collectors::Registry;
 use crate::exposition::{self, Format};
-use crate::web_config::{Auth, WebConfig};
+use crate::web_config::{Auth, WebConfig, verify_off_thread};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -186,11 +186,24 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Byte
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let checker = web.clone();
-        // bcrypt is deliberately slow: keep it off the worker threads.
-        let verdict =
-            tokio::task::spawn_blocking(move || checker.check(authorization.as_deref())).await;
-        if verdict.ok() != Some(Auth::Allowed) {
+        // bcrypt is deliberately slow: a pair not seen before is checked on its own thread, away
+        // from the worker and from the blocking pool that scrapes use.
+        let verdict = match web.check_cached(authorization.as_deref()) {
+            Ok(verdict) => verdict,
+            Err(pair) => match verify_off_thread(web.clone(), pair) {
+                Some(answer) => answer.await.unwrap_or(Auth::Denied),
+                None => {
+                    let resp = respond(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "text/plain; charset=utf-8",
+                        b"Too many credential checks in progress; retry\n".to_vec(),
+                        req.method() == Method::HEAD,
+                    );
+                    return with_headers(resp, &web);
+                }
+            },
+        };
+        if verdict != Auth::Allowed {
             let mut resp = respond(
                 StatusCode::UNAUTHORIZED,
                 "text/plain; charset=utf-8",

@@ -74,6 +74,9 @@ pub struct WebConfig {
     users: BTreeMap<String, String>,
     /// `user:password` pairs that verified, so bcrypt (deliberately slow) runs once per pair.
     verified: Mutex<HashSet<String>>,
+    /// A hash at the highest cost of the configured ones, verified against for unknown users so
+    /// that they take as long as known ones; made on first use.
+    dummy_hash: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -92,6 +95,45 @@ pub enum Auth {
     Allowed,
     /// Missing or wrong credentials.
     Denied,
+}
+
+/// A `user:password` pair that only bcrypt can decide: pass it to [`WebConfig::verify`].
+#[derive(Debug)]
+pub struct Unverified(String);
+
+/// Credential pairs waiting for the bcrypt thread at most; further ones are turned away.
+pub const BCRYPT_QUEUE: usize = 4;
+
+type BcryptJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `verify` on the one thread that does bcrypt (started on first use), away from the
+/// runtime's blocking pool that scrapes use: a flood of wrong passwords then delays only other
+/// first-time checks, never a scrape. `None` when [`BCRYPT_QUEUE`] checks are already waiting.
+pub fn verify_off_thread(
+    web: Arc<WebConfig>,
+    pair: Unverified,
+) -> Option<tokio::sync::oneshot::Receiver<Auth>> {
+    static QUEUE: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<BcryptJob>>> =
+        std::sync::OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<BcryptJob>(BCRYPT_QUEUE);
+        std::thread::Builder::new()
+            .name("diskprobe-bcrypt".to_owned())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })
+            .map_err(|err| tracing::error!(%err, "cannot start the bcrypt thread"))
+            .ok()
+            .map(|_| tx)
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job: BcryptJob = Box::new(move || {
+        let _ = tx.send(web.verify(pair));
+    });
+    queue.as_ref()?.try_send(job).ok()?;
+    Some(rx)
 }
 
 impl WebConfig {
@@ -152,6 +194,7 @@ impl WebConfig {
             headers,
             users,
             verified: Mutex::new(HashSet::new()),
+            dummy_hash: std::sync::OnceLock::new(),
         })
     }
 
@@ -160,20 +203,21 @@ impl WebConfig {
         !self.users.is_empty()
     }
 
-    /// Checks an `Authorization` header value. Runs bcrypt for a pair not seen before: call it
-    /// off the async runtime's worker threads.
-    pub fn check(&self, authorization: Option<&str>) -> Auth {
+    /// Checks an `Authorization` header value as far as it can without bcrypt (no auth
+    /// configured, a malformed header, a pair that verified before): cheap enough for the
+    /// runtime's worker. A pair not seen before comes back as `Err`, for [`WebConfig::verify`].
+    pub fn check_cached(&self, authorization: Option<&str>) -> Result<Auth, Unverified> {
         if self.users.is_empty() {
-            return Auth::Allowed;
+            return Ok(Auth::Allowed);
         }
         let Some(encoded) = authorization.and_then(|h| h.strip_prefix("Basic ")) else {
-            return Auth::Denied;
+            return Ok(Auth::Denied);
         };
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return Auth::Denied;
+            return Ok(Auth::Denied);
         };
         let Ok(pair) = String::from_utf8(decoded) else {
-            return Auth::Denied;
+            return Ok(Auth::Denied);
         };
         if self
             .verified
@@ -181,14 +225,26 @@ impl WebConfig {
             .unwrap_or_else(|e| e.into_inner())
             .contains(&pair)
         {
-            return Auth::Allowed;
+            return Ok(Auth::Allowed);
         }
+        Err(Unverified(pair))
+    }
+
+    /// Checks an `Authorization` header value, running bcrypt for a pair not seen before (slow:
+    /// keep it off the async runtime's threads).
+    pub fn check(&self, authorization: Option<&str>) -> Auth {
+        self.check_cached(authorization)
+            .unwrap_or_else(|pair| self.verify(pair))
+    }
+
+    /// Verifies a pair with bcrypt (deliberately slow) and remembers it when it is right.
+    pub fn verify(&self, Unverified(pair): Unverified) -> Auth {
         let Some((user, password)) = pair.split_once(':') else {
             return Auth::Denied;
         };
         let Some(hash) = self.users.get(user) else {
             // Spend the same time as for a known user, so user names cannot be probed by timing.
-            let _ = bcrypt::verify(password, DUMMY_HASH.as_str());
+            let _ = bcrypt::verify(password, self.dummy_hash());
             return Auth::Denied;
         };
         if bcrypt::verify(password, hash).unwrap_or(false) {
@@ -203,10 +259,20 @@ impl WebConfig {
     }
 }
 
-/// A bcrypt hash at the default cost, verified against for unknown users.
-static DUMMY_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST).unwrap_or_default()
-});
+impl WebConfig {
+    fn dummy_hash(&self) -> &str {
+        self.dummy_hash.get_or_init(|| {
+            // `$2y$10$...`: the cost is the second field.
+            let cost = self
+                .users
+                .values()
+                .filter_map(|h| h.split('$').nth(2)?.parse::<u32>().ok())
+                .max()
+                .unwrap_or(bcrypt::DEFAULT_COST);
+            bcrypt::hash("diskprobe_exporter unknown user", cost).unwrap_or_default()
+        })
+    }
+}
 
 fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
     for (key, set) in [
@@ -341,6 +407,15 @@ mod tests {
         assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
         assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
         assert_eq!(c.check(Some("Bearer x")), Auth::Denied);
+        // Decided without bcrypt: a verified pair and a malformed header; a new pair is not.
+        assert_eq!(
+            c.check_cached(Some(&header("prom:s3cret"))).ok(),
+            Some(Auth::Allowed)
+        );
+        assert_eq!(c.check_cached(Some("Basic !!")).ok(), Some(Auth::Denied));
+        assert!(c.check_cached(Some(&header("prom:new"))).is_err());
+        // Unknown users are checked against a hash of the configured cost (4 here).
+        assert!(c.dummy_hash().starts_with("$2b$04$"), "{}", c.dummy_hash());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `--web.config.file`: TLS with a self-signed certificate and basic auth with bcrypt hashes,
 //! checked with curl over loopback: the scrape works over TLS with the right password, 401
-//! without or with a wrong one, plain HTTP is not served, and min_version is enforced.
+//! without or with a wrong one, plain HTTP is not served, and min_version is enforced; a flood
+//! of wrong passwords does not hold up scrapes with verified credentials.
 
 mod common;
 
@@ -148,4 +149,51 @@ fn bad_web_configs_are_refused_at_startup_with_exit_2() {
             "{text}: {stderr}"
         );
     }
+}
+
+#[test]
+fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    // Cost 11: each wrong password keeps the bcrypt thread busy for a noticeable time.
+    let hash = bcrypt::hash("s3cret", 11).unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+    let agent = Agent::start(&[&format!("--web.config.file={}", web.display())]);
+    let basic = |pair: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )
+    };
+    let good = basic("prom:s3cret");
+    let addr = agent.addr;
+    let scrape =
+        |auth: &str| common::http_request(addr, "GET", "/metrics", &[("Authorization", auth)]);
+    assert_eq!(scrape(&good).status, 200, "first check, then cached");
+    let flood: Vec<_> = (0..16)
+        .map(|i| {
+            let auth = basic(&format!("prom:wrong{i}"));
+            std::thread::spawn(move || {
+                let resp =
+                    common::http_request(addr, "GET", "/metrics", &[("Authorization", &auth)]);
+                (resp.status, std::time::Instant::now())
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let resp = scrape(&good);
+    let scraped = std::time::Instant::now();
+    assert_eq!(resp.status, 200);
+    let answers: Vec<_> = flood.into_iter().map(|t| t.join().unwrap()).collect();
+    let denied: Vec<_> = answers.iter().filter(|(s, _)| *s == 401).collect();
+    let turned_away = answers.iter().filter(|(s, _)| *s == 503).count();
+    assert_eq!(denied.len() + turned_away, 16, "{answers:?}");
+    assert!(
+        turned_away >= 16 - 1 - diskprobe_exporter::web_config::BCRYPT_QUEUE,
+        "at most the queue and the check in progress wait: {answers:?}"
+    );
+    // The verified scrape was answered while wrong passwords were still being checked.
+    let last_denied = denied.iter().map(|(_, at)| *at).max().unwrap();
+    assert!(scraped < last_denied, "the scrape waited behind bcrypt");
 }
