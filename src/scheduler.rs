@@ -265,23 +265,20 @@ impl Scheduler {
     }
 }
 
-/// The device a path lives on, by stat: the block device itself, or the device of the file (or
-/// of its directory when it does not exist yet). `None` for filesystems without a block device.
-pub fn device_of(path: &Path, sysfs: &Path) -> Option<DeviceId> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(_) => std::fs::metadata(path.parent()?).ok()?,
+/// The device a path lives on, by stat: the block device itself, or the device under the file
+/// (or under its directory when it does not exist yet; see [`target::backing_device`]). `None`
+/// for filesystems without a block device.
+pub fn device_of(path: &Path, roots: &Roots) -> Option<DeviceId> {
+    let (path, meta) = match std::fs::metadata(path) {
+        Ok(m) => (path, m),
+        Err(_) => (path.parent()?, std::fs::metadata(path.parent()?).ok()?),
     };
-    let dev = if meta.file_type().is_block_device() {
-        meta.rdev()
+    let (major, minor) = if meta.file_type().is_block_device() {
+        (libc::major(meta.rdev()), libc::minor(meta.rdev()))
     } else {
-        meta.dev()
+        target::backing_device(&roots.procfs, path, meta.dev())?
     };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    if major == 0 {
-        return None; // tmpfs, overlayfs and other filesystems without a block device
-    }
-    Some(target::resolve_device(sysfs, major, minor))
+    Some(target::resolve_device(&roots.sysfs, major, minor))
 }
 
 /// [`device_of`] on a thread of its own, counted in `threads` until it returns: a stat on a hung
@@ -289,16 +286,16 @@ pub fn device_of(path: &Path, sysfs: &Path) -> Option<DeviceId> {
 /// An error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
 async fn stat_device(
     spec: &TargetSpec,
-    sysfs: &Path,
+    roots: &Roots,
     threads: &Arc<AtomicUsize>,
 ) -> Result<Option<DeviceId>, StatFailure> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let (path, sysfs) = (spec.path.clone(), sysfs.to_owned());
+    let (path, roots) = (spec.path.clone(), roots.clone());
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(format!("stat-{}", spec.name))
         .spawn(move || {
-            let device = device_of(&path, &sysfs);
+            let device = device_of(&path, &roots);
             // Counted out before the scheduler hears of the answer, which may start a run.
             drop(counted);
             let _ = tx.send(device);
@@ -401,7 +398,7 @@ async fn run_cycle(
         return;
     }
     let started = Instant::now();
-    let device = match stat_device(spec, &shared.roots.sysfs, threads).await {
+    let device = match stat_device(spec, &shared.roots, threads).await {
         Ok(device) => device,
         Err(StatFailure { error, timed_out }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");

@@ -1,6 +1,7 @@
 //! The long-running agent probing real things: loop devices the test creates and a file target,
 //! with sub-second intervals. Checks what an operator relies on: probes succeed, the latency
-//! histogram counts every I/O, `device` labels match diskstats, busy devices are skipped, the
+//! histogram counts every I/O, `device` labels match diskstats (also for a file on btrfs, whose
+//! files have an anonymous device number), busy devices are skipped, the
 //! duty-cycle budget holds, reloads add and remove targets, and the embedded default works from a
 //! clean directory.
 
@@ -9,7 +10,7 @@ mod common;
 mod loopdev;
 
 use common::{Agent, Metrics, scrape, serial, sum, wait_until};
-use loopdev::LoopDev;
+use loopdev::{LoopDev, Mount, mkfs};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -147,6 +148,56 @@ profiles = ["randread-4k-qd1", "randwrite-4k-qd1"]
         m.keys()
             .any(|k| k.starts_with("diskprobe_engine_info{engine="))
     );
+}
+
+#[test]
+fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
+    if !loops_ready()
+        || !common::require(
+            common::which("mkfs.btrfs").is_some(),
+            "mkfs.btrfs (btrfs-progs)",
+        )
+    {
+        return;
+    }
+    let _guard = serial();
+    // btrfs gives its files an anonymous st_dev (major 0); the device is the mount's source.
+    let disk = LoopDev::tmpfs(256 << 20);
+    mkfs(&disk, "btrfs");
+    let fs = Mount::new(&[disk.path.to_str().unwrap()]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"500ms\"\nruntime = \"100ms\"\nmax_duty_cycle = 1.0\n\
+             profiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"btrfs\"\npath = \"{}\"\nsize = \"16MiB\"\nskip_busy_above = 0.99\n",
+            fs.path().join("probe.dat").display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let m = wait_until(&agent, Duration::from_secs(20), "a successful run", |m| {
+        common::runs(m, "btrfs", "success") >= 2.0
+    });
+    let device = format!("device=\"{}\"", disk.name);
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("diskprobe_target_info{") && k.contains(&device)),
+        "target_info does not name {}",
+        disk.name
+    );
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("diskprobe_probe_iops{target=\"btrfs\"") && k.contains(&device)),
+        "probe series do not name {}",
+        disk.name
+    );
+    // The probed loop device is shown in diskstats although loop devices are excluded by default.
+    assert!(m.contains_key(&format!(
+        "diskprobe_disk_reads_completed_total{{device=\"{}\"}}",
+        disk.name
+    )));
+    drop(agent);
 }
 
 #[test]

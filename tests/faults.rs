@@ -10,7 +10,7 @@ mod common;
 mod loopdev;
 
 use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
-use loopdev::{BlkioGroup, LoopDev};
+use loopdev::{BlkioGroup, LoopDev, Mount, mkfs};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -32,56 +32,6 @@ fn config(dir: &Path, text: &str) -> String {
 
 fn ready() -> bool {
     common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
-/// A filesystem mounted by a test, unmounted on drop.
-struct Mount {
-    dir: tempfile::TempDir,
-}
-
-impl Mount {
-    fn new(args: &[&str]) -> Mount {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        let status = Command::new("mount")
-            .args(args)
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount {args:?} failed");
-        Mount { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // A test that failed may have just killed an agent whose I/O is still draining: the
-        // filesystem can be busy for a moment.
-        for _ in 0..50 {
-            let unmounted = Command::new("umount")
-                .arg(self.dir.path())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if unmounted {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("warning: could not unmount {}", self.dir.path().display());
-    }
-}
-
-fn mkfs_ext4(dev: &LoopDev) {
-    let status = Command::new("mkfs.ext4")
-        .args(["-q", "-F"])
-        .arg(&dev.path)
-        .status()
-        .expect("run mkfs.ext4");
-    assert!(status.success());
 }
 
 #[test]
@@ -347,7 +297,7 @@ impl Drop for LiftWriteCap<'_> {
 /// it are capped at `bps` bytes per second.
 fn throttled_ext4(size: u64, bps: u64) -> (LoopDev, Mount, BlkioGroup) {
     let disk = LoopDev::tmpfs(size);
-    mkfs_ext4(&disk);
+    mkfs(&disk, "ext4");
     let fs = Mount::new(&[disk.path.to_str().unwrap()]);
     let group = BlkioGroup::new();
     group.throttle_write_bps(&disk, bps);
@@ -685,7 +635,7 @@ fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     let _guard = serial();
     // ENOSPC: a 16 MiB ext4 on a loop device cannot hold a 64 MiB probe file.
     let small = LoopDev::tmpfs(16 << 20);
-    mkfs_ext4(&small);
+    mkfs(&small, "ext4");
     let full = Mount::new(&[small.path.to_str().unwrap()]);
     // No O_DIRECT: ramfs refuses it.
     let ramfs = Mount::new(&["-t", "ramfs", "ramfs"]);
@@ -768,7 +718,7 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
     let _guard = serial();
     // A mounted ext4 loop device is refused for writes, visibly.
     let mounted = LoopDev::tmpfs(32 << 20);
-    mkfs_ext4(&mounted);
+    mkfs(&mounted, "ext4");
     let _mount = Mount::new(&[mounted.path.to_str().unwrap()]);
     let dev = LoopDev::tmpfs(64 << 20);
     let before = dev.content();

@@ -445,6 +445,54 @@ fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
     )
 }
 
+/// The block device (`major`, `minor`) under `path`, whose `st_dev` is `dev`. Filesystems such as
+/// btrfs give their files an anonymous device (major 0, and not even the one mountinfo shows for
+/// the mount); for those the source of the mount the path is on (found by its mount ID) names the
+/// block device (for a btrfs on several devices, the one it was mounted by). `None` for
+/// filesystems without a block device (tmpfs, overlayfs, NFS, FUSE).
+pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if major != 0 {
+        return Some((major, minor));
+    }
+    let mount_id = mount_id(path)?;
+    let mountinfo = fs::read_to_string(procfs.join("self/mountinfo")).ok()?;
+    let source = mount_source(&mountinfo, mount_id)?;
+    if !source.starts_with("/dev/") {
+        return None;
+    }
+    let meta = fs::metadata(source).ok()?;
+    let rdev = meta.file_type().is_block_device().then(|| meta.rdev())?;
+    Some((libc::major(rdev), libc::minor(rdev)))
+}
+
+/// The ID of the mount `path` is on (`statx` `STATX_MNT_ID`, Linux 5.8), as in mountinfo.
+fn mount_id(path: &Path) -> Option<u64> {
+    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `stx` is a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            0,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    };
+    (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
+}
+
+/// The source of the mount with ID `mount_id` in a mountinfo text.
+fn mount_source(mountinfo: &str, mount_id: u64) -> Option<&str> {
+    mountinfo.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        let id = mount.split_whitespace().next()?.parse::<u64>().ok()?;
+        (id == mount_id).then(|| fs.split_whitespace().nth(1))?
+    })
+}
+
 /// Devices (`MAJ:MIN`) that appear as a mount source in a mountinfo text.
 pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
     mountinfo
@@ -889,12 +937,17 @@ fn open_file(
         });
     }
     check_aligned(path, "file size", size, offset_align)?;
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
     // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
-    let device = (major != 0)
-        .then(|| crate::block_info::locate(&opts.sysfs, major, minor))
-        .filter(|located| located.name.is_some())
-        .map(|located| device_id(located, major, minor));
+    let device = backing_device(&opts.procfs, path, dev)
+        .map(|(major, minor)| {
+            (
+                crate::block_info::locate(&opts.sysfs, major, minor),
+                major,
+                minor,
+            )
+        })
+        .filter(|(located, _, _)| located.name.is_some())
+        .map(|(located, major, minor)| device_id(located, major, minor));
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
@@ -918,8 +971,12 @@ mod tests {
     #[test]
     fn mountinfo_devices() {
         let text = "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\
-                    30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n";
-        assert_eq!(mounted_devices(text), vec!["254:1", "0:25"]);
+                    30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n\
+                    41 22 0:48 /@home /home rw,relatime shared:9 - btrfs /dev/sda2 rw,subvol=/@home\n";
+        assert_eq!(mounted_devices(text), vec!["254:1", "0:25", "0:48"]);
+        assert_eq!(mount_source(text, 41), Some("/dev/sda2"));
+        assert_eq!(mount_source(text, 30), Some("tmpfs"));
+        assert_eq!(mount_source(text, 99), None);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Loop devices and cgroup v1 blkio throttles created by the probe tests, removed on drop.
+//! Loop devices, filesystems mounted on them and cgroup v1 blkio throttles created by the probe
+//! tests, removed on drop.
 //!
 //! Every device here is backed by a file the test created (under /dev/shm or a temporary
 //! directory on the root filesystem); nothing else is ever written.
@@ -240,4 +241,58 @@ impl Drop for BlkioGroup {
             eprintln!("warning: could not remove {}: {err}", self.dir.display());
         }
     }
+}
+
+/// A filesystem mounted by a test (on a loop device it created, or a ramfs), unmounted on drop.
+pub struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    /// `mount ARGS <new directory under /var/tmp>`.
+    pub fn new(args: &[&str]) -> Mount {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let status = Command::new("mount")
+            .args(args)
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount {args:?} failed");
+        Mount { dir }
+    }
+
+    /// The mountpoint.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // A test that failed may have just killed an agent whose I/O is still draining: the
+        // filesystem can be busy for a moment.
+        for _ in 0..50 {
+            let unmounted = Command::new("umount")
+                .arg(self.dir.path())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if unmounted {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        eprintln!("warning: could not unmount {}", self.dir.path().display());
+    }
+}
+
+/// Makes a filesystem of type `fstype` (`mkfs.<fstype>`, forced and quiet) on a test's device.
+pub fn mkfs(dev: &LoopDev, fstype: &str) {
+    let force = if fstype == "btrfs" { "-f" } else { "-F" };
+    let status = Command::new(format!("mkfs.{fstype}"))
+        .args(["-q", force])
+        .arg(&dev.path)
+        .status()
+        .unwrap_or_else(|err| panic!("run mkfs.{fstype}: {err}"));
+    assert!(status.success(), "mkfs.{fstype} failed");
 }
