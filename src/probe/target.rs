@@ -666,7 +666,7 @@ fn same_file(path: &Path, checked: &fs::Metadata, file: &File) -> Result<(), Tar
     if (meta.dev(), meta.ino()) != (checked.dev(), checked.ino()) {
         return Err(TargetError::Io {
             path: path.to_owned(),
-            what: "open for writing",
+            what: "open",
             source: io::Error::other(
                 "the file was replaced between the ownership check and the open",
             ),
@@ -776,9 +776,8 @@ fn fill_probe_file(
         if marked_at_creation.is_some() {
             // Nothing was written: remove the empty file this call created (if the path still
             // names it), so that the mistake leaves nothing behind.
-            let created = fstat(path, &file)?;
-            if fs::symlink_metadata(path)
-                .is_ok_and(|now| (now.dev(), now.ino()) == (created.dev(), created.ino()))
+            if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
+                && (now.dev(), now.ino()) == (created.dev(), created.ino())
             {
                 let _ = fs::remove_file(path);
             }
@@ -825,6 +824,17 @@ fn open_file(
     progress: &dyn Fn() -> bool,
 ) -> Result<OpenTarget, TargetError> {
     if opts.offset != 0 {
+        if meta.is_none() {
+            // An offset means a block device was meant: no probe file is created in its place.
+            return Err(TargetError::Io {
+                path: path.to_owned(),
+                what: "open",
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no such block device (with an offset set, no probe file is created)",
+                ),
+            });
+        }
         return Err(TargetError::OffsetOnFile {
             path: path.to_owned(),
             offset: opts.offset,
@@ -1058,8 +1068,7 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().len(), 3 << 20);
         drop(t);
         assert!(!open(&path, &unsized_opts).unwrap().filled, "then reused");
-        // A mark of an older version names no size: the default size is filled.
-        set_xattr(&File::open(&path).unwrap(), b"filling").unwrap();
+        // A mark of an older version names no size (the default size is then filled).
         assert_eq!(marked_size(b"filling"), None);
         assert_eq!(marked_size(b"probe-file v1 size=0"), None);
         assert_eq!(marked_size(b"filling size=4096"), Some(4096));
@@ -1137,8 +1146,11 @@ mod tests {
             sysfs: "/sys".into(),
         };
         let err = open(&path, &opts).unwrap_err();
-        assert!(matches!(err, TargetError::OffsetOnFile { .. }), "{err}");
+        assert!(err.to_string().contains("no such block device"), "{err}");
         assert!(!path.exists(), "nothing is created");
+        fs::write(&path, vec![1u8; 8192]).unwrap();
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::OffsetOnFile { .. }), "{err}");
     }
 
     #[test]
