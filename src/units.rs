@@ -40,9 +40,9 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
         })
 }
 
-/// Longest duration accepted anywhere (a year): longer ones are mistakes, and would overflow the
-/// clock arithmetic of the scheduler and the engines.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Longest duration accepted anywhere (366 days, so that `1y` = 365.25 days passes): longer ones
+/// are mistakes, and would overflow the clock arithmetic of the scheduler and the engines.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Parses a duration such as `500ms`, `5s`, `1m` (humantime syntax), at most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
@@ -57,7 +57,7 @@ fn at_most_a_year(text: &str, d: Duration) -> Result<Duration, UnitError> {
     if d > MAX_DURATION {
         return Err(UnitError::Duration {
             value: text.to_owned(),
-            reason: "longer than a year (365d)".to_owned(),
+            reason: "longer than 366 days".to_owned(),
         });
     }
     Ok(d)
@@ -107,12 +107,13 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert_eq!(parse_fio_duration("5"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_fio_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("365d"), Ok(MAX_DURATION));
-        for long in ["366d", "300000000000y"] {
+        assert_eq!(parse_duration("366d"), Ok(MAX_DURATION));
+        assert!(parse_duration("1y").is_ok());
+        for long in ["367d", "300000000000y"] {
             let err = parse_duration(long).unwrap_err().to_string();
-            assert!(err.contains("longer than a year"), "{err}");
+            assert!(err.contains("longer than 366 days"), "{err}");
         }
-        assert!(parse_fio_duration("31536001").is_err());
+        assert!(parse_fio_duration("31622401").is_err());
         assert!(parse_fio_duration("18446744073709551615").is_err());
     }
 }

@@ -120,7 +120,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[defaults]\ninterval = \"300000000000y\"\n",
-        "2:12: defaults.interval: invalid duration \"300000000000y\": longer than a year (365d) (expected e.g. 500ms, 5s, 1m)",
+        "2:12: defaults.interval: invalid duration \"300000000000y\": longer than 366 days (expected e.g. 500ms, 5s, 1m)",
     ),
     (
         "[profiles.fast]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 1\nrate_iops = 2000000000\n",
