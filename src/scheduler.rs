@@ -78,8 +78,9 @@ struct Shared {
     roots: Roots,
     global: Arc<Semaphore>,
     /// Permits of `global` still to be retired: a reload that lowers `max_concurrent_probes`
-    /// retires the free permits at once and these as the runs holding them end.
-    owed: AtomicUsize,
+    /// retires the free permits at once and these as the runs holding them end. Held while
+    /// permits are retired or given back, so that none is given back in between.
+    owed: Mutex<usize>,
     /// One lock per physical device, created on first use.
     devices: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Budget>>>>>,
     /// Per target name, its probe and stat threads that have not returned yet; kept across
@@ -100,20 +101,15 @@ impl Shared {
 
     /// Changes the number of global probe slots from `from` to `to`.
     fn resize_global(&self, from: usize, to: usize) {
+        let mut owed = self.owed.lock().unwrap_or_else(|e| e.into_inner());
         if to > from {
             // Slots still owed are simply not retired any more; the rest are new.
-            let mut more = to - from;
-            let _ = self
-                .owed
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |owed| {
-                    let kept = owed.min(to - from);
-                    more = to - from - kept;
-                    Some(owed - kept)
-                });
-            self.global.add_permits(more);
+            let kept = (*owed).min(to - from);
+            *owed -= kept;
+            self.global.add_permits(to - from - kept);
         } else if to < from {
             let retired = self.global.forget_permits(from - to);
-            self.owed.fetch_add(from - to - retired, Ordering::SeqCst);
+            *owed += from - to - retired;
         }
     }
 }
@@ -128,12 +124,12 @@ struct GlobalSlot<'a> {
 impl Drop for GlobalSlot<'_> {
     fn drop(&mut self) {
         if let Some(permit) = self.permit.take() {
-            let owed = &self.shared.owed;
-            if owed
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-            {
+            let mut owed = self.shared.owed.lock().unwrap_or_else(|e| e.into_inner());
+            if *owed > 0 {
+                *owed -= 1;
                 permit.forget();
+            } else {
+                drop(permit);
             }
         }
     }
@@ -179,7 +175,7 @@ impl Scheduler {
                 results,
                 roots,
                 global: Arc::new(Semaphore::new(config.max_concurrent_probes)),
-                owed: AtomicUsize::new(0),
+                owed: Mutex::new(0),
                 devices: Mutex::new(HashMap::new()),
                 threads: Mutex::new(HashMap::new()),
             }),
