@@ -121,7 +121,8 @@ pub fn verify_off_thread(
             .name("diskprobe-bcrypt".to_owned())
             .spawn(move || {
                 for job in rx {
-                    job();
+                    // A panic must not leave every later login without a checker.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 }
             })
             .map_err(|err| tracing::error!(%err, "cannot start the bcrypt thread"))
@@ -130,7 +131,10 @@ pub fn verify_off_thread(
     });
     let (tx, rx) = tokio::sync::oneshot::channel();
     let job: BcryptJob = Box::new(move || {
-        let _ = tx.send(web.verify(pair));
+        // The client may have gone while the job waited.
+        if !tx.is_closed() {
+            let _ = tx.send(web.verify(pair));
+        }
     });
     queue.as_ref()?.try_send(job).ok()?;
     Some(rx)
@@ -186,6 +190,11 @@ impl WebConfig {
             if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
                 return Err(err(format!(
                     "basic_auth_users.{user}: expected a bcrypt hash ($2y$...), not a plain password"
+                )));
+            }
+            if bcrypt_cost(hash).is_none() {
+                return Err(err(format!(
+                    "basic_auth_users.{user}: the bcrypt hash's cost (after $2y$) must be 04 to 31"
                 )));
             }
         }
@@ -259,17 +268,24 @@ impl WebConfig {
     }
 }
 
+/// The cost of a bcrypt hash (`$2y$10$...`: the second field), when it is one bcrypt accepts.
+fn bcrypt_cost(hash: &str) -> Option<u32> {
+    let cost = hash.split('$').nth(2)?.parse::<u32>().ok()?;
+    (4..=31).contains(&cost).then_some(cost)
+}
+
 impl WebConfig {
     fn dummy_hash(&self) -> &str {
         self.dummy_hash.get_or_init(|| {
-            // `$2y$10$...`: the cost is the second field.
             let cost = self
                 .users
                 .values()
-                .filter_map(|h| h.split('$').nth(2)?.parse::<u32>().ok())
+                .filter_map(|h| bcrypt_cost(h))
                 .max()
                 .unwrap_or(bcrypt::DEFAULT_COST);
-            bcrypt::hash("diskprobe_exporter unknown user", cost).unwrap_or_default()
+            bcrypt::hash("diskprobe_exporter unknown user", cost)
+                .or_else(|_| bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST))
+                .unwrap_or_default()
         })
     }
 }
@@ -424,6 +440,11 @@ mod tests {
             load("basic_auth_users:\n  a: plain\n")
                 .unwrap_err()
                 .contains("bcrypt")
+        );
+        assert!(
+            load("basic_auth_users:\n  a: $2y$99$abcdefghijklmnopqrstuuabcdefghijklmnopqrstuvwxyz01234\n")
+                .unwrap_err()
+                .contains("04 to 31")
         );
         assert!(
             load("tls_server_config:\n  cipher_suites: [x]\n")

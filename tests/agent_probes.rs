@@ -152,11 +152,9 @@ profiles = ["randread-4k-qd1", "randwrite-4k-qd1"]
 
 #[test]
 fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
-    if !loops_ready()
-        || !common::require(
-            common::which("mkfs.btrfs").is_some(),
-            "mkfs.btrfs (btrfs-progs)",
-        )
+    let btrfs = common::which("mkfs.btrfs").is_some()
+        && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("\tbtrfs\n"));
+    if !loops_ready() || !common::require(btrfs, "mkfs.btrfs (btrfs-progs) and btrfs in the kernel")
     {
         return;
     }
