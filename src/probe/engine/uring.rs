@@ -7,9 +7,10 @@
 //! waits for one completion, so that at QD1 the kernel sees the same calls from us as from fio.
 //! Deep queues submit and wait for an eighth of the depth in one call, so that reaping and refills
 //! are batched.
-//! Waits carry no timeout argument: a timeout request in the ring (re-armed every
-//! [`CANCEL_POLL`], or sooner for the hard timeout) ends any wait, so the runtime, the hard
-//! timeout and the cancellation flag are still watched. Only rate-capped runs with I/O in flight
+//! Waits carry no timeout argument: a timeout request in the ring (re-armed every [`TICK`], or
+//! sooner for the hard timeout) ends any wait, so the runtime, the hard timeout and the
+//! cancellation flag are still watched; its short period also keeps the probing CPU's scheduler
+//! tick running while it idles between I/Os (see [`TICK`]). Only rate-capped runs with I/O in flight
 //! wait with a timeout, to issue the next I/O on time (and so does any turn in which the timeout
 //! request could not be queued).
 //! The first I/O is issued [`SETTLE`] after the set-up (thread, ring, buffers), so that a run
@@ -42,6 +43,16 @@ use std::time::{Duration, Instant};
 const CANCEL_TAG: u64 = u64::MAX;
 /// user_data of the timeout request that bounds every wait.
 const TICK_TAG: u64 = u64::MAX - 1;
+
+/// Period of the timeout request that bounds every wait while I/O is issued. It is shorter than
+/// the scheduler tick of common kernels (1 ms at HZ=1000, 4 ms at HZ=250): a CPU that goes idle
+/// with a timer due within one tick keeps its tick (nohz idle does not stop it), so the thread's
+/// CPU does not stop and restart its tick around every wait for a completion. Each stop and
+/// restart reprograms the timer hardware, which on a VM is a VM exit, and at low queue depth that
+/// cost lands in every I/O's latency: it measures the CPU's power management, not the disk. fio
+/// gets a similar effect from its main process, which wakes every 10 ms beside the job. The
+/// timer's own completions (1,000 a second) are negligible beside the I/O's.
+const TICK: Duration = Duration::from_millis(1);
 
 struct Slot {
     buf: AlignedBuf,
@@ -342,11 +353,12 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             } else {
                 CANCEL_POLL
             };
-            *tick = types::Timespec::from(
+            let period = if abort_at.is_none() {
+                TICK
+            } else {
                 CANCEL_POLL
-                    .min(until_deadline)
-                    .max(Duration::from_micros(1)),
-            );
+            };
+            *tick = types::Timespec::from(period.min(until_deadline).max(Duration::from_micros(1)));
             let tick_entry = opcode::Timeout::new(&*tick).build().user_data(TICK_TAG);
             match push(&mut ring, &tick_entry) {
                 Ok(()) => tick_armed = true,
