@@ -7,10 +7,10 @@
 //! waits for one completion, so that at QD1 the kernel sees the same calls from us as from fio.
 //! Deep queues submit and wait for an eighth of the depth in one call, so that reaping and refills
 //! are batched.
-//! Waits carry no timeout argument: a timeout request in the ring (re-armed every [`TICK`], or
-//! sooner for the hard timeout) ends any wait, so the runtime, the hard timeout and the
-//! cancellation flag are still watched; its short period also keeps the probing CPU's scheduler
-//! tick running while it idles between I/Os (see [`TICK`]). Only rate-capped runs with I/O in flight
+//! Waits carry no timeout argument: a timeout request in the ring (re-armed every [`CANCEL_POLL`],
+//! every [`TICK`] at shallow depth, or sooner for the hard timeout) ends any wait, so the runtime,
+//! the hard timeout and the cancellation flag are still watched; at shallow depth its short period
+//! also spares the probing CPU a timer reprogram each time it idles between I/Os (see [`TICK`]). Only rate-capped runs with I/O in flight
 //! wait with a timeout, to issue the next I/O on time (and so does any turn in which the timeout
 //! request could not be queued).
 //! The first I/O is issued [`SETTLE`] after the set-up (thread, ring, buffers), so that a run
@@ -44,14 +44,17 @@ const CANCEL_TAG: u64 = u64::MAX;
 /// user_data of the timeout request that bounds every wait.
 const TICK_TAG: u64 = u64::MAX - 1;
 
-/// Period of the timeout request that bounds every wait while I/O is issued. It is shorter than
-/// the scheduler tick of common kernels (1 ms at HZ=1000, 4 ms at HZ=250): a CPU that goes idle
-/// with a timer due within one tick keeps its tick (nohz idle does not stop it), so the thread's
-/// CPU does not stop and restart its tick around every wait for a completion. Each stop and
-/// restart reprograms the timer hardware, which on a VM is a VM exit, and at low queue depth that
-/// cost lands in every I/O's latency: it measures the CPU's power management, not the disk. fio
-/// gets a similar effect from its main process, which wakes every 10 ms beside the job. The
-/// timer's own completions (1,000 a second) are negligible beside the I/O's.
+/// Period of the timeout request that bounds every wait at shallow queue depth (at most
+/// [`SPLIT_MAX_DEPTH`], no rate cap) while I/O is issued. The request's hrtimer is armed on the
+/// submitting CPU, so that CPU nearly always has a timer pending that expires before its next
+/// scheduler tick (4 ms at HZ=250; at HZ=1000 only part of the time). When the CPU idles between
+/// two I/Os the kernel stops its tick, and restarts it on wake-up (nohz idle); with an earlier
+/// timer pending, neither changes the CPU's next expiry, so the timer device is not reprogrammed.
+/// On an x86 KVM guest each reprogram is an MSR write and a VM exit, and at QD1 those land in
+/// every I/O's latency: the CPU's power management, not the disk. The cost is an interrupt a
+/// millisecond, and a wake-up of the thread when it is waiting then (several per I/O on a device
+/// slower than 1 ms per I/O). Deeper queues rarely leave the CPU idle, and rate-capped runs wait
+/// with a timeout of their own: they re-arm every [`CANCEL_POLL`].
 const TICK: Duration = Duration::from_millis(1);
 
 struct Slot {
@@ -353,7 +356,11 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
             } else {
                 CANCEL_POLL
             };
-            let period = if abort_at.is_none() {
+            let period = if abort_at.is_none()
+                && !stopping
+                && interval_ns.is_none()
+                && depth <= SPLIT_MAX_DEPTH
+            {
                 TICK
             } else {
                 CANCEL_POLL
