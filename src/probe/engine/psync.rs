@@ -88,8 +88,27 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
     }
     drop(tx);
     drop(ready_tx);
-    // Every thread has set up (or given up) once all senders are gone.
-    while ready_rx.recv().is_ok() {}
+    // Every thread has set up (or given up) once all senders are gone. Set-up is not expected to
+    // take long, but cancellation and the hard timeout are watched meanwhile all the same.
+    let (mut timed_out, mut cancelled) = (false, false);
+    let mut stopped_at: Option<Instant> = None;
+    let set_up_from = Instant::now();
+    loop {
+        match ready_rx.recv_timeout(CANCEL_POLL) {
+            Ok(()) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                cancelled = cancel.load(Ordering::Relaxed);
+                timed_out = !cancelled && set_up_from.elapsed() >= job.timeout;
+                if cancelled || timed_out {
+                    // The threads do no I/O once they get past their set-up.
+                    shared.stop.store(true, Ordering::Relaxed);
+                    stopped_at = Some(Instant::now());
+                    break;
+                }
+            }
+        }
+    }
     let start = Instant::now();
     *shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
     shared.started.notify_all();
@@ -99,8 +118,6 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
     let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
     let mut first_error: Option<String> = None;
     let mut last: Option<Instant> = None;
-    let (mut timed_out, mut cancelled) = (false, false);
-    let mut stopped_at: Option<Instant> = None;
     let mut received = 0u32;
     while received < spawned {
         match rx.recv_timeout(CANCEL_POLL) {
