@@ -432,17 +432,18 @@ fn device_id(located: crate::block_info::Location, major: u32, minor: u32) -> De
     }
 }
 
-/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory
-/// cannot be read (writes are then refused: the check cannot be made).
+/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory,
+/// or a partition's `dev` in it, cannot be read (writes are then refused: the check cannot be
+/// made).
 fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
-    Ok(
-        fs::read_dir(crate::block_info::device_dir(sysfs, major, minor))?
-            .filter_map(Result::ok)
-            .filter(|e| e.path().join("partition").exists())
-            .filter_map(|e| fs::read_to_string(e.path().join("dev")).ok())
-            .map(|s| s.trim().to_owned())
-            .collect(),
-    )
+    let mut found = Vec::new();
+    for entry in fs::read_dir(crate::block_info::device_dir(sysfs, major, minor))? {
+        let dir = entry?.path();
+        if dir.join("partition").exists() {
+            found.push(fs::read_to_string(dir.join("dev"))?.trim().to_owned());
+        }
+    }
+    Ok(found)
 }
 
 /// The block device (`major`, `minor`) under `path`, whose `st_dev` is `dev`. Filesystems such as
@@ -1131,6 +1132,14 @@ mod tests {
         let err = check_block_write_safety(Path::new("/dev/loop99"), 7, 99, &opts).unwrap_err();
         assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
         assert!(err.to_string().contains("cannot read"), "{err}");
+        // A partition whose `dev` cannot be read is not taken for no partition.
+        let disk = empty.path().join("dev/block/7:99");
+        fs::create_dir_all(disk.join("loop99p1")).unwrap();
+        fs::write(disk.join("loop99p1/partition"), "1\n").unwrap();
+        let err = partitions(empty.path(), 7, 99).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        fs::write(disk.join("loop99p1/dev"), "7:100\n").unwrap();
+        assert_eq!(partitions(empty.path(), 7, 99).unwrap(), vec!["7:100"]);
     }
 
     #[test]
