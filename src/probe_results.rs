@@ -10,7 +10,7 @@ use crate::config::TargetSpec;
 use crate::probe::engine::EngineKind;
 use crate::probe::result::{LatencySummary, ProbeResult};
 use std::collections::BTreeMap;
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
@@ -179,8 +179,10 @@ impl ProfileSeries {
 /// One configured target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetSeries {
-    /// The configuration it was created for; a changed spec starts afresh.
-    pub spec: TargetSpec,
+    /// The configuration it was created for; a changed spec starts afresh. The same allocation as
+    /// the scheduler task's that records into it: a run of an earlier task for the same name is
+    /// told apart by it, even when a later reload brought the same configuration back.
+    pub spec: Arc<TargetSpec>,
     /// From its last open (or a stat before the first).
     pub info: TargetInfo,
     /// By profile name, in configuration order.
@@ -237,9 +239,9 @@ impl ProbeResults {
 
     /// Makes the store match `specs`: removed or changed targets lose their series, new ones
     /// start with zeroed counters, unchanged ones keep everything.
-    pub fn set_targets(&self, specs: &[TargetSpec]) {
+    pub fn set_targets(&self, specs: &[Arc<TargetSpec>]) {
         let mut targets = self.lock();
-        targets.retain(|name, t| specs.iter().any(|s| &s.name == name && *s == t.spec));
+        targets.retain(|name, t| specs.iter().any(|s| &s.name == name && **s == *t.spec));
         for spec in specs {
             targets
                 .entry(spec.name.clone())
@@ -267,19 +269,24 @@ impl ProbeResults {
     }
 
     /// Records where the target of `spec` lives.
-    pub fn set_info(&self, spec: &TargetSpec, info: TargetInfo) {
-        if let Some(t) = self.lock().get_mut(&spec.name).filter(|t| t.spec == *spec) {
+    pub fn set_info(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
+        if let Some(t) = self
+            .lock()
+            .get_mut(&spec.name)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec))
+        {
             t.info = info;
         }
     }
 
-    /// Records one run of `profile` on the target of `spec`; returns its result label and, unless
-    /// it succeeded, what went wrong (or why it was skipped). A run of a target that a reload
-    /// has removed or changed since (its series now belong to another spec, or to none) is not
-    /// recorded: the reload cancelled it, and its figures describe a target that is gone.
+    /// Records one run of `profile` on the target of `spec` (the allocation given to
+    /// [`ProbeResults::set_targets`]); returns its result label and, unless it succeeded, what went
+    /// wrong (or why it was skipped). A run of a target that a reload has removed or changed since
+    /// (its series now belong to another spec, or to none) is not recorded: the reload cancelled
+    /// it, and its figures describe a target that is gone.
     pub fn record(
         &self,
-        spec: &TargetSpec,
+        spec: &Arc<TargetSpec>,
         profile: &str,
         outcome: Outcome,
     ) -> (RunResult, Option<String>) {
@@ -287,7 +294,7 @@ impl ProbeResults {
         let mut targets = self.lock();
         let Some(series) = targets
             .get_mut(&spec.name)
-            .filter(|t| t.spec == *spec)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec))
             .and_then(|t| t.profiles.iter_mut().find(|(p, _)| p == profile))
             .map(|(_, s)| s)
         else {
@@ -414,6 +421,7 @@ mod tests {
         .unwrap()
         .targets
         .remove(0);
+        let spec = Arc::new(spec);
         store.set_targets(std::slice::from_ref(&spec));
         let mut h = new_latency_histogram();
         for _ in 0..90 {
@@ -461,9 +469,9 @@ mod tests {
         // Changing the target's spec drops its series; keeping it keeps them.
         store.set_targets(std::slice::from_ref(&spec));
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 100);
-        let mut changed = spec.clone();
+        let mut changed = (*spec).clone();
         changed.interval = Duration::from_secs(600);
-        store.set_targets(std::slice::from_ref(&changed));
+        store.set_targets(&[Arc::new(changed)]);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
         // A run of the old spec, cancelled by that reload, ends up in no series.
         let late = store.record(
@@ -484,6 +492,27 @@ mod tests {
             },
         );
         assert_eq!(store.read(|t| t["t"].info.path.clone()), "/x");
+        // A second reload brings the first configuration back: new series again, and a late run
+        // of the first task still ends up in none of them.
+        let back = Arc::new((*spec).clone());
+        store.set_targets(std::slice::from_ref(&back));
+        let late = store.record(
+            &spec,
+            "randread-4k-qd1",
+            Outcome::Skipped {
+                reason: "late".into(),
+            },
+        );
+        assert_eq!(late.0, RunResult::Skipped);
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
+        store.record(
+            &back,
+            "randread-4k-qd1",
+            Outcome::Skipped {
+                reason: "busy".into(),
+            },
+        );
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0, 0, 0, 1]);
         store.set_targets(&[]);
         assert!(store.read(|t| t.is_empty()));
     }

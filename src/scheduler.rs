@@ -153,7 +153,8 @@ impl Drop for Counted {
 }
 
 struct TargetTask {
-    spec: TargetSpec,
+    /// Shared with the target's series in [`ProbeResults`] (see [`ProbeResults::record`]).
+    spec: Arc<TargetSpec>,
     stop: watch::Sender<bool>,
     cancel: Arc<AtomicBool>,
     handle: JoinHandle<()>,
@@ -194,7 +195,7 @@ impl Scheduler {
         let keep: Vec<String> = self
             .tasks
             .iter()
-            .filter(|(name, t)| targets.iter().any(|s| &s.name == *name && *s == t.spec))
+            .filter(|(name, t)| targets.iter().any(|s| &s.name == *name && *s == *t.spec))
             .map(|(name, _)| name.clone())
             .collect();
         let stale: Vec<String> = self
@@ -210,8 +211,17 @@ impl Scheduler {
                 let _ = task.stop.send(true);
             }
         }
-        self.shared.results.set_targets(targets);
-        for spec in targets {
+        // Kept targets go on with their allocation, new and changed ones get a new one: what a
+        // task records is told apart from what its predecessors of the same name still return.
+        let specs: Vec<Arc<TargetSpec>> = targets
+            .iter()
+            .map(|s| match self.tasks.get(&s.name) {
+                Some(task) => task.spec.clone(),
+                None => Arc::new(s.clone()),
+            })
+            .collect();
+        self.shared.results.set_targets(&specs);
+        for spec in &specs {
             if self.tasks.contains_key(&spec.name) {
                 continue;
             }
@@ -333,7 +343,7 @@ fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
 }
 
 async fn run_target(
-    spec: TargetSpec,
+    spec: Arc<TargetSpec>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     cancel: Arc<AtomicBool>,
@@ -373,7 +383,7 @@ async fn run_target(
 }
 
 async fn run_cycle(
-    spec: &TargetSpec,
+    spec: &Arc<TargetSpec>,
     shared: &Arc<Shared>,
     stop: &mut watch::Receiver<bool>,
     cancel: &Arc<AtomicBool>,
@@ -534,7 +544,7 @@ enum FromThread {
 /// written) for the run's timeout plus [`GRACE`] is given up on like a run that does not return,
 /// so that a hung filesystem does not hold the global probe slot for ever.
 async fn run_on_thread(
-    spec: &TargetSpec,
+    spec: &Arc<TargetSpec>,
     profile: &Profile,
     shared: &Arc<Shared>,
     cancel: &Arc<AtomicBool>,
