@@ -177,11 +177,7 @@ fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
     );
     // Lift the throttle so the last in-flight I/O completes before the group is removed.
     group.throttle_read_iops(&dev, 0);
-    agent.signal("TERM");
-    let exit = agent
-        .wait_exit(Duration::from_secs(5))
-        .expect("exit within 5 s");
-    assert_eq!(exit.code(), Some(0));
+    agent.terminate();
 }
 
 /// A FUSE filesystem whose server answers the kernel's INIT and then nothing: a lookup in it (the
@@ -342,13 +338,9 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
         |m| runs(m, "stalled", "timeout") >= 1.0,
     );
     eprintln!("abandoned after {:?}", abandoned.elapsed());
-    assert!(
-        agent.wait_log(
-            "opening the target made no progress",
-            Duration::from_secs(1)
-        ),
-        "{}",
-        agent.log.lock().unwrap()
+    agent.expect_log(
+        "opening the target made no progress",
+        Duration::from_secs(1),
     );
     // The global probe slot is free again: the other target runs, and the stalled one is skipped
     // while its thread is still stuck.
@@ -386,11 +378,7 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
         "{}",
         agent.log.lock().unwrap()
     );
-    agent.signal("TERM");
-    let exit = agent
-        .wait_exit(Duration::from_secs(5))
-        .expect("exit within 5 s");
-    assert_eq!(exit.code(), Some(0));
+    agent.terminate();
 }
 
 #[test]
@@ -443,13 +431,9 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     assert_eq!(runs(&m, "hung", "timeout"), 1.0, "one abandoned cycle");
     assert!(runs(&m, "hung", "skipped") >= 1.0);
     assert_eq!(runs(&m, "hung", "success") + runs(&m, "hung", "error"), 0.0);
-    assert!(
-        agent.wait_log(
-            "did not return within 5s (hung filesystem?)",
-            Duration::from_secs(1)
-        ),
-        "{}",
-        agent.log.lock().unwrap()
+    agent.expect_log(
+        "did not return within 5s (hung filesystem?)",
+        Duration::from_secs(1),
     );
     // When the server dies the stuck stat fails (ENOTCONN) and returns; the target's later runs
     // end in errors, not in more skips.
@@ -460,11 +444,7 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
         "errors after the server died",
         |m| runs(m, "hung", "error") >= 1.0,
     );
-    agent.signal("TERM");
-    let exit = agent
-        .wait_exit(Duration::from_secs(5))
-        .expect("exit within 5 s");
-    assert_eq!(exit.code(), Some(0));
+    agent.terminate();
 }
 
 #[test]
@@ -542,21 +522,13 @@ fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
     let arg = config(dir.path(), &text("2s"));
     let agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
     let _lift = LiftWriteCap(&group, &disk);
-    assert!(
-        agent.wait_log("creating the probe file", Duration::from_secs(10)),
-        "{}",
-        agent.log.lock().unwrap()
-    );
+    agent.expect_log("creating the probe file", Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(1500));
     config(dir.path(), &text("3s"));
     agent.signal("HUP");
-    assert!(
-        agent.wait_log(
-            "stopping probes of removed or changed target",
-            Duration::from_secs(5)
-        ),
-        "{}",
-        agent.log.lock().unwrap()
+    agent.expect_log(
+        "stopping probes of removed or changed target",
+        Duration::from_secs(5),
     );
     // The cancelled fill stops at its next chunk (a second at most). Its failure belongs to the
     // target as it was, not to the series the reload started afresh.
@@ -757,11 +729,7 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
         std::thread::sleep(Duration::from_millis(20));
     }
     let t = Instant::now();
-    agent.signal("TERM");
-    let exit = agent
-        .wait_exit(Duration::from_secs(5))
-        .expect("exit within 5 s");
-    assert_eq!(exit.code(), Some(0));
+    agent.terminate();
     eprintln!("exited {:?} after SIGTERM", t.elapsed());
     let after = dev.content();
     assert_eq!(before.len(), after.len());

@@ -171,6 +171,24 @@ impl Agent {
         }
         false
     }
+
+    /// [`Agent::wait_log`], failing the test with the whole log when `needle` does not appear.
+    pub fn expect_log(&self, needle: &str, timeout: std::time::Duration) {
+        assert!(
+            self.wait_log(needle, timeout),
+            "no {needle:?} in the log within {timeout:?}:\n{}",
+            self.log.lock().unwrap()
+        );
+    }
+
+    /// Sends SIGTERM and fails the test unless the agent exits with status 0 within 5 s.
+    pub fn terminate(&mut self) {
+        self.signal("TERM");
+        let exit = self
+            .wait_exit(std::time::Duration::from_secs(5))
+            .expect("exit within 5 s of SIGTERM");
+        assert_eq!(exit.code(), Some(0));
+    }
 }
 
 impl Drop for Agent {
