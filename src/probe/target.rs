@@ -762,29 +762,30 @@ fn fill_probe_file(
             (file, None)
         }
     };
-    let mut mem_align = 512;
-    let preflight = if marked_at_creation.is_some() {
-        set_direct(path, &file, fstype)
-    } else {
-        Ok(())
-    }
-    .and_then(|()| {
-        let (mem, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
-        mem_align = mem;
-        check_aligned(path, "file size", size, offset_align)
-    });
-    if let Err(err) = preflight {
+    // A new file gets O_DIRECT here; an existing one was opened with it.
+    let preflight = || {
         if marked_at_creation.is_some() {
-            // Nothing was written: remove the empty file this call created (if the path still
-            // names it), so that the mistake leaves nothing behind.
-            if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
-                && (now.dev(), now.ino()) == (created.dev(), created.ino())
-            {
-                let _ = fs::remove_file(path);
-            }
+            set_direct(path, &file, fstype)?;
         }
-        return Err(err);
-    }
+        let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
+        check_aligned(path, "file size", size, offset_align)?;
+        Ok(mem_align)
+    };
+    let mem_align = match preflight() {
+        Ok(mem_align) => mem_align,
+        Err(err) => {
+            if marked_at_creation.is_some() {
+                // Nothing was written: remove the empty file this call created (if the path still
+                // names it), so that the mistake leaves nothing behind.
+                if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
+                    && (now.dev(), now.ino()) == (created.dev(), created.ino())
+                {
+                    let _ = fs::remove_file(path);
+                }
+            }
+            return Err(err);
+        }
+    };
     let marked = marked_at_creation.unwrap_or_else(|| mark_filling(&file));
     file.set_len(0).map_err(io_err("truncate the probe file"))?;
     let mut rng = SmallRng::from_os_rng();
@@ -949,16 +950,13 @@ fn open_file(
     }
     check_aligned(path, "file size", size, offset_align)?;
     // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
-    let device = backing_device(&opts.procfs, path, dev)
-        .map(|(major, minor)| {
-            (
-                crate::block_info::locate(&opts.sysfs, major, minor),
-                major,
-                minor,
-            )
-        })
-        .filter(|(located, _, _)| located.name.is_some())
-        .map(|(located, major, minor)| device_id(located, major, minor));
+    let device = backing_device(&opts.procfs, path, dev).and_then(|(major, minor)| {
+        let located = crate::block_info::locate(&opts.sysfs, major, minor);
+        located
+            .name
+            .is_some()
+            .then(|| device_id(located, major, minor))
+    });
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
@@ -979,6 +977,28 @@ fn open_file(
 mod tests {
     use super::*;
 
+    /// Read-only options for a file of `size` bytes, with the machine's procfs and sysfs.
+    fn file_opts(size: Option<u64>) -> TargetOptions {
+        TargetOptions {
+            size,
+            offset: 0,
+            write: false,
+            device_writes: false,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        }
+    }
+
+    /// For a temporary directory on a filesystem without O_DIRECT: the test cannot run here.
+    /// Under `DISKPROBE_TEST_STRICT` (CI) that is a failure, not a skip.
+    fn no_direct_io_here() {
+        assert!(
+            std::env::var_os("DISKPROBE_TEST_STRICT").is_none(),
+            "the temporary directory's filesystem refuses O_DIRECT"
+        );
+        eprintln!("SKIPPED: the temporary directory's filesystem refuses O_DIRECT");
+    }
+
     #[test]
     fn mountinfo_devices() {
         let text = "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\
@@ -994,14 +1014,7 @@ mod tests {
     fn creates_fills_and_reuses_a_probe_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
-        let opts = TargetOptions {
-            size: Some(1 << 20),
-            offset: 0,
-            write: false,
-            device_writes: false,
-            procfs: "/proc".into(),
-            sysfs: "/sys".into(),
-        };
+        let opts = file_opts(Some(1 << 20));
         let chunks = std::cell::Cell::new(0);
         let count = || {
             chunks.set(chunks.get() + 1);
@@ -1009,7 +1022,7 @@ mod tests {
         };
         let t = match open_reporting(&path, &opts, &count) {
             Ok(t) => t,
-            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
             Err(err) => panic!("{err}"),
         };
         assert!(t.filled);
@@ -1044,16 +1057,9 @@ mod tests {
     fn a_stopped_fill_is_finished_at_the_size_it_was_filling() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
-        let opts = TargetOptions {
-            size: Some(3 << 20),
-            offset: 0,
-            write: false,
-            device_writes: false,
-            procfs: "/proc".into(),
-            sysfs: "/sys".into(),
-        };
+        let opts = file_opts(Some(3 << 20));
         match open_reporting(&path, &opts, &|| false) {
-            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
             Err(TargetError::Io { source, .. }) => {
                 assert_eq!(source.kind(), io::ErrorKind::Interrupted, "{source}")
             }
@@ -1081,7 +1087,7 @@ mod tests {
         let fstype = statfs_type(dir.path()).unwrap();
         let (ours, other) = (dir.path().join("ours.dat"), dir.path().join("other.dat"));
         match fill_probe_file(&ours, 2 << 20, None, &fstype, &|| false) {
-            Err(TargetError::NoDirectIo { .. }) => return,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
             Err(TargetError::Io { source, .. }) => {
                 assert_eq!(source.kind(), io::ErrorKind::Interrupted, "{source}")
             }
@@ -1122,12 +1128,10 @@ mod tests {
     fn device_writes_are_refused_when_sysfs_cannot_be_read() {
         let empty = tempfile::tempdir().unwrap();
         let opts = TargetOptions {
-            size: None,
-            offset: 0,
             write: true,
             device_writes: true,
-            procfs: "/proc".into(),
             sysfs: empty.path().to_owned(),
+            ..file_opts(None)
         };
         let err = check_block_write_safety(Path::new("/dev/loop99"), 7, 99, &opts).unwrap_err();
         assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
@@ -1147,12 +1151,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
         let opts = TargetOptions {
-            size: Some(1 << 20),
             offset: 4096,
-            write: false,
-            device_writes: false,
-            procfs: "/proc".into(),
-            sysfs: "/sys".into(),
+            ..file_opts(Some(1 << 20))
         };
         let err = open(&path, &opts).unwrap_err();
         assert!(err.to_string().contains("no such block device"), "{err}");
@@ -1168,12 +1168,8 @@ mod tests {
         let path = dir.path().join("foreign.dat");
         fs::write(&path, vec![1u8; 8192]).unwrap();
         let opts = TargetOptions {
-            size: None,
-            offset: 0,
             write: true,
-            device_writes: false,
-            procfs: "/proc".into(),
-            sysfs: "/sys".into(),
+            ..file_opts(None)
         };
         let err = open(&path, &opts).unwrap_err();
         assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
