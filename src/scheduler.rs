@@ -277,7 +277,10 @@ impl Scheduler {
 pub fn device_of(path: &Path, roots: &Roots) -> Option<DeviceId> {
     let (path, meta) = match std::fs::metadata(path) {
         Ok(m) => (path, m),
-        Err(_) => (path.parent()?, std::fs::metadata(path.parent()?).ok()?),
+        Err(_) => {
+            let dir = path.parent()?;
+            (dir, std::fs::metadata(dir).ok()?)
+        }
     };
     let (major, minor) = if meta.file_type().is_block_device() {
         (libc::major(meta.rdev()), libc::minor(meta.rdev()))

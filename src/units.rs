@@ -50,10 +50,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
         value: text.to_owned(),
         reason: err.to_string(),
     })?;
-    at_most_a_year(text, d)
+    within_max_duration(text, d)
 }
 
-fn at_most_a_year(text: &str, d: Duration) -> Result<Duration, UnitError> {
+fn within_max_duration(text: &str, d: Duration) -> Result<Duration, UnitError> {
     if d > MAX_DURATION {
         return Err(UnitError::Duration {
             value: text.to_owned(),
@@ -67,7 +67,7 @@ fn at_most_a_year(text: &str, d: Duration) -> Result<Duration, UnitError> {
 pub fn parse_fio_duration(text: &str) -> Result<Duration, UnitError> {
     let trimmed = text.trim();
     if let Ok(secs) = trimmed.parse::<u64>() {
-        return at_most_a_year(text, Duration::from_secs(secs));
+        return within_max_duration(text, Duration::from_secs(secs));
     }
     parse_duration(trimmed)
 }

@@ -239,11 +239,27 @@ impl WebConfig {
         Err(Unverified(pair))
     }
 
-    /// Checks an `Authorization` header value, running bcrypt for a pair not seen before (slow:
-    /// keep it off the async runtime's threads).
-    pub fn check(&self, authorization: Option<&str>) -> Auth {
+    /// Checks an `Authorization` header value, running bcrypt for a pair not seen before (the
+    /// server splits this into [`WebConfig::check_cached`] and [`verify_off_thread`]).
+    #[cfg(test)]
+    fn check(&self, authorization: Option<&str>) -> Auth {
         self.check_cached(authorization)
             .unwrap_or_else(|pair| self.verify(pair))
+    }
+
+    /// The hash unknown users are checked against: at the highest configured cost, made once.
+    fn dummy_hash(&self) -> &str {
+        self.dummy_hash.get_or_init(|| {
+            let cost = self
+                .users
+                .values()
+                .filter_map(|h| bcrypt_cost(h))
+                .max()
+                .unwrap_or(bcrypt::DEFAULT_COST);
+            bcrypt::hash("diskprobe_exporter unknown user", cost)
+                .or_else(|_| bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST))
+                .unwrap_or_default()
+        })
     }
 
     /// Verifies a pair with bcrypt (deliberately slow) and remembers it when it is right.
@@ -272,22 +288,6 @@ impl WebConfig {
 fn bcrypt_cost(hash: &str) -> Option<u32> {
     let cost = hash.split('$').nth(2)?.parse::<u32>().ok()?;
     (4..=31).contains(&cost).then_some(cost)
-}
-
-impl WebConfig {
-    fn dummy_hash(&self) -> &str {
-        self.dummy_hash.get_or_init(|| {
-            let cost = self
-                .users
-                .values()
-                .filter_map(|h| bcrypt_cost(h))
-                .max()
-                .unwrap_or(bcrypt::DEFAULT_COST);
-            bcrypt::hash("diskprobe_exporter unknown user", cost)
-                .or_else(|_| bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST))
-                .unwrap_or_default()
-        })
-    }
 }
 
 fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {

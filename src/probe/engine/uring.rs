@@ -10,9 +10,9 @@
 //! Waits carry no timeout argument: a timeout request in the ring (re-armed every [`CANCEL_POLL`],
 //! every [`TICK`] at shallow depth, or sooner for the hard timeout) ends any wait, so the runtime,
 //! the hard timeout and the cancellation flag are still watched; at shallow depth its short period
-//! also spares the probing CPU a timer reprogram each time it idles between I/Os (see [`TICK`]). Only rate-capped runs with I/O in flight
-//! wait with a timeout, to issue the next I/O on time (and so does any turn in which the timeout
-//! request could not be queued).
+//! also spares the probing CPU a timer reprogram each time it idles between I/Os (see [`TICK`]).
+//! Only rate-capped runs with I/O in flight wait with a timeout, to issue the next I/O on time
+//! (and so does any turn in which the timeout request could not be queued).
 //! The first I/O is issued [`SETTLE`] after the set-up (thread, ring, buffers), so that a run
 //! starts from a settled machine (see there why that matters at QD1).
 //! Latency is the time from submission (or, with a rate cap, from the intended issue time) to the
