@@ -8,8 +8,8 @@ use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::config::{self, Config, ListenAddress};
-use crate::probe_results::ProbeResults;
 use crate::scheduler::{Roots, Scheduler};
+use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::web_config::WebConfig;
 use futures_util::StreamExt;
@@ -85,7 +85,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     }
     let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
-    let results = Arc::new(ProbeResults::new());
+    let results = Arc::new(SeriesStore::new());
     let mut scheduler = Scheduler::new(
         results.clone(),
         Roots {

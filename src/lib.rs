@@ -19,7 +19,8 @@
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
 //! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
 //!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
-//! - [`probe_results`]: results of probe runs, written by the scheduler, read by the collector.
+//! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
+//!   histogram), written by the scheduler, read by the probes collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
 //! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
@@ -35,8 +36,8 @@ pub mod diskstats;
 pub mod exposition;
 pub mod logging;
 pub mod probe;
-pub mod probe_results;
 pub mod scheduler;
+pub mod series;
 pub mod server;
 pub mod state_dir;
 pub mod status_page;

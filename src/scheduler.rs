@@ -1,5 +1,5 @@
 //! The probe scheduler: runs each target's profiles in sequence every interval, with jitter, and
-//! reports every run to [`ProbeResults`].
+//! reports every run to [`SeriesStore`].
 //!
 //! Rules, in the order a cycle applies them:
 //! - Each target has its own task; its first cycle starts within a few seconds of start-up, then
@@ -27,7 +27,7 @@ use crate::diskstats;
 use crate::probe::engine::{self, RunOptions};
 use crate::probe::profile::Profile;
 use crate::probe::target::{self, DeviceId, TargetOptions};
-use crate::probe_results::{Outcome, ProbeResults, RunResult, TargetInfo};
+use crate::series::{RunOutcome, RunStatus, SeriesStore, TargetInfo};
 use rand::Rng;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -74,7 +74,7 @@ impl Budget {
 }
 
 struct Shared {
-    results: Arc<ProbeResults>,
+    results: Arc<SeriesStore>,
     roots: Roots,
     global: Arc<Semaphore>,
     /// Permits of `global` still to be retired: a reload that lowers `max_concurrent_probes`
@@ -153,7 +153,7 @@ impl Drop for Counted {
 }
 
 struct TargetTask {
-    /// Shared with the target's series in [`ProbeResults`] (see [`ProbeResults::record`]).
+    /// Shared with the target's series in [`SeriesStore`] (see [`SeriesStore::record`]).
     spec: Arc<TargetSpec>,
     stop: watch::Sender<bool>,
     cancel: Arc<AtomicBool>,
@@ -170,7 +170,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler with no targets yet; call [`Scheduler::apply`]. Must be called inside a tokio
     /// runtime.
-    pub fn new(results: Arc<ProbeResults>, roots: Roots, config: &SchedulerConfig) -> Self {
+    pub fn new(results: Arc<SeriesStore>, roots: Roots, config: &SchedulerConfig) -> Self {
         Scheduler {
             shared: Arc::new(Shared {
                 results,
@@ -393,12 +393,12 @@ async fn run_cycle(
     threads: &Arc<AtomicUsize>,
 ) {
     // Records the same outcome for every profile of the cycle.
-    let record_all = |outcome: &dyn Fn() -> Outcome| {
+    let record_all = |outcome: &dyn Fn() -> RunOutcome| {
         for p in &spec.profiles {
             shared.results.record(spec, &p.name, outcome());
         }
     };
-    let still_in_flight = || Outcome::Skipped {
+    let still_in_flight = || RunOutcome::Skipped {
         reason: "previous run still in flight".to_owned(),
     };
     if threads.load(Ordering::SeqCst) > 0 {
@@ -415,9 +415,9 @@ async fn run_cycle(
             record_all(&|| {
                 let error = error.clone();
                 if timed_out {
-                    Outcome::Abandoned { error, duration }
+                    RunOutcome::Abandoned { error, duration }
                 } else {
-                    Outcome::Failed { error, duration }
+                    RunOutcome::Failed { error, duration }
                 }
             });
             return;
@@ -453,7 +453,7 @@ async fn run_cycle(
             shared.results.record(
                 spec,
                 &profile.name,
-                Outcome::Skipped {
+                RunOutcome::Skipped {
                     reason: format!("duty-cycle budget of {key} used up"),
                 },
             );
@@ -467,7 +467,7 @@ async fn run_cycle(
                     shared.results.record(
                         spec,
                         &profile.name,
-                        Outcome::Skipped {
+                        RunOutcome::Skipped {
                             reason: format!(
                                 "{} is {:.0}% busy (threshold {:.0}%)",
                                 dev.name,
@@ -495,7 +495,7 @@ async fn run_cycle(
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
         budget.tokens -= busy.as_secs_f64();
         let (result, error) = shared.results.record(spec, &profile.name, outcome);
-        if result != RunResult::Success {
+        if result != RunStatus::Success {
             tracing::warn!(
                 target = %spec.name,
                 profile = %profile.name,
@@ -537,7 +537,7 @@ enum FromThread {
     /// Another chunk of the probe file was written.
     Filled,
     Opened(TargetInfo),
-    Done(Outcome, Duration),
+    Done(RunOutcome, Duration),
 }
 
 /// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
@@ -552,7 +552,7 @@ async fn run_on_thread(
     shared: &Arc<Shared>,
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
-) -> (Outcome, Duration) {
+) -> (RunOutcome, Duration) {
     let started = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let job_spec = spec.clone();
@@ -573,7 +573,7 @@ async fn run_on_thread(
     if let Err(err) = spawned {
         let error = format!("cannot start a probe thread: {err}");
         return (
-            Outcome::Failed {
+            RunOutcome::Failed {
                 error,
                 duration: started.elapsed(),
             },
@@ -601,7 +601,7 @@ async fn run_on_thread(
             };
             tracing::error!(target = %spec.name, profile = %profile.name, "{error}; abandoning the run");
             return (
-                Outcome::Abandoned {
+                RunOutcome::Abandoned {
                     error,
                     duration: started.elapsed(),
                 },
@@ -618,7 +618,7 @@ async fn run_on_thread(
             Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
             None => {
                 return (
-                    Outcome::Failed {
+                    RunOutcome::Failed {
                         error: "the probe thread ended without a result".to_owned(),
                         duration: started.elapsed(),
                     },
@@ -637,11 +637,11 @@ fn probe_thread(
     roots: &Roots,
     cancel: Arc<AtomicBool>,
     tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
-) -> Option<(Outcome, Duration)> {
+) -> Option<(RunOutcome, Duration)> {
     let started = Instant::now();
     let fail = |error: String| {
         Some((
-            Outcome::Failed {
+            RunOutcome::Failed {
                 error,
                 duration: started.elapsed(),
             },
@@ -693,7 +693,7 @@ fn probe_thread(
         Ok(result) => {
             let busy = result.elapsed;
             Some((
-                Outcome::Ran {
+                RunOutcome::Ran {
                     result: Box::new(result),
                     duration: started.elapsed(),
                 },
@@ -730,7 +730,7 @@ mod tests {
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         };
-        let mut scheduler = Scheduler::new(Arc::new(ProbeResults::new()), roots, &config(4));
+        let mut scheduler = Scheduler::new(Arc::new(SeriesStore::new()), roots, &config(4));
         let shared = scheduler.shared.clone();
         let take = || {
             let permit = shared.global.clone().try_acquire_owned().ok()?;

@@ -41,7 +41,7 @@ pub struct App {
     /// Maximum simultaneous connections.
     pub max_connections: usize,
     /// Probe results, for the status page.
-    pub results: Arc<crate::probe_results::ProbeResults>,
+    pub results: Arc<crate::series::SeriesStore>,
     /// TLS, basic auth and extra headers (`--web.config.file`); replaced on reload.
     pub web: std::sync::RwLock<Arc<WebConfig>>,
 }

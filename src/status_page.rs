@@ -2,12 +2,12 @@
 //! engine, error) and a small server-rendered SVG chart of recent p50/p99 latency per target and
 //! profile, so a person can glance at the agent without Grafana. No scripts, no external assets.
 
-use crate::probe_results::{HistoryPoint, ProbeResults, RunResult, TargetSeries};
+use crate::series::{HistoryPoint, RunStatus, SeriesStore, TargetSeries};
 use std::collections::VecDeque;
 use std::fmt::Write;
 
 /// Renders the page.
-pub fn render(results: &ProbeResults, telemetry_path: &str) -> String {
+pub fn render(results: &SeriesStore, telemetry_path: &str) -> String {
     let version = crate::collectors::exporter::VERSION;
     let mut html = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -74,7 +74,7 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
                 String::new(),
             ),
             Some(last) => {
-                let status = if last.result == RunResult::Success {
+                let status = if last.result == RunStatus::Success {
                     "<span class=\"ok\">success</span>".to_owned()
                 } else {
                     format!(
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn empty_page_says_no_targets() {
-        let page = render(&ProbeResults::new(), "/metrics");
+        let page = render(&SeriesStore::new(), "/metrics");
         assert!(page.contains("No probe targets are configured"));
         assert!(page.contains("href=\"/metrics\""));
     }

@@ -12,7 +12,7 @@ use crate::block_info::{self, BlockInfo};
 use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
-use crate::probe_results::ProbeResults;
+use crate::series::SeriesStore;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
@@ -59,7 +59,7 @@ pub struct DiskstatsCollector {
     filter: RwLock<Arc<DeviceFilter>>,
     /// Devices under probe targets: always reported, whatever the filter, so that probe results
     /// can be joined with their device's counters on the `device` label.
-    probed: Option<Arc<ProbeResults>>,
+    probed: Option<Arc<SeriesStore>>,
     cache: Mutex<HashMap<(u32, u32), Cached>>,
 }
 
@@ -77,7 +77,7 @@ impl DiskstatsCollector {
 
     /// Also reports the devices (and parent disks) under the targets in `results`, even when
     /// the filter excludes them (e.g. partitions and loop devices under the default filter).
-    pub fn with_probe_targets(mut self, results: Arc<ProbeResults>) -> Self {
+    pub fn with_probe_targets(mut self, results: Arc<SeriesStore>) -> Self {
         self.probed = Some(results);
         self
     }

@@ -2,7 +2,7 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, labels};
-use crate::probe_results::unix_now;
+use crate::series::unix_now;
 use std::sync::Mutex;
 
 /// Whether the last (re)load of the configuration worked, and when one last did.

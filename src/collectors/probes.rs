@@ -1,5 +1,5 @@
 //! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info` and `diskprobe_engine_info`:
-//! the results of probe runs, read from [`ProbeResults`] on every scrape.
+//! the results of probe runs, read from [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
 //! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe
@@ -7,14 +7,14 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Labels, Value, labels};
-use crate::probe::result::LatencySummary;
-use crate::probe_results::{LATENCY_BUCKETS, ProbeResults, RunResult};
+use crate::probe::measurement::LatencySummary;
+use crate::series::{LATENCY_BUCKETS, RunStatus, SeriesStore};
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
-/// `result` label values in [`RunResult::ALL`] order, shared by every scrape.
+/// `result` label values in [`RunStatus::ALL`] order, shared by every scrape.
 static RESULT_VALUES: LazyLock<[Arc<str>; 4]> =
-    LazyLock::new(|| RunResult::ALL.map(|r| Arc::from(r.as_str())));
+    LazyLock::new(|| RunStatus::ALL.map(|r| Arc::from(r.as_str())));
 
 /// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
 static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
@@ -25,12 +25,12 @@ static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
 
 /// Publishes probe results.
 pub struct ProbesCollector {
-    results: Arc<ProbeResults>,
+    results: Arc<SeriesStore>,
 }
 
 impl ProbesCollector {
     /// A collector reading `results`.
-    pub fn new(results: Arc<ProbeResults>) -> Self {
+    pub fn new(results: Arc<SeriesStore>) -> Self {
         ProbesCollector { results }
     }
 }
@@ -153,7 +153,7 @@ impl Collector for ProbesCollector {
                         },
                     );
                     let Some(last) = &s.last else { continue };
-                    success.push(&l, f64::from(u8::from(last.result == RunResult::Success)));
+                    success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
                     timestamp.push(&l, last.timestamp);
                     duration.push(&l, last.duration);
                     if let Some(engine) = last.engine {

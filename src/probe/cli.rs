@@ -3,8 +3,8 @@
 
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
+use crate::probe::measurement::{LatencySummary, Measurement};
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, Profile};
-use crate::probe::result::{LatencySummary, ProbeResult};
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
 use clap::{Args, ValueEnum};
@@ -155,7 +155,7 @@ impl RunRecord {
         }
     }
 
-    fn fill(&mut self, r: &ProbeResult) {
+    fn fill(&mut self, r: &Measurement) {
         self.engine = Some(r.engine.as_str());
         self.ios = r.ios;
         self.bytes = r.bytes;

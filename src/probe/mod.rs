@@ -4,7 +4,7 @@
 //! - [`fio`]: fio-style option strings → profiles.
 //! - [`target`]: opening block devices and probe files, preflight and write-safety checks.
 //! - [`engine`]: running a profile on a target (io_uring, psync fallback).
-//! - [`result`]: what a run measured (counts, HdrHistogram of latency).
+//! - [`measurement`]: what a run measured (counts, HdrHistogram of latency).
 //! - [`cli`]: the one-shot `diskprobe_exporter probe` command.
 //!
 //! A scheduler opens a target with [`target::open`], then calls [`engine::run`] for each profile
@@ -13,12 +13,12 @@
 pub mod cli;
 pub mod engine;
 pub mod fio;
+pub mod measurement;
 pub mod profile;
-pub mod result;
 pub mod target;
 
 /// Why a probe could not run. I/O errors during a run are not errors here: they are counted in the
-/// [`result::ProbeResult`].
+/// [`measurement::Measurement`].
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The target could not be opened or failed a preflight or safety check.

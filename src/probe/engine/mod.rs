@@ -17,8 +17,8 @@ pub mod psync;
 pub mod uring;
 
 use crate::probe::ProbeError;
+use crate::probe::measurement::Measurement;
 use crate::probe::profile::Profile;
-use crate::probe::result::ProbeResult;
 use crate::probe::target::OpenTarget;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -357,7 +357,7 @@ pub fn run(
     target: &OpenTarget,
     profile: &Profile,
     opts: &RunOptions,
-) -> Result<ProbeResult, ProbeError> {
+) -> Result<Measurement, ProbeError> {
     let job = Job::new(target, profile, opts)?;
     match opts.engine {
         EngineChoice::Psync => psync::run(&job, &opts.cancel),

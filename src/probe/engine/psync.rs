@@ -8,7 +8,7 @@
 
 use crate::probe::ProbeError;
 use crate::probe::engine::{AlignedBuf, CANCEL_POLL, EngineKind, Job, Offsets, stamp};
-use crate::probe::result::{ProbeResult, new_latency_histogram};
+use crate::probe::measurement::{Measurement, new_latency_histogram};
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -43,7 +43,7 @@ struct WorkerOut {
 }
 
 /// Runs the job on `iodepth` pread/pwrite threads.
-pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, ProbeError> {
+pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<Measurement, ProbeError> {
     // SAFETY: job.fd belongs to the OpenTarget the caller borrows for the whole run; it is only
     // borrowed here to duplicate it.
     let borrowed = unsafe { BorrowedFd::borrow_raw(job.fd) };
@@ -173,7 +173,7 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, Pr
         timed_out = true;
     }
     let end = last.unwrap_or_else(Instant::now);
-    Ok(ProbeResult {
+    Ok(Measurement {
         engine: EngineKind::Psync,
         ios,
         bytes,

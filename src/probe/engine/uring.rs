@@ -29,7 +29,7 @@ use crate::probe::ProbeError;
 use crate::probe::engine::{
     AlignedBuf, CANCEL_POLL, DRAIN_GRACE, EngineKind, Job, Offsets, SETTLE, stamp,
 };
-use crate::probe::result::{ProbeResult, new_latency_histogram};
+use crate::probe::measurement::{Measurement, new_latency_histogram};
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -108,7 +108,7 @@ fn submit_alone(ring: &mut IoUring) -> io::Result<bool> {
 }
 
 /// Runs the job on a dedicated thread that owns the ring and the buffers.
-pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<ProbeResult, ProbeError> {
+pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<Measurement, ProbeError> {
     thread::scope(|scope| {
         let handle = thread::Builder::new()
             .name("diskprobe-uring".to_owned())
@@ -188,7 +188,7 @@ fn entry(p: &IoParams, slot: &mut Slot, index: usize, len: u32) -> squeue::Entry
     e.user_data(index as u64)
 }
 
-fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
+fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
     let setup_err = |source| ProbeError::EngineSetup {
         engine: EngineKind::IoUring,
         source,
@@ -512,7 +512,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<ProbeResult, ProbeError> {
         drop(slots);
     }
     let end = last_completion.unwrap_or(now);
-    Ok(ProbeResult {
+    Ok(Measurement {
         engine: EngineKind::IoUring,
         ios,
         bytes,

@@ -60,7 +60,7 @@ impl LatencySummary {
 
 /// The outcome of one probe run.
 #[derive(Debug, Clone)]
-pub struct ProbeResult {
+pub struct Measurement {
     /// The engine that ran the I/O.
     pub engine: EngineKind,
     /// I/Os completed successfully (short transfers completed in several pieces count once).
@@ -82,7 +82,7 @@ pub struct ProbeResult {
     pub latency_ns: Histogram<u64>,
 }
 
-impl ProbeResult {
+impl Measurement {
     /// Completed I/Os per second of elapsed time.
     pub fn iops(&self) -> f64 {
         per_second(self.ios, self.elapsed)
@@ -188,7 +188,7 @@ mod tests {
         for v in 1..=1000u64 {
             h.record(v * 1000).unwrap();
         }
-        let r = ProbeResult {
+        let r = Measurement {
             engine: EngineKind::Psync,
             ios: 1000,
             bytes: 1000 * 4096,

@@ -1,4 +1,5 @@
-//! The results of probe runs, as the scheduler reports them and the probes collector reads them.
+//! The store of per-target series: the results of probe runs, as the scheduler reports them and the
+//! probes collector reads them.
 //!
 //! Per target and profile it keeps the last run (success, time, duration, IOPS, throughput, exact
 //! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
@@ -8,7 +9,7 @@
 
 use crate::config::TargetSpec;
 use crate::probe::engine::EngineKind;
-use crate::probe::result::{LatencySummary, ProbeResult};
+use crate::probe::measurement::{LatencySummary, Measurement};
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -46,7 +47,7 @@ fn round3(x: f64) -> f64 {
 
 /// How a run ended, for `diskprobe_probe_runs_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RunResult {
+pub enum RunStatus {
     /// Completed without I/O errors.
     Success,
     /// Could not run, or I/O errors.
@@ -57,22 +58,22 @@ pub enum RunResult {
     Skipped,
 }
 
-impl RunResult {
+impl RunStatus {
     /// All results, in label order.
-    pub const ALL: [RunResult; 4] = [
-        RunResult::Success,
-        RunResult::Error,
-        RunResult::Timeout,
-        RunResult::Skipped,
+    pub const ALL: [RunStatus; 4] = [
+        RunStatus::Success,
+        RunStatus::Error,
+        RunStatus::Timeout,
+        RunStatus::Skipped,
     ];
 
     /// The `result` label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            RunResult::Success => "success",
-            RunResult::Error => "error",
-            RunResult::Timeout => "timeout",
-            RunResult::Skipped => "skipped",
+            RunStatus::Success => "success",
+            RunStatus::Error => "error",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Skipped => "skipped",
         }
     }
 }
@@ -96,7 +97,7 @@ pub struct TargetInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LastRun {
     /// How it ended.
-    pub result: RunResult,
+    pub result: RunStatus,
     /// When it ended (Unix seconds).
     pub timestamp: f64,
     /// Wall time of the run, including opening the target.
@@ -131,7 +132,7 @@ pub struct HistoryPoint {
 
 impl LastRun {
     /// A run that did no I/O (it could not start, or never returned).
-    fn without_io(result: RunResult, timestamp: f64, duration: Duration, error: String) -> Self {
+    fn without_io(result: RunStatus, timestamp: f64, duration: Duration, error: String) -> Self {
         LastRun {
             result,
             timestamp,
@@ -153,7 +154,7 @@ pub struct ProfileSeries {
     /// Recent runs that were not skipped, oldest first, at most [`HISTORY_LEN`]: for the status
     /// page's charts.
     pub history: std::collections::VecDeque<HistoryPoint>,
-    /// Runs by result, in [`RunResult::ALL`] order.
+    /// Runs by result, in [`RunStatus::ALL`] order.
     pub runs: [u64; 4],
     /// I/Os completed.
     pub ios: u64,
@@ -191,17 +192,17 @@ pub struct TargetSeries {
 
 /// Shared store of probe results.
 #[derive(Debug, Default)]
-pub struct ProbeResults {
+pub struct SeriesStore {
     targets: Mutex<BTreeMap<String, TargetSeries>>,
 }
 
 /// What the scheduler reports about one run.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum RunOutcome {
     /// The engine ran; the result says how it went.
     Ran {
         /// The measurement.
-        result: Box<ProbeResult>,
+        result: Box<Measurement>,
         /// Wall time including opening the target.
         duration: Duration,
     },
@@ -227,7 +228,7 @@ pub enum Outcome {
     },
 }
 
-impl ProbeResults {
+impl SeriesStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -280,7 +281,7 @@ impl ProbeResults {
     }
 
     /// Records one run of `profile` on the target of `spec` (the allocation given to
-    /// [`ProbeResults::set_targets`]); returns its result label and, unless it succeeded, what went
+    /// [`SeriesStore::set_targets`]); returns its result label and, unless it succeeded, what went
     /// wrong (or why it was skipped). A run of a target that a reload has removed or changed since
     /// (its series now belong to another spec, or to none) is not recorded: the reload cancelled
     /// it, and its figures describe a target that is gone.
@@ -288,8 +289,8 @@ impl ProbeResults {
         &self,
         spec: &Arc<TargetSpec>,
         profile: &str,
-        outcome: Outcome,
-    ) -> (RunResult, Option<String>) {
+        outcome: RunOutcome,
+    ) -> (RunStatus, Option<String>) {
         let now = unix_now();
         let mut targets = self.lock();
         let Some(series) = targets
@@ -299,36 +300,36 @@ impl ProbeResults {
             .map(|(_, s)| s)
         else {
             return (
-                RunResult::Skipped,
+                RunStatus::Skipped,
                 Some("the target was removed or changed by a reload".to_owned()),
             );
         };
         let (result, last) = match outcome {
-            Outcome::Skipped { reason } => {
-                series.runs[RunResult::Skipped as usize] += 1;
-                return (RunResult::Skipped, Some(reason));
+            RunOutcome::Skipped { reason } => {
+                series.runs[RunStatus::Skipped as usize] += 1;
+                return (RunStatus::Skipped, Some(reason));
             }
-            Outcome::Abandoned { error, duration } => (
-                RunResult::Timeout,
+            RunOutcome::Abandoned { error, duration } => (
+                RunStatus::Timeout,
                 Some(LastRun::without_io(
-                    RunResult::Timeout,
+                    RunStatus::Timeout,
                     now,
                     duration,
                     error,
                 )),
             ),
-            Outcome::Failed { error, duration } => (
-                RunResult::Error,
-                Some(LastRun::without_io(RunResult::Error, now, duration, error)),
+            RunOutcome::Failed { error, duration } => (
+                RunStatus::Error,
+                Some(LastRun::without_io(RunStatus::Error, now, duration, error)),
             ),
-            Outcome::Ran { result, duration } => {
+            RunOutcome::Ran { result, duration } => {
                 let r = &*result;
                 let kind = if r.timed_out {
-                    RunResult::Timeout
+                    RunStatus::Timeout
                 } else if r.is_success() {
-                    RunResult::Success
+                    RunStatus::Success
                 } else {
-                    RunResult::Error
+                    RunStatus::Error
                 };
                 series.ios += r.ios;
                 series.bytes += r.bytes;
@@ -361,7 +362,7 @@ impl ProbeResults {
                 timestamp: last.timestamp,
                 p50: last.latency.p50,
                 p99: last.latency.p99,
-                success: last.result == RunResult::Success,
+                success: last.result == RunStatus::Success,
             });
             series.last = Some(last);
         }
@@ -375,7 +376,7 @@ impl ProbeResults {
     }
 }
 
-fn add_histogram(series: &mut ProfileSeries, r: &ProbeResult) {
+fn add_histogram(series: &mut ProfileSeries, r: &Measurement) {
     let h = &r.latency_ns;
     if h.is_empty() {
         return;
@@ -397,7 +398,7 @@ fn add_histogram(series: &mut ProfileSeries, r: &ProbeResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::result::new_latency_histogram;
+    use crate::probe::measurement::new_latency_histogram;
 
     #[test]
     fn buckets_span_10us_to_60s_four_per_doubling() {
@@ -413,7 +414,7 @@ mod tests {
 
     #[test]
     fn records_runs_and_histogram() {
-        let store = ProbeResults::new();
+        let store = SeriesStore::new();
         let spec = crate::config::Config::from_toml(
             "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
             std::path::Path::new("t.toml"),
@@ -430,7 +431,7 @@ mod tests {
         for _ in 0..10 {
             h.record(2_000_000).unwrap(); // 2 ms
         }
-        let result = ProbeResult {
+        let result = Measurement {
             engine: EngineKind::IoUring,
             ios: 100,
             bytes: 409_600,
@@ -444,16 +445,16 @@ mod tests {
         let r = store.record(
             &spec,
             "randread-4k-qd1",
-            Outcome::Ran {
+            RunOutcome::Ran {
                 result: Box::new(result),
                 duration: Duration::from_millis(510),
             },
         );
-        assert_eq!(r, (RunResult::Success, None));
+        assert_eq!(r, (RunStatus::Success, None));
         store.record(
             &spec,
             "randread-4k-qd1",
-            Outcome::Skipped {
+            RunOutcome::Skipped {
                 reason: "busy".into(),
             },
         );
@@ -477,12 +478,12 @@ mod tests {
         let late = store.record(
             &spec,
             "randread-4k-qd1",
-            Outcome::Failed {
+            RunOutcome::Failed {
                 error: "cancelled".into(),
                 duration: Duration::from_millis(5),
             },
         );
-        assert_eq!(late.0, RunResult::Skipped);
+        assert_eq!(late.0, RunStatus::Skipped);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.set_info(
             &spec,
@@ -499,16 +500,16 @@ mod tests {
         let late = store.record(
             &spec,
             "randread-4k-qd1",
-            Outcome::Skipped {
+            RunOutcome::Skipped {
                 reason: "late".into(),
             },
         );
-        assert_eq!(late.0, RunResult::Skipped);
+        assert_eq!(late.0, RunStatus::Skipped);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.record(
             &back,
             "randread-4k-qd1",
-            Outcome::Skipped {
+            RunOutcome::Skipped {
                 reason: "busy".into(),
             },
         );
