@@ -1,13 +1,21 @@
-//! The long-running agent: wires configuration, collectors and the HTTP server together and
-//! handles signals (SIGTERM/SIGINT: graceful shutdown; SIGHUP: atomic configuration reload).
+//! The long-running agent: wires configuration, discovery, the scheduler, collectors and the
+//! HTTP server together and handles signals (SIGTERM/SIGINT: graceful shutdown; SIGHUP: atomic
+//! configuration reload).
+//!
+//! The scheduler runs the configured targets and those the discovery task found; this loop is
+//! the one place that hands it both, after a reload and after every rescan that changed what was
+//! found.
 
 use crate::cli::Cli;
 use crate::collectors::Registry;
+use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
-use crate::config::{self, Config, ListenAddress};
+use crate::config::{self, Config, ListenAddress, TargetSpec};
+use crate::discovery::matching::with_configured;
+use crate::discovery::{self, Discovery, Plan};
 use crate::scheduler::{Roots, Scheduler};
 use crate::series::SeriesStore;
 use crate::server::{self, App};
@@ -86,15 +94,14 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
     let results = Arc::new(SeriesStore::new());
-    let mut scheduler = Scheduler::new(
-        results.clone(),
-        Roots {
-            procfs: cli.procfs.clone(),
-            sysfs: cli.sysfs.clone(),
-        },
-        &config.scheduler,
-    );
+    let roots = Roots {
+        procfs: cli.procfs.clone(),
+        sysfs: cli.sysfs.clone(),
+    };
+    let mut scheduler = Scheduler::new(results.clone(), roots.clone(), &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler);
+    let discovered = Arc::new(discovery::Status::default());
+    let mut discovery = Discovery::start(roots, Plan::new(&config), discovered.clone());
     let diskstats = Arc::new(
         DiskstatsCollector::new(
             cli.procfs.clone(),
@@ -106,6 +113,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(results.clone())));
+    registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
 
@@ -128,7 +136,15 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     }));
 
     let mut current = config;
-    while let Some(signal) = signals.next().await {
+    loop {
+        let signal = tokio::select! {
+            signal = signals.next() => signal,
+            found = discovery.changed() => {
+                scheduler.apply(&with_configured(&current.targets, &found), &current.scheduler);
+                continue;
+            }
+        };
+        let Some(signal) = signal else { break };
         match signal {
             SIGHUP => {
                 current = reload_config(
@@ -136,6 +152,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     current,
                     &diskstats,
                     &mut scheduler,
+                    &discovery,
                     &reload,
                 );
                 if cli.web_config_file.is_some() {
@@ -158,6 +175,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         }
     }
     signals.handle().close();
+    discovery.stop();
     // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
     let _ = stop_tx.send(());
     let (_, server) = tokio::join!(scheduler.shutdown(Duration::from_secs(4)), server);
@@ -174,6 +192,7 @@ fn reload_config(
     current: Config,
     diskstats: &DiskstatsCollector,
     scheduler: &mut Scheduler,
+    discovery: &Discovery,
     status: &ReloadStatus,
 ) -> Config {
     let Some(path) = path else {
@@ -192,7 +211,11 @@ fn reload_config(
             // still differs from it warns again, and one that reverts the change does not.
             new.web = current.web;
             diskstats.set_filter(new.diskstats.filter.clone());
-            scheduler.apply(&new.targets, &new.scheduler);
+            // Targets found by the old rules stay until the new rules' first rescan, which starts
+            // now; those whose names a configured target now uses are stopped at once.
+            let found: Arc<Vec<TargetSpec>> = discovery.current();
+            scheduler.apply(&with_configured(&new.targets, &found), &new.scheduler);
+            discovery.set_plan(Plan::new(&new));
             status.record_success();
             tracing::info!(file = %path.display(), "configuration reloaded");
             new

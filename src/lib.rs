@@ -9,6 +9,7 @@
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`device_filter`]: device include/exclude regexes.
+//! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
 //! - [`block_info`]: static facts about a block device from sysfs.
 //! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
 //! - [`exposition`]: metric families and their text / OpenMetrics encoding.
@@ -32,6 +33,7 @@ pub mod cli;
 pub mod collectors;
 pub mod config;
 pub mod device_filter;
+pub mod discovery;
 pub mod diskstats;
 pub mod exposition;
 pub mod logging;

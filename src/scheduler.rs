@@ -2,9 +2,12 @@
 //! reports every run to [`SeriesStore`].
 //!
 //! Rules, in the order a cycle applies them:
-//! - Each target has its own task; its first cycle starts within a few seconds of start-up, then
-//!   every `interval` (each start shifted at random by up to ±`jitter` × interval around a fixed
-//!   grid, so starts do not drift and targets do not synchronise).
+//! - Each target has its own task; its first cycle starts within a few seconds of start-up (or of
+//!   the reload or rescan that added it), then every `interval` (each start shifted at random by
+//!   up to ±`jitter` × interval around a fixed grid, so starts do not drift and targets do not
+//!   synchronise). Targets added together start one after another in name order, spread over
+//!   [`FIRST_CYCLE_MAX_DELAY`] each (at most half their interval): many volumes found at once do
+//!   not all start probing at once.
 //! - At most `max_concurrent_probes` cycles run at once across all targets (default 1), and at
 //!   most one per physical device (partitions count as their disk).
 //! - Duty-cycle budget per device: a token bucket refilled at `max_duty_cycle` seconds per second
@@ -46,8 +49,17 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(Duration::from_secs(5));
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
-/// Longest delay before a target's first cycle.
+/// Longest delay before a target's first cycle, per target added at the same time.
 pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
+
+/// Delay before the first cycle of the `k`-th (from 0) of `n` targets added together, `r` in
+/// 0..1 at random: each has a slot of its own in a window of `n` × [`FIRST_CYCLE_MAX_DELAY`], at
+/// most half of `interval`, and starts somewhere in it.
+pub fn first_cycle_delay(k: usize, n: usize, interval: Duration, r: f64) -> Duration {
+    let n = n.max(1) as f64;
+    let window = FIRST_CYCLE_MAX_DELAY.mul_f64(n).min(interval / 2);
+    window.div_f64(n).mul_f64(k as f64 + r.clamp(0.0, 1.0))
+}
 
 /// Paths the scheduler needs.
 #[derive(Debug, Clone)]
@@ -97,6 +109,13 @@ impl Shared {
     fn threads_of(&self, target: &str) -> Arc<AtomicUsize> {
         let mut map = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(target.to_owned()).or_default().clone()
+    }
+
+    /// Forgets the thread counts that no task and no thread holds any more, so that the map
+    /// does not grow with every name discovery has ever found.
+    fn forget_unheld_threads(&self) {
+        let mut map = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, count| Arc::strong_count(count) > 1);
     }
 
     /// Changes the number of global probe slots from `from` to `to`.
@@ -221,10 +240,14 @@ impl Scheduler {
             })
             .collect();
         self.shared.results.set_targets(&specs);
-        for spec in &specs {
-            if self.tasks.contains_key(&spec.name) {
-                continue;
-            }
+        let mut added: Vec<&Arc<TargetSpec>> = specs
+            .iter()
+            .filter(|s| !self.tasks.contains_key(&s.name))
+            .collect();
+        added.sort_by(|a, b| a.name.cmp(&b.name));
+        let n = added.len();
+        for (k, spec) in added.into_iter().enumerate() {
+            let first = first_cycle_delay(k, n, spec.interval, rand::rng().random::<f64>());
             let (stop, stop_rx) = watch::channel(false);
             let cancel = Arc::new(AtomicBool::new(false));
             let handle = tokio::spawn(run_target(
@@ -233,6 +256,7 @@ impl Scheduler {
                 stop_rx,
                 cancel.clone(),
                 self.shared.threads_of(&spec.name),
+                first,
             ));
             tracing::info!(
                 target = %spec.name,
@@ -251,6 +275,7 @@ impl Scheduler {
                 },
             );
         }
+        self.shared.forget_unheld_threads();
     }
 
     /// Stops every target: in-flight runs are cancelled (the engines stop within 100 ms and
@@ -351,9 +376,9 @@ async fn run_target(
     mut stop: watch::Receiver<bool>,
     cancel: Arc<AtomicBool>,
     threads: Arc<AtomicUsize>,
+    first: Duration,
 ) {
-    let first = FIRST_CYCLE_MAX_DELAY.min(spec.interval / 2);
-    let mut grid = Instant::now() + first.mul_f64(rand::rng().random::<f64>());
+    let mut grid = Instant::now() + first;
     let mut next = grid;
     loop {
         tokio::select! {
@@ -719,6 +744,34 @@ mod tests {
         ] {
             assert!(text.contains(&stated), "{file} does not say {stated:?}");
         }
+    }
+
+    #[test]
+    fn first_cycles_of_targets_added_together_get_a_slot_each() {
+        let secs = |d: Duration| d.as_secs_f64();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        let interval = Duration::from_secs(300);
+        // One target: within 3 s, as always.
+        assert!(close(secs(first_cycle_delay(0, 1, interval, 1.0)), 3.0));
+        // Twelve disks found at once: a 3 s slot each, one after another, over 36 s.
+        for k in 0..12 {
+            let earliest = secs(first_cycle_delay(k, 12, interval, 0.0));
+            let latest = secs(first_cycle_delay(k, 12, interval, 1.0));
+            assert!(close(earliest, 3.0 * k as f64), "{k}: {earliest}");
+            assert!(close(latest, 3.0 * (k + 1) as f64), "{k}: {latest}");
+        }
+        // Two hundred: spread over half the interval, not 600 s.
+        assert!(close(
+            secs(first_cycle_delay(199, 200, interval, 1.0)),
+            150.0
+        ));
+        assert!(close(
+            secs(first_cycle_delay(100, 200, interval, 0.0)),
+            75.0
+        ));
+        // A short interval bounds a single target's delay too.
+        let short = Duration::from_secs(1);
+        assert!(close(secs(first_cycle_delay(0, 1, short, 1.0)), 0.5));
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -125,6 +125,75 @@ const BAD: &[(&str, &str)] = &[
     (
         "[profiles.fast]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 1\nrate_iops = 2000000000\n",
         "5:13: profiles.fast.rate_iops: expected a whole number from 1 to 10000000, found 2000000000",
+    ),
+    // [[discover]] rules.
+    (
+        "[[discover]]\nkind = \"disk\"\n",
+        "2:8: discover[0].kind: expected \"block\" or \"mount\", found \"disk\"",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"(\"\n",
+        "3:18: discover[0].device_include: expected a regular expression, unclosed group",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
+        "3:32: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; block rules are read-only (list the device under [[targets]] to write to it)",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"^sd\"\ndevice_exclude = \"^sda$\"\n",
+        "3:18: discover[0]: device_include and device_exclude are mutually exclusive; set one",
+    ),
+    (
+        "[[discover]]\nid = \"x\"\n",
+        "1:1: discover: missing field `kind`",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nfile = \"probe.dat\"\n",
+        "3:8: discover[0].file: applies to kind = \"mount\" rules only",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nfstype_include = \"^ext4$\"\n",
+        "2:8: discover[0]: kind = \"mount\" needs mountpoint_include (a regular expression of mountpoints)",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/(\\\\w+)$\"\nname = \"vol-$2\"\n",
+        "4:8: discover[0].name: $2 refers to capture group 2, but mountpoint_include has 1",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nrescan = \"500ms\"\n",
+        "3:10: discover[0].rescan: expected at least 1s, found 500ms",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nfile = \"../probe.dat\"\n",
+        "4:8: discover[0].file: expected a path relative to the mountpoint, without .. (e.g. \"diskprobe.dat\"), found \"../probe.dat\"",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nprofiles = [\"randwrite-4k-qd1\"]\n",
+        "4:13: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; a mount rule without file probes the device under each mount, read-only (set file and allow_writes = true to write a probe file inside each mount)",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nfile = \"p\"\nprofiles = [\"randwrite-4k-qd1\"]\n",
+        "5:13: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; set allow_writes = true in this rule to allow writes to the probe file in each mount",
+    ),
+    (
+        "[[discover]]\nid = \"a\"\nkind = \"block\"\n[[discover]]\nid = \"a\"\nkind = \"mount\"\nmountpoint_include = \"^/x$\"\n",
+        "5:6: discover[1].id: \"a\" is used by another rule; ids must be unique",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nname = \"{model}\"\n",
+        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial} or {wwn} (write {{ for a literal {)",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nmax_targets = 0\n",
+        "3:15: discover[0].max_targets: expected a whole number from 1 to 4096, found 0",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ninterval = \"1m\"\n",
+        "3:12: discover[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 2s every 1m (3.33% of the time), above max_duty_cycle 1%; set interval to at least 3m 21s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nallow_writes = true\n",
+        "4:16: discover[0].allow_writes: write profiles only ever write a probe file; set file too",
     ),
 ];
 

@@ -110,6 +110,7 @@ impl Collector for ProbesCollector {
                         ("parent", &info.parent),
                         ("kind", &info.kind),
                         ("fstype", &info.fstype),
+                        ("rule", target.spec.rule.as_deref().unwrap_or("")),
                     ]),
                     1.0,
                 );

@@ -4,10 +4,12 @@
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
 //! column, the key and what was expected ([`ConfigError`]).
 
+pub mod discover;
 pub mod probes;
 pub mod raw;
 
 use crate::device_filter::DeviceFilter;
+pub use discover::DiscoverRule;
 pub use probes::{SchedulerConfig, TargetSpec};
 use std::fmt;
 use std::ops::Range;
@@ -31,6 +33,8 @@ pub struct Config {
     pub targets: Vec<TargetSpec>,
     /// `[scheduler]`.
     pub scheduler: SchedulerConfig,
+    /// `[[discover]]` rules, in file order.
+    pub discover: Vec<DiscoverRule>,
 }
 
 /// Validated `[web]`; `None` means "use the flag or the default".
@@ -198,17 +202,8 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
                 .map_err(|m| invalid(p, format!("web.telemetry_path: {m}")))
         })
         .transpose()?;
-    let compile = |key: &str, value: &toml::Spanned<String>| {
-        regex::Regex::new(value.get_ref()).map_err(|e| {
-            // regex errors span several lines (pattern, caret, reason); keep the reason.
-            let e = e.to_string();
-            let reason = e.lines().last().unwrap_or(&e).trim_start_matches("error: ");
-            invalid(
-                value,
-                format!("diskstats.{key}: expected a regular expression, {reason}"),
-            )
-        })
-    };
+    let compile =
+        |key: &str, value: &toml::Spanned<String>| regex(&format!("diskstats.{key}"), value);
     let filter = match (&raw.diskstats.device_include, &raw.diskstats.device_exclude) {
         (Some(include), Some(_)) => {
             return Err(invalid(
@@ -222,6 +217,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, None) => DeviceFilter::default_exclude(),
     };
     let (targets, scheduler) = probes::validate(&raw)?;
+    let discover = discover::validate(&raw)?;
     Ok(Config {
         web: WebConfig {
             listen_address,
@@ -230,6 +226,20 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         diskstats: DiskstatsConfig { filter },
         targets,
         scheduler,
+        discover,
+    })
+}
+
+/// Compiles the regular expression at `key`.
+fn regex(key: &str, value: &toml::Spanned<String>) -> Result<regex::Regex, SpannedError> {
+    regex::Regex::new(value.get_ref()).map_err(|e| {
+        // regex errors span several lines (pattern, caret, reason); keep the reason.
+        let e = e.to_string();
+        let reason = e.lines().last().unwrap_or(&e).trim_start_matches("error: ");
+        invalid(
+            value,
+            format!("{key}: expected a regular expression, {reason}"),
+        )
     })
 }
 

@@ -64,6 +64,8 @@ pub struct TargetSpec {
     pub allow_writes: bool,
     /// Write profiles allowed on a block device.
     pub allow_device_writes: bool,
+    /// The id of the `[[discover]]` rule that found the target; `None` for a `[[targets]]` entry.
+    pub rule: Option<String>,
 }
 
 impl TargetSpec {
@@ -152,7 +154,7 @@ fn positive(key: &str, v: &Spanned<i64>, max: i64) -> Result<u64, SpannedError> 
 }
 
 /// Custom profiles by name; `runtime` stays `None` unless the profile sets one.
-fn custom_profiles(
+pub(super) fn custom_profiles(
     raw: &BTreeMap<Spanned<String>, Spanned<RawProfile>>,
 ) -> Result<BTreeMap<String, Profile>, SpannedError> {
     let mut out = BTreeMap::new();
@@ -278,7 +280,7 @@ pub(super) fn validate(
     };
     let mut targets: Vec<TargetSpec> = Vec::new();
     for (i, t) in raw.targets.iter().enumerate() {
-        let spec = target(i, t, &defaults, &customs)?;
+        let spec = target(&format!("targets[{i}]"), t, &defaults, &customs)?;
         if targets.iter().any(|other| other.name == spec.name) {
             return Err(invalid(
                 &t.get_ref().name,
@@ -294,13 +296,13 @@ pub(super) fn validate(
 }
 
 /// `[defaults]` with built-in values filled in.
-struct Defaults<'a> {
+pub(super) struct Defaults<'a> {
     interval: Duration,
     runtime: Duration,
     timeout: Duration,
     size: Option<u64>,
     engine: EngineChoice,
-    profiles: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    pub(super) profiles: Option<&'a Spanned<Vec<Spanned<String>>>>,
     jitter: f64,
     max_duty_cycle: f64,
     skip_busy_above: Option<f64>,
@@ -308,7 +310,7 @@ struct Defaults<'a> {
 }
 
 impl<'a> Defaults<'a> {
-    fn from_raw(d: &'a RawDefaults) -> Result<Self, SpannedError> {
+    pub(super) fn from_raw(d: &'a RawDefaults) -> Result<Self, SpannedError> {
         Ok(Defaults {
             interval: opt(&d.interval, |v| duration("defaults.interval", v))?
                 .unwrap_or(DEFAULT_INTERVAL),
@@ -352,14 +354,16 @@ fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
     }
 }
 
-fn target(
-    i: usize,
+/// Validates one target; `prefix` names it in messages (`targets[0]`, or `discover[0]` for the
+/// settings a discovery rule gives the targets it finds).
+pub(super) fn target(
+    prefix: &str,
     t: &Spanned<RawTarget>,
     d: &Defaults<'_>,
     customs: &BTreeMap<String, Profile>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
-    let key = |k: &str| format!("targets[{i}].{k}");
+    let key = |k: &str| format!("{prefix}.{k}");
     let name = r.name.get_ref().trim().to_owned();
     if name.is_empty() {
         return Err(invalid(
@@ -497,6 +501,7 @@ fn target(
             .unwrap_or(d.busy_window),
         allow_writes,
         allow_device_writes,
+        rule: None,
     };
     let busy = spec.busy_per_cycle().as_secs_f64();
     let share = busy / spec.interval.as_secs_f64();

@@ -29,6 +29,9 @@ pub struct RawConfig {
     /// `[profiles.NAME]`.
     #[serde(default)]
     pub profiles: BTreeMap<Spanned<String>, Spanned<RawProfile>>,
+    /// `[[discover]]`.
+    #[serde(default)]
+    pub discover: Vec<Spanned<RawDiscover>>,
 }
 
 /// `[web]`: where and how `/metrics` is served.
@@ -139,4 +142,57 @@ pub struct RawProfile {
     pub number_ios: Option<Spanned<i64>>,
     /// Cap on I/Os per second.
     pub rate_iops: Option<Spanned<i64>>,
+}
+
+/// One `[[discover]]` rule: which block devices or mounts become targets, and the settings those
+/// targets get (the same keys as `[[targets]]`, inheriting `[defaults]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscover {
+    /// The `rule` label (default: the rule's index).
+    pub id: Option<Spanned<String>>,
+    /// `block` or `mount`.
+    pub kind: Spanned<String>,
+    /// Block rules: regex of kernel names to probe (exclusive with `device_exclude`).
+    pub device_include: Option<Spanned<String>>,
+    /// Block rules: regex of kernel names not to probe.
+    pub device_exclude: Option<Spanned<String>>,
+    /// Block rules: partitions are candidates too.
+    pub include_partitions: Option<Spanned<bool>>,
+    /// Block rules: devices with holders (RAID, multipath, device-mapper members) are candidates.
+    pub include_held: Option<Spanned<bool>>,
+    /// Mount rules: regex of mountpoints (its capture groups are `$1`.. in `name`).
+    pub mountpoint_include: Option<Spanned<String>>,
+    /// Mount rules: regex of filesystem types.
+    pub fstype_include: Option<Spanned<String>>,
+    /// Mount rules: probe this file inside each mount instead of the device under it.
+    pub file: Option<Spanned<String>>,
+    /// Mount rules with `file`: write profiles are allowed on the probe file.
+    pub allow_writes: Option<Spanned<bool>>,
+    /// The `target` label of each target found: `$1`.., `{kname}`, `{serial}`, `{wwn}`.
+    pub name: Option<Spanned<String>>,
+    /// Time between rescans.
+    pub rescan: Option<Spanned<String>>,
+    /// Most targets the rule may find; the rest (by name) are dropped.
+    pub max_targets: Option<Spanned<i64>>,
+    /// Probe file size / device region length.
+    pub size: Option<Spanned<String>>,
+    /// Profile names.
+    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Overrides `[defaults]`.
+    pub interval: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub runtime: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub timeout: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub engine: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub jitter: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub max_duty_cycle: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub skip_busy_above: Option<Spanned<f64>>,
+    /// Overrides `[defaults]`.
+    pub busy_window: Option<Spanned<String>>,
 }

@@ -1,0 +1,55 @@
+//! `diskprobe_discovered_targets`, `diskprobe_discovered_targets_dropped` and
+//! `diskprobe_discovery_last_rescan_timestamp_seconds`: per `[[discover]]` rule (label `rule`),
+//! what its last rescan found, read from [`Status`] on every scrape.
+
+use super::{CollectError, Collector};
+use crate::discovery::Status;
+use crate::exposition::{Family, labels};
+use std::sync::Arc;
+
+/// Publishes the state of the discovery rules.
+pub struct DiscoveryCollector {
+    status: Arc<Status>,
+}
+
+impl DiscoveryCollector {
+    /// A collector reading `status`.
+    pub fn new(status: Arc<Status>) -> Self {
+        DiscoveryCollector { status }
+    }
+}
+
+impl Collector for DiscoveryCollector {
+    fn name(&self) -> &'static str {
+        "discovery"
+    }
+
+    fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
+        let mut targets = Family::gauge(
+            "diskprobe_discovered_targets",
+            "Targets the discovery rule probes now (at most its max_targets).",
+        );
+        let mut dropped = Family::gauge(
+            "diskprobe_discovered_targets_dropped",
+            "Matches of the discovery rule left unprobed at its last rescan because they were beyond its max_targets.",
+        );
+        let mut rescanned = Family::gauge(
+            "diskprobe_discovery_last_rescan_timestamp_seconds",
+            "When the last rescan of the discovery rule completed, in Unix seconds.",
+        );
+        self.status.read(|rules| {
+            for rule in rules {
+                let l = labels(&[("rule", &rule.id)]);
+                targets.push(&l, rule.targets as f64);
+                dropped.push(&l, rule.dropped as f64);
+                if let Some(at) = rule.last_rescan {
+                    rescanned.push(&l, at);
+                }
+            }
+        });
+        for family in [targets, dropped, rescanned] {
+            family.finish_into(out);
+        }
+        Ok(())
+    }
+}

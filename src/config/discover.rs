@@ -1,0 +1,682 @@
+//! Validation of `[[discover]]` rules into [`DiscoverRule`]s: which block devices or mounts
+//! become targets, how each is named, and the settings every target found gets.
+//!
+//! A rule's probe settings are those of a `[[targets]]` entry (inheriting `[defaults]`) and are
+//! checked the same way, once, for the rule ([`super::probes::target`]). On top of that: block
+//! rules are read-only by construction (a write profile is an error); a mount rule probes the
+//! device under each mount, read-only, unless it sets `file`; keys of the other kind are errors;
+//! at most one of `device_include` and `device_exclude`; a name template may only use capture
+//! groups its regex has.
+
+use super::SpannedError;
+use super::probes::{Defaults, TargetSpec, custom_profiles, target};
+use super::raw::{RawConfig, RawDiscover, RawTarget};
+use crate::device_filter::DeviceFilter;
+use crate::probe::profile::Profile;
+use regex::Regex;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// Default time between rescans.
+pub const DEFAULT_RESCAN: Duration = Duration::from_secs(30);
+/// Shortest time between rescans.
+pub const MIN_RESCAN: Duration = Duration::from_secs(1);
+/// Default most targets one rule may find.
+pub const DEFAULT_MAX_TARGETS: usize = 64;
+/// Largest `max_targets` accepted.
+pub const MAX_MAX_TARGETS: i64 = 4096;
+/// Whole disks a block rule without `device_include`/`device_exclude` probes: NVMe namespaces,
+/// SCSI/SATA, virtio, Xen and IDE disks, MMC cards.
+pub const DEFAULT_BLOCK_INCLUDE: &str =
+    r"^(?:nvme\d+n\d+|sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|mmcblk\d+)$";
+/// Name of every target a rule finds, unless it sets `name`.
+pub const DEFAULT_NAME: &str = "{kname}";
+
+/// A validated `[[discover]]` rule.
+#[derive(Debug, Clone)]
+pub struct DiscoverRule {
+    /// The `rule` label: the `id` key, or the rule's index.
+    pub id: String,
+    /// What the rule looks at, and what it keeps.
+    pub source: RuleSource,
+    /// The `target` label of each target found.
+    pub name: NameTemplate,
+    /// Time between rescans.
+    pub rescan: Duration,
+    /// Most targets the rule may find; beyond it, the first by name are kept.
+    pub max_targets: usize,
+    /// The settings of every target found, with an empty name and path ([`DiscoverRule::target`]
+    /// fills them in) and `rule` set to [`DiscoverRule::id`].
+    pub settings: TargetSpec,
+}
+
+impl DiscoverRule {
+    /// The target this rule makes of a match named `name` at `path`.
+    pub fn target(&self, name: String, path: PathBuf) -> TargetSpec {
+        TargetSpec {
+            name,
+            path,
+            ..self.settings.clone()
+        }
+    }
+}
+
+/// Where a rule looks, and which of what it finds it keeps.
+#[derive(Debug, Clone)]
+pub enum RuleSource {
+    /// `kind = "block"`: devices of `/sys/block`.
+    Block(BlockSource),
+    /// `kind = "mount"`: mounted filesystems of mountinfo.
+    Mount(MountSource),
+}
+
+impl RuleSource {
+    /// `block` or `mount`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RuleSource::Block(_) => "block",
+            RuleSource::Mount(_) => "mount",
+        }
+    }
+}
+
+/// What a block rule keeps.
+#[derive(Debug, Clone)]
+pub struct BlockSource {
+    /// Kernel names to probe.
+    pub devices: DeviceFilter,
+    /// Partitions are candidates too (by default only whole devices are).
+    pub partitions: bool,
+    /// Devices with holders (RAID, multipath, device-mapper members) are candidates too.
+    pub held: bool,
+}
+
+/// What a mount rule keeps, and what it probes.
+#[derive(Debug, Clone)]
+pub struct MountSource {
+    /// Mountpoints to probe; its capture groups are `$1`.. in the name.
+    pub mountpoint: Regex,
+    /// Filesystem types to probe (any when `None`).
+    pub fstype: Option<Regex>,
+    /// A probe file inside each mount (relative to the mountpoint) instead of the device under it.
+    pub file: Option<PathBuf>,
+}
+
+/// A fact about the device under a match, read from sysfs, for name templates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fact {
+    /// `{kname}`: the kernel name (`sdb`, `nvme0n1`).
+    Kname,
+    /// `{serial}`: the device's serial number.
+    Serial,
+    /// `{wwn}`: the device's World Wide Name (`wwid`).
+    Wwn,
+}
+
+impl Fact {
+    const ALL: [Fact; 3] = [Fact::Kname, Fact::Serial, Fact::Wwn];
+
+    /// The placeholder's name, between braces in a template.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fact::Kname => "kname",
+            Fact::Serial => "serial",
+            Fact::Wwn => "wwn",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Group(usize),
+    Fact(Fact),
+}
+
+/// A target name template: text with `$1`.. (or `${1}`) for the rule regex's capture groups,
+/// `{kname}`, `{serial}` and `{wwn}` for facts about the device, `$$`, `{{` and `}}` for literal
+/// `$`, `{` and `}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameTemplate {
+    text: String,
+    pieces: Vec<Piece>,
+}
+
+impl NameTemplate {
+    /// Parses `text`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<NameTemplate, String> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        let flush = |literal: &mut String, pieces: &mut Vec<Piece>| {
+            if !literal.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(literal)));
+            }
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '$' => {
+                    let group = match chars.peek() {
+                        Some('$') => {
+                            chars.next();
+                            literal.push('$');
+                            continue;
+                        }
+                        Some('{') => {
+                            chars.next();
+                            let inner: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                            inner.parse::<usize>().map_err(|_| {
+                                format!(
+                                    "expected a capture group number in ${{...}}, found ${{{inner}"
+                                )
+                            })?
+                        }
+                        Some(d) if d.is_ascii_digit() => {
+                            let mut digits = String::new();
+                            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                                digits.push(*d);
+                                chars.next();
+                            }
+                            digits.parse::<usize>().map_err(|_| {
+                                format!("capture group number {digits} is too large")
+                            })?
+                        }
+                        _ => {
+                            return Err("a $ must be followed by a capture group number ($1, ${1}); write $$ for a literal $".to_owned());
+                        }
+                    };
+                    flush(&mut literal, &mut pieces);
+                    pieces.push(Piece::Group(group));
+                }
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '{' => {
+                    let mut inner = String::new();
+                    let mut closed = false;
+                    for c in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        inner.push(c);
+                    }
+                    let fact = Fact::ALL
+                        .into_iter()
+                        .find(|f| closed && f.as_str() == inner)
+                        .ok_or_else(|| {
+                            format!(
+                                "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}} or {{wwn}} (write {{{{ for a literal {{)",
+                                if closed { "}" } else { "" }
+                            )
+                        })?;
+                    flush(&mut literal, &mut pieces);
+                    pieces.push(Piece::Fact(fact));
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err("unmatched }; write }} for a literal }".to_owned()),
+                c => literal.push(c),
+            }
+        }
+        flush(&mut literal, &mut pieces);
+        Ok(NameTemplate {
+            text: text.to_owned(),
+            pieces,
+        })
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The highest capture group the template uses (0 when it uses none).
+    pub fn max_group(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Group(n) => Some(*n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the template uses `fact`.
+    pub fn uses(&self, fact: Fact) -> bool {
+        self.pieces.contains(&Piece::Fact(fact))
+    }
+
+    /// The name for a match: `groups[i]` is capture group `i` (a group that did not take part
+    /// gives nothing), `fact` what the device says. An error names the first fact the template
+    /// uses and the device does not have (or has empty).
+    pub fn render(
+        &self,
+        groups: &[Option<&str>],
+        fact: impl Fn(Fact) -> Option<String>,
+    ) -> Result<String, Fact> {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Group(n) => out.push_str(groups.get(*n).copied().flatten().unwrap_or("")),
+                Piece::Fact(f) => match fact(*f).filter(|v| !v.is_empty()) {
+                    Some(v) => out.push_str(&v),
+                    None => return Err(*f),
+                },
+            }
+        }
+        Ok(out.trim().to_owned())
+    }
+}
+
+fn invalid<T>(value: &Spanned<T>, message: String) -> SpannedError {
+    SpannedError {
+        span: value.span(),
+        message,
+    }
+}
+
+/// Validates every `[[discover]]` rule.
+pub(super) fn validate(raw: &RawConfig) -> Result<Vec<DiscoverRule>, SpannedError> {
+    if raw.discover.is_empty() {
+        return Ok(Vec::new());
+    }
+    let customs = custom_profiles(&raw.profiles)?;
+    let defaults = Defaults::from_raw(&raw.defaults)?;
+    let mut rules: Vec<DiscoverRule> = Vec::new();
+    for (i, table) in raw.discover.iter().enumerate() {
+        let rule = rule(i, table, &defaults, &customs)?;
+        if rules.iter().any(|r| r.id == rule.id) {
+            let at = table
+                .get_ref()
+                .id
+                .as_ref()
+                .map(|s| s.span())
+                .unwrap_or(table.span());
+            return Err(SpannedError {
+                span: at,
+                message: format!(
+                    "discover[{i}].id: {:?} is used by another rule; ids must be unique",
+                    rule.id
+                ),
+            });
+        }
+        rules.push(rule);
+    }
+    Ok(rules)
+}
+
+fn rule(
+    i: usize,
+    table: &Spanned<RawDiscover>,
+    defaults: &Defaults<'_>,
+    customs: &BTreeMap<String, Profile>,
+) -> Result<DiscoverRule, SpannedError> {
+    let r = table.get_ref();
+    let prefix = format!("discover[{i}]");
+    let key = |k: &str| format!("{prefix}.{k}");
+    let id = match &r.id {
+        Some(id) => {
+            let text = id.get_ref().trim();
+            if text.is_empty() {
+                return Err(invalid(
+                    id,
+                    format!("{}: expected a non-empty id", key("id")),
+                ));
+            }
+            text.to_owned()
+        }
+        None => i.to_string(),
+    };
+    let kind = r.kind.get_ref().as_str();
+    if kind != "block" && kind != "mount" {
+        return Err(invalid(
+            &r.kind,
+            format!(
+                "{}: expected \"block\" or \"mount\", found {kind:?}",
+                key("kind")
+            ),
+        ));
+    }
+    // Keys of the other kind are mistakes, not something to ignore.
+    fn spans<'k>(keys: &[(&'k str, Option<Range<usize>>)]) -> Option<(&'k str, Range<usize>)> {
+        keys.iter()
+            .find_map(|(k, span)| span.clone().map(|s| (*k, s)))
+    }
+    let block_keys = [
+        (
+            "device_include",
+            r.device_include.as_ref().map(Spanned::span),
+        ),
+        (
+            "device_exclude",
+            r.device_exclude.as_ref().map(Spanned::span),
+        ),
+        (
+            "include_partitions",
+            r.include_partitions.as_ref().map(Spanned::span),
+        ),
+        ("include_held", r.include_held.as_ref().map(Spanned::span)),
+    ];
+    let mount_keys = [
+        (
+            "mountpoint_include",
+            r.mountpoint_include.as_ref().map(Spanned::span),
+        ),
+        (
+            "fstype_include",
+            r.fstype_include.as_ref().map(Spanned::span),
+        ),
+        ("file", r.file.as_ref().map(Spanned::span)),
+        ("allow_writes", r.allow_writes.as_ref().map(Spanned::span)),
+    ];
+    let (foreign, other) = if kind == "block" {
+        (spans(&mount_keys), "mount")
+    } else {
+        (spans(&block_keys), "block")
+    };
+    if let Some((k, span)) = foreign {
+        return Err(SpannedError {
+            span,
+            message: format!("{}: applies to kind = {other:?} rules only", key(k)),
+        });
+    }
+
+    let (source, groups) = if kind == "block" {
+        let devices = match (&r.device_include, &r.device_exclude) {
+            (Some(include), Some(_)) => {
+                return Err(invalid(
+                    include,
+                    format!(
+                        "{prefix}: device_include and device_exclude are mutually exclusive; set one"
+                    ),
+                ));
+            }
+            (Some(include), None) => {
+                DeviceFilter::Include(super::regex(&key("device_include"), include)?)
+            }
+            (None, Some(exclude)) => {
+                DeviceFilter::Exclude(super::regex(&key("device_exclude"), exclude)?)
+            }
+            (None, None) => DeviceFilter::Include(
+                Regex::new(DEFAULT_BLOCK_INCLUDE).expect("the default block include compiles"),
+            ),
+        };
+        let groups = match &devices {
+            DeviceFilter::Include(re) if r.device_include.is_some() => {
+                ("device_include", re.captures_len() - 1)
+            }
+            _ => ("device_include", 0),
+        };
+        let source = RuleSource::Block(BlockSource {
+            devices,
+            partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
+            held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
+        });
+        (source, groups)
+    } else {
+        let Some(mountpoint) = &r.mountpoint_include else {
+            return Err(invalid(
+                &r.kind,
+                format!(
+                    "{prefix}: kind = \"mount\" needs mountpoint_include (a regular expression of mountpoints)"
+                ),
+            ));
+        };
+        let mountpoint = super::regex(&key("mountpoint_include"), mountpoint)?;
+        let fstype = r
+            .fstype_include
+            .as_ref()
+            .map(|f| super::regex(&key("fstype_include"), f))
+            .transpose()?;
+        let file = r
+            .file
+            .as_ref()
+            .map(|f| probe_file(&key("file"), f))
+            .transpose()?;
+        if let (Some(allow), None) = (&r.allow_writes, &file) {
+            return Err(invalid(
+                allow,
+                format!(
+                    "{}: write profiles only ever write a probe file; set file too",
+                    key("allow_writes")
+                ),
+            ));
+        }
+        let groups = ("mountpoint_include", mountpoint.captures_len() - 1);
+        let source = RuleSource::Mount(MountSource {
+            mountpoint,
+            fstype,
+            file,
+        });
+        (source, groups)
+    };
+
+    let name = match &r.name {
+        Some(text) => {
+            let template = NameTemplate::parse(text.get_ref())
+                .map_err(|m| invalid(text, format!("{}: {m}", key("name"))))?;
+            let (regex_key, available) = groups;
+            if template.max_group() > available {
+                return Err(invalid(
+                    text,
+                    format!(
+                        "{}: ${} refers to capture group {}, but {regex_key} has {available}",
+                        key("name"),
+                        template.max_group(),
+                        template.max_group()
+                    ),
+                ));
+            }
+            if template.pieces.is_empty() {
+                return Err(invalid(
+                    text,
+                    format!("{}: expected a non-empty name", key("name")),
+                ));
+            }
+            template
+        }
+        None => NameTemplate::parse(DEFAULT_NAME).expect("the default name parses"),
+    };
+
+    read_only(&prefix, r, &source, defaults, customs)?;
+
+    let rescan = match &r.rescan {
+        Some(v) => {
+            let d = crate::units::parse_duration(v.get_ref())
+                .map_err(|e| invalid(v, format!("{}: {e}", key("rescan"))))?;
+            if d < MIN_RESCAN {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "{}: expected at least {}, found {}",
+                        key("rescan"),
+                        humantime::format_duration(MIN_RESCAN),
+                        humantime::format_duration(d)
+                    ),
+                ));
+            }
+            d
+        }
+        None => DEFAULT_RESCAN,
+    };
+    let max_targets = match &r.max_targets {
+        Some(v) => {
+            let n = *v.get_ref();
+            if !(1..=MAX_MAX_TARGETS).contains(&n) {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "{}: expected a whole number from 1 to {MAX_MAX_TARGETS}, found {n}",
+                        key("max_targets")
+                    ),
+                ));
+            }
+            n as usize
+        }
+        None => DEFAULT_MAX_TARGETS,
+    };
+
+    // The probe settings, checked as a [[targets]] entry's would be.
+    let placeholder = |value: &str| Spanned::new(table.span(), value.to_owned());
+    let as_target = RawTarget {
+        name: placeholder(&id),
+        path: placeholder("/"),
+        size: r.size.clone(),
+        offset: None,
+        profiles: r.profiles.clone(),
+        interval: r.interval.clone(),
+        runtime: r.runtime.clone(),
+        timeout: r.timeout.clone(),
+        engine: r.engine.clone(),
+        jitter: r.jitter.clone(),
+        max_duty_cycle: r.max_duty_cycle.clone(),
+        skip_busy_above: r.skip_busy_above.clone(),
+        busy_window: r.busy_window.clone(),
+        allow_writes: r.allow_writes.clone(),
+        allow_device_writes: None,
+    };
+    let mut settings = target(
+        &prefix,
+        &Spanned::new(table.span(), as_target),
+        defaults,
+        customs,
+    )?;
+    settings.name = String::new();
+    settings.path = PathBuf::new();
+    settings.rule = Some(id.clone());
+    Ok(DiscoverRule {
+        id,
+        source,
+        name,
+        rescan,
+        max_targets,
+        settings,
+    })
+}
+
+/// A `file` key: a path relative to the mountpoint that stays inside the mount.
+fn probe_file(key: &str, v: &Spanned<String>) -> Result<PathBuf, SpannedError> {
+    let path = Path::new(v.get_ref());
+    let inside =
+        !v.get_ref().is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)));
+    if inside {
+        Ok(path.to_owned())
+    } else {
+        Err(invalid(
+            v,
+            format!(
+                "{key}: expected a path relative to the mountpoint, without .. (e.g. \"diskprobe.dat\"), found {:?}",
+                v.get_ref()
+            ),
+        ))
+    }
+}
+
+/// Block rules, and mount rules without `file`, probe devices read-only: a write profile in them
+/// is an error, located at the profile's name; so it is in a mount rule with `file` that does not
+/// set `allow_writes = true`.
+fn read_only(
+    prefix: &str,
+    r: &RawDiscover,
+    source: &RuleSource,
+    defaults: &Defaults<'_>,
+    customs: &BTreeMap<String, Profile>,
+) -> Result<(), SpannedError> {
+    let why = match source {
+        RuleSource::Block(_) => {
+            "block rules are read-only (list the device under [[targets]] to write to it)"
+        }
+        RuleSource::Mount(MountSource { file: None, .. }) => {
+            "a mount rule without file probes the device under each mount, read-only (set file and allow_writes = true to write a probe file inside each mount)"
+        }
+        RuleSource::Mount(_) if r.allow_writes.as_ref().is_some_and(|b| *b.get_ref()) => {
+            return Ok(());
+        }
+        RuleSource::Mount(_) => {
+            "set allow_writes = true in this rule to allow writes to the probe file in each mount"
+        }
+    };
+    let Some(list) = r.profiles.as_ref().or(defaults.profiles) else {
+        return Ok(()); // the default profiles read
+    };
+    for name in list.get_ref() {
+        let writes = customs
+            .get(name.get_ref())
+            .cloned()
+            .or_else(|| Profile::builtin(name.get_ref()))
+            .is_some_and(|p| p.rw.is_write());
+        if writes {
+            return Err(invalid(
+                name,
+                format!(
+                    "{prefix}.profiles: profile {:?} writes; {why}",
+                    name.get_ref()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(template: &str, groups: &[Option<&str>]) -> Result<String, Fact> {
+        NameTemplate::parse(template)
+            .unwrap()
+            .render(groups, |f| match f {
+                Fact::Kname => Some("sdb".to_owned()),
+                Fact::Serial => Some("S3X".to_owned()),
+                Fact::Wwn => None,
+            })
+    }
+
+    #[test]
+    fn templates_expand_groups_and_facts() {
+        assert_eq!(
+            render("pv-$1", &[Some("all"), Some("vol")]),
+            Ok("pv-vol".into())
+        );
+        assert_eq!(render("${1}0", &[None, Some("a")]), Ok("a0".into()));
+        assert_eq!(
+            render("$10", &[None, Some("a")]),
+            Ok("".into()),
+            "$10 is group 10"
+        );
+        assert_eq!(render("{kname}-{serial}", &[]), Ok("sdb-S3X".into()));
+        assert_eq!(render("$$ {{x}} $1", &[None, None]), Ok("$ {x}".into()));
+        assert_eq!(render("disk-{wwn}", &[]), Err(Fact::Wwn));
+        let t = NameTemplate::parse("a$2b$1{serial}").unwrap();
+        assert_eq!(t.max_group(), 2);
+        assert!(t.uses(Fact::Serial) && !t.uses(Fact::Kname));
+    }
+
+    #[test]
+    fn bad_templates_say_why() {
+        for (text, message) in [
+            ("a$", "a $ must be followed"),
+            ("a$x", "a $ must be followed"),
+            (
+                "${x}",
+                "expected a capture group number in ${...}, found ${x",
+            ),
+            ("{model}", "unknown placeholder {model}"),
+            ("{kname", "unknown placeholder {kname;"),
+            ("a}", "unmatched }"),
+            ("$99999999999999999999999", "too large"),
+        ] {
+            let err = NameTemplate::parse(text).unwrap_err();
+            assert!(err.contains(message), "{text}: {err}");
+        }
+    }
+}

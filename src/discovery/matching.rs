@@ -1,0 +1,303 @@
+//! What each rule finds in one [`Scan`] of the machine: pure functions, from the devices and
+//! mounts read to the [`TargetSpec`]s to probe.
+//!
+//! Per rule ([`find`]): candidates are the devices (block rules) or mounts (mount rules) the rule's
+//! regexes match; those that are not worth probing are left out with a note saying why (empty,
+//! memory-backed, held by RAID/multipath/device-mapper, a mount without a block device and no
+//! `file`, a name template needing a fact the device lacks). Two mounts of one volume are one
+//! target, named after the first mountpoint in sort order; two matches named alike keep the
+//! first. The rest are sorted by name and the first `max_targets` kept, so that the same targets
+//! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
+//! or an earlier rule is not used again.
+
+use super::mountinfo::MountEntry;
+use super::sysfs::BlockDevice;
+use crate::config::TargetSpec;
+use crate::config::discover::{BlockSource, DiscoverRule, Fact, MountSource, RuleSource};
+use crate::device_filter::DeviceFilter;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Where device nodes are: targets found by kernel name are probed at `/dev/<kname>`.
+pub const DEV_DIR: &str = "/dev";
+
+/// What one scan of the machine read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Block devices and partitions, sorted by kernel name.
+    pub devices: Vec<BlockDevice>,
+    /// Mounted filesystems (empty when no mount rule asked).
+    pub mounts: Vec<MountEntry>,
+    /// `MAJ:MIN` of the block device a `/dev/...` mount source names, for the mounts whose own
+    /// device number is anonymous (major 0: btrfs, fuseblk).
+    pub sources: BTreeMap<String, (u32, u32)>,
+}
+
+impl Scan {
+    fn device(&self, major: u32, minor: u32) -> Option<&BlockDevice> {
+        self.devices
+            .iter()
+            .find(|d| d.major == major && d.minor == minor)
+    }
+}
+
+/// What one rule found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    /// The targets to probe, sorted by name, at most `max_targets`.
+    pub targets: Vec<TargetSpec>,
+    /// Names of the matches beyond `max_targets`.
+    pub dropped: Vec<String>,
+    /// One sentence per match that is not probed, saying why.
+    pub notes: Vec<String>,
+}
+
+/// A match before names are made unique and the limit applied.
+struct Candidate {
+    /// The device (or, without one, the filesystem's device number): one target per key.
+    key: (u32, u32),
+    /// What matched (kernel name or mountpoint), for notes.
+    what: String,
+    name: String,
+    path: PathBuf,
+}
+
+/// What `rule` finds in `scan`.
+pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
+    let mut notes = Vec::new();
+    let candidates = match &rule.source {
+        RuleSource::Block(source) => block(rule, source, scan, &mut notes),
+        RuleSource::Mount(source) => mount(rule, source, scan, &mut notes),
+    };
+    let mut keys = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for c in candidates {
+        if let Some(first) = keys.get(&c.key) {
+            notes.push(format!(
+                "rule {}: {} is the same volume as {first}; probed once, as {first}",
+                rule.id, c.what
+            ));
+            continue;
+        }
+        keys.insert(c.key, c.what.clone());
+        if c.name.is_empty() {
+            notes.push(format!(
+                "rule {}: the name of {} is empty (template {:?}); not probed",
+                rule.id,
+                c.what,
+                rule.name.as_str()
+            ));
+            continue;
+        }
+        if let Some(first) = names.get(&c.name) {
+            notes.push(format!(
+                "rule {}: {} would be named {:?}, as {first} already is; not probed",
+                rule.id, c.what, c.name
+            ));
+            continue;
+        }
+        names.insert(c.name.clone(), c.what.clone());
+        kept.push(c);
+    }
+    kept.sort_by(|a, b| a.name.cmp(&b.name));
+    let dropped = kept
+        .split_off(kept.len().min(rule.max_targets))
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    Found {
+        targets: kept
+            .into_iter()
+            .map(|c| rule.target(c.name, c.path))
+            .collect(),
+        dropped,
+        notes,
+    }
+}
+
+fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
+    move |fact| {
+        let d = device?;
+        Some(match fact {
+            Fact::Kname => d.kname.clone(),
+            Fact::Serial => d.serial.clone(),
+            Fact::Wwn => d.wwn.clone(),
+        })
+    }
+}
+
+fn device_path(d: &BlockDevice) -> PathBuf {
+    Path::new(DEV_DIR).join(&d.kname)
+}
+
+/// Memory-backed block devices: zram and the brd RAM disk.
+fn memory_backed(kname: &str) -> bool {
+    let digits_after = |prefix: &str| {
+        kname
+            .strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    digits_after("zram") || digits_after("ram")
+}
+
+fn block(
+    rule: &DiscoverRule,
+    source: &BlockSource,
+    scan: &Scan,
+    notes: &mut Vec<String>,
+) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for d in &scan.devices {
+        if d.parent.is_some() && !source.partitions {
+            continue;
+        }
+        let groups: Vec<Option<&str>> = match &source.devices {
+            DeviceFilter::Include(re) => match re.captures(&d.kname) {
+                Some(c) => c.iter().map(|m| m.map(|m| m.as_str())).collect(),
+                None => continue,
+            },
+            DeviceFilter::Exclude(re) if re.is_match(&d.kname) => continue,
+            DeviceFilter::Exclude(_) => vec![Some(d.kname.as_str())],
+        };
+        let why_not = if d.sectors == 0 {
+            Some("is empty (size 0)".to_owned())
+        } else if memory_backed(&d.kname) {
+            Some("is memory-backed".to_owned())
+        } else if d.holders > 0 && !source.held {
+            Some(
+                "has holders (a RAID, multipath or device-mapper member; set include_held = true to probe it)"
+                    .to_owned(),
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            notes.push(format!("rule {}: {} {why}; not probed", rule.id, d.kname));
+            continue;
+        }
+        match rule.name.render(&groups, facts(Some(d))) {
+            Ok(name) => out.push(Candidate {
+                key: (d.major, d.minor),
+                what: d.kname.clone(),
+                name,
+                path: device_path(d),
+            }),
+            Err(fact) => notes.push(format!(
+                "rule {}: {} has no {{{}}} for the name {:?}; not probed",
+                rule.id,
+                d.kname,
+                fact.as_str(),
+                rule.name.as_str()
+            )),
+        }
+    }
+    out
+}
+
+fn mount(
+    rule: &DiscoverRule,
+    source: &MountSource,
+    scan: &Scan,
+    notes: &mut Vec<String>,
+) -> Vec<Candidate> {
+    let mut mounts: Vec<&MountEntry> = scan.mounts.iter().collect();
+    mounts.sort_by(|a, b| a.mountpoint.cmp(&b.mountpoint));
+    let mut out = Vec::new();
+    for m in mounts {
+        let Some(captures) = source.mountpoint.captures(&m.mountpoint) else {
+            continue;
+        };
+        if source
+            .fstype
+            .as_ref()
+            .is_some_and(|f| !f.is_match(&m.fstype))
+        {
+            continue;
+        }
+        let number = if m.major != 0 {
+            Some((m.major, m.minor))
+        } else {
+            scan.sources.get(&m.source).copied()
+        };
+        let device = number.and_then(|(major, minor)| scan.device(major, minor));
+        let path = match (&source.file, device) {
+            (Some(file), _) => Path::new(&m.mountpoint).join(file),
+            (None, Some(d)) => device_path(d),
+            (None, None) => {
+                notes.push(format!(
+                    "rule {}: {} ({}) has no block device; not probed (set file to probe a file inside it)",
+                    rule.id, m.mountpoint, m.fstype
+                ));
+                continue;
+            }
+        };
+        let groups: Vec<Option<&str>> = captures.iter().map(|g| g.map(|g| g.as_str())).collect();
+        match rule.name.render(&groups, facts(device)) {
+            Ok(name) => out.push(Candidate {
+                key: device.map_or((m.major, m.minor), |d| (d.major, d.minor)),
+                what: m.mountpoint.clone(),
+                name,
+                path,
+            }),
+            Err(fact) => notes.push(format!(
+                "rule {}: {} has no {{{}}} for the name {:?} (no block device, or sysfs does not say); not probed",
+                rule.id,
+                m.mountpoint,
+                fact.as_str(),
+                rule.name.as_str()
+            )),
+        }
+    }
+    out
+}
+
+/// What every rule found, together: targets in rule order, each name used once and never one a
+/// configured target has (`configured`), with notes on the matches left out for that. Returns the
+/// targets and, per rule, how many of them it contributed.
+pub fn assemble(
+    rules: &[DiscoverRule],
+    found: &[Option<Found>],
+    configured: &BTreeSet<String>,
+) -> (Vec<TargetSpec>, Vec<usize>, Vec<String>) {
+    let mut targets: Vec<TargetSpec> = Vec::new();
+    let mut counts = Vec::with_capacity(rules.len());
+    let mut notes = Vec::new();
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    for (rule, found) in rules.iter().zip(found) {
+        let mut count = 0;
+        for t in found.iter().flat_map(|f| &f.targets) {
+            let taken = if configured.contains(&t.name) {
+                Some("a [[targets]] entry".to_owned())
+            } else {
+                owner.get(&t.name).map(|r| format!("rule {r}"))
+            };
+            if let Some(by) = taken {
+                notes.push(format!(
+                    "rule {}: the name {:?} is taken by {by}; {} not probed by this rule",
+                    rule.id,
+                    t.name,
+                    t.path.display()
+                ));
+                continue;
+            }
+            owner.insert(t.name.clone(), rule.id.clone());
+            targets.push(t.clone());
+            count += 1;
+        }
+        counts.push(count);
+    }
+    (targets, counts, notes)
+}
+
+/// The configured targets followed by the discovered ones whose names they do not use.
+pub fn with_configured(configured: &[TargetSpec], discovered: &[TargetSpec]) -> Vec<TargetSpec> {
+    let mut all = configured.to_vec();
+    all.extend(
+        discovered
+            .iter()
+            .filter(|d| configured.iter().all(|c| c.name != d.name))
+            .cloned(),
+    );
+    all
+}

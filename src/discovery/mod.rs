@@ -1,0 +1,17 @@
+//! Discovery: `[[discover]]` rules turn the block devices and mounts the machine has now into
+//! probe targets, rescanned on a period, so that one configuration serves a fleet of unlike
+//! machines and follows volumes as they are attached, mounted, unmounted and detached.
+//!
+//! - [`sysfs`]: the block devices of `<sysfs>/block` (and their partitions).
+//! - [`mountinfo`]: pure parser of the mount table.
+//! - [`matching`]: pure: what each rule finds in a scan, and all rules together.
+//! - [`rescan`]: the task that scans on a thread every `rescan` and publishes the targets found,
+//!   which the agent hands to the scheduler beside the configured ones; and the rules' status
+//!   for `diskprobe_discovered_targets`.
+
+pub mod matching;
+pub mod mountinfo;
+pub mod rescan;
+pub mod sysfs;
+
+pub use rescan::{Discovery, Plan, RuleStatus, Status};

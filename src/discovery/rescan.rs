@@ -1,0 +1,370 @@
+//! The discovery task: rescans the machine for each rule every `rescan`, and publishes the
+//! targets all rules find together whenever they change.
+//!
+//! A scan reads `<sysfs>/block` and, when a mount rule is due, the mount table, on a thread of its
+//! own that is waited for at most [`SCAN_PATIENCE`] (the scheduler's stat patience): nothing a
+//! scan reads should block, but if it did, neither scrapes nor probes would wait, the rules keep
+//! what they found last, and no second scan starts until the first returns. Nothing here touches a
+//! mounted filesystem: mounts are known from the mount table and their devices from sysfs, so a
+//! hung mount costs the target on it a stat timeout in the scheduler, and the rescan nothing.
+
+use super::matching::{self, Found, Scan};
+use super::{mountinfo, sysfs};
+use crate::config::{Config, DiscoverRule, TargetSpec};
+use crate::scheduler::Roots;
+use crate::series::unix_now;
+use std::collections::BTreeSet;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How long a scan is waited for before the rescan is given up (the rules keep what they found).
+pub const SCAN_PATIENCE: Duration = crate::scheduler::STAT_PATIENCE;
+
+/// How many dropped names a log line lists.
+const LOGGED_NAMES: usize = 10;
+
+/// Why a scan has no result.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// A directory or file every scan needs could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// What was read.
+        path: PathBuf,
+        /// Why it failed.
+        source: io::Error,
+    },
+    /// The scan thread could not be started.
+    #[error("cannot start a thread to rescan: {0}")]
+    Thread(io::Error),
+    /// The scan did not return in time.
+    #[error("the rescan did not return within {0:?}")]
+    Stuck(Duration),
+    /// A scan given up on earlier has still not returned.
+    #[error("an earlier rescan has not returned yet")]
+    StillRunning,
+    /// The scan thread ended without a result (it panicked).
+    #[error("the rescan thread ended without a result")]
+    Lost,
+}
+
+/// Reads what the rules need from the machine: the block devices, and the mount table when
+/// `mounts` (with the devices named by the sources of mounts whose device number is anonymous).
+///
+/// The mount table is init's (`<procfs>/1/mountinfo`: the host's, also from a container that
+/// mounts the host's `/proc`, as node_exporter's filesystem collector reads it), or the agent's own
+/// (`<procfs>/self/mountinfo`) where init's cannot be read (no root).
+pub fn scan(roots: &Roots, mounts: bool) -> Result<Scan, ScanError> {
+    let block = roots.sysfs.join("block");
+    let devices = sysfs::read(&roots.sysfs).map_err(|source| ScanError::Read {
+        path: block,
+        source,
+    })?;
+    let mut scan = Scan {
+        devices,
+        ..Scan::default()
+    };
+    if mounts {
+        let init = roots.procfs.join("1/mountinfo");
+        let own = roots.procfs.join("self/mountinfo");
+        let text = std::fs::read_to_string(&init)
+            .or_else(|_| std::fs::read_to_string(&own))
+            .map_err(|source| ScanError::Read { path: own, source })?;
+        scan.mounts = mountinfo::parse(&text);
+        for m in scan.mounts.iter().filter(|m| m.major == 0) {
+            if let Some(number) = block_device_number(Path::new(&m.source)) {
+                scan.sources.insert(m.source.clone(), number);
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// `MAJ:MIN` of the block device node at `path`, when it is one under `/dev`.
+fn block_device_number(path: &Path) -> Option<(u32, u32)> {
+    if !path.starts_with(matching::DEV_DIR) {
+        return None;
+    }
+    let meta = std::fs::metadata(path).ok()?;
+    meta.file_type()
+        .is_block_device()
+        .then(|| (libc::major(meta.rdev()), libc::minor(meta.rdev())))
+}
+
+/// Clears a flag when dropped: when the scan thread returns, or panics.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// [`scan`] on a thread of its own, waited for at most [`SCAN_PATIENCE`]; refused while an
+/// earlier one given up on (`running`) has not returned.
+async fn scan_on_thread(
+    roots: &Roots,
+    mounts: bool,
+    running: &Arc<AtomicBool>,
+) -> Result<Scan, ScanError> {
+    if running.swap(true, Ordering::SeqCst) {
+        return Err(ScanError::StillRunning);
+    }
+    let guard = Running(running.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let roots = roots.clone();
+    std::thread::Builder::new()
+        .name("discovery".to_owned())
+        .spawn(move || {
+            let result = scan(&roots, mounts);
+            drop(guard);
+            let _ = tx.send(result);
+        })
+        .map_err(ScanError::Thread)?;
+    match tokio::time::timeout(SCAN_PATIENCE, rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(ScanError::Lost),
+        Err(_) => Err(ScanError::Stuck(SCAN_PATIENCE)),
+    }
+}
+
+/// What the discovery task works from.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The rules, in file order.
+    pub rules: Vec<DiscoverRule>,
+    /// Names that configured targets use (discovered targets never take them).
+    pub configured: BTreeSet<String>,
+}
+
+impl Plan {
+    /// The plan for `config`.
+    pub fn new(config: &Config) -> Plan {
+        Plan {
+            rules: config.discover.clone(),
+            configured: config.targets.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+}
+
+/// One rule's state, for `diskprobe_discovered_targets` and its companions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleStatus {
+    /// The rule's id (the `rule` label).
+    pub id: String,
+    /// Targets it contributes now.
+    pub targets: usize,
+    /// Matches beyond its `max_targets` at its last rescan.
+    pub dropped: usize,
+    /// When its last rescan completed (Unix seconds); `None` before the first.
+    pub last_rescan: Option<f64>,
+}
+
+/// The state of every rule, written by the discovery task and read by its collector.
+#[derive(Debug, Default)]
+pub struct Status {
+    rules: Mutex<Vec<RuleStatus>>,
+}
+
+impl Status {
+    /// Runs `f` over every rule's status, in rule order.
+    pub fn read<R>(&self, f: impl FnOnce(&[RuleStatus]) -> R) -> R {
+        f(&self.rules.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn set(&self, rules: Vec<RuleStatus>) {
+        *self.rules.lock().unwrap_or_else(|e| e.into_inner()) = rules;
+    }
+}
+
+/// The running discovery task.
+pub struct Discovery {
+    plan: watch::Sender<Arc<Plan>>,
+    found: watch::Receiver<Arc<Vec<TargetSpec>>>,
+    task: JoinHandle<()>,
+}
+
+impl Discovery {
+    /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`). Must be
+    /// called inside a tokio runtime.
+    pub fn start(roots: Roots, plan: Plan, status: Arc<Status>) -> Discovery {
+        let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
+        let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
+        let task = tokio::spawn(run(roots, plan_rx, found_tx, status));
+        Discovery {
+            plan: plan_tx,
+            found: found_rx,
+            task,
+        }
+    }
+
+    /// Replaces the rules (after a reload): every rule is rescanned at once.
+    pub fn set_plan(&self, plan: Plan) {
+        self.plan.send_replace(Arc::new(plan));
+    }
+
+    /// The targets found by the last rescan.
+    pub fn current(&self) -> Arc<Vec<TargetSpec>> {
+        self.found.borrow().clone()
+    }
+
+    /// Waits until a rescan finds another set of targets, and returns it.
+    pub async fn changed(&mut self) -> Arc<Vec<TargetSpec>> {
+        if self.found.changed().await.is_err() {
+            // The task has ended (it only does when stopped): nothing will change any more.
+            std::future::pending::<()>().await;
+        }
+        self.found.borrow_and_update().clone()
+    }
+
+    /// Stops rescanning.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// Sentences logged at the last rescan, so that each is logged once while it holds.
+#[derive(Default)]
+struct Logged(BTreeSet<String>);
+
+impl Logged {
+    fn update(&mut self, notes: Vec<String>, warnings: Vec<String>) {
+        let mut now = BTreeSet::new();
+        for note in notes {
+            if !self.0.contains(&note) {
+                tracing::info!("discovery: {note}");
+            }
+            now.insert(note);
+        }
+        for warning in warnings {
+            if !self.0.contains(&warning) {
+                tracing::warn!("discovery: {warning}");
+            }
+            now.insert(warning);
+        }
+        self.0 = now;
+    }
+}
+
+async fn run(
+    roots: Roots,
+    mut plans: watch::Receiver<Arc<Plan>>,
+    found_tx: watch::Sender<Arc<Vec<TargetSpec>>>,
+    status: Arc<Status>,
+) {
+    let running = Arc::new(AtomicBool::new(false));
+    let mut logged = Logged::default();
+    let mut plan = plans.borrow_and_update().clone();
+    let mut found: Vec<Option<Found>> = vec![None; plan.rules.len()];
+    let mut due: Vec<Instant> = vec![Instant::now(); plan.rules.len()];
+    let mut scanned: Vec<Option<f64>> = vec![None; plan.rules.len()];
+    // Whether what is published must be worked out again although no rule is due (new rules).
+    let mut refresh = true;
+    loop {
+        let now = Instant::now();
+        let ready: Vec<usize> = (0..plan.rules.len()).filter(|&i| due[i] <= now).collect();
+        if !ready.is_empty() {
+            let mounts = ready
+                .iter()
+                .any(|&i| plan.rules[i].source.kind() == "mount");
+            match scan_on_thread(&roots, mounts, &running).await {
+                Ok(scan) => {
+                    let at = unix_now();
+                    for &i in &ready {
+                        found[i] = Some(matching::find(&plan.rules[i], &scan));
+                        scanned[i] = Some(at);
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(%err, "discovery: rescan failed; the rules keep the targets they found before");
+                }
+            }
+            for &i in &ready {
+                due[i] = now + plan.rules[i].rescan;
+            }
+        }
+        if !ready.is_empty() || refresh {
+            refresh = false;
+            let (targets, counts, mut notes) =
+                matching::assemble(&plan.rules, &found, &plan.configured);
+            let mut warnings = Vec::new();
+            for (rule, f) in plan.rules.iter().zip(&found) {
+                let Some(f) = f else { continue };
+                notes.extend(f.notes.iter().cloned());
+                if !f.dropped.is_empty() {
+                    warnings.push(over_limit(rule, f));
+                }
+            }
+            logged.update(notes, warnings);
+            status.set(
+                plan.rules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rule)| RuleStatus {
+                        id: rule.id.clone(),
+                        targets: counts[i],
+                        dropped: found[i].as_ref().map_or(0, |f| f.dropped.len()),
+                        last_rescan: scanned[i],
+                    })
+                    .collect(),
+            );
+            found_tx.send_if_modified(|current| {
+                let changed = **current != targets;
+                if changed {
+                    *current = Arc::new(targets);
+                }
+                changed
+            });
+        }
+        let next = due.iter().min().copied();
+        tokio::select! {
+            () = sleep_until(next) => {}
+            changed = plans.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                plan = plans.borrow_and_update().clone();
+                found = vec![None; plan.rules.len()];
+                due = vec![Instant::now(); plan.rules.len()];
+                scanned = vec![None; plan.rules.len()];
+                refresh = true;
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn over_limit(rule: &DiscoverRule, found: &Found) -> String {
+    let mut names = found
+        .dropped
+        .iter()
+        .take(LOGGED_NAMES)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if found.dropped.len() > LOGGED_NAMES {
+        names.push_str(", ...");
+    }
+    format!(
+        "rule {}: {} matches, above max_targets {}; probing the first {} by name, not {} more ({names})",
+        rule.id,
+        found.targets.len() + found.dropped.len(),
+        rule.max_targets,
+        found.targets.len(),
+        found.dropped.len(),
+    )
+}
