@@ -14,7 +14,8 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
         &config,
         format!(
             "[diskstats]\ndevice_exclude = \"^$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
-             [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+             [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\n\
+             [[discover]]\nid = \"docs\"\nkind = \"mount\"\nmountpoint_include = \"^/nonexistent-diskprobe-docs$\"\n",
             dir.path().join("probe.dat").display()
         ),
     )
@@ -23,7 +24,10 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
         let (_, body) = agent.get("/metrics");
-        if body.contains("diskprobe_probe_success{") && body.contains("diskprobe_engine_info{") {
+        if body.contains("diskprobe_probe_success{")
+            && body.contains("diskprobe_engine_info{")
+            && body.contains("diskprobe_discovery_last_rescan_timestamp_seconds{")
+        {
             break body;
         }
         assert!(

@@ -282,6 +282,10 @@ async fn run(
                         scanned[i] = Some(at);
                     }
                 }
+                // A scan that does not return is reported once, not at every rescan after it.
+                Err(ScanError::StillRunning) => {
+                    tracing::debug!("discovery: {}", ScanError::StillRunning);
+                }
                 Err(err) => {
                     tracing::error!(%err, "discovery: rescan failed; the rules keep the targets they found before");
                 }

@@ -25,6 +25,11 @@ pub struct LoopDev {
     pub backing: PathBuf,
     /// Size in bytes.
     pub size: u64,
+    /// Created at a number of the test's choosing ([`LoopDev::tmpfs_at`]): the device itself is
+    /// removed again, so that no other test's `losetup --find` is handed it.
+    numbered: bool,
+    /// Still attached to its file.
+    attached: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -87,6 +92,17 @@ impl LoopDev {
         )
     }
 
+    /// A loop device over a file on tmpfs, at `/dev/loop<number>` (created for it; see
+    /// [`free_loop_numbers`]): rules in discovery tests match it by that name, before it exists.
+    pub fn tmpfs_at(number: u32, size: u64) -> LoopDev {
+        let node = format!("/dev/loop{number}");
+        LoopDev::create(
+            tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm"),
+            size,
+            &[&node],
+        )
+    }
+
     fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
         let backing = dir.path().join("backing.img");
         {
@@ -99,8 +115,14 @@ impl LoopDev {
             assert_eq!(copied, size);
             f.sync_all().expect("sync backing file");
         }
+        // A device node named in `extra` is set up instead of the first free one.
+        let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
         let out = Command::new("losetup")
-            .args(["--find", "--show"])
+            .args(if numbered {
+                &["--show"][..]
+            } else {
+                &["--find", "--show"][..]
+            })
             .args(extra)
             .arg(&backing)
             .output()
@@ -125,7 +147,58 @@ impl LoopDev {
             minor: minor.parse().expect("minor"),
             backing,
             size,
+            numbered,
+            attached: true,
             _dir: dir,
+        }
+    }
+
+    /// `losetup -d` (the kernel detaches once the last opener closes it), then, for a device
+    /// created at a chosen number, removes the device as soon as it is free.
+    pub fn detach(&mut self) {
+        let status = Command::new("losetup")
+            .arg("-d")
+            .arg(&self.path)
+            .status()
+            .expect("run losetup -d");
+        assert!(status.success(), "losetup -d {}", self.path.display());
+        self.attached = false;
+        if self.numbered {
+            self.remove_node();
+        }
+    }
+
+    /// `LOOP_CTL_REMOVE`, retried while the device is still open (busy), for up to 20 s.
+    fn remove_node(&mut self) {
+        const LOOP_CTL_REMOVE: libc::c_ulong = 0x4C81;
+        let Ok(control) = fs::File::open("/dev/loop-control") else {
+            eprintln!(
+                "warning: cannot open /dev/loop-control to remove {}",
+                self.name
+            );
+            return;
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            use std::os::fd::AsRawFd;
+            // SAFETY: LOOP_CTL_REMOVE takes the device number by value; the descriptor is open.
+            let rc = unsafe {
+                libc::ioctl(
+                    control.as_raw_fd(),
+                    LOOP_CTL_REMOVE as _,
+                    libc::c_long::from(self.minor),
+                )
+            };
+            if rc == 0 {
+                self.numbered = false;
+                return;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() > deadline {
+                eprintln!("warning: could not remove {}: {err}", self.name);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 
@@ -162,9 +235,31 @@ impl LoopDev {
 
 impl Drop for LoopDev {
     fn drop(&mut self) {
-        let status = Command::new("losetup").arg("-d").arg(&self.path).status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("warning: could not detach {}", self.path.display());
+        if self.attached {
+            let status = Command::new("losetup").arg("-d").arg(&self.path).status();
+            if !matches!(status, Ok(s) if s.success()) {
+                eprintln!("warning: could not detach {}", self.path.display());
+            }
+        }
+        if self.numbered {
+            self.remove_node();
+        }
+    }
+}
+
+/// The first of `count` consecutive loop device numbers that no device uses, from a range far
+/// above those `losetup --find` hands out (which starts at 0), chosen by process ID so that
+/// test processes running at the same time do not pick the same.
+pub fn free_loop_numbers(count: u32) -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = 4000 + (std::process::id() % 500) * 8;
+    loop {
+        let first = base + NEXT.fetch_add(count, Ordering::Relaxed);
+        assert!(first + count < 9000, "no free loop device numbers left");
+        let free =
+            (first..first + count).all(|n| !Path::new(&format!("/sys/block/loop{n}")).exists());
+        if free {
+            return first;
         }
     }
 }
@@ -245,25 +340,33 @@ impl Drop for BlkioGroup {
 
 /// A filesystem mounted by a test (on a loop device it created, or a ramfs), unmounted on drop.
 pub struct Mount {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
 }
 
 impl Mount {
     /// `mount ARGS <new directory under /var/tmp>`.
     pub fn new(args: &[&str]) -> Mount {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        let status = Command::new("mount")
-            .args(args)
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount {args:?} failed");
-        Mount { dir }
+        let temp = tempfile::tempdir_in("/var/tmp").unwrap();
+        let mut mount = Mount::at(args, temp.path());
+        mount._temp = Some(temp);
+        mount
+    }
+
+    /// `mount ARGS DIR`, on a directory the test created (created here when missing).
+    pub fn at(args: &[&str], dir: &Path) -> Mount {
+        fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount").args(args).arg(dir).status().unwrap();
+        assert!(status.success(), "mount {args:?} {} failed", dir.display());
+        Mount {
+            dir: dir.to_owned(),
+            _temp: None,
+        }
     }
 
     /// The mountpoint.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 }
 
@@ -273,7 +376,7 @@ impl Drop for Mount {
         // filesystem can be busy for a moment.
         for _ in 0..50 {
             let unmounted = Command::new("umount")
-                .arg(self.dir.path())
+                .arg(&self.dir)
                 .stderr(std::process::Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success());
@@ -282,7 +385,7 @@ impl Drop for Mount {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        eprintln!("warning: could not unmount {}", self.dir.path().display());
+        eprintln!("warning: could not unmount {}", self.dir.display());
     }
 }
 
