@@ -287,6 +287,20 @@ fn example_config_loads_and_means_the_defaults() {
         ["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"]
     );
     assert_eq!(config.scheduler.max_concurrent_probes, 1);
+    let rules: Vec<(&str, &str, &str)> = config
+        .discover
+        .iter()
+        .map(|r| (r.id.as_str(), r.source.kind(), r.name.as_str()))
+        .collect();
+    assert_eq!(
+        rules,
+        [("disks", "block", "disk-{serial}"), ("pvcs", "mount", "pv-$1")]
+    );
+    assert!(config.discover.iter().all(|r| {
+        r.rescan == std::time::Duration::from_secs(30)
+            && r.max_targets == 64
+            && r.settings.profiles.iter().all(|p| !p.rw.is_write())
+    }));
 }
 
 #[test]
