@@ -101,7 +101,12 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     let mut scheduler = Scheduler::new(results.clone(), roots.clone(), &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler);
     let discovered = Arc::new(discovery::Status::default());
-    let mut discovery = Discovery::start(roots, Plan::new(&config), discovered.clone());
+    let mut discovery = Discovery::start(
+        roots,
+        cli.devfs.clone(),
+        Plan::new(&config),
+        discovered.clone(),
+    );
     let diskstats = Arc::new(
         DiskstatsCollector::new(
             cli.procfs.clone(),

@@ -39,6 +39,11 @@ pub struct Cli {
     #[arg(long = "path.sysfs", default_value = "/sys", value_name = "PATH")]
     pub sysfs: PathBuf,
 
+    /// Device node directory: block devices found by [[discover]] rules are probed at
+    /// PATH/<kernel name> (a container mounts the host's /dev elsewhere, e.g. /host/dev).
+    #[arg(long = "path.devfs", default_value = "/dev", value_name = "PATH")]
+    pub devfs: PathBuf,
+
     /// Directory for the embedded default's scratch probe file (used without --config.file).
     /// [default: $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
     /// ~/.local/state/diskprobe_exporter]

@@ -294,7 +294,10 @@ fn example_config_loads_and_means_the_defaults() {
         .collect();
     assert_eq!(
         rules,
-        [("disks", "block", "disk-{serial}"), ("pvcs", "mount", "pv-$1")]
+        [
+            ("disks", "block", "disk-{serial}"),
+            ("pvcs", "mount", "pv-$1")
+        ]
     );
     assert!(config.discover.iter().all(|r| {
         r.rescan == std::time::Duration::from_secs(30)

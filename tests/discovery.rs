@@ -88,6 +88,24 @@ fn untouched_state(dev: &LoopDev) -> (u64, Vec<u8>) {
     (dev.stats().writes, dev.content())
 }
 
+/// A read-only bind mount of /dev in the workspace (checked read-only before it is used: the
+/// workspace is removed recursively after the test).
+fn read_only_dev(ws: &Workspace) -> Mount {
+    let mount = Mount::at(&["--bind", "-o", "ro", "/dev"], &ws.path().join("host-dev"));
+    let c = std::ffi::CString::new(mount.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` a live, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(rc, 0, "statvfs {}", mount.path().display());
+    assert_ne!(
+        st.f_flag & libc::ST_RDONLY,
+        0,
+        "the bind mount of /dev is not read-only"
+    );
+    mount
+}
+
 #[test]
 fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached() {
     if !ready() {
@@ -100,7 +118,9 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
         "[[discover]]\nid = \"disks\"\nkind = \"block\"\ndevice_include = \"^loop{n}$\"\n\
          name = \"disk-{{kname}}\"\nrescan = \"1s\"\n"
     ));
-    let agent = Agent::start(&[&arg]);
+    // As in the discovery DaemonSet: the host's /dev, read-only, elsewhere (--path.devfs).
+    let host_dev = read_only_dev(&ws);
+    let agent = Agent::start(&[&arg, &format!("--path.devfs={}", host_dev.path().display())]);
     let target = format!("disk-loop{n}");
     let m = wait_until(&agent, Duration::from_secs(10), "the first rescan", |m| {
         gauge(m, "diskprobe_discovered_targets", "disks").is_some()
@@ -143,7 +163,8 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(
         target_info(&m, &target),
         format!(
-            "diskprobe_target_info{{target=\"{target}\",path=\"/dev/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",rule=\"disks\"}}"
+            "diskprobe_target_info{{target=\"{target}\",path=\"{}/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",rule=\"disks\"}}",
+            host_dev.path().display()
         )
     );
     assert_eq!(

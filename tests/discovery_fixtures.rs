@@ -7,6 +7,8 @@
 //! The rules come from TOML, as users write them; what they find is checked target by target,
 //! with the notes that say why each other match is not probed.
 
+mod common;
+
 use diskprobe_exporter::config::{Config, DiscoverRule};
 use diskprobe_exporter::discovery::matching::{Found, Scan, assemble, find};
 use diskprobe_exporter::discovery::rescan::scan;
@@ -24,6 +26,7 @@ fn fixture_scan() -> Scan {
             procfs: fixtures().join("proc"),
             sysfs: fixtures().join("sys"),
         },
+        Path::new("/dev"),
         true,
     )
     .expect("scan the fixtures")
@@ -111,7 +114,7 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
         procfs: proc.path().to_owned(),
         sysfs: fixtures().join("sys"),
     };
-    let s = scan(&roots, true).unwrap();
+    let s = scan(&roots, Path::new("/dev"), true).unwrap();
     assert_eq!(s.mounts.len(), 1);
     assert_eq!(s.mounts[0].mountpoint, "/data");
     // Without a sysfs, there is nothing to scan.
@@ -119,7 +122,7 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
         procfs: proc.path().to_owned(),
         sysfs: proc.path().join("nonexistent"),
     };
-    let err = scan(&none, true).unwrap_err();
+    let err = scan(&none, Path::new("/dev"), true).unwrap_err();
     assert!(err.to_string().contains("nonexistent/block"), "{err}");
 }
 
@@ -372,4 +375,49 @@ fn names_are_used_once_across_rules_and_never_a_configured_targets() {
     let (all, counts, _) = assemble(&rules, &[None, None, None], &configured);
     assert!(all.is_empty());
     assert_eq!(counts, [0, 0, 0]);
+}
+
+#[test]
+fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_source() {
+    // A container mounts the host's /dev elsewhere: the mount table still says /dev/... .
+    if !common::require(common::is_root(), "root (mknod of a device node)") {
+        return;
+    }
+    let dev = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A node only (7:1 is loop1 in the fixture's sysfs); nothing opens it.
+    let status = std::process::Command::new("mknod")
+        .arg(dev.path().join("fixture-btrfs"))
+        .args(["b", "7", "1"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "mknod");
+    let roots = Roots {
+        procfs: fixtures().join("proc"),
+        sysfs: fixtures().join("sys"),
+    };
+    let s = scan(&roots, dev.path(), true).unwrap();
+    assert_eq!(
+        s.sources.get("/dev/fixture-btrfs"),
+        Some(&(7, 1)),
+        "the btrfs source, found under --path.devfs"
+    );
+    let found = find(
+        &rule(&format!(
+            "[[discover]]\nkind = \"mount\"\n{CSI}\nfstype_include = \"^btrfs$\"\nname = \"pv-$1\"\n"
+        )),
+        &s,
+    );
+    let node = dev.path().join("loop1").display().to_string();
+    assert_eq!(targets(&found), vec![("pv-pvc-btrfs".to_owned(), node)]);
+    let found = find(
+        &rule("[[discover]]\nkind = \"block\"\ndevice_include = \"^sda$\"\n"),
+        &s,
+    );
+    assert_eq!(
+        targets(&found),
+        vec![(
+            "sda".to_owned(),
+            dev.path().join("sda").display().to_string()
+        )]
+    );
 }

@@ -18,18 +18,18 @@ use crate::device_filter::DeviceFilter;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Where device nodes are: targets found by kernel name are probed at `/dev/<kname>`.
-pub const DEV_DIR: &str = "/dev";
-
 /// What one scan of the machine read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scan {
+    /// Where the device nodes are (`--path.devfs`): targets found by kernel name are probed at
+    /// `<dev_dir>/<kname>`.
+    pub dev_dir: PathBuf,
     /// Block devices and partitions, sorted by kernel name.
     pub devices: Vec<BlockDevice>,
     /// Mounted filesystems (empty when no mount rule asked).
     pub mounts: Vec<MountEntry>,
-    /// `MAJ:MIN` of the block device a `/dev/...` mount source names, for the mounts whose own
-    /// device number is anonymous (major 0: btrfs, fuseblk).
+    /// `MAJ:MIN` of the block device a `/dev/...` mount source names (found under `dev_dir`), for
+    /// the mounts whose own device number is anonymous (major 0: btrfs, fuseblk).
     pub sources: BTreeMap<String, (u32, u32)>,
 }
 
@@ -127,8 +127,8 @@ fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
     }
 }
 
-fn device_path(d: &BlockDevice) -> PathBuf {
-    Path::new(DEV_DIR).join(&d.kname)
+fn device_path(scan: &Scan, d: &BlockDevice) -> PathBuf {
+    scan.dev_dir.join(&d.kname)
 }
 
 /// Memory-backed block devices: zram and the brd RAM disk.
@@ -181,7 +181,7 @@ fn block(
                 key: (d.major, d.minor),
                 what: d.kname.clone(),
                 name,
-                path: device_path(d),
+                path: device_path(scan, d),
             }),
             Err(fact) => notes.push(format!(
                 "rule {}: {} has no {{{}}} for the name {:?}; not probed",
@@ -223,7 +223,7 @@ fn mount(
         let device = number.and_then(|(major, minor)| scan.device(major, minor));
         let path = match (&source.file, device) {
             (Some(file), _) => Path::new(&m.mountpoint).join(file),
-            (None, Some(d)) => device_path(d),
+            (None, Some(d)) => device_path(scan, d),
             (None, None) => {
                 notes.push(format!(
                     "rule {}: {} ({}) has no block device; not probed (set file to probe a file inside it)",

@@ -61,15 +61,17 @@ pub enum ScanError {
 /// The mount table is init's (`<procfs>/1/mountinfo`: the host's, also from a container that
 /// mounts the host's `/proc`, as node_exporter's filesystem collector reads it), or the agent's own
 /// (`<procfs>/self/mountinfo`) where init's cannot be read (no root).
-pub fn scan(roots: &Roots, mounts: bool) -> Result<Scan, ScanError> {
+pub fn scan(roots: &Roots, dev_dir: &Path, mounts: bool) -> Result<Scan, ScanError> {
     let block = roots.sysfs.join("block");
     let devices = sysfs::read(&roots.sysfs).map_err(|source| ScanError::Read {
         path: block,
         source,
     })?;
     let mut scan = Scan {
+        dev_dir: dev_dir.to_owned(),
         devices,
-        ..Scan::default()
+        mounts: Vec::new(),
+        sources: Default::default(),
     };
     if mounts {
         let init = roots.procfs.join("1/mountinfo");
@@ -79,7 +81,7 @@ pub fn scan(roots: &Roots, mounts: bool) -> Result<Scan, ScanError> {
             .map_err(|source| ScanError::Read { path: own, source })?;
         scan.mounts = mountinfo::parse(&text);
         for m in scan.mounts.iter().filter(|m| m.major == 0) {
-            if let Some(number) = block_device_number(Path::new(&m.source)) {
+            if let Some(number) = block_device_number(dev_dir, &m.source) {
                 scan.sources.insert(m.source.clone(), number);
             }
         }
@@ -87,12 +89,14 @@ pub fn scan(roots: &Roots, mounts: bool) -> Result<Scan, ScanError> {
     Ok(scan)
 }
 
-/// `MAJ:MIN` of the block device node at `path`, when it is one under `/dev`.
-fn block_device_number(path: &Path) -> Option<(u32, u32)> {
-    if !path.starts_with(matching::DEV_DIR) {
+/// `MAJ:MIN` of the block device a mount source such as `/dev/sdb1` names, looked up under
+/// `dev_dir` (the mount table names the host's `/dev`).
+fn block_device_number(dev_dir: &Path, source: &str) -> Option<(u32, u32)> {
+    let name = Path::new(source).strip_prefix("/dev").ok()?;
+    if name.as_os_str().is_empty() {
         return None;
     }
-    let meta = std::fs::metadata(path).ok()?;
+    let meta = std::fs::metadata(dev_dir.join(name)).ok()?;
     meta.file_type()
         .is_block_device()
         .then(|| (libc::major(meta.rdev()), libc::minor(meta.rdev())))
@@ -111,6 +115,7 @@ impl Drop for Running {
 /// earlier one given up on (`running`) has not returned.
 async fn scan_on_thread(
     roots: &Roots,
+    dev_dir: &Path,
     mounts: bool,
     running: &Arc<AtomicBool>,
 ) -> Result<Scan, ScanError> {
@@ -119,11 +124,11 @@ async fn scan_on_thread(
     }
     let guard = Running(running.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let roots = roots.clone();
+    let (roots, dev_dir) = (roots.clone(), dev_dir.to_owned());
     std::thread::Builder::new()
         .name("discovery".to_owned())
         .spawn(move || {
-            let result = scan(&roots, mounts);
+            let result = scan(&roots, &dev_dir, mounts);
             drop(guard);
             let _ = tx.send(result);
         })
@@ -192,12 +197,12 @@ pub struct Discovery {
 }
 
 impl Discovery {
-    /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`). Must be
-    /// called inside a tokio runtime.
-    pub fn start(roots: Roots, plan: Plan, status: Arc<Status>) -> Discovery {
+    /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`), with the
+    /// device nodes in `dev_dir`. Must be called inside a tokio runtime.
+    pub fn start(roots: Roots, dev_dir: PathBuf, plan: Plan, status: Arc<Status>) -> Discovery {
         let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
-        let task = tokio::spawn(run(roots, plan_rx, found_tx, status));
+        let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status));
         Discovery {
             plan: plan_tx,
             found: found_rx,
@@ -255,6 +260,7 @@ impl Logged {
 
 async fn run(
     roots: Roots,
+    dev_dir: PathBuf,
     mut plans: watch::Receiver<Arc<Plan>>,
     found_tx: watch::Sender<Arc<Vec<TargetSpec>>>,
     status: Arc<Status>,
@@ -274,7 +280,7 @@ async fn run(
             let mounts = ready
                 .iter()
                 .any(|&i| plan.rules[i].source.kind() == "mount");
-            match scan_on_thread(&roots, mounts, &running).await {
+            match scan_on_thread(&roots, &dev_dir, mounts, &running).await {
                 Ok(scan) => {
                     let at = unix_now();
                     for &i in &ready {
