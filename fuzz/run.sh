@@ -18,14 +18,15 @@ seed() {
   for f in "$@"; do [[ -f "$f" ]] && cp "$f" "corpus/$target/seed-$(basename "$(dirname "$f")")-$(basename "$f")"; done
 }
 seed diskstats ../tests/fixtures/proc-*/diskstats
-seed config ../config.example.toml ../deploy/systemd/config.toml
+seed config ../config.example.toml ../deploy/systemd/config.toml ../deploy/kubernetes-discovery/config.toml
+seed mountinfo ../tests/fixtures/discovery/proc/1/mountinfo
 mkdir -p corpus/fio_options corpus/units
 printf '%s' '-rw=randread -bs=4k -iodepth=32 -runtime=1s' > corpus/fio_options/seed-1
 printf '%s' '--rw=randwrite --bs=1M --iodepth=16 --rate_iops=500 --direct=1 --ioengine=libaio --numjobs=1 --name=x --size=1G' > corpus/fio_options/seed-2
 printf '%s' '1MiB' > corpus/units/seed-1; printf '%s' '500ms' > corpus/units/seed-2; printf '%s' '[::1]:9957' > corpus/units/seed-3
 
 cargo fuzz build -s none -O
-for target in diskstats config fio_options units; do
+for target in diskstats config fio_options units mountinfo; do
   echo "--- $target: $RUNS runs"
   dirs=("corpus/$target")
   [[ -d "regressions/$target" ]] && dirs+=("regressions/$target")   # past crashes, kept as seeds

@@ -2,8 +2,8 @@
 //! runs and publishes `/proc/diskstats` beside the results.
 //!
 //! # Layout
-//! Data flows one way: configuration → scheduler → engine → results → collectors → exposition →
-//! HTTP.
+//! Data flows one way: configuration (and the targets discovery finds) → scheduler → engine →
+//! results → collectors → exposition → HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
