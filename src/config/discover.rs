@@ -336,159 +336,30 @@ fn rule(
         }
         None => i.to_string(),
     };
-    let kind = r.kind.get_ref().as_str();
-    if kind != "block" && kind != "mount" {
-        return Err(invalid(
-            &r.kind,
-            format!(
-                "{}: expected \"block\" or \"mount\", found {kind:?}",
-                key("kind")
-            ),
-        ));
-    }
-    // Keys of the other kind are mistakes, not something to ignore.
-    fn spans<'k>(keys: &[(&'k str, Option<Range<usize>>)]) -> Option<(&'k str, Range<usize>)> {
-        keys.iter()
-            .find_map(|(k, span)| span.clone().map(|s| (*k, s)))
-    }
-    let block_keys = [
-        (
-            "device_include",
-            r.device_include.as_ref().map(Spanned::span),
-        ),
-        (
-            "device_exclude",
-            r.device_exclude.as_ref().map(Spanned::span),
-        ),
-        (
-            "include_partitions",
-            r.include_partitions.as_ref().map(Spanned::span),
-        ),
-        ("include_held", r.include_held.as_ref().map(Spanned::span)),
-    ];
-    let mount_keys = [
-        (
-            "mountpoint_include",
-            r.mountpoint_include.as_ref().map(Spanned::span),
-        ),
-        (
-            "fstype_include",
-            r.fstype_include.as_ref().map(Spanned::span),
-        ),
-        ("file", r.file.as_ref().map(Spanned::span)),
-        ("allow_writes", r.allow_writes.as_ref().map(Spanned::span)),
-    ];
-    let (foreign, other) = if kind == "block" {
-        (spans(&mount_keys), "mount")
-    } else {
-        (spans(&block_keys), "block")
-    };
-    if let Some((k, span)) = foreign {
-        return Err(SpannedError {
-            span,
-            message: format!("{}: applies to kind = {other:?} rules only", key(k)),
-        });
-    }
-
-    let (source, groups) = if kind == "block" {
-        let devices = match (&r.device_include, &r.device_exclude) {
-            (Some(include), Some(_)) => {
-                return Err(invalid(
-                    include,
-                    format!(
-                        "{prefix}: device_include and device_exclude are mutually exclusive; set one"
-                    ),
-                ));
-            }
-            (Some(include), None) => {
-                DeviceFilter::Include(super::regex(&key("device_include"), include)?)
-            }
-            (None, Some(exclude)) => {
-                DeviceFilter::Exclude(super::regex(&key("device_exclude"), exclude)?)
-            }
-            (None, None) => DeviceFilter::Include(
-                Regex::new(DEFAULT_BLOCK_INCLUDE).expect("the default block include compiles"),
-            ),
-        };
-        let groups = match &devices {
-            DeviceFilter::Include(re) if r.device_include.is_some() => {
-                ("device_include", re.captures_len() - 1)
-            }
-            _ => ("device_include", 0),
-        };
-        let source = RuleSource::Block(BlockSource {
-            devices,
-            partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
-            held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
-        });
-        (source, groups)
-    } else {
-        let Some(mountpoint) = &r.mountpoint_include else {
+    let (source, groups) = match r.kind.get_ref().as_str() {
+        "block" => {
+            no_keys_of(&prefix, "mount", &mount_keys(r))?;
+            block_source(&prefix, r)?
+        }
+        "mount" => {
+            no_keys_of(&prefix, "block", &block_keys(r))?;
+            mount_source(&prefix, r)?
+        }
+        other => {
             return Err(invalid(
                 &r.kind,
                 format!(
-                    "{prefix}: kind = \"mount\" needs mountpoint_include (a regular expression of mountpoints)"
-                ),
-            ));
-        };
-        let mountpoint = super::regex(&key("mountpoint_include"), mountpoint)?;
-        let fstype = r
-            .fstype_include
-            .as_ref()
-            .map(|f| super::regex(&key("fstype_include"), f))
-            .transpose()?;
-        let file = r
-            .file
-            .as_ref()
-            .map(|f| probe_file(&key("file"), f))
-            .transpose()?;
-        if let (Some(allow), None) = (&r.allow_writes, &file) {
-            return Err(invalid(
-                allow,
-                format!(
-                    "{}: write profiles only ever write a probe file; set file too",
-                    key("allow_writes")
+                    "{}: expected \"block\" or \"mount\", found {other:?}",
+                    key("kind")
                 ),
             ));
         }
-        let groups = ("mountpoint_include", mountpoint.captures_len() - 1);
-        let source = RuleSource::Mount(MountSource {
-            mountpoint,
-            fstype,
-            file,
-        });
-        (source, groups)
     };
-
     let name = match &r.name {
-        Some(text) => {
-            let template = NameTemplate::parse(text.get_ref())
-                .map_err(|m| invalid(text, format!("{}: {m}", key("name"))))?;
-            let (regex_key, available) = groups;
-            if template.max_group() > available {
-                return Err(invalid(
-                    text,
-                    format!(
-                        "{}: ${} refers to capture group {}, but {regex_key} has {available}",
-                        key("name"),
-                        template.max_group(),
-                        template.max_group()
-                    ),
-                ));
-            }
-            if template.pieces.is_empty() {
-                return Err(invalid(
-                    text,
-                    format!("{}: expected a non-empty name", key("name")),
-                ));
-            }
-            template
-        }
+        Some(text) => name_template(&key("name"), text, groups)?,
         None => NameTemplate::parse(DEFAULT_NAME).expect("the default name parses"),
     };
-
     read_only(&prefix, r, &source, defaults, customs)?;
-
     let rescan = match &r.rescan {
         Some(v) => {
             let d = crate::units::parse_duration(v.get_ref())
@@ -524,11 +395,181 @@ fn rule(
         }
         None => DEFAULT_MAX_TARGETS,
     };
+    let settings = settings(&prefix, &id, table, defaults, customs)?;
+    Ok(DiscoverRule {
+        id,
+        source,
+        name,
+        rescan,
+        max_targets,
+        settings,
+    })
+}
 
-    // The probe settings, checked as a [[targets]] entry's would be.
+/// The keys only block rules have, with where they are set.
+fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
+    [
+        (
+            "device_include",
+            r.device_include.as_ref().map(Spanned::span),
+        ),
+        (
+            "device_exclude",
+            r.device_exclude.as_ref().map(Spanned::span),
+        ),
+        (
+            "include_partitions",
+            r.include_partitions.as_ref().map(Spanned::span),
+        ),
+        ("include_held", r.include_held.as_ref().map(Spanned::span)),
+    ]
+}
+
+/// The keys only mount rules have, with where they are set.
+fn mount_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
+    [
+        (
+            "mountpoint_include",
+            r.mountpoint_include.as_ref().map(Spanned::span),
+        ),
+        (
+            "fstype_include",
+            r.fstype_include.as_ref().map(Spanned::span),
+        ),
+        ("file", r.file.as_ref().map(Spanned::span)),
+        ("allow_writes", r.allow_writes.as_ref().map(Spanned::span)),
+    ]
+}
+
+/// Keys of the other kind are mistakes, not something to ignore.
+fn no_keys_of(
+    prefix: &str,
+    other: &str,
+    keys: &[(&str, Option<Range<usize>>)],
+) -> Result<(), SpannedError> {
+    match keys
+        .iter()
+        .find_map(|(k, span)| span.clone().map(|s| (k, s)))
+    {
+        Some((k, span)) => Err(SpannedError {
+            span,
+            message: format!("{prefix}.{k}: applies to kind = {other:?} rules only"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The regex whose capture groups a name template may use, and how many it has.
+type Groups = (&'static str, usize);
+
+fn block_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), SpannedError> {
+    let devices = match (&r.device_include, &r.device_exclude) {
+        (Some(include), Some(_)) => {
+            return Err(invalid(
+                include,
+                format!(
+                    "{prefix}: device_include and device_exclude are mutually exclusive; set one"
+                ),
+            ));
+        }
+        (Some(include), None) => {
+            DeviceFilter::Include(super::regex(&format!("{prefix}.device_include"), include)?)
+        }
+        (None, Some(exclude)) => {
+            DeviceFilter::Exclude(super::regex(&format!("{prefix}.device_exclude"), exclude)?)
+        }
+        (None, None) => DeviceFilter::Include(
+            Regex::new(DEFAULT_BLOCK_INCLUDE).expect("the default block include compiles"),
+        ),
+    };
+    // The default include has no capture groups; an exclude matches what it leaves out.
+    let groups = match &devices {
+        DeviceFilter::Include(re) => re.captures_len() - 1,
+        DeviceFilter::Exclude(_) => 0,
+    };
+    let source = RuleSource::Block(BlockSource {
+        devices,
+        partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
+        held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
+    });
+    Ok((source, ("device_include", groups)))
+}
+
+fn mount_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), SpannedError> {
+    let key = |k: &str| format!("{prefix}.{k}");
+    let Some(mountpoint) = &r.mountpoint_include else {
+        return Err(invalid(
+            &r.kind,
+            format!(
+                "{prefix}: kind = \"mount\" needs mountpoint_include (a regular expression of mountpoints)"
+            ),
+        ));
+    };
+    let mountpoint = super::regex(&key("mountpoint_include"), mountpoint)?;
+    let fstype = r
+        .fstype_include
+        .as_ref()
+        .map(|f| super::regex(&key("fstype_include"), f))
+        .transpose()?;
+    let file = r
+        .file
+        .as_ref()
+        .map(|f| probe_file(&key("file"), f))
+        .transpose()?;
+    if let (Some(allow), None) = (&r.allow_writes, &file) {
+        return Err(invalid(
+            allow,
+            format!(
+                "{}: write profiles only ever write a probe file; set file too",
+                key("allow_writes")
+            ),
+        ));
+    }
+    let groups = mountpoint.captures_len() - 1;
+    let source = RuleSource::Mount(MountSource {
+        mountpoint,
+        fstype,
+        file,
+    });
+    Ok((source, ("mountpoint_include", groups)))
+}
+
+/// A `name` key: a template that uses only the capture groups its rule's regex has.
+fn name_template(
+    key: &str,
+    text: &Spanned<String>,
+    (regex_key, available): Groups,
+) -> Result<NameTemplate, SpannedError> {
+    let template =
+        NameTemplate::parse(text.get_ref()).map_err(|m| invalid(text, format!("{key}: {m}")))?;
+    let used = template.max_group();
+    if used > available {
+        return Err(invalid(
+            text,
+            format!(
+                "{key}: ${used} refers to capture group {used}, but {regex_key} has {available}"
+            ),
+        ));
+    }
+    if template.pieces.is_empty() {
+        return Err(invalid(text, format!("{key}: expected a non-empty name")));
+    }
+    Ok(template)
+}
+
+/// The probe settings of every target a rule finds, checked as a `[[targets]]` entry's would be
+/// (with the rule's location in messages), with an empty name and path and `rule` set to `id`.
+fn settings(
+    prefix: &str,
+    id: &str,
+    table: &Spanned<RawDiscover>,
+    defaults: &Defaults<'_>,
+    customs: &BTreeMap<String, Profile>,
+) -> Result<TargetSpec, SpannedError> {
+    let r = table.get_ref();
     let placeholder = |value: &str| Spanned::new(table.span(), value.to_owned());
     let as_target = RawTarget {
-        name: placeholder(&id),
+        name: placeholder(id),
         path: placeholder("/"),
         size: r.size.clone(),
         offset: None,
@@ -545,22 +586,15 @@ fn rule(
         allow_device_writes: None,
     };
     let mut settings = target(
-        &prefix,
+        prefix,
         &Spanned::new(table.span(), as_target),
         defaults,
         customs,
     )?;
     settings.name = String::new();
     settings.path = PathBuf::new();
-    settings.rule = Some(id.clone());
-    Ok(DiscoverRule {
-        id,
-        source,
-        name,
-        rescan,
-        max_targets,
-        settings,
-    })
+    settings.rule = Some(id.to_owned());
+    Ok(settings)
 }
 
 /// A `file` key: a path relative to the mountpoint that stays inside the mount.

@@ -145,7 +145,9 @@ pub struct RawProfile {
 }
 
 /// One `[[discover]]` rule: which block devices or mounts become targets, and the settings those
-/// targets get (the same keys as `[[targets]]`, inheriting `[defaults]`).
+/// targets get (the same keys as `[[targets]]`, inheriting `[defaults]`). The probe keys are
+/// repeated from [`RawTarget`] rather than shared: serde's `flatten` does not work with
+/// `deny_unknown_fields`, and unknown keys must stay errors.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDiscover {
