@@ -1,5 +1,5 @@
-//! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info` and `diskprobe_engine_info`:
-//! the results of probe runs, read from [`SeriesStore`] on every scrape.
+//! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info`, `diskprobe_profile_info` and
+//! `diskprobe_engine_info`: the results of probe runs, read from [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
 //! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe
@@ -97,6 +97,10 @@ impl Collector for ProbesCollector {
             "diskprobe_target_interval_seconds",
             "Configured time between the starts of the target's probe cycles.",
         );
+        let mut profile_info = Family::gauge(
+            "diskprobe_profile_info",
+            "What each profile of each target does (rw, block_size in bytes, iodepth, rate_iops with 0 for no cap), so that rules can tell latency, IOPS and throughput profiles apart; the value is always 1.",
+        );
         let mut engines = BTreeSet::new();
 
         self.results.read(|targets| {
@@ -118,6 +122,19 @@ impl Collector for ProbesCollector {
                     &labels(&[("target", name)]),
                     target.spec.interval.as_secs_f64(),
                 );
+                for p in &target.spec.profiles {
+                    profile_info.push(
+                        &labels(&[
+                            ("target", name),
+                            ("profile", &p.name),
+                            ("rw", p.rw.as_str()),
+                            ("block_size", &p.block_size.to_string()),
+                            ("iodepth", &p.iodepth.to_string()),
+                            ("rate_iops", &p.rate_iops.unwrap_or(0).to_string()),
+                        ]),
+                        1.0,
+                    );
+                }
                 for (profile, s) in &target.profiles {
                     let l: Labels = labels(&[
                         ("target", name),
@@ -192,6 +209,7 @@ impl Collector for ProbesCollector {
             histogram,
             target_info,
             interval,
+            profile_info,
             engine_info,
         ] {
             family.finish_into(out);
