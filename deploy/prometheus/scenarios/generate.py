@@ -1,0 +1,1054 @@
+#!/usr/bin/env python3
+"""Generates the scenario suite of deploy/prometheus/rules.yml for `promtool test rules`.
+
+The series are not typed by hand: a small model of what diskprobe_exporter exports (a cycle of
+runs every interval with jitter; per-run gauges; counters of runs, I/Os and errors; classic
+latency buckets; diskstats; `up`) is driven by scenarios that say what happens to a disk ("one
+slow run", "a sustained x4 regression on NVMe", "the agent restarts"). Each scenario states, for
+every alert, whether it fires and from when; the suite checks every alert at every checkpoint.
+
+    python3 deploy/prometheus/scenarios/generate.py OUT.json   # then: promtool test rules OUT.json
+    python3 deploy/prometheus/scenarios/generate.py --table    # the table in docs/runbook.md
+
+OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/prometheus_rules.rs
+runs both steps. Standard library only.
+"""
+
+import bisect
+import json
+import math
+import os
+import random
+import sys
+from dataclasses import dataclass, field
+
+SCRAPE = 30  # seconds between scrapes
+EVAL = 300  # seconds between rule evaluations in the suite (see the module doc)
+M = 60
+H = 3600
+JOB = "diskprobe"
+RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rules.yml")
+ALERTS = [
+    "DiskprobeLatencyRegression",
+    "DiskprobeIOPSDrop",
+    "DiskprobeThroughputDrop",
+    "DiskprobeProbeFailing",
+    "DiskprobeIOErrors",
+    "DiskprobeTargetVanished",
+    "DiskprobeProbeStale",
+    "DiskprobeProbeAbsent",
+    "DiskprobeExporterDown",
+    "DiskprobeDiskSaturated",
+]
+RUNBOOK = "https://github.com/example/diskprobe_exporter/blob/main/docs/runbook.md#"
+
+
+def round3(x):
+    digits = 2 - math.floor(math.log10(x))
+    return round(x, digits)
+
+
+# Classic buckets, one per doubling from 10 us (the agent's coarse layout); +Inf is implied.
+BUCKETS = [round3(1e-5 * 2**k) for k in range(23)]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the agent is configured with.
+
+
+@dataclass
+class Profile:
+    name: str
+    rw: str
+    block_size: int
+    iodepth: int
+    p99: float  # healthy exact p99 of a run, seconds
+    iops: float  # healthy IOPS of a run
+    rate_iops: int = 0
+
+
+@dataclass
+class Target:
+    name: str
+    device: str
+    profiles: list
+    interval: int = 300
+    kind: str = "file"
+    fstype: str = "ext4"
+    path: str = ""
+    start: int = 0  # when the target was added to the configuration
+
+    def __post_init__(self):
+        if not self.path:
+            self.path = f"/srv/{self.name}/probe.dat"
+
+
+def nvme_qd1():
+    return Profile("randread-4k-qd1", "randread", 4096, 1, p99=150e-6, iops=9000)
+
+
+def hdd_qd1():
+    return Profile("randread-4k-qd1", "randread", 4096, 1, p99=13e-3, iops=120)
+
+
+def gentle():
+    """A rate-capped latency profile: its IOPS is the cap, whatever the disk can do."""
+    return Profile("gentle-4k-qd1", "randread", 4096, 1, p99=2e-3, iops=150, rate_iops=150)
+
+
+def nvme_qd32():
+    return Profile("randread-4k-qd32", "randread", 4096, 32, p99=900e-6, iops=40000)
+
+
+def nvme_1m():
+    return Profile("read-1m-qd16", "read", 1 << 20, 16, p99=12e-3, iops=1600)
+
+
+@dataclass
+class Agent:
+    instance: str
+    targets: list
+    # One dict of extra labels per scrape of the agent: two for an agent scraped twice (a
+    # ServiceMonitor adds `service`, a PodMonitor does not).
+    copies: list = field(default_factory=lambda: [{}])
+    down: list = field(default_factory=list)  # [(from, to)]: not answering scrapes, then restarted
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run measures, and what scenarios do to it.
+
+
+@dataclass
+class Run:
+    result: str = "success"  # success | error | timeout | skipped
+    ran: bool = True  # the engine ran (per-run latency/IOPS gauges are set)
+    p99: float = 0.0
+    iops: float = 0.0
+    io_errors: int = 0
+
+
+class Effect:
+    """Changes the runs of one target (all targets when target is None) from `start` on."""
+
+    def __init__(self, start=0, target=None, profile=None, end=None):
+        self.start, self.target, self.profile, self.end = start, target, profile, end
+
+    def applies(self, target, profile, t):
+        return (
+            (self.target is None or self.target == target.name)
+            and (self.profile is None or self.profile == profile.name)
+            and self.start <= t
+            and (self.end is None or t < self.end)
+        )
+
+
+class Noise(Effect):
+    def __init__(self, pct, **kw):
+        super().__init__(**kw)
+        self.pct = pct
+
+    def apply(self, run, target, profile, rng, t):
+        run.p99 *= rng.uniform(1 - self.pct, 1 + self.pct)
+        if not profile.rate_iops:
+            run.iops *= rng.uniform(1 - self.pct / 2, 1 + self.pct / 2)
+
+
+class Slower(Effect):
+    """Latency x factor. Uncapped profiles lose IOPS in proportion (QD1: 1/latency; deep
+    queues: Little's law); a rate-capped profile keeps its cap."""
+
+    def __init__(self, factor, **kw):
+        super().__init__(**kw)
+        self.factor = factor
+
+    def apply(self, run, target, profile, rng, t):
+        run.p99 *= self.factor
+        if not profile.rate_iops:
+            run.iops /= self.factor
+
+
+class OneSlowRun(Effect):
+    """The first run at or after `start`: 7% of its I/Os took 90 ms."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.done = set()
+
+    def apply(self, run, target, profile, rng, t):
+        key = (target.name, profile.name)
+        if key not in self.done:
+            self.done.add(key)
+            run.p99 = 0.09
+            if not profile.rate_iops:
+                run.iops *= 0.1
+
+
+class Failing(Effect):
+    """Every `every`-th run fails before any I/O (open error): no per-run latency or IOPS."""
+
+    def __init__(self, every, **kw):
+        super().__init__(**kw)
+        self.every, self.n = every, {}
+
+    def apply(self, run, target, profile, rng, t):
+        key = (target.name, profile.name)
+        self.n[key] = self.n.get(key, 0) + 1
+        if self.n[key] % self.every == 0:
+            run.result, run.ran = "error", False
+
+
+class IOErrors(Effect):
+    """Every run has `n` failed I/Os (result error, the run's figures are still exported)."""
+
+    def __init__(self, n, **kw):
+        super().__init__(**kw)
+        self.n = n
+
+    def apply(self, run, target, profile, rng, t):
+        run.result, run.io_errors = "error", self.n
+
+
+class Vanished(Effect):
+    """The device fell off the bus: opens fail, and it is gone from /proc/diskstats."""
+
+    def apply(self, run, target, profile, rng, t):
+        run.result, run.ran = "error", False
+
+
+class Skipped(Effect):
+    """Runs are skipped (device busy, budget): no run finishes."""
+
+    def apply(self, run, target, profile, rng, t):
+        run.result, run.ran = "skipped", False
+
+
+@dataclass
+class Queue:
+    """Diskstats of one device: average queue size and utilisation from `start` on."""
+
+    device: str
+    size: float
+    util: float
+    start: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The exporter model: runs every interval, publishes gauges and counters, scraped every 30 s.
+
+
+@dataclass
+class ProfileState:
+    runs: dict = field(default_factory=lambda: dict(success=0, error=0, timeout=0, skipped=0))
+    ios: int = 0
+    io_errors: int = 0
+    busy: float = 0.0
+    buckets: list = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
+    latency_sum: float = 0.0
+    last: dict = None
+
+
+def fmt(v):
+    """A sample value as promtool reads it back exactly."""
+    return repr(float(v)) if v != int(v) or abs(v) > 1e15 else str(int(v))
+
+
+def labels_text(labels):
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items() if v != "") + "}"
+
+
+class Simulation:
+    def __init__(self, scenario):
+        self.s = scenario
+        self.series = {}  # (name, labels tuple) -> [value or None per scrape]
+        self.n = scenario.duration // SCRAPE + 1
+
+    def keys(self, name, labels):
+        for extra in self.copies:
+            full = dict(labels, **extra)
+            yield (name, tuple(sorted((k, str(v)) for k, v in full.items() if v != "")))
+
+    def put(self, name, labels, value):
+        """What the agent exports from now on (until changed or removed)."""
+        for key in self.keys(name, labels):
+            self.current[key] = value
+
+    def remove(self, name, labels):
+        for key in self.keys(name, labels):
+            self.current.pop(key, None)
+
+    def scraped(self, i):
+        for key, value in self.current.items():
+            if key not in self.series:
+                self.series[key] = [None] * self.n
+            self.series[key][i] = value
+
+    def values(self, name, **labels):
+        """Samples of the series named `name` with exactly `labels`."""
+        return self.series[(name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))]
+
+    def run(self):
+        s = self.s
+        rng = random.Random(s.seed)
+        for agent in s.agents:
+            self.run_agent(agent, rng)
+        return self
+
+    def run_agent(self, agent, rng):
+        s = self.s
+        state, next_start, was_down = {}, {}, False
+        self.copies, self.current = agent.copies, {}
+        emitted = set()
+        base = dict(job=JOB, instance=agent.instance)
+        device_io = {}
+
+        def schedule(target, now):
+            next_start[target.name] = max(now, target.start) + 3
+
+        for target in agent.targets:
+            schedule(target, 0)
+        for i in range(self.n):
+            t = i * SCRAPE
+            down = any(a <= t < b for a, b in agent.down)
+            if down:  # the scrape fails: up is 0 and every series of the agent goes stale
+                self.current = {}
+                self.put("up", base, 0)
+                self.scraped(i)
+                self.current, was_down = {}, True
+                continue
+            if was_down:  # restarted: counters from zero, no last run, first cycle within 3 s
+                was_down, state, emitted = False, {}, set()
+                for target in agent.targets:
+                    schedule(target, t)
+            self.put("up", base, 1)
+            self.put("diskprobe_scrape_collector_success", dict(base, collector="diskstats"), 1)
+            vanished = {
+                target.device
+                for target in agent.targets
+                for e in s.effects
+                if isinstance(e, Vanished) and e.applies(target, target.profiles[0], t)
+            }
+            devices = sorted({target.device for target in agent.targets} | {q.device for q in s.queues})
+            for device in devices:
+                d = dict(base, device=device)
+                if device in vanished:
+                    for name in ("diskprobe_disk_io_time_weighted_seconds_total", "diskprobe_disk_io_time_seconds_total"):
+                        self.remove(name, d)
+                    self.remove("diskprobe_disk_info", dict(d, rotational="0"))
+                    continue
+                queue = [q for q in s.queues if q.device == device and q.start <= t]
+                size, util = (queue[-1].size, queue[-1].util) if queue else (0.05, 0.02)
+                weighted, busy = device_io.get(device, (0.0, 0.0))
+                if i > 0:
+                    weighted, busy = weighted + size * SCRAPE, busy + util * SCRAPE
+                device_io[device] = (weighted, busy)
+                self.put("diskprobe_disk_info", dict(d, rotational="0"), 1)
+                self.put("diskprobe_disk_io_time_weighted_seconds_total", d, weighted)
+                self.put("diskprobe_disk_io_time_seconds_total", d, busy)
+            for target in agent.targets:
+                if t < target.start:
+                    continue
+                changed = target.name not in emitted
+                emitted.add(target.name)
+                while next_start[target.name] + len(target.profiles) <= t:
+                    changed = True
+                    start = next_start[target.name]
+                    for k, profile in enumerate(target.profiles):
+                        self.apply_run(state, target, profile, start + k + 1, rng)
+                    jitter = rng.uniform(-0.1, 0.1)
+                    next_start[target.name] = start + target.interval * (1 + jitter)
+                if changed:
+                    self.emit(base, target, state)
+            self.scraped(i)
+
+    def apply_run(self, state, target, profile, end, rng):
+        run = Run(p99=profile.p99, iops=profile.iops)
+        for e in self.s.effects:
+            if e.applies(target, profile, end):
+                e.apply(run, target, profile, rng, end)
+        st = state.setdefault((target.name, profile.name), ProfileState())
+        st.runs[run.result] += 1
+        if run.result == "skipped":
+            return
+        # Gauges keep four significant digits, so that the values promtool reads back are the
+        # ones this model computes with.
+        p99 = float(f"{run.p99:.4g}")
+        iops = float(f"{run.iops:.4g}")
+        st.last = dict(result=run.result, timestamp=end, ran=run.ran, p99=p99, iops=iops)
+        if not run.ran:
+            return
+        n = max(1, round(iops))  # 1 s runs
+        st.ios += n
+        st.io_errors += run.io_errors
+        st.busy += 1.0
+        # 90% of the I/Os near the median (p99 / 2.5), 9% near the p99, 1% above it.
+        n90, n9 = round(0.9 * n), round(0.09 * n)
+        for count, latency in ((n90, p99 / 2.5), (n9, p99 * 0.9), (n - n90 - n9, p99 * 1.2)):
+            st.buckets[bisect.bisect_left(BUCKETS, latency)] += count
+            st.latency_sum += count * latency
+
+    def emit(self, base, target, state):
+        t = dict(base, target=target.name)
+        self.put(
+            "diskprobe_target_info",
+            dict(t, path=target.path, device=target.device, kind=target.kind, fstype=target.fstype),
+            1,
+        )
+        self.put("diskprobe_target_interval_seconds", t, target.interval)
+        for profile in target.profiles:
+            self.put(
+                "diskprobe_profile_info",
+                dict(
+                    t,
+                    profile=profile.name,
+                    rw=profile.rw,
+                    block_size=profile.block_size,
+                    iodepth=profile.iodepth,
+                    rate_iops=profile.rate_iops,
+                ),
+                1,
+            )
+            st = state.setdefault((target.name, profile.name), ProfileState())
+            p = dict(t, profile=profile.name, device=target.device)
+            for result, count in st.runs.items():
+                self.put("diskprobe_probe_runs_total", dict(p, result=result), count)
+            self.put("diskprobe_ios_total", p, st.ios)
+            self.put("diskprobe_io_errors_total", p, st.io_errors)
+            self.put("diskprobe_probe_busy_seconds_total", p, st.busy)
+            cumulative = 0
+            for bound, count in zip(BUCKETS + ["+Inf"], st.buckets):
+                cumulative += count
+                self.put("diskprobe_io_latency_seconds_bucket", dict(p, le=bound), cumulative)
+            self.put("diskprobe_io_latency_seconds_count", p, cumulative)
+            self.put("diskprobe_io_latency_seconds_sum", p, round(st.latency_sum, 9))
+            last = st.last
+            if last is None:
+                continue
+            self.put("diskprobe_probe_success", p, int(last["result"] == "success"))
+            self.put("diskprobe_probe_last_run_timestamp_seconds", p, last["timestamp"])
+            per_run = [
+                ("diskprobe_probe_iops", p),
+                ("diskprobe_probe_throughput_bytes_per_second", p),
+                ("diskprobe_probe_latency_seconds", dict(p, stat="p50")),
+                ("diskprobe_probe_latency_seconds", dict(p, stat="p99")),
+            ]
+            if not last["ran"]:
+                for name, labels in per_run:
+                    self.remove(name, labels)
+            else:
+                self.put("diskprobe_probe_iops", p, last["iops"])
+                self.put(
+                    "diskprobe_probe_throughput_bytes_per_second",
+                    p,
+                    last["iops"] * profile.block_size,
+                )
+                self.put("diskprobe_probe_latency_seconds", dict(p, stat="p50"), round(last["p99"] / 2.5, 9))
+                self.put("diskprobe_probe_latency_seconds", dict(p, stat="p99"), last["p99"])
+
+    def input_series(self):
+        out = []
+        for (name, labels), values in sorted(self.series.items()):
+            out.append(dict(series=name + labels_text(dict(labels)), values=encode(values)))
+        return out
+
+
+def encode(values):
+    """promtool's notation: `v+0xN` for repeats, `stale` where a series vanishes, `_xN` gaps."""
+    parts, i, n = [], 0, len(values)
+    while i < n:
+        v, j = values[i], i
+        while j + 1 < n and values[j + 1] == v:
+            j += 1
+        count = j - i + 1
+        if v is None:
+            if i > 0:
+                parts.append("stale")
+                count -= 1
+            if count:
+                parts.append(f"_x{count}")
+        else:
+            parts.append(f"{fmt(v)}+0x{count - 1}" if count > 1 else fmt(v))
+        i = j + 1
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL and Go template functions, exactly as Prometheus 2.42 computes them, for the values in
+# the expected annotations.
+
+
+def window(sim, values, ts, seconds):
+    lo = ts - seconds
+    return [v for k, v in enumerate(values) if v is not None and lo <= k * SCRAPE <= ts]
+
+
+def quantile(q, vals):
+    vals = sorted(vals)
+    n = len(vals)
+    rank = q * (n - 1)
+    lower = max(0, math.floor(rank))
+    upper = min(n - 1, lower + 1)
+    weight = rank - math.floor(rank)
+    return vals[lower] * (1 - weight) + vals[upper] * weight
+
+
+def go_g4(v):
+    return "%.4g" % v
+
+
+def humanize(v):
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    if abs(v) >= 1:
+        prefix = ""
+        for p in ["k", "M", "G", "T", "P", "E", "Z", "Y"]:
+            if abs(v) < 1000:
+                break
+            prefix, v = p, v / 1000
+        return go_g4(v) + prefix
+    prefix = ""
+    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
+        if abs(v) >= 1:
+            break
+        prefix, v = p, v * 1000
+    return go_g4(v) + prefix
+
+
+def humanize1024(v):
+    if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    prefix = ""
+    for p in ["ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]:
+        if abs(v) < 1024:
+            break
+        prefix, v = p, v / 1024
+    return go_g4(v) + prefix
+
+
+def humanize_duration(v):
+    if v == 0:
+        return go_g4(v) + "s"
+    if abs(v) >= 1:
+        return go_g4(v) + "s"  # under a minute in these scenarios
+    prefix = ""
+    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
+        if abs(v) >= 1:
+            break
+        prefix, v = p, v * 1000
+    return go_g4(v) + prefix + "s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Expectations.
+
+
+@dataclass
+class Fires:
+    """`alert` fires for the series with `labels`: silent before `not_before`, firing from `by`
+    until `until` (the end when None); in between it may be pending."""
+
+    alert: str
+    agent: Agent
+    target: Target = None
+    profile: Profile = None
+    not_before: int = 0
+    by: int = 0
+    until: int = None
+    device: str = None
+    extra: dict = field(default_factory=dict)  # the labels of one scrape of an agent scraped twice
+
+    def labels(self):
+        a = self.agent
+        base = dict(job=JOB, instance=a.instance, **self.extra)
+        if self.alert == "DiskprobeExporterDown":
+            return base
+        if self.alert == "DiskprobeDiskSaturated":
+            return dict(base, device=self.device)
+        t = self.target
+        if self.alert in ("DiskprobeTargetVanished", "DiskprobeProbeAbsent"):
+            return dict(base, target=t.name, path=t.path, device=t.device, kind=t.kind, fstype=t.fstype)
+        return dict(base, target=t.name, profile=self.profile.name, device=t.device)
+
+    def expected(self, sim, ts):
+        labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+        labels["severity"] = "info" if self.alert == "DiskprobeDiskSaturated" else "warning"
+        inst, a = labels["instance"], self.alert
+        t, p = self.target, self.profile
+        match = {k: v for k, v in labels.items() if k != "severity"}
+        if a == "DiskprobeLatencyRegression":
+            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_latency_seconds", stat="p99", **match), ts, 30 * M))
+            ann = dict(
+                summary=f"Disk latency regression on {inst} {t.name} ({t.device})",
+                description=f"The median p99 latency of the last runs of profile {p.name} is {humanize_duration(v)}, more than 2.5x its 7-day baseline.",
+            )
+        elif a == "DiskprobeIOPSDrop":
+            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_iops", **match), ts, 30 * M))
+            ann = dict(
+                summary=f"Disk IOPS dropped on {inst} {t.name} ({t.device})",
+                description=f"The median IOPS of the last runs of profile {p.name} is {humanize(v)}, less than half of its 7-day baseline.",
+            )
+        elif a == "DiskprobeThroughputDrop":
+            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_throughput_bytes_per_second", **match), ts, 30 * M))
+            ann = dict(
+                summary=f"Disk throughput dropped on {inst} {t.name} ({t.device})",
+                description=f"The median throughput of the last runs of profile {p.name} is {humanize1024(v)}B/s, less than half of its 7-day baseline.",
+            )
+        elif a == "DiskprobeProbeFailing":
+            def delta(result):
+                w = window(sim, sim.values("diskprobe_probe_runs_total", result=result, **match), ts, H)
+                return w[-1] - w[0]  # full windows without resets: increase() is the raw delta
+
+            failed = delta("error") + delta("timeout")
+            share = failed / (delta("success") + failed)
+            ann = dict(
+                summary=f"Disk probe failing on {inst} {t.name}",
+                description=f"{go_g4(share * 100)}% of the runs of profile {p.name} on {t.name} failed or timed out in the last hour; the agent's log says why.",
+            )
+        elif a == "DiskprobeIOErrors":
+            ann = dict(
+                summary=f"Disk I/O errors on {inst} {t.name} ({t.device})",
+                description=f"Probe I/Os of profile {p.name} on {t.name} failed in several runs within the last hour.",
+            )
+        elif a == "DiskprobeTargetVanished":
+            ann = dict(
+                summary=f"Disk under probe target vanished on {inst} {t.name} ({t.device})",
+                description=f"{t.device}, the device under target {t.name} ({t.path}), is no longer in /proc/diskstats.",
+            )
+        elif a == "DiskprobeProbeStale":
+            last = [v for v in window(sim, sim.values("diskprobe_probe_last_run_timestamp_seconds", **match), ts, 5 * M)][-1]
+            ann = dict(
+                summary=f"Disk probe stale on {inst} {t.name}",
+                description=f"Profile {p.name} on {t.name} has not finished a run for {(ts - last) / t.interval:.1f} intervals.",
+            )
+        elif a == "DiskprobeProbeAbsent":
+            ann = dict(
+                summary=f"Disk probe never ran on {inst} {t.name}",
+                description=f"Target {t.name} ({t.path}) is configured but no run has finished in 30 minutes.",
+            )
+        elif a == "DiskprobeExporterDown":
+            ann = dict(
+                summary=f"diskprobe_exporter down on {inst}",
+                description=f"Prometheus cannot scrape diskprobe_exporter on {inst}.",
+            )
+        elif a == "DiskprobeDiskSaturated":
+            w = window(sim, sim.values("diskprobe_disk_io_time_weighted_seconds_total", **match), ts, 5 * M)
+            ann = dict(
+                summary=f"Disk {self.device} saturated on {inst}",
+                description=f"The I/O queue of {self.device} has averaged {(w[-1] - w[0]) / 300:.1f} requests for 30 minutes.",
+            )
+        ann["runbook_url"] = RUNBOOK + a.lower()
+        return dict(exp_labels=labels, exp_annotations=ann)
+
+
+@dataclass
+class Scenario:
+    name: str
+    says: str
+    agents: list
+    duration: int
+    effects: list = field(default_factory=list)
+    queues: list = field(default_factory=list)
+    fires: list = field(default_factory=list)
+    focus: int = 0  # checkpoints every 5 minutes from here on (hourly before)
+    onset: int = 0  # when what the scenario is about happens (for the table)
+    seed: int = 1
+    promql: list = field(default_factory=list)
+
+    def checkpoints(self):
+        hourly = list(range(H, self.focus, H))
+        fine = list(range(self.focus, self.duration + 1, 5 * M))
+        return sorted(set(hourly + fine))
+
+    def alert_tests(self, sim):
+        tests = []
+        for ts in self.checkpoints():
+            for alert in ALERTS:
+                mine = [f for f in self.fires if f.alert == alert]
+                if any(f.not_before <= ts < f.by for f in mine):
+                    continue  # may be pending or firing: not checked here
+                firing = [
+                    f.expected(sim, ts)
+                    for f in mine
+                    if f.by <= ts and (f.until is None or ts < f.until)
+                ]
+                tests.append(dict(eval_time=f"{ts // M}m", alertname=alert, exp_alerts=firing))
+        return tests
+
+    def test_group(self):
+        sim = Simulation(self).run()
+        group = dict(
+            name=self.name,
+            interval=f"{SCRAPE}s",
+            input_series=sim.input_series(),
+            alert_rule_test=self.alert_tests(sim),
+        )
+        if self.promql:
+            group["promql_expr_test"] = self.promql
+        return group
+
+    def row(self):
+        def rel(x):
+            return f"+{(x - self.onset) // M} min"
+
+        def when(f):
+            copies = sum(1 for g in self.fires if g.alert == f.alert)
+            return (
+                f"{f.alert}{' (once per scrape)' if copies > 1 else ''}: "
+                f"silent up to {rel(max(c for c in self.checkpoints() if c < f.not_before))}, "
+                f"firing from {rel(f.by)}" + (f" until {rel(f.until)}" if f.until else "")
+            )
+
+        seen, fires = set(), []
+        for f in self.fires:
+            if f.alert not in seen:
+                seen.add(f.alert)
+                fires.append(when(f))
+        onset = f"{self.onset / H:g} h" if self.onset >= H else f"{self.onset // M} min"
+        return f"| `{self.name}` | {self.says} | {onset} | {'; '.join(fires) or 'none'} |"
+
+
+# ---------------------------------------------------------------------------------------------
+# The scenarios. Times are seconds since the start of the series.
+
+DAY = 24 * H
+ONSET = 26 * H  # after a day of history, when a baseline exists
+
+
+def nvme(instance="node-1:9957", **kw):
+    return Agent(instance, [Target("data", "nvme0n1", [nvme_qd1()], **kw)])
+
+
+def hdd(instance="node-2:9957", **kw):
+    return Agent(instance, [Target("archive", "sda", [hdd_qd1()], kind="block_device", fstype="", **kw)])
+
+
+def scenarios():
+    out = []
+    a = nvme()
+    b = hdd()
+    out.append(
+        Scenario(
+            "healthy-nvme-and-hdd",
+            "NVMe (p99 150 us) and HDD (p99 13 ms) with run-to-run noise of +-20% for 28 h",
+            [a, b],
+            28 * H,
+            effects=[Noise(0.2)],
+            focus=ONSET,
+            onset=ONSET,
+            promql=[
+                # The dashboards' "native or classic" p99 query works on classic-only data.
+                dict(
+                    expr='count(histogram_quantile(0.95, sum by (target, profile) (rate(diskprobe_io_latency_seconds{target="data"}[10m]))) '
+                    'or histogram_quantile(0.95, sum by (target, profile, le) (rate(diskprobe_io_latency_seconds_bucket{target="data"}[10m]))) > 0.00008 < 0.00016)',
+                    eval_time="27h",
+                    exp_samples=[dict(labels="{}", value=1)],
+                )
+            ],
+        )
+    )
+    a = nvme()
+    b = hdd()
+    out.append(
+        Scenario(
+            "noise-40",
+            "run-to-run noise of +-40% on NVMe and HDD latency and IOPS",
+            [a, b],
+            28 * H,
+            effects=[Noise(0.4)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=2,
+        )
+    )
+    a = nvme()
+    b = hdd()
+    out.append(
+        Scenario(
+            "one-slow-run",
+            "one run in which 7% of I/Os took 90 ms (p99 90 ms), at 26 h, on NVMe and HDD",
+            [a, b],
+            28 * H,
+            effects=[Noise(0.2), OneSlowRun(start=ONSET)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=3,
+        )
+    )
+    a = nvme()
+    out.append(
+        Scenario(
+            "nvme-x4",
+            "NVMe p99 150 us -> 600 us (x4) from 26 h on, with +-40% noise throughout",
+            [a],
+            28 * H,
+            effects=[Noise(0.4), Slower(4, start=ONSET)],
+            fires=[Fires("DiskprobeLatencyRegression", a, a.targets[0], a.targets[0].profiles[0], not_before=ONSET + 25 * M, by=ONSET + 40 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=4,
+        )
+    )
+    b = hdd()
+    out.append(
+        Scenario(
+            "hdd-x4",
+            "HDD p99 13 ms -> 54 ms from 26 h on, with +-40% noise throughout",
+            [b],
+            28 * H,
+            effects=[Noise(0.4), Slower(54 / 13, start=ONSET)],
+            fires=[Fires("DiskprobeLatencyRegression", b, b.targets[0], b.targets[0].profiles[0], not_before=ONSET + 25 * M, by=ONSET + 40 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=5,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [
+            Target("data", "nvme0n1", [nvme_qd1()]),
+            Target("fresh", "nvme1n1", [nvme_qd1()], start=24 * H),
+        ],
+    )
+    out.append(
+        Scenario(
+            "new-target",
+            "a target added at 24 h (no baseline yet) whose p99 goes x10 at 26 h",
+            [a],
+            28 * H,
+            effects=[Noise(0.2), Slower(10, start=ONSET, target="fresh")],
+            focus=ONSET,
+            onset=ONSET,
+            seed=6,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [Target("data", "nvme0n1", [nvme_qd1(), nvme_qd32()])],
+        down=[(ONSET, ONSET + 2 * M)],
+    )
+    out.append(
+        Scenario(
+            "agent-restart",
+            "the agent is down for 2 min at 26 h and restarts: counters from zero, no last run until its first cycle",
+            [a],
+            28 * H,
+            effects=[Noise(0.2)],
+            focus=ONSET - H,
+            onset=ONSET,
+            seed=7,
+        )
+    )
+    a = Agent("node-1:9957", [Target("cloud", "sdb", [gentle()], kind="block_device", fstype="")])
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "rate-capped",
+            "a rate-capped 4k QD1 profile (150 IOPS cap) on a cloud disk: p99 2 ms -> 8 ms at 26 h; its IOPS stays at the cap",
+            [a],
+            28 * H,
+            effects=[Noise(0.3), Slower(4, start=ONSET)],
+            fires=[Fires("DiskprobeLatencyRegression", a, t, t.profiles[0], not_before=ONSET + 25 * M, by=ONSET + 40 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=8,
+        )
+    )
+    a = Agent("node-1:9957", [Target("data", "nvme0n1", [nvme_qd1(), nvme_qd32(), nvme_1m()])])
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "iops-drop",
+            "IOPS of a 4k QD32 profile drops to 30% at 26 h (its latency rises accordingly); the other profiles stay as they were",
+            [a],
+            28 * H,
+            effects=[Noise(0.2), Slower(1 / 0.3, start=ONSET, profile="randread-4k-qd32")],
+            fires=[Fires("DiskprobeIOPSDrop", a, t, t.profiles[1], not_before=ONSET + 25 * M, by=ONSET + 40 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=9,
+        )
+    )
+    a = Agent("node-1:9957", [Target("data", "nvme0n1", [nvme_qd1(), nvme_qd32(), nvme_1m()])])
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "throughput-drop",
+            "throughput of a 1M QD16 profile drops to 30% at 26 h; the 4k profiles stay as they were",
+            [a],
+            28 * H,
+            effects=[Noise(0.2), Slower(1 / 0.3, start=ONSET, profile="read-1m-qd16")],
+            fires=[Fires("DiskprobeThroughputDrop", a, t, t.profiles[2], not_before=ONSET + 25 * M, by=ONSET + 40 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=10,
+        )
+    )
+    a = nvme()
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "half-failing",
+            "every other run fails (open error, no I/O) from 2 h on",
+            [a],
+            5 * H,
+            effects=[Noise(0.2), Failing(2, start=2 * H)],
+            fires=[Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=2 * H + 30 * M, by=2 * H + 55 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=11,
+        )
+    )
+    a = nvme()
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "io-errors",
+            "every run from 2 h on has 3 failed I/Os (result error, figures still exported)",
+            [a],
+            5 * H,
+            effects=[Noise(0.2), IOErrors(3, start=2 * H)],
+            fires=[Fires("DiskprobeIOErrors", a, t, t.profiles[0], not_before=2 * H + 5 * M, by=2 * H + 15 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=12,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [Target("data", "nvme0n1", [nvme_qd1()]), Target("other", "nvme1n1", [nvme_qd1()])],
+    )
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "vanished-target",
+            "the disk under target data falls off the bus at 2 h (gone from diskstats, its runs fail); the other target goes on",
+            [a],
+            4 * H,
+            effects=[Noise(0.2), Vanished(start=2 * H, target="data")],
+            fires=[Fires("DiskprobeTargetVanished", a, t, not_before=2 * H + 5 * M, by=2 * H + 10 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=13,
+        )
+    )
+    twice = [dict(service="diskprobe-exporter"), {}]
+    a = Agent(
+        "node-1:9957",
+        [Target("data", "nvme0n1", [nvme_qd1()]), Target("busy", "sdc", [hdd_qd1()])],
+        copies=twice,
+    )
+    t, busy = a.targets
+    out.append(
+        Scenario(
+            "duplicate-scrape",
+            "one agent scraped twice (a ServiceMonitor and a PodMonitor): NVMe x4 at 26 h and runs of another target skipped from 26 h; every rule evaluates and each alert fires once per scrape",
+            [a],
+            28 * H,
+            effects=[Noise(0.2), Slower(4, start=ONSET, target="data"), Skipped(start=ONSET, target="busy")],
+            fires=[
+                Fires("DiskprobeLatencyRegression", a, t, t.profiles[0], not_before=ONSET + 25 * M, by=ONSET + 40 * M, extra=x)
+                for x in twice
+            ]
+            + [
+                Fires("DiskprobeProbeStale", a, busy, busy.profiles[0], not_before=ONSET + 15 * M, by=ONSET + 30 * M, extra=x)
+                for x in twice
+            ],
+            focus=ONSET,
+            onset=ONSET,
+            seed=14,
+        )
+    )
+    a = nvme()
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "stale",
+            "runs are skipped (device busy) from 2 h on: no run finishes",
+            [a],
+            4 * H,
+            effects=[Noise(0.2), Skipped(start=2 * H)],
+            fires=[Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=2 * H + 15 * M, by=2 * H + 30 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=15,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [Target("data", "nvme0n1", [nvme_qd1()]), Target("hung", "sdd", [hdd_qd1()])],
+    )
+    t = a.targets[1]
+    out.append(
+        Scenario(
+            "never-ran",
+            "target hung never finishes a run (its open hangs: every cycle is skipped)",
+            [a],
+            2 * H,
+            effects=[Noise(0.2), Skipped(target="hung")],
+            fires=[Fires("DiskprobeProbeAbsent", a, t, not_before=29 * M, by=35 * M)],
+            focus=20 * M,
+            seed=16,
+        )
+    )
+    a = nvme()
+    out.append(
+        Scenario(
+            "exporter-down",
+            "the agent stops answering at 1 h for 30 min, then comes back",
+            [Agent(a.instance, a.targets, down=[(H, H + 30 * M)])],
+            2 * H,
+            effects=[Noise(0.2)],
+            fires=[],
+            focus=50 * M,
+            onset=H,
+            seed=17,
+        )
+    )
+    down = out[-1].agents[0]
+    out[-1].fires = [Fires("DiskprobeExporterDown", down, not_before=H + M, by=H + 5 * M, until=H + 30 * M)]
+    a = Agent(
+        "node-1:9957",
+        [Target("data", "nvme0n1", [nvme_qd1()]), Target("spin", "sda", [hdd_qd1()])],
+    )
+    out.append(
+        Scenario(
+            "saturated",
+            "from 1 h on nvme0n1 queues 12 I/Os on average (busy 100%); sda is busy 100% with a queue of 1.5",
+            [a],
+            3 * H,
+            effects=[Noise(0.2)],
+            queues=[Queue("nvme0n1", 12, 1.0, start=H), Queue("sda", 1.5, 1.0, start=H)],
+            fires=[Fires("DiskprobeDiskSaturated", a, device="nvme0n1", not_before=H + 30 * M, by=H + 40 * M)],
+            focus=H,
+            onset=H,
+            seed=18,
+        )
+    )
+    return out
+
+
+def main(argv):
+    if argv[1:] == ["--table"]:
+        print("| scenario | what happens | onset | alerts that fire, relative to the onset (all others stay silent throughout) |")
+        print("|---|---|---|---|")
+        for s in scenarios():
+            print(s.row())
+        return 0
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    suite = dict(
+        rule_files=[os.path.abspath(RULES)],
+        evaluation_interval=f"{EVAL}s",
+        # In the order of rules.yml, so that an alert sees the recordings of the same evaluation
+        # (promtool's order is otherwise random; Prometheus evaluates groups independently, so
+        # there an alert may see them up to one evaluation later).
+        group_eval_order=["diskprobe.current", "diskprobe.baseline", "diskprobe.alerts"],
+        tests=[s.test_group() for s in scenarios()],
+    )
+    with open(argv[1], "w") as f:
+        json.dump(suite, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
