@@ -1,11 +1,13 @@
 //! End to end with a real Prometheus (Debian's prometheus 2.42) scraping the agent, which probes a
-//! loop device from inside a cgroup v1 blkio group:
+//! loop device from inside a cgroup v1 blkio group that caps its reads throughout (an unthrottled
+//! loop device's latency swings 2x from run to run; a capped one is steady enough for a baseline):
 //! - every query of every Grafana dashboard panel (and every dashboard variable) returns data;
-//! - throttling the loop device makes the bundled DiskprobeLatencyRegression alert fire, and lifting
-//!   the throttle resolves it.
+//! - one run at a ten times lower cap between normal runs does not make the bundled
+//!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
+//!   cap resolves it.
 //!
-//! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by this
-//! substitution: `[30m]` → `[15s]`, `[5m]` → `[15s]`, `[7d]` → `[10m]`, every `for:` → `5s`.
+//! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
+//! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
 
 mod common;
 #[path = "common/loopdev.rs"]
@@ -39,14 +41,26 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The bundled rules with windows shortened for a test that lasts minutes, not days.
+/// The bundled rules with windows shortened for a test that lasts minutes, not days: the current
+/// window `[30m]` (at least 5 runs) becomes 10 s (about 10 runs at one a second), the hourly
+/// window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the baseline `[7d]` 10 min, its
+/// read `[2h]` 20 s, the minimum history `offset 1d` 30 s, `[5m]` 15 s, every `for:` 5 s.
 fn shortened_rules() -> String {
     let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
         .expect("read rules.yml");
-    let rules = rules
-        .replace("[30m]", "[15s]")
-        .replace("[5m]", "[15s]")
-        .replace("[7d]", "[10m]");
+    let mut rules = rules;
+    for (from, to) in [
+        ("[30m]", "[10s]"),
+        ("[1h]", "[20s]"),
+        ("interval: 1h", "interval: 5s"),
+        ("[7d]", "[10m]"),
+        ("[2h]", "[20s]"),
+        ("offset 1d", "offset 30s"),
+        ("[5m]", "[15s]"),
+    ] {
+        assert!(rules.contains(from), "rules.yml no longer has {from}");
+        rules = rules.replace(from, to);
+    }
     rules
         .lines()
         .map(|l| match l.find("for: ") {
@@ -187,8 +201,34 @@ fn alert_state(prom: SocketAddr, name: &str) -> Option<String> {
         .and_then(|a| a["state"].as_str().map(str::to_owned))
 }
 
+/// Finished runs of the agent's target so far (any result but skipped).
+fn finished_runs(agent: &Agent) -> f64 {
+    let m = common::scrape(agent);
+    ["success", "error", "timeout"]
+        .iter()
+        .map(|r| common::runs(&m, "e2e", r))
+        .sum()
+}
+
+/// Waits until the agent has finished `n` more runs than `from`; returns the new count.
+fn wait_runs(agent: &Agent, from: f64, n: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = finished_runs(agent);
+        if now >= from + n {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "runs stopped at {now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Normal read cap of the loop device (QD1: about 1 ms per read) and the lower one (10 ms).
+const NORMAL_IOPS: u32 = 1000;
+const LOW_IOPS: u32 = 100;
+
 #[test]
-fn dashboards_have_data_and_the_latency_alert_fires_and_resolves() {
+fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
         && require(
@@ -200,6 +240,7 @@ fn dashboards_have_data_and_the_latency_alert_fires_and_resolves() {
     }
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let config = dir.path().join("agent.toml");
     std::fs::write(
@@ -217,13 +258,18 @@ fn dashboards_have_data_and_the_latency_alert_fires_and_resolves() {
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
     let prom = start_prometheus(dir.path(), agent.addr);
 
-    // Normal operation long enough for a baseline of fast runs.
+    // Normal operation until the baseline exists (30 s of history, recorded every 5 s).
     wait_for(
-        "probe results in Prometheus",
-        Duration::from_secs(60),
-        || !query(prom.addr, "diskprobe_probe_success{target=\"e2e\"} == 1").is_empty(),
+        "a latency baseline in Prometheus",
+        Duration::from_secs(120),
+        || {
+            !query(
+                prom.addr,
+                "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+            )
+            .is_empty()
+        },
     );
-    std::thread::sleep(Duration::from_secs(40));
 
     let vars = [
         ("job", "diskprobe".to_owned()),
@@ -248,21 +294,34 @@ fn dashboards_have_data_and_the_latency_alert_fires_and_resolves() {
         empty.join("\n")
     );
     assert_eq!(alert_state(prom.addr, "DiskprobeLatencyRegression"), None);
-    let baseline = query(
-        prom.addr,
-        "diskprobe:io_latency_seconds:p99_30m:baseline{target=\"e2e\"}",
-    );
-    assert!(!baseline.is_empty(), "no baseline recorded");
 
-    // Throttle: 100 reads/s at QD1 = 10 ms per I/O, far above the baseline and the 5 ms floor.
-    group.throttle_read_iops(&dev, 100);
+    // One run at the lower cap between normal ones: lowered right after a run ends, restored
+    // right after the next one ends (a run that straddles a change is partly slow: at most two
+    // slow runs among the ~10 of the current window).
+    let runs = wait_runs(&agent, finished_runs(&agent), 1.0);
+    group.throttle_read_iops(&dev, LOW_IOPS);
+    wait_runs(&agent, runs, 1.0);
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
+    // Longer than the current window plus `for:`, with margin: never even pending.
+    let until = Instant::now() + Duration::from_secs(25);
+    while Instant::now() < until {
+        assert_eq!(
+            alert_state(prom.addr, "DiskprobeLatencyRegression"),
+            None,
+            "one slow run raised the alert"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The lower cap stays: the alert fires.
+    group.throttle_read_iops(&dev, LOW_IOPS);
     wait_for(
         "DiskprobeLatencyRegression to fire",
         Duration::from_secs(90),
         || alert_state(prom.addr, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
     );
-    // Lift the throttle ("0" removes the rule) and the alert resolves.
-    group.throttle_read_iops(&dev, 0);
+    // The normal cap again, and the alert resolves.
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
     wait_for(
         "DiskprobeLatencyRegression to resolve",
         Duration::from_secs(90),
