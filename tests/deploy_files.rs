@@ -1,11 +1,15 @@
-//! The deployment files are valid and say what the README says: Kubernetes YAML parses and is
-//! hardened (non-root, read-only root, no capabilities, read-only host /proc and /sys only), the
-//! PrometheusRule carries exactly deploy/prometheus/rules.yml, the example configurations load,
-//! every flag used in the unit and the DaemonSet exists, and the scrape config passes promtool.
+//! The deployment files are valid and say what the README says: Kubernetes YAML passes the
+//! Kubernetes schema (`kubernetes-validate --strict`, for the core kinds) and is hardened
+//! (non-root, read-only root, no capabilities, read-only host /proc and /sys only) and fit for a
+//! fleet (one monitor, instance = node name, every taint tolerated, a priority class, no CPU
+//! limit, a memory limit above the largest profile's buffers); the PrometheusRule carries exactly
+//! deploy/prometheus/rules.yml; the example configurations load; every flag used in the unit and
+//! the DaemonSet exists; the scrape config passes promtool.
 
 mod common;
 
 use diskprobe_exporter::config::Config;
+use diskprobe_exporter::probe::profile::Profile;
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,53 +42,121 @@ fn assert_flags_exist(args: &[String], help: &str, source: &str) {
     }
 }
 
+/// A resource of a kustomization: the file it is in, its kind and its document.
+struct Resource {
+    file: PathBuf,
+    kind: String,
+    doc: Value,
+}
+
+/// The resources a kustomization directory applies: its files, its bases' resources (a
+/// directory in `resources`), less those its patches delete (`$patch: delete`).
+fn kustomize(dir: &Path) -> Vec<Resource> {
+    let k = &yaml_docs(&dir.join("kustomization.yaml"))[0];
+    let mut out = Vec::new();
+    for r in k["resources"].as_sequence().expect("resources") {
+        let path = dir.join(r.as_str().expect("resource path"));
+        if path.is_dir() {
+            out.extend(kustomize(&path));
+            continue;
+        }
+        for doc in yaml_docs(&path) {
+            let kind = doc["kind"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: no kind", path.display()))
+                .to_owned();
+            assert!(doc["apiVersion"].as_str().is_some(), "{r:?}: no apiVersion");
+            assert!(
+                doc["metadata"]["name"].as_str().is_some(),
+                "{r:?}: no metadata.name"
+            );
+            out.push(Resource {
+                file: path.clone(),
+                kind,
+                doc,
+            });
+        }
+    }
+    for patch in k["patches"].as_sequence().into_iter().flatten() {
+        let p: Value = serde_yaml_ng::from_str(patch["patch"].as_str().expect("inline patch"))
+            .expect("patch YAML");
+        assert_eq!(p["$patch"], Value::from("delete"), "only deletions: {p:?}");
+        let before = out.len();
+        out.retain(|r| !(p["kind"] == r.kind.as_str() && r.doc["metadata"]["name"] == p["metadata"]["name"]));
+        assert_eq!(out.len() + 1, before, "the patch deletes nothing: {p:?}");
+    }
+    out
+}
+
+fn find<'a>(resources: &'a [Resource], kind: &str) -> &'a Value {
+    let mut it = resources.iter().filter(|r| r.kind == kind);
+    let found = it.next().unwrap_or_else(|| panic!("no {kind}"));
+    assert!(it.next().is_none(), "more than one {kind}");
+    &found.doc
+}
+
+/// Bytes of a Kubernetes memory quantity (`160Mi`, `1Gi`, `512M`).
+fn quantity(q: &str) -> u64 {
+    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+    let (n, unit) = q.split_at(split);
+    let n: u64 = n.parse().expect("quantity number");
+    n * match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        other => panic!("unit {other}"),
+    }
+}
+
+/// The monitor's relabelings set job="diskprobe" and instance to the node name.
+fn assert_monitor_labels(monitor: &Value, endpoints: &str) {
+    let relabelings = monitor["spec"][endpoints][0]["relabelings"]
+        .as_sequence()
+        .expect("relabelings");
+    let sets = |target: &str, source: Option<&str>, replacement: Option<&str>| {
+        relabelings.iter().any(|r| {
+            r["targetLabel"] == target
+                && r["action"] == "replace"
+                && source.is_none_or(|s| r["sourceLabels"][0] == s)
+                && replacement.is_none_or(|v| r["replacement"] == v)
+        })
+    };
+    assert!(sets("job", None, Some("diskprobe")), "job=diskprobe");
+    assert!(
+        sets("instance", Some("__meta_kubernetes_pod_node_name"), None),
+        "instance from the node name"
+    );
+}
+
 #[test]
 fn kubernetes_manifests_are_valid_and_hardened() {
     let dir = deploy("kubernetes");
-    let kustomization = &yaml_docs(&dir.join("kustomization.yaml"))[0];
-    let resources: Vec<&str> = kustomization["resources"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
-    assert!(resources.len() >= 6);
-    let mut kinds = Vec::new();
-    for r in &resources {
-        for doc in yaml_docs(&dir.join(r)) {
-            let kind = doc["kind"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{r}: no kind"))
-                .to_owned();
-            assert!(doc["apiVersion"].as_str().is_some(), "{r}: no apiVersion");
-            assert!(
-                doc["metadata"]["name"].as_str().is_some(),
-                "{r}: no metadata.name"
-            );
-            kinds.push((kind, doc));
-        }
-    }
-    let find = |kind: &str| {
-        kinds
-            .iter()
-            .find(|(k, _)| k == kind)
-            .map(|(_, d)| d)
-            .unwrap_or_else(|| panic!("no {kind}"))
-    };
+    let resources = kustomize(&dir);
     for kind in [
         "Namespace",
+        "PriorityClass",
         "ConfigMap",
         "DaemonSet",
         "Service",
         "ServiceMonitor",
-        "PodMonitor",
         "PrometheusRule",
     ] {
-        find(kind);
+        find(&resources, kind);
     }
+    // One monitor by default; the overlay swaps it for a PodMonitor (and drops the Service).
+    assert!(!resources.iter().any(|r| r.kind == "PodMonitor"));
+    assert_monitor_labels(find(&resources, "ServiceMonitor"), "endpoints");
+    let overlay = kustomize(&dir.join("podmonitor"));
+    assert!(!overlay.iter().any(|r| r.kind == "ServiceMonitor" || r.kind == "Service"));
+    assert_monitor_labels(find(&overlay, "PodMonitor"), "podMetricsEndpoints");
+    assert_eq!(overlay.len(), resources.len() - 1);
 
     // The DaemonSet: non-root, no privileges, read-only host paths only.
-    let ds = find("DaemonSet");
+    let ds = find(&resources, "DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], Value::Bool(true));
     assert!(pod["hostNetwork"].is_null() && pod["hostPID"].is_null());
@@ -132,18 +204,76 @@ fn kubernetes_manifests_are_valid_and_hardened() {
         .collect();
     assert_flags_exist(&args, &help_text(), "daemonset.yaml");
 
+    // Fit for a fleet: every taint tolerated, our priority class, no CPU limit, and a memory
+    // limit above the largest built-in profile's buffers plus 64 MiB for the agent itself.
+    let tolerations = pod["tolerations"].as_sequence().expect("tolerations");
+    assert!(
+        tolerations.iter().any(|t| t["operator"] == "Exists"
+            && t["key"].is_null()
+            && t["effect"].is_null()),
+        "a toleration of every taint: {tolerations:?}"
+    );
+    assert_eq!(
+        pod["priorityClassName"],
+        find(&resources, "PriorityClass")["metadata"]["name"]
+    );
+    let limits = &container["resources"]["limits"];
+    assert!(limits["cpu"].is_null(), "no CPU limit");
+    let largest = Profile::builtins()
+        .iter()
+        .map(|p| p.block_size * u64::from(p.iodepth))
+        .max()
+        .unwrap();
+    let memory = quantity(limits["memory"].as_str().expect("a memory limit"));
+    assert!(
+        memory >= largest + (64 << 20),
+        "memory limit {memory} is not above {largest} bytes of buffers plus 64 MiB"
+    );
+
     // The ConfigMap's configuration is valid.
-    let cm = find("ConfigMap");
+    let cm = find(&resources, "ConfigMap");
     let toml = cm["data"]["config.toml"].as_str().unwrap();
     Config::from_toml(toml, Path::new("configmap.yaml")).expect("ConfigMap config.toml is valid");
 
     // The PrometheusRule is rules.yml.
     let rules: Value = yaml_docs(&deploy("prometheus/rules.yml")).remove(0);
     assert_eq!(
-        find("PrometheusRule")["spec"]["groups"],
+        find(&resources, "PrometheusRule")["spec"]["groups"],
         rules["groups"],
         "prometheusrule.yaml is out of date: python3 deploy/kubernetes/gen_prometheusrule.py"
     );
+}
+
+/// The core kinds pass Kubernetes' own OpenAPI schema, strictly (no unknown fields). The
+/// prometheus-operator kinds have no schema there (their shape is checked above).
+#[test]
+fn kubernetes_manifests_pass_the_kubernetes_schema() {
+    let Some(validate) = common::which("kubernetes-validate") else {
+        common::require(false, "kubernetes-validate (PyPI; .ci/run installs it)");
+        return;
+    };
+    let dir = deploy("kubernetes");
+    let mut files: Vec<PathBuf> = kustomize(&dir)
+        .into_iter()
+        .chain(kustomize(&dir.join("podmonitor")))
+        .filter(|r| !r.doc["apiVersion"].as_str().unwrap().starts_with("monitoring.coreos.com/"))
+        .map(|r| r.file)
+        .collect();
+    files.sort();
+    files.dedup();
+    assert!(files.len() >= 5, "{files:?}");
+    let out = Command::new(validate)
+        .args(["--strict", "--kubernetes-version", "1.30.0"])
+        .args(&files)
+        .output()
+        .expect("run kubernetes-validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches(" passed ").count(), files.len(), "{text}");
 }
 
 #[test]
