@@ -82,7 +82,9 @@ fn kustomize(dir: &Path) -> Vec<Resource> {
             .expect("patch YAML");
         assert_eq!(p["$patch"], Value::from("delete"), "only deletions: {p:?}");
         let before = out.len();
-        out.retain(|r| !(p["kind"] == r.kind.as_str() && r.doc["metadata"]["name"] == p["metadata"]["name"]));
+        out.retain(|r| {
+            !(p["kind"] == r.kind.as_str() && r.doc["metadata"]["name"] == p["metadata"]["name"])
+        });
         assert_eq!(out.len() + 1, before, "the patch deletes nothing: {p:?}");
     }
     out
@@ -151,7 +153,11 @@ fn kubernetes_manifests_are_valid_and_hardened() {
     assert!(!resources.iter().any(|r| r.kind == "PodMonitor"));
     assert_monitor_labels(find(&resources, "ServiceMonitor"), "endpoints");
     let overlay = kustomize(&dir.join("podmonitor"));
-    assert!(!overlay.iter().any(|r| r.kind == "ServiceMonitor" || r.kind == "Service"));
+    assert!(
+        !overlay
+            .iter()
+            .any(|r| r.kind == "ServiceMonitor" || r.kind == "Service")
+    );
     assert_monitor_labels(find(&overlay, "PodMonitor"), "podMetricsEndpoints");
     assert_eq!(overlay.len(), resources.len() - 1);
 
@@ -208,9 +214,9 @@ fn kubernetes_manifests_are_valid_and_hardened() {
     // limit above the largest built-in profile's buffers plus 64 MiB for the agent itself.
     let tolerations = pod["tolerations"].as_sequence().expect("tolerations");
     assert!(
-        tolerations.iter().any(|t| t["operator"] == "Exists"
-            && t["key"].is_null()
-            && t["effect"].is_null()),
+        tolerations
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t["key"].is_null() && t["effect"].is_null()),
         "a toleration of every taint: {tolerations:?}"
     );
     assert_eq!(
@@ -256,7 +262,12 @@ fn kubernetes_manifests_pass_the_kubernetes_schema() {
     let mut files: Vec<PathBuf> = kustomize(&dir)
         .into_iter()
         .chain(kustomize(&dir.join("podmonitor")))
-        .filter(|r| !r.doc["apiVersion"].as_str().unwrap().starts_with("monitoring.coreos.com/"))
+        .filter(|r| {
+            !r.doc["apiVersion"]
+                .as_str()
+                .unwrap()
+                .starts_with("monitoring.coreos.com/")
+        })
         .map(|r| r.file)
         .collect();
     files.sort();
