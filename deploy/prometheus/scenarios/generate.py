@@ -12,6 +12,11 @@ every alert, whether it fires and from when; the suite checks every alert at eve
 
 OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/prometheus_rules.rs
 runs both steps. Standard library only.
+
+promtool evaluates every rule group at the suite's evaluation interval, whatever the group's own
+`interval` (the hourly baseline group included); the suite uses 5 minutes, which keeps 28-hour
+scenarios fast, so firing times are on a 5-minute grid. The expected annotations are computed
+here the way Prometheus 2.42 computes them (quantile_over_time, humanize*), from the same samples.
 """
 
 import bisect
@@ -23,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 
 SCRAPE = 30  # seconds between scrapes
-EVAL = 300  # seconds between rule evaluations in the suite (see the module doc)
+EVAL = 300  # seconds between rule evaluations in the suite
 M = 60
 H = 3600
 JOB = "diskprobe"
