@@ -94,6 +94,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
     let results = Arc::new(SeriesStore::new());
+    results.set_histogram_layout(&config.histograms.classic_buckets);
     let roots = Roots {
         procfs: cli.procfs.clone(),
         sysfs: cli.sysfs.clone(),
@@ -156,6 +157,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &cli.config_file,
                     current,
                     &diskstats,
+                    &app.results,
                     &mut scheduler,
                     &discovery,
                     &reload,
@@ -196,6 +198,7 @@ fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
     diskstats: &DiskstatsCollector,
+    results: &SeriesStore,
     scheduler: &mut Scheduler,
     discovery: &Discovery,
     status: &ReloadStatus,
@@ -216,6 +219,12 @@ fn reload_config(
             // still differs from it warns again, and one that reverts the change does not.
             new.web = current.web;
             diskstats.set_filter(new.diskstats.filter.clone());
+            if new.histograms != current.histograms {
+                tracing::info!(
+                    "[histograms] changed: probe counters and histograms start again from zero"
+                );
+            }
+            results.set_histogram_layout(&new.histograms.classic_buckets);
             // Targets found by the old rules stay until the new rules' first rescan, which starts
             // now; those whose names a configured target now uses are stopped at once.
             let found: Arc<Vec<TargetSpec>> = discovery.current();

@@ -12,7 +12,10 @@
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
 //! - [`block_info`]: static facts about a block device from sysfs.
 //! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
-//! - [`exposition`]: metric families and their text / OpenMetrics encoding.
+//! - [`exposition`]: metric families and their wire formats (text, OpenMetrics, protobuf with
+//!   native histograms), negotiated per scrape, gzip-compressed when accepted.
+//! - [`histogram`]: latency histograms with classic buckets (configurable layout) and sparse
+//!   native buckets, filled from each run's HdrHistogram.
 //! - [`server`]: hyper HTTP server and routes.
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
@@ -36,6 +39,7 @@ pub mod device_filter;
 pub mod discovery;
 pub mod diskstats;
 pub mod exposition;
+pub mod histogram;
 pub mod logging;
 pub mod probe;
 pub mod scheduler;

@@ -3,15 +3,17 @@
 //!
 //! Per target and profile it keeps the last run (success, time, duration, IOPS, throughput, exact
 //! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
-//! by result, I/Os, bytes, busy seconds and a latency histogram with fixed buckets, so that rates
-//! and quantiles can be aggregated in PromQL). Targets removed from the configuration are dropped;
-//! unchanged targets keep everything across reloads.
+//! by result, I/Os, bytes, busy seconds and a [`LatencyHistogram`] with classic and native
+//! buckets, so that rates and quantiles can be aggregated in PromQL). Targets removed from the
+//! configuration are dropped; unchanged targets keep everything across reloads, unless the
+//! classic bucket layout changed (then every cumulative series starts again from zero).
 
 use crate::config::TargetSpec;
+use crate::histogram::{ClassicBuckets, LatencyHistogram};
 use crate::probe::engine::EngineKind;
 use crate::probe::measurement::{LatencySummary, Measurement};
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
@@ -20,29 +22,6 @@ pub(crate) fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// Upper bounds (seconds) of the cumulative latency histogram: 10 µs to 60 s, four buckets per
-/// doubling, rounded to three significant digits.
-pub static LATENCY_BUCKETS: LazyLock<Vec<f64>> = LazyLock::new(|| {
-    let mut bounds = Vec::new();
-    let mut k = 0;
-    loop {
-        let bound = 10e-6 * 2f64.powf(f64::from(k) / 4.0);
-        if bound >= 60.0 {
-            break;
-        }
-        bounds.push(round3(bound));
-        k += 1;
-    }
-    bounds.push(60.0);
-    bounds
-});
-
-fn round3(x: f64) -> f64 {
-    let digits = 2 - x.log10().floor() as i32;
-    let scale = 10f64.powi(digits);
-    (x * scale).round() / scale
 }
 
 /// How a run ended, for `diskprobe_probe_runs_total{result}`.
@@ -164,16 +143,17 @@ pub struct ProfileSeries {
     pub io_errors: u64,
     /// Seconds the engine spent issuing I/O.
     pub busy_seconds: f64,
-    /// Non-cumulative counts per [`LATENCY_BUCKETS`] bucket, plus one for above the last bound.
-    pub buckets: Vec<u64>,
-    /// Sum of observed latencies in seconds.
-    pub latency_sum: f64,
+    /// Per-I/O latency of every run (its count is `ios`).
+    pub latency: LatencyHistogram,
 }
 
 impl ProfileSeries {
-    /// Number of observed latencies (the histogram's count).
-    pub fn latency_count(&self) -> u64 {
-        self.buckets.iter().sum()
+    /// Empty series whose histograms have the classic buckets of `layout`.
+    fn new(layout: &ClassicBuckets) -> Self {
+        ProfileSeries {
+            latency: LatencyHistogram::new(layout),
+            ..ProfileSeries::default()
+        }
     }
 }
 
@@ -194,6 +174,8 @@ pub struct TargetSeries {
 #[derive(Debug, Default)]
 pub struct SeriesStore {
     targets: Mutex<BTreeMap<String, TargetSeries>>,
+    /// Classic buckets of the latency histograms of new series.
+    layout: Mutex<ClassicBuckets>,
 }
 
 /// What the scheduler reports about one run.
@@ -238,9 +220,36 @@ impl SeriesStore {
         self.targets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Sets the classic buckets of the latency histograms (`[histograms]`). When they change,
+    /// every cumulative series (counters and histograms) starts again from zero, so that each
+    /// histogram's count stays equal to `ios`; the last runs are kept.
+    pub fn set_histogram_layout(&self, layout: &ClassicBuckets) {
+        {
+            let mut current = self.layout.lock().unwrap_or_else(|e| e.into_inner());
+            if *current == *layout {
+                return;
+            }
+            *current = layout.clone();
+        }
+        for target in self.lock().values_mut() {
+            for (_, series) in &mut target.profiles {
+                *series = ProfileSeries {
+                    last: series.last.take(),
+                    history: std::mem::take(&mut series.history),
+                    ..ProfileSeries::new(layout)
+                };
+            }
+        }
+    }
+
     /// Makes the store match `specs`: removed or changed targets lose their series, new ones
     /// start with zeroed counters, unchanged ones keep everything.
     pub fn set_targets(&self, specs: &[Arc<TargetSpec>]) {
+        let layout = self
+            .layout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut targets = self.lock();
         targets.retain(|name, t| specs.iter().any(|s| &s.name == name && **s == *t.spec));
         for spec in specs {
@@ -255,15 +264,7 @@ impl SeriesStore {
                     profiles: spec
                         .profiles
                         .iter()
-                        .map(|p| {
-                            (
-                                p.name.clone(),
-                                ProfileSeries {
-                                    buckets: vec![0; LATENCY_BUCKETS.len() + 1],
-                                    ..ProfileSeries::default()
-                                },
-                            )
-                        })
+                        .map(|p| (p.name.clone(), ProfileSeries::new(&layout)))
                         .collect(),
                 });
         }
@@ -335,7 +336,7 @@ impl SeriesStore {
                 series.bytes += r.bytes;
                 series.io_errors += r.errors;
                 series.busy_seconds += r.elapsed.as_secs_f64();
-                add_histogram(series, r);
+                series.latency.record(&r.latency_ns);
                 let error = r.failure();
                 (
                     kind,
@@ -376,41 +377,10 @@ impl SeriesStore {
     }
 }
 
-fn add_histogram(series: &mut ProfileSeries, r: &Measurement) {
-    let h = &r.latency_ns;
-    if h.is_empty() {
-        return;
-    }
-    let bounds = &*LATENCY_BUCKETS;
-    debug_assert_eq!(
-        series.buckets.len(),
-        bounds.len() + 1,
-        "sized by set_targets"
-    );
-    for v in h.iter_recorded() {
-        let seconds = h.median_equivalent(v.value_iterated_to()) as f64 / 1e9;
-        let i = bounds.partition_point(|b| *b < seconds);
-        series.buckets[i] += v.count_at_value();
-    }
-    series.latency_sum += h.mean() * h.len() as f64 / 1e9;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::probe::measurement::new_latency_histogram;
-
-    #[test]
-    fn buckets_span_10us_to_60s_four_per_doubling() {
-        let b = &*LATENCY_BUCKETS;
-        assert_eq!(b[0], 1e-5);
-        assert_eq!(*b.last().unwrap(), 60.0);
-        assert!(b.windows(2).all(|w| w[0] < w[1]));
-        // 10 µs .. 60 s is log2(6e6) ≈ 22.5 doublings.
-        assert!((88..=94).contains(&b.len()), "{}", b.len());
-        assert_eq!(b[4], 2e-5);
-        assert_eq!(b[40], 0.0102);
-    }
 
     #[test]
     fn records_runs_and_histogram() {
@@ -461,8 +431,9 @@ mod tests {
         let s = store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(s.runs, [1, 0, 0, 1]);
         assert_eq!(s.ios, 100);
-        assert_eq!(s.latency_count(), 100);
-        assert_eq!(s.buckets.iter().sum::<u64>(), 100);
+        assert_eq!(s.latency.count(), 100);
+        let sum = s.latency.sum();
+        assert!((sum - (90.0 * 100e-6 + 10.0 * 2e-3)).abs() < 1e-5, "{sum}");
         let last = s.last.as_ref().unwrap();
         assert_eq!(last.iops, 200.0);
         let p50 = last.latency.p50;
@@ -516,5 +487,53 @@ mod tests {
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0, 0, 0, 1]);
         store.set_targets(&[]);
         assert!(store.read(|t| t.is_empty()));
+    }
+
+    #[test]
+    fn a_new_bucket_layout_restarts_the_cumulative_series() {
+        let store = SeriesStore::new();
+        let spec = crate::config::Config::from_toml(
+            "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap()
+        .targets
+        .remove(0);
+        let spec = Arc::new(spec);
+        store.set_targets(std::slice::from_ref(&spec));
+        let mut h = new_latency_histogram();
+        h.record(100_000).unwrap();
+        let run = || RunOutcome::Ran {
+            result: Box::new(Measurement {
+                engine: EngineKind::Psync,
+                ios: 1,
+                bytes: 4096,
+                elapsed: Duration::from_millis(1),
+                errors: 0,
+                first_error: None,
+                timed_out: false,
+                cancelled: false,
+                latency_ns: h.clone(),
+            }),
+            duration: Duration::from_millis(2),
+        };
+        store.record(&spec, "randread-4k-qd1", run());
+        let series = || store.read(|t| t["t"].profiles[0].1.clone());
+        assert_eq!(series().latency.layout(), &ClassicBuckets::coarse());
+        // The same layout again changes nothing.
+        store.set_histogram_layout(&ClassicBuckets::coarse());
+        assert_eq!((series().ios, series().latency.count()), (1, 1));
+        // Another one: counters and histogram start from zero, the last run stays.
+        store.set_histogram_layout(&ClassicBuckets::fine());
+        let s = series();
+        assert_eq!((s.ios, s.runs, s.latency.count()), (0, [0; 4], 0));
+        assert_eq!(s.latency.layout(), &ClassicBuckets::fine());
+        assert!(s.last.is_some() && s.history.len() == 1);
+        store.record(&spec, "randread-4k-qd1", run());
+        assert_eq!((series().ios, series().latency.count()), (1, 1));
+        // Targets added later get it too.
+        store.set_targets(&[]);
+        store.set_targets(std::slice::from_ref(&spec));
+        assert_eq!(series().latency.layout(), &ClassicBuckets::fine());
     }
 }

@@ -4,16 +4,20 @@
 //! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
 //! its request headers within [`HEADER_READ_TIMEOUT`], headers larger than [`MAX_HEADER_BYTES`] get
 //! a 431, and at most `max_connections` connections are served at once (the accept loop waits for
-//! a free slot). [`run`] returns once `shutdown` fires and every in-flight request has finished,
+//! a free slot). The metrics endpoint answers in the format and compression that the request's
+//! `Accept` and `Accept-Encoding` prefer ([`exposition::Negotiated`]); any header gets an answer. [`run`] returns once `shutdown` fires and every in-flight request has finished,
 //! or after [`SHUTDOWN_GRACE`].
 
 use crate::collectors::Registry;
-use crate::exposition::{self, Format};
+use crate::exposition::{self, Negotiated};
 use crate::web_config::{Auth, WebConfig, verify_off_thread};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{
+    ACCEPT, ACCEPT_ENCODING, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue,
+    VARY,
+};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -243,19 +247,28 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let text = "text/plain; charset=utf-8";
     match req.uri().path() {
         p if p == app.telemetry_path => {
-            let accept = req
-                .headers()
-                .get(hyper::header::ACCEPT)
-                .and_then(|v| v.to_str().ok());
-            let format = Format::negotiate(accept);
-            // Collectors read files (/proc, /sys) that can block; keep them off the runtime's
-            // worker threads so signals and other connections are always served.
+            // A header that is not visible ASCII counts as absent.
+            let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+            let negotiated = Negotiated::from_headers(header(ACCEPT), header(ACCEPT_ENCODING));
+            // Collectors read files (/proc, /sys) that can block, and encoding and compressing
+            // take CPU; keep them off the runtime's worker threads so signals and other
+            // connections are always served.
             let registry = app.registry.clone();
-            let encoded =
-                tokio::task::spawn_blocking(move || exposition::encode(&registry.gather(), format))
-                    .await;
+            let encoded = tokio::task::spawn_blocking(move || {
+                exposition::encode_for(&registry.gather(), negotiated)
+            })
+            .await;
             match encoded {
-                Ok(body) => respond(StatusCode::OK, format.content_type(), body, head),
+                Ok((body, coding)) => {
+                    let content_type = negotiated.format.content_type();
+                    let mut resp = respond(StatusCode::OK, content_type, body, head);
+                    let headers = resp.headers_mut();
+                    if let Some(encoding) = coding.header_value() {
+                        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(encoding));
+                    }
+                    headers.insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
+                    resp
+                }
                 Err(err) => {
                     tracing::error!(%err, "scrape task failed");
                     respond(

@@ -6,9 +6,9 @@
 //! results with diskstats. A target removed by a reload disappears with all its series.
 
 use super::{CollectError, Collector};
-use crate::exposition::{Family, Labels, Value, labels};
+use crate::exposition::{Family, Labels, labels};
 use crate::probe::measurement::LatencySummary;
-use crate::series::{LATENCY_BUCKETS, RunStatus, SeriesStore};
+use crate::series::{RunStatus, SeriesStore};
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
@@ -153,23 +153,7 @@ impl Collector for ProbesCollector {
                     bytes.push(&l, s.bytes as f64);
                     io_errors.push(&l, s.io_errors as f64);
                     busy.push(&l, s.busy_seconds);
-                    let mut cumulative = 0;
-                    let buckets = LATENCY_BUCKETS
-                        .iter()
-                        .zip(&s.buckets)
-                        .map(|(bound, n)| {
-                            cumulative += n;
-                            (*bound, cumulative)
-                        })
-                        .collect();
-                    histogram.push_value(
-                        &l,
-                        Value::Histogram {
-                            buckets,
-                            sum: s.latency_sum,
-                            count: s.latency_count(),
-                        },
-                    );
+                    histogram.push_value(&l, s.latency.to_value());
                     let Some(last) = &s.last else { continue };
                     success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
                     timestamp.push(&l, last.timestamp);

@@ -5,11 +5,13 @@
 //! column, the key and what was expected ([`ConfigError`]).
 
 pub mod discover;
+pub mod histograms;
 pub mod probes;
 pub mod raw;
 
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
+pub use histograms::HistogramsConfig;
 pub use probes::{SchedulerConfig, TargetSpec};
 use std::fmt;
 use std::ops::Range;
@@ -35,6 +37,8 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     /// `[[discover]]` rules, in file order.
     pub discover: Vec<DiscoverRule>,
+    /// `[histograms]`.
+    pub histograms: HistogramsConfig,
 }
 
 /// Validated `[web]`; `None` means "use the flag or the default".
@@ -218,6 +222,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
     };
     let (targets, scheduler) = probes::validate(&raw)?;
     let discover = discover::validate(&raw)?;
+    let histograms = histograms::validate(&raw.histograms)?;
     Ok(Config {
         web: WebConfig {
             listen_address,
@@ -227,6 +232,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         targets,
         scheduler,
         discover,
+        histograms,
     })
 }
 

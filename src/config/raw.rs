@@ -32,6 +32,17 @@ pub struct RawConfig {
     /// `[[discover]]`.
     #[serde(default)]
     pub discover: Vec<Spanned<RawDiscover>>,
+    /// `[histograms]`.
+    #[serde(default)]
+    pub histograms: RawHistograms,
+}
+
+/// `[histograms]`: how latency histograms are bucketed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHistograms {
+    /// `"coarse"`, `"fine"` or a list of upper bounds in seconds.
+    pub classic_buckets: Option<Spanned<toml::Value>>,
 }
 
 /// `[web]`: where and how `/metrics` is served.

@@ -1,48 +1,59 @@
 //! Our metric model and its encodings for scrapes.
 //!
-//! Collectors build [`Family`] values fresh on every scrape; [`encode`] writes them as the
-//! Prometheus text format 0.0.4 or as OpenMetrics 1.0 depending on what the scraper accepts
-//! ([`Format::negotiate`]). The model is deliberately small and cheap to build: label names are
-//! static strings and a label set is an `Arc<[Label]>` that every sample of a device or target
-//! shares, so a scrape of hundreds of devices allocates per device, not per sample. Nothing outside
-//! this module knows about wire formats, so a native-histogram encoding can be added here without
-//! touching collectors, the scheduler or the engine.
+//! Collectors build [`Family`] values fresh on every scrape; [`encode`] writes them in the wire
+//! format the scraper prefers ([`Negotiated`], from its `Accept` and `Accept-Encoding` headers):
+//! the Prometheus text format 0.0.4, OpenMetrics 1.0, or the protobuf format
+//! (`io.prometheus.client.MetricFamily`, length-delimited), the only one that carries native
+//! histograms; gzip-compressed when the scraper accepts it. The model is deliberately small and
+//! cheap to build: label names are static strings and a label set is an `Arc<[Label]>` that every
+//! sample of a device or target shares, so a scrape of hundreds of devices allocates per device,
+//! not per sample. Nothing outside this module knows about wire formats: collectors, the
+//! scheduler and the engine see only [`Family`] and [`Value`].
 
+mod negotiate;
+mod protobuf;
 mod text;
+
+pub use negotiate::{ContentCoding, Format, Negotiated};
+pub use protobuf::proto;
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// A wire format for `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// `text/plain; version=0.0.4`.
-    Text,
-    /// `application/openmetrics-text; version=1.0.0`.
-    OpenMetrics,
-}
-
-impl Format {
-    /// Picks the format from an HTTP `Accept` header, as Prometheus negotiates it.
-    pub fn negotiate(accept: Option<&str>) -> Format {
-        match accept {
-            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
-            _ => Format::Text,
-        }
-    }
-
-    /// The `Content-Type` of a response in this format.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
-            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        }
-    }
-}
-
-/// Encodes `families` in `format`.
+/// Encodes `families` in `format` (uncompressed).
 pub fn encode(families: &[Family], format: Format) -> Vec<u8> {
-    text::encode(families, format).into_bytes()
+    match format {
+        Format::Text | Format::OpenMetrics => text::encode(families, format).into_bytes(),
+        Format::Protobuf => protobuf::encode(families),
+    }
+}
+
+/// Encodes `families` as the scraper asked: the body and how it is compressed (gzip falls back to
+/// identity should compression fail).
+pub fn encode_for(families: &[Family], negotiated: Negotiated) -> (Vec<u8>, ContentCoding) {
+    let body = encode(families, negotiated.format);
+    match negotiated.coding {
+        ContentCoding::Identity => (body, ContentCoding::Identity),
+        ContentCoding::Gzip => match gzip(&body) {
+            Ok(compressed) => (compressed, ContentCoding::Gzip),
+            Err(err) => {
+                tracing::warn!(%err, "gzip failed; answering uncompressed");
+                (body, ContentCoding::Identity)
+            }
+        },
+    }
+}
+
+/// gzip at the fastest level: a scrape's text compresses about tenfold even so, and the CPU a
+/// scrape costs matters more on a fleet than the last few per cent of size.
+fn gzip(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 8 + 64),
+        flate2::Compression::fast(),
+    );
+    encoder.write_all(body)?;
+    encoder.finish()
 }
 
 /// The type of a metric family.
@@ -72,16 +83,36 @@ pub fn labels(pairs: &[(&'static str, &str)]) -> Labels {
 pub enum Value {
     /// Counter or gauge value.
     Number(f64),
-    /// Histogram: `(upper bound, cumulative count)` per bucket (the `+Inf` bucket is implied by
-    /// `count`), sum and count of observations.
+    /// Histogram: `(upper bound, cumulative count)` per classic bucket (the `+Inf` bucket is
+    /// implied by `count`), sum and count of observations, and native buckets when it has them
+    /// (only the protobuf format carries those).
     Histogram {
-        /// Cumulative buckets in increasing bound order.
+        /// Cumulative classic buckets in increasing bound order.
         buckets: Vec<(f64, u64)>,
         /// Sum of observations.
         sum: f64,
         /// Number of observations.
         count: u64,
+        /// Native (exponential) buckets.
+        native: Option<NativeBuckets>,
     },
+}
+
+/// The native buckets of a histogram, in Prometheus' model: bucket `i` holds observations in
+/// `(2^((i-1)·2^-schema), 2^(i·2^-schema)]`, and the zero bucket those in
+/// `[-zero_threshold, zero_threshold]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeBuckets {
+    /// Resolution: each power of two is divided into `2^schema` buckets (-4..=8).
+    pub schema: i32,
+    /// Width of the zero bucket; above zero, so that a histogram without observations is still
+    /// recognised as native.
+    pub zero_threshold: f64,
+    /// Observations in the zero bucket.
+    pub zero_count: u64,
+    /// `(index, count)` of positive buckets with observations (absolute counts, not cumulative),
+    /// in increasing index order.
+    pub positive: Vec<(i32, u64)>,
 }
 
 /// One sample of a family.
@@ -167,14 +198,6 @@ impl Family {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn negotiates_like_prometheus() {
-        assert_eq!(Format::negotiate(None), Format::Text);
-        assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
-        let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert_eq!(Format::negotiate(Some(prom)), Format::OpenMetrics);
-    }
 
     #[test]
     fn empty_families_are_dropped() {
