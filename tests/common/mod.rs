@@ -251,6 +251,31 @@ pub fn http_request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Response {
+    parse_response(&exchange(addr, method, path, headers))
+}
+
+/// Like [`http_request`], with the body as bytes (compressed or binary; `Content-Length` bodies
+/// only). The returned [`Response`] has the status and headers, and an empty `body`.
+pub fn http_request_bytes(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (Response, Vec<u8>) {
+    let raw = exchange(addr, method, path, headers);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(raw.len(), |i| i + 4);
+    (parse_response(&raw[..split]), raw[split..].to_vec())
+}
+
+fn exchange(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Vec<u8> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     stream
@@ -264,7 +289,7 @@ pub fn http_request(
     stream.write_all(req.as_bytes()).expect("send request");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read response");
-    parse_response(&raw)
+    raw
 }
 
 /// Parses a raw HTTP/1.1 response with a Content-Length body.
@@ -425,4 +450,19 @@ pub fn promtool_check_metrics(exposition: &str) {
         out.status.success() && findings.trim().is_empty(),
         "promtool check metrics reported:\n{findings}"
     );
+}
+
+/// Decodes a protobuf exposition (length-delimited `MetricFamily` messages).
+pub fn decode_protobuf(
+    mut body: &[u8],
+) -> Vec<diskprobe_exporter::exposition::proto::MetricFamily> {
+    use prost::Message;
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        out.push(
+            diskprobe_exporter::exposition::proto::MetricFamily::decode_length_delimited(&mut body)
+                .expect("a length-delimited MetricFamily"),
+        );
+    }
+    out
 }
