@@ -15,7 +15,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -50,6 +50,10 @@ const BAD: &[(&str, &str)] = &[
         "1:5: x: string values must be quoted, expected literal string",
     ),
     ("[web]\n[web]\n", "2:2: web: duplicate key"),
+    (
+        "[histograms]\nclassic_buckets = [0.001, 0.0005]\n",
+        "2:19: histograms.classic_buckets: bucket bound 0.0005 (number 2) is not above the one before it",
+    ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"nope\"]\n",
         "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64",

@@ -1,14 +1,15 @@
 //! End-to-end diskstats: the real binary against fixture /proc and /sys trees.
 //!
-//! - Golden files: the exposition for each fixture is diffed against `tests/golden/`. Regenerate
-//!   them with `UPDATE_GOLDEN=1 cargo test --test diskstats_e2e` and review the diff.
+//! - Golden files: the exposition for each fixture is diffed against `tests/golden/` (text; for
+//!   one fixture also OpenMetrics and protobuf, the latter as decoded messages). Regenerate them
+//!   with `UPDATE_GOLDEN=1 cargo test --test diskstats_e2e` and review the diff.
 //! - `promtool check metrics` must report nothing for the live exposition.
 //! - node_exporter 1.5.0 (Debian's `prometheus-node-exporter`) run on the same fixture must report
 //!   the same values for every `node_disk_*` series.
 
 mod common;
 
-use common::{Agent, http_request, require, samples, which};
+use common::{Agent, check_golden, http_request, require, samples, which};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -55,38 +56,6 @@ fn stable(exposition: &str) -> String {
         .collect()
 }
 
-fn check_golden(name: &str, actual: &str) {
-    let path = common::repo_root().join("tests/golden").join(name);
-    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let diff: Vec<String> = expected
-            .lines()
-            .zip(actual.lines())
-            .enumerate()
-            .filter(|(_, (e, a))| e != a)
-            .take(10)
-            .map(|(i, (e, a))| format!("line {}:\n  golden: {e}\n  actual: {a}", i + 1))
-            .collect();
-        panic!(
-            "{} differs from the output ({} vs {} lines); first differences:\n{}\n\
-             If the change is intended, run UPDATE_GOLDEN=1 cargo test --test diskstats_e2e",
-            path.display(),
-            expected.lines().count(),
-            actual.lines().count(),
-            diff.join("\n")
-        );
-    }
-}
-
 #[test]
 fn golden_outputs_for_every_kernel_era() {
     let tmp = tempfile::tempdir().unwrap();
@@ -103,7 +72,7 @@ fn golden_outputs_for_every_kernel_era() {
         let (status, body) = agent.get("/metrics");
         assert_eq!(status, 200, "{procfs}");
         common::promtool_check_metrics(&body);
-        check_golden(golden, &stable(&body));
+        check_golden(golden, &stable(&body), "diskstats_e2e");
     }
 }
 
@@ -125,7 +94,51 @@ fn openmetrics_golden_when_asked_for() {
         Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
     );
     assert!(resp.body.ends_with("# EOF\n"));
-    check_golden("proc-6.1.default.openmetrics.txt", &stable(&resp.body));
+    check_golden(
+        "proc-6.1.default.openmetrics.txt",
+        &stable(&resp.body),
+        "diskstats_e2e",
+    );
+}
+
+#[test]
+fn protobuf_golden_when_asked_for() {
+    let agent = start("proc-6.1", None);
+    let (resp, body) = common::http_request_bytes(
+        agent.addr,
+        "GET",
+        "/metrics",
+        &[
+            (
+                "Accept",
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,text/plain;q=0.5",
+            ),
+            ("Accept-Encoding", "gzip"),
+        ],
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-encoding"), Some("gzip"));
+    let mut decoded = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut decoded).unwrap();
+    let mut families = common::decode_protobuf(&decoded);
+    // The same families as the text golden file keeps, with the same values.
+    families.retain(|f| {
+        !(f.name().starts_with("process_")
+            || f.name() == "diskprobe_build_info"
+            || f.name() == "diskprobe_config_last_reload_success_timestamp_seconds")
+    });
+    for f in &mut families {
+        if f.name() == "diskprobe_scrape_collector_duration_seconds" {
+            for m in &mut f.metric {
+                m.gauge = None;
+            }
+        }
+    }
+    check_golden(
+        "proc-6.1.default.protobuf.txt",
+        &common::protobuf_dump(&families),
+        "diskstats_e2e",
+    );
 }
 
 #[test]

@@ -466,3 +466,97 @@ pub fn decode_protobuf(
     }
     out
 }
+
+/// Compares `actual` with `tests/golden/NAME`, or writes it there under `UPDATE_GOLDEN=1`; on a
+/// difference, fails with the first differing lines and the command (`cargo test --test TEST`)
+/// that regenerates the file.
+pub fn check_golden(name: &str, actual: &str, test: &str) {
+    let path = repo_root().join("tests/golden").join(name);
+    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .filter(|(_, (e, a))| e != a)
+            .take(10)
+            .map(|(i, (e, a))| format!("line {}:\n  golden: {e}\n  actual: {a}", i + 1))
+            .collect();
+        panic!(
+            "{} differs from the output ({} vs {} lines); first differences:\n{}\n\
+             If the change is intended, run UPDATE_GOLDEN=1 cargo test --test {test}",
+            path.display(),
+            expected.lines().count(),
+            actual.lines().count(),
+            diff.join("\n")
+        );
+    }
+}
+
+/// A protobuf exposition as text for golden files, one line per family and per metric, every
+/// field that is set shown with its exact value:
+/// `# NAME TYPE "HELP"`, then `{labels} counter|gauge VALUE` or
+/// `{labels} histogram count=N sum=S buckets=[le:cumulative ...] schema=.. zero_threshold=..
+/// zero_count=.. spans=[offset:length ...] deltas=[...]`.
+pub fn protobuf_dump(families: &[diskprobe_exporter::exposition::proto::MetricFamily]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for f in families {
+        let _ = writeln!(out, "# {} {:?} {:?}", f.name(), f.r#type(), f.help());
+        for m in &f.metric {
+            let labels: Vec<String> = m
+                .label
+                .iter()
+                .map(|l| format!("{}={:?}", l.name(), l.value()))
+                .collect();
+            let _ = write!(out, "{{{}}}", labels.join(","));
+            if let Some(c) = &m.counter {
+                let _ = write!(out, " counter {:?}", c.value());
+            }
+            if let Some(g) = &m.gauge {
+                let _ = write!(out, " gauge {:?}", g.value());
+            }
+            if let Some(h) = &m.histogram {
+                let buckets: Vec<String> = h
+                    .bucket
+                    .iter()
+                    .map(|b| format!("{:?}:{}", b.upper_bound(), b.cumulative_count()))
+                    .collect();
+                let _ = write!(
+                    out,
+                    " histogram count={} sum={:?} buckets=[{}]",
+                    h.sample_count(),
+                    h.sample_sum(),
+                    buckets.join(" ")
+                );
+                if h.schema.is_some() {
+                    let spans: Vec<String> = h
+                        .positive_span
+                        .iter()
+                        .map(|s| format!("{}:{}", s.offset(), s.length()))
+                        .collect();
+                    let _ = write!(
+                        out,
+                        " schema={} zero_threshold={:?} zero_count={} spans=[{}] deltas={:?}",
+                        h.schema(),
+                        h.zero_threshold(),
+                        h.zero_count(),
+                        spans.join(" "),
+                        h.positive_delta
+                    );
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
