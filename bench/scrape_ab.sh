@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # /metrics latency of two builds of the agent, side by side, each with 8 probe files × 6 profiles
-# (the set of bench/agent_idle_and_scrape.sh) after its first probe cycle; rounds interleaved.
+# (the set of bench/agent_idle_and_scrape.sh) after its first probe cycle; rounds interleaved,
+# uncompressed and with `Accept-Encoding: gzip` (a build without gzip answers uncompressed).
+# First the size of one scrape of each build: series (text format) and bytes in every format.
 # Use it to check that a change made scrapes cheaper (or did not make them dearer).
 #
 # Usage: bench/scrape_ab.sh OLD_BINARY NEW_BINARY [ROUNDS]
@@ -40,11 +42,27 @@ for who in old new; do
   for _ in $(seq 240); do [[ $(runs "${PORT[$who]}") -ge 48 ]] && break; sleep 0.5; done
 done
 
+PROTOBUF='Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited'
+OPENMETRICS='Accept: application/openmetrics-text;version=1.0.0'
+GZIP='Accept-Encoding: gzip'
+size() { curl -s -o /dev/null -w '%{size_download} %{content_type}' "${@/#/-H}" "http://127.0.0.1:$PORT_OF/metrics"; }
+echo "one scrape after the first probe cycle: series, then bytes and Content-Type per request"
+for who in old new; do
+  PORT_OF=${PORT[$who]}
+  printf '%-4s series (text) %s\n' "$who" "$(curl -s "http://127.0.0.1:$PORT_OF/metrics" | grep -vc '^#')"
+  printf '     text %s | gzip %s\n' "$(size)" "$(size "$GZIP")"
+  printf '     openmetrics %s | gzip %s\n' "$(size "$OPENMETRICS")" "$(size "$OPENMETRICS" "$GZIP")"
+  printf '     protobuf %s | gzip %s\n' "$(size "$PROTOBUF")" "$(size "$PROTOBUF" "$GZIP")"
+done
+
 echo "wrk -t1 -c1 -d4s per round, after both agents' first probe cycle"
 for round in $(seq 1 "$ROUNDS"); do
-  for who in old new; do
-    printf 'round %d %-4s ' "$round" "$who"
-    wrk -t1 -c1 -d4s --latency "http://127.0.0.1:${PORT[$who]}/metrics" \
-      | awk '$1=="50%" {printf "p50 %s  ", $2} $1=="99%" {printf "p99 %s  ", $2} /^Requests\/sec/ {print "scrapes/s", $2}'
+  for encoding in identity gzip; do
+    for who in old new; do
+      printf 'round %d %-4s %-8s ' "$round" "$who" "$encoding"
+      header=(); [[ $encoding == gzip ]] && header=(-H "$GZIP")
+      wrk -t1 -c1 -d4s --latency "${header[@]}" "http://127.0.0.1:${PORT[$who]}/metrics" \
+        | awk '$1=="50%" {printf "p50 %s  ", $2} $1=="99%" {printf "p99 %s  ", $2} /^Requests\/sec/ {print "scrapes/s", $2}'
+    done
   done
 done

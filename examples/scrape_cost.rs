@@ -1,11 +1,12 @@
-//! Measures the CPU cost of one scrape's parts (diskstats collection, process metrics, encoding)
-//! on a procfs fixture: `cargo run --release --example scrape_cost -- <procfs-dir> [iterations]`.
+//! Measures the CPU cost of one scrape's parts (diskstats collection, process metrics, encoding in
+//! each format, gzip) on a procfs fixture:
+//! `cargo run --release --example scrape_cost -- <procfs-dir> [iterations]`.
 
 use diskprobe_exporter::collectors::Collector;
 use diskprobe_exporter::collectors::diskstats::DiskstatsCollector;
 use diskprobe_exporter::collectors::process::ProcessMetrics;
 use diskprobe_exporter::device_filter::DeviceFilter;
-use diskprobe_exporter::exposition::{self, Format};
+use diskprobe_exporter::exposition::{self, ContentCoding, Format, Negotiated};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -33,15 +34,19 @@ fn main() {
     }
     println!("process collect:   {:?}/scrape", t.elapsed() / n);
     out.extend(p);
-    for format in [Format::Text, Format::OpenMetrics] {
-        let t = Instant::now();
-        let mut len = 0;
-        for _ in 0..n {
-            len = exposition::encode(&out, format).len();
+    for format in [Format::Text, Format::OpenMetrics, Format::Protobuf] {
+        for coding in [ContentCoding::Identity, ContentCoding::Gzip] {
+            let t = Instant::now();
+            let mut len = 0;
+            for _ in 0..n {
+                len = exposition::encode_for(&out, Negotiated { format, coding })
+                    .0
+                    .len();
+            }
+            println!(
+                "encode {format:?} {coding:?}: {:?}/scrape ({len} bytes)",
+                t.elapsed() / n
+            );
         }
-        println!(
-            "encode {format:?}: {:?}/scrape ({len} bytes)",
-            t.elapsed() / n
-        );
     }
 }

@@ -24,9 +24,14 @@ mkdir -p corpus/fio_options corpus/units
 printf '%s' '-rw=randread -bs=4k -iodepth=32 -runtime=1s' > corpus/fio_options/seed-1
 printf '%s' '--rw=randwrite --bs=1M --iodepth=16 --rate_iops=500 --direct=1 --ioengine=libaio --numjobs=1 --name=x --size=1G' > corpus/fio_options/seed-2
 printf '%s' '1MiB' > corpus/units/seed-1; printf '%s' '500ms' > corpus/units/seed-2; printf '%s' '[::1]:9957' > corpus/units/seed-3
+# negotiation: the Accept header, a newline, the Accept-Encoding header (as Prometheus sends them).
+mkdir -p corpus/negotiation
+printf '%s\n%s' 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1' 'gzip' > corpus/negotiation/seed-1
+printf '%s\n%s' 'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.5,*/*;q=0.1' 'gzip' > corpus/negotiation/seed-2
+printf '%s\n%s' 'text/plain;q=0, */*;q=0.5' 'gzip;q=0.5, identity;q=0.6, *;q=0' > corpus/negotiation/seed-3
 
 cargo fuzz build -s none -O
-for target in diskstats config fio_options units mountinfo; do
+for target in diskstats config fio_options units mountinfo negotiation; do
   echo "--- $target: $RUNS runs"
   dirs=("corpus/$target")
   [[ -d "regressions/$target" ]] && dirs+=("regressions/$target")   # past crashes, kept as seeds
