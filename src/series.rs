@@ -382,8 +382,8 @@ mod tests {
     use super::*;
     use crate::probe::measurement::new_latency_histogram;
 
-    #[test]
-    fn records_runs_and_histogram() {
+    /// A store with one target `t` at `/x` (default profiles), and its spec.
+    fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
         let store = SeriesStore::new();
         let spec = crate::config::Config::from_toml(
             "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
@@ -394,6 +394,12 @@ mod tests {
         .remove(0);
         let spec = Arc::new(spec);
         store.set_targets(std::slice::from_ref(&spec));
+        (store, spec)
+    }
+
+    #[test]
+    fn records_runs_and_histogram() {
+        let (store, spec) = store_with_target();
         let mut h = new_latency_histogram();
         for _ in 0..90 {
             h.record(100_000).unwrap(); // 100 µs
@@ -491,16 +497,7 @@ mod tests {
 
     #[test]
     fn a_new_bucket_layout_restarts_the_cumulative_series() {
-        let store = SeriesStore::new();
-        let spec = crate::config::Config::from_toml(
-            "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
-            std::path::Path::new("t.toml"),
-        )
-        .unwrap()
-        .targets
-        .remove(0);
-        let spec = Arc::new(spec);
-        store.set_targets(std::slice::from_ref(&spec));
+        let (store, spec) = store_with_target();
         let mut h = new_latency_histogram();
         h.record(100_000).unwrap();
         let run = || RunOutcome::Ran {

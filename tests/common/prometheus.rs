@@ -29,10 +29,27 @@ impl Prometheus {
     /// as job `diskprobe`, with `flags` added (e.g. `--enable-feature=native-histograms`), and
     /// waits until its API answers.
     pub fn start(dir: &Path, agent: SocketAddr, flags: &[&str]) -> Prometheus {
+        Self::start_with_rules(dir, agent, None, flags)
+    }
+
+    /// [`Prometheus::start`], evaluating the rule file `rules` (its text) every second.
+    pub fn start_with_rules(
+        dir: &Path,
+        agent: SocketAddr,
+        rules: Option<&str>,
+        flags: &[&str],
+    ) -> Prometheus {
+        let rule_files = match rules {
+            Some(text) => {
+                std::fs::write(dir.join("rules.yml"), text).unwrap();
+                "rule_files: [rules.yml]\n"
+            }
+            None => "",
+        };
         std::fs::write(
             dir.join("prometheus.yml"),
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
                  scrape_configs:\n  - job_name: diskprobe\n    static_configs:\n      - targets: [\"{agent}\"]\n"
             ),
         )
