@@ -12,34 +12,14 @@
 mod common;
 #[path = "common/loopdev.rs"]
 mod loopdev;
+#[path = "common/prometheus.rs"]
+mod prometheus;
 
-use common::{Agent, http_request, require, which};
+use common::{Agent, require, which};
 use loopdev::{BlkioGroup, LoopDev};
+use prometheus::{Prometheus, urlencode, wait_for};
 use serde_json::Value;
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The bundled rules with windows shortened for a test that lasts minutes, not days: the current
 /// window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs at one a second), the hourly
@@ -71,79 +51,9 @@ fn shortened_rules() -> String {
         .join("\n")
 }
 
-fn start_prometheus(dir: &Path, agent: SocketAddr) -> Prometheus {
-    std::fs::write(dir.join("rules.yml"), shortened_rules()).unwrap();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n\
-             scrape_configs:\n  - job_name: diskprobe\n    static_configs:\n      - targets: [\"{agent}\"]\n"
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let child = Command::new(which("prometheus").expect("checked by caller"))
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let p = Prometheus { child, addr };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get_json(addr, "/-/ready").is_none() && std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "prometheus did not start");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    p
-}
-
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn http_get_json(addr: SocketAddr, path: &str) -> Option<Value> {
-    std::net::TcpStream::connect(addr).ok()?;
-    let r = http_request(addr, "GET", path, &[]);
-    serde_json::from_str(&r.body).ok()
-}
-
-/// Instant query; returns the result vector (empty on error).
-fn query(prom: SocketAddr, q: &str) -> Vec<Value> {
-    http_get_json(prom, &format!("/api/v1/query?query={}", encode(q)))
-        .and_then(|v| v["data"]["result"].as_array().cloned())
-        .unwrap_or_default()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 /// Instant query: whether Prometheus accepted it, and its result vector.
-fn query_checked(prom: SocketAddr, q: &str) -> (bool, Vec<Value>) {
-    let v = http_get_json(prom, &format!("/api/v1/query?query={}", encode(q)));
+fn query_checked(prom: &Prometheus, q: &str) -> (bool, Vec<Value>) {
+    let v = prom.get_json(&format!("/api/v1/query?query={}", urlencode(q)));
     let ok = v.as_ref().is_some_and(|v| v["status"] == "success");
     let result = v
         .and_then(|v| v["data"]["result"].as_array().cloned())
@@ -212,8 +122,8 @@ fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<(String, Vec<St
     out
 }
 
-fn alert_state(prom: SocketAddr, name: &str) -> Option<String> {
-    let v = http_get_json(prom, "/api/v1/alerts")?;
+fn alert_state(prom: &Prometheus, name: &str) -> Option<String> {
+    let v = prom.get_json("/api/v1/alerts")?;
     v["data"]["alerts"]
         .as_array()?
         .iter()
@@ -280,18 +190,19 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     .unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
-    let prom = start_prometheus(dir.path(), agent.addr);
+    let prom = Prometheus::start_with_rules(dir.path(), agent.addr, Some(&shortened_rules()), &[]);
 
     // Normal operation until the baseline exists (30 s of history, recorded every 5 s).
     wait_for(
         "a latency baseline in Prometheus",
         Duration::from_secs(120),
         || {
-            !query(
-                prom.addr,
-                "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
-            )
-            .is_empty()
+            !prom
+                .query(
+                    "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+                    None,
+                )
+                .is_empty()
         },
     );
 
@@ -309,7 +220,7 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
             checked += 1;
             let mut data = false;
             for q in &queries {
-                let (ok, result) = query_checked(prom.addr, q);
+                let (ok, result) = query_checked(&prom, q);
                 if !ok {
                     problems.push(format!("{what}: rejected: {q}"));
                 }
@@ -322,7 +233,7 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     }
     assert!(checked >= 25, "only {checked} panels and variables found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(alert_state(prom.addr, "DiskprobeLatencyRegression"), None);
+    assert_eq!(alert_state(&prom, "DiskprobeLatencyRegression"), None);
 
     // One run at the lower cap between normal ones: lowered right after a run ends, restored
     // right after the next one ends (a run that straddles a change is partly slow: at most two
@@ -334,14 +245,14 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // Longer than the current window plus `for:`, with margin: never even pending.
     let until = Instant::now() + Duration::from_secs(25);
     while Instant::now() < until {
-        let state = alert_state(prom.addr, "DiskprobeLatencyRegression");
+        let state = alert_state(&prom, "DiskprobeLatencyRegression");
         assert!(
             state.is_none(),
             "one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
-            query(prom.addr, "diskprobe:probe_latency_p99:median_30m")
+            prom.query("diskprobe:probe_latency_p99:median_30m", None)
                 .first()
                 .map(|v| v["value"][1].clone()),
-            query(prom.addr, "diskprobe:probe_latency_p99:baseline_7d")
+            prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
                 .first()
                 .map(|v| v["value"][1].clone()),
         );
@@ -353,14 +264,14 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     wait_for(
         "DiskprobeLatencyRegression to fire",
         Duration::from_secs(90),
-        || alert_state(prom.addr, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
+        || alert_state(&prom, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
     );
     // The normal cap again, and the alert resolves.
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     wait_for(
         "DiskprobeLatencyRegression to resolve",
         Duration::from_secs(90),
-        || alert_state(prom.addr, "DiskprobeLatencyRegression").is_none(),
+        || alert_state(&prom, "DiskprobeLatencyRegression").is_none(),
     );
     drop(prom);
     drop(agent);

@@ -88,7 +88,8 @@ impl Prometheus {
         p
     }
 
-    fn get_json(&self, path: &str) -> Option<Value> {
+    /// GET `path` from the API as JSON; `None` when it does not answer or not in JSON.
+    pub fn get_json(&self, path: &str) -> Option<Value> {
         std::net::TcpStream::connect(self.addr).ok()?;
         let r = http_request(self.addr, "GET", path, &[]);
         serde_json::from_str(&r.body).ok()
