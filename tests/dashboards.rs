@@ -11,7 +11,8 @@
 //!   instant queries), and time series of per-pair values are bounded by topk/bottomk or
 //!   aggregated.
 //!
-//! `tests/prometheus_e2e.rs` runs every query against a real Prometheus.
+//! `tests/prometheus_e2e.rs` runs every query against a real Prometheus that keeps the classic
+//! buckets and one that keeps only the native histogram.
 
 mod common;
 

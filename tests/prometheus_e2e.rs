@@ -1,7 +1,15 @@
 //! End to end with a real Prometheus (Debian's prometheus 2.42) scraping the agent, which probes a
 //! loop device from inside a cgroup v1 blkio group that caps its reads throughout (an unthrottled
-//! loop device's latency swings 2x from run to run; a capped one is steady enough for a baseline):
-//! - every query of every Grafana dashboard panel (and every dashboard variable) returns data;
+//! loop device's latency swings 2x from run to run; a capped one is steady enough for a baseline).
+//! Two Prometheus servers scrape the same agent and evaluate the same rules side by side: one
+//! keeps the classic buckets (`diskprobe_io_latency_seconds_bucket`), the other runs with
+//! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
+//! classic part of a histogram that has native buckets). In each of them:
+//! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
+//!   (a number, or a histogram with observations), and no query is rejected;
+//! - each latency heatmap gets its data from its native query with native histograms and from
+//!   its classic query with classic buckets, never from the other;
+//! - every recording rule the dashboards read has data;
 //! - one run at a ten times lower cap between normal runs does not make the bundled
 //!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
 //!   cap resolves it.
@@ -51,9 +59,42 @@ fn shortened_rules() -> String {
         .join("\n")
 }
 
-/// Instant query: whether Prometheus accepted it, and its result vector.
-fn query_checked(prom: &Prometheus, q: &str) -> (bool, Vec<Value>) {
-    let v = prom.get_json(&format!("/api/v1/query?query={}", urlencode(q)));
+/// How a Prometheus 2.42 stores the agent's latency histogram.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Setup {
+    /// Text formats: the classic `_bucket`, `_sum` and `_count` series.
+    Classic,
+    /// `--enable-feature=native-histograms`: protobuf, the native histogram only.
+    Native,
+}
+
+impl Setup {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Setup::Classic => &[],
+            Setup::Native => &["--enable-feature=native-histograms"],
+        }
+    }
+}
+
+/// A query as Grafana sends it: instant, or a range query over the last minute with a 15 s step
+/// (the substituted `$__interval`). Returns whether Prometheus accepted it, and its result: a
+/// vector's elements or a matrix's series.
+fn query_checked(prom: &Prometheus, q: &str, range: bool) -> (bool, Vec<Value>) {
+    let path = if range {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        format!(
+            "/api/v1/query_range?query={}&start={:.3}&end={now:.3}&step=15",
+            urlencode(q),
+            now - 60.0
+        )
+    } else {
+        format!("/api/v1/query?query={}", urlencode(q))
+    };
+    let v = prom.get_json(&path);
     let ok = v.as_ref().is_some_and(|v| v["status"] == "success");
     let result = v
         .and_then(|v| v["data"]["result"].as_array().cloned())
@@ -61,11 +102,46 @@ fn query_checked(prom: &Prometheus, q: &str) -> (bool, Vec<Value>) {
     (ok, result)
 }
 
+/// Whether a query result has something a panel can draw: a sample that is a number (not NaN),
+/// or a native histogram with observations, in a vector or a matrix.
+fn has_data(result: &[Value]) -> bool {
+    let parse = |v: &Value| v.as_str().and_then(|s| s.parse::<f64>().ok());
+    let number = |p: &Value| parse(&p[1]).is_some_and(f64::is_finite);
+    let histogram = |p: &Value| parse(&p[1]["count"]).is_some_and(|c| c > 0.0);
+    let points = |e: &Value, key: &str| e[key].as_array().cloned().unwrap_or_default();
+    result.iter().any(|e| {
+        number(&e["value"])
+            || histogram(&e["histogram"])
+            || points(e, "values").iter().any(number)
+            || points(e, "histograms").iter().any(histogram)
+    })
+}
+
+/// The setup a heatmap query draws from: one that selects classic buckets (`..._bucket`, even
+/// if guarded by the native histogram's absence) is for [`Setup::Classic`], any other for
+/// [`Setup::Native`].
+fn heatmap_query_for(query: &str) -> Setup {
+    let classic = regex::Regex::new(r"_bucket\s*[{\[]").unwrap();
+    if classic.is_match(query) {
+        Setup::Classic
+    } else {
+        Setup::Native
+    }
+}
+
+/// The queries of one panel or dashboard variable.
+struct PanelQueries {
+    /// Dashboard file and panel title or variable name.
+    what: String,
+    heatmap: bool,
+    /// Each query, and whether Grafana sends it as a range query.
+    queries: Vec<(String, bool)>,
+}
+
 /// The queries of each panel (panels with none are left out) and of each variable, with the
-/// dashboard's variables and Grafana's intervals substituted: `(what, [query, ...])`. A panel has
-/// data when one of its queries has (a heatmap reads the native histogram or, where there is
-/// none, the classic buckets).
-fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<(String, Vec<String>)> {
+/// dashboard's variables and Grafana's intervals substituted. A panel has data when one of its
+/// queries has.
+fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<PanelQueries> {
     let path = common::repo_root().join("grafana").join(file);
     let d: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut vars: Vec<(&str, String)> = vars.to_vec();
@@ -89,15 +165,21 @@ fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<(String, Vec<St
     let mut all = Vec::new();
     panels(&d["panels"], &mut all);
     for p in &all {
-        let exprs: Vec<String> = p["targets"]
+        let queries: Vec<(String, bool)> = p["targets"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|t| t["expr"].as_str())
-            .map(substitute)
+            .filter_map(|t| {
+                let instant = t["instant"] == true && t["range"] != true;
+                Some((substitute(t["expr"].as_str()?), !instant))
+            })
             .collect();
-        if !exprs.is_empty() {
-            out.push((format!("{file}: panel {:?}", p["title"]), exprs));
+        if !queries.is_empty() {
+            out.push(PanelQueries {
+                what: format!("{file}: panel {:?}", p["title"]),
+                heatmap: p["type"] == "heatmap",
+                queries,
+            });
         }
     }
     for v in d["templating"]["list"].as_array().into_iter().flatten() {
@@ -110,16 +192,80 @@ fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<(String, Vec<St
             .and_then(|s| s.strip_suffix(')'))
             .expect("label_values query");
         let (selector, label) = inner.rsplit_once(',').unwrap();
-        out.push((
-            format!("{file}: variable {:?}", v["name"]),
-            vec![substitute(&format!(
-                "count by ({}) ({})",
-                label.trim(),
-                selector.trim()
-            ))],
-        ));
+        out.push(PanelQueries {
+            what: format!("{file}: variable {:?}", v["name"]),
+            heatmap: false,
+            queries: vec![(
+                substitute(&format!(
+                    "count by ({}) ({})",
+                    label.trim(),
+                    selector.trim()
+                )),
+                false,
+            )],
+        });
     }
     out
+}
+
+/// What is wrong with the dashboards on a Prometheus of `setup`: panels and variables without
+/// data, rejected queries, heatmaps drawn from the other kind of histogram, recording rules
+/// without data. `var_sets` holds one set of dashboard variable values per target the
+/// dashboards are looked at for: a query has data when it has for one of them. Also returns how
+/// many panels and variables were checked.
+fn dashboard_problems(
+    prom: &Prometheus,
+    setup: Setup,
+    var_sets: &[&[(&str, String)]],
+) -> (Vec<String>, usize) {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    let mut recorded = std::collections::BTreeSet::new();
+    let rule_name = regex::Regex::new(r"diskprobe:[a-zA-Z0-9_:]+").unwrap();
+    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
+        let per_set: Vec<Vec<PanelQueries>> = var_sets
+            .iter()
+            .map(|vars| dashboard_queries(file, vars))
+            .collect();
+        for (i, panel) in per_set[0].iter().enumerate() {
+            checked += 1;
+            let what = format!("{setup:?}: {}", panel.what);
+            // Whether each query of the panel has data for one of the variable sets.
+            let mut data = vec![false; panel.queries.len()];
+            for set in &per_set {
+                for (j, (q, range)) in set[i].queries.iter().enumerate() {
+                    recorded.extend(rule_name.find_iter(q).map(|m| m.as_str().to_owned()));
+                    let (ok, result) = query_checked(prom, q, *range);
+                    if !ok {
+                        problems.push(format!("{what}: rejected: {q}"));
+                    }
+                    data[j] |= has_data(&result);
+                }
+            }
+            if !data.contains(&true) {
+                problems.push(format!("{what}: no data from {:?}", panel.queries));
+            }
+            if panel.heatmap {
+                for ((q, _), has) in panel.queries.iter().zip(&data) {
+                    let from = heatmap_query_for(q);
+                    if from == setup && !has {
+                        problems.push(format!("{what}: no data from its {from:?} query {q}"));
+                    } else if from != setup && *has {
+                        problems.push(format!("{what}: data from its {from:?} query {q}"));
+                    }
+                }
+            }
+        }
+    }
+    // The overview's time series read recording rules only: each must have data itself.
+    assert!(recorded.len() >= 4, "recording rules read: {recorded:?}");
+    for rule in &recorded {
+        let q = format!("{rule}{{job=\"diskprobe\"}}");
+        if !has_data(&query_checked(prom, &q, false).1) {
+            problems.push(format!("{setup:?}: recording rule {rule} has no data"));
+        }
+    }
+    (problems, checked)
 }
 
 fn alert_state(prom: &Prometheus, name: &str) -> Option<String> {
@@ -190,21 +336,49 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     .unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
-    let prom = Prometheus::start_with_rules(dir.path(), agent.addr, Some(&shortened_rules()), &[]);
+    // Two Prometheus servers, scraping the same agent, with the same rules.
+    let rules = shortened_rules();
+    let proms: Vec<(Setup, Prometheus)> = [Setup::Classic, Setup::Native]
+        .into_iter()
+        .map(|setup| {
+            let home = dir.path().join(format!("{setup:?}").to_lowercase());
+            std::fs::create_dir(&home).unwrap();
+            let prom = Prometheus::start_with_rules(&home, agent.addr, Some(&rules), setup.flags());
+            (setup, prom)
+        })
+        .collect();
 
     // Normal operation until the baseline exists (30 s of history, recorded every 5 s).
-    wait_for(
-        "a latency baseline in Prometheus",
-        Duration::from_secs(120),
-        || {
-            !prom
-                .query(
-                    "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
-                    None,
-                )
-                .is_empty()
-        },
-    );
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("a latency baseline in the {setup:?} Prometheus"),
+            Duration::from_secs(120),
+            || {
+                !prom
+                    .query(
+                        "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+                        None,
+                    )
+                    .is_empty()
+            },
+        );
+    }
+    // Each keeps the kind of histogram it is meant to keep, and only that.
+    for (setup, prom) in &proms {
+        let classic = prom.value("count(diskprobe_io_latency_seconds_bucket)", None);
+        let native = prom.value(
+            "count(histogram_count(diskprobe_io_latency_seconds{target=\"e2e\"}))",
+            None,
+        );
+        let kept = match setup {
+            Setup::Classic => classic.is_some_and(|n| n > 0.0) && native.is_none(),
+            Setup::Native => classic.is_none() && native.is_some_and(|n| n > 0.0),
+        };
+        assert!(
+            kept,
+            "{setup:?}: classic buckets {classic:?}, native histograms {native:?}"
+        );
+    }
 
     let vars = [
         ("job", "diskprobe".to_owned()),
@@ -214,26 +388,15 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         ("device", dev.name.clone()),
     ];
     let mut problems = Vec::new();
-    let mut checked = 0;
-    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
-        for (what, queries) in dashboard_queries(file, &vars) {
-            checked += 1;
-            let mut data = false;
-            for q in &queries {
-                let (ok, result) = query_checked(&prom, q);
-                if !ok {
-                    problems.push(format!("{what}: rejected: {q}"));
-                }
-                data |= !result.is_empty();
-            }
-            if !data {
-                problems.push(format!("{what}: no data from {queries:?}"));
-            }
-        }
+    for (setup, prom) in &proms {
+        let (found, checked) = dashboard_problems(prom, *setup, &[&vars]);
+        assert!(checked >= 25, "only {checked} panels and variables found");
+        problems.extend(found);
     }
-    assert!(checked >= 25, "only {checked} panels and variables found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(alert_state(&prom, "DiskprobeLatencyRegression"), None);
+    for (_, prom) in &proms {
+        assert_eq!(alert_state(prom, "DiskprobeLatencyRegression"), None);
+    }
 
     // One run at the lower cap between normal ones: lowered right after a run ends, restored
     // right after the next one ends (a run that straddles a change is partly slow: at most two
@@ -245,34 +408,40 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // Longer than the current window plus `for:`, with margin: never even pending.
     let until = Instant::now() + Duration::from_secs(25);
     while Instant::now() < until {
-        let state = alert_state(&prom, "DiskprobeLatencyRegression");
-        assert!(
-            state.is_none(),
-            "one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
-            prom.query("diskprobe:probe_latency_p99:median_30m", None)
-                .first()
-                .map(|v| v["value"][1].clone()),
-            prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
-                .first()
-                .map(|v| v["value"][1].clone()),
-        );
+        for (setup, prom) in &proms {
+            let state = alert_state(prom, "DiskprobeLatencyRegression");
+            assert!(
+                state.is_none(),
+                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
+                prom.query("diskprobe:probe_latency_p99:median_30m", None)
+                    .first()
+                    .map(|v| v["value"][1].clone()),
+                prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
+                    .first()
+                    .map(|v| v["value"][1].clone()),
+            );
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
 
     // The lower cap stays: the alert fires.
     group.throttle_read_iops(&dev, LOW_IOPS);
-    wait_for(
-        "DiskprobeLatencyRegression to fire",
-        Duration::from_secs(90),
-        || alert_state(&prom, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
-    );
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("DiskprobeLatencyRegression to fire in the {setup:?} Prometheus"),
+            Duration::from_secs(90),
+            || alert_state(prom, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
+        );
+    }
     // The normal cap again, and the alert resolves.
     group.throttle_read_iops(&dev, NORMAL_IOPS);
-    wait_for(
-        "DiskprobeLatencyRegression to resolve",
-        Duration::from_secs(90),
-        || alert_state(&prom, "DiskprobeLatencyRegression").is_none(),
-    );
-    drop(prom);
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("DiskprobeLatencyRegression to resolve in the {setup:?} Prometheus"),
+            Duration::from_secs(90),
+            || alert_state(prom, "DiskprobeLatencyRegression").is_none(),
+        );
+    }
+    drop(proms);
     drop(agent);
 }
