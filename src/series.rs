@@ -416,6 +416,7 @@ mod tests {
             first_error: None,
             timed_out: false,
             cancelled: false,
+            yielded: false,
             latency_ns: h,
         };
         let r = store.record(

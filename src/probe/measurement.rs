@@ -77,6 +77,10 @@ pub struct Measurement {
     pub timed_out: bool,
     /// The cancellation flag ended the run.
     pub cancelled: bool,
+    /// The run stopped early because it was asked to yield ([`RunOptions::yield_now`]).
+    ///
+    /// [`RunOptions::yield_now`]: crate::probe::engine::RunOptions::yield_now
+    pub yielded: bool,
     /// Per-I/O latency in nanoseconds: completion time minus submission time (fio's `lat`), or
     /// minus the intended issue time for rate-capped profiles.
     pub latency_ns: Histogram<u64>,
@@ -197,6 +201,7 @@ mod tests {
             first_error: None,
             timed_out: false,
             cancelled: false,
+            yielded: false,
             latency_ns: h,
         };
         assert_eq!(r.iops(), 2000.0);

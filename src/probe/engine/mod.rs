@@ -9,8 +9,8 @@
 //! - [`psync`]: `iodepth` threads each doing `pread`/`pwrite` (a true queue depth of `iodepth`),
 //!   the fallback when io_uring cannot be set up (seccomp, `kernel.io_uring_disabled`, old kernels).
 //!
-//! Both stop issuing at the runtime or after `number_ios` I/Os and wait for what is in flight; on
-//! the hard timeout or the cancellation flag they stop at once (io_uring cancels in-flight I/O and
+//! Both stop issuing at the runtime, after `number_ios` I/Os or when asked to yield
+//! ([`RunOptions::yield_now`]) and wait for what is in flight; on the hard timeout or the cancellation flag they stop at once (io_uring cancels in-flight I/O and
 //! drains every completion before a buffer is freed) and report `timed_out` / `cancelled`.
 
 pub mod psync;
@@ -26,7 +26,7 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::Once;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 /// Which engine to use.
@@ -79,6 +79,24 @@ pub struct RunOptions {
     pub cancel: Arc<AtomicBool>,
     /// Runtime for profiles that set neither a runtime nor a number of I/Os.
     pub default_runtime: Duration,
+    /// I/Os submitted and completed so far, updated by the engine as the run goes on.
+    pub progress: Arc<RunProgress>,
+    /// Set to `true` to end the run early without cancelling: the engine stops issuing, waits for
+    /// what is in flight and returns a measurement with `yielded` set.
+    pub yield_now: Arc<AtomicBool>,
+}
+
+/// What a run has done so far, for whoever watches it from another thread (updated with
+/// `Relaxed` stores). `submitted` counts an I/O before the kernel can see it and `completed` after
+/// the engine has taken its completion, so that at any moment the I/Os the kernel holds or has
+/// finished for the run number at most `submitted`, and those it has finished at least
+/// `completed`.
+#[derive(Debug, Default)]
+pub struct RunProgress {
+    /// I/Os handed to the kernel (resubmissions of short transfers not counted again).
+    pub submitted: AtomicU64,
+    /// I/Os whose completion the engine has taken (successful, failed or cancelled).
+    pub completed: AtomicU64,
 }
 
 impl Default for RunOptions {
@@ -88,6 +106,8 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(30),
             cancel: Arc::new(AtomicBool::new(false)),
             default_runtime: Duration::from_secs(1),
+            progress: Arc::default(),
+            yield_now: Arc::default(),
         }
     }
 }
@@ -129,6 +149,8 @@ pub(crate) struct Job {
     pub number_ios: Option<u64>,
     pub rate_interval: Option<Duration>,
     pub timeout: Duration,
+    pub progress: Arc<RunProgress>,
+    pub yield_now: Arc<AtomicBool>,
 }
 
 impl Job {
@@ -198,6 +220,8 @@ impl Job {
                 .rate_iops
                 .map(|r| Duration::from_nanos(1_000_000_000 / u64::from(r.max(1)))),
             timeout: opts.timeout,
+            progress: Arc::clone(&opts.progress),
+            yield_now: Arc::clone(&opts.yield_now),
         })
     }
 }

@@ -40,6 +40,7 @@ struct WorkerOut {
     first_error: Option<String>,
     hist: Histogram<u64>,
     last_completion: Option<Instant>,
+    yielded: bool,
 }
 
 /// Runs the job on `iodepth` pread/pwrite threads.
@@ -119,10 +120,12 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<Measurement, Pr
     let mut first_error: Option<String> = None;
     let mut last: Option<Instant> = None;
     let mut received = 0u32;
+    let mut yielded = false;
     while received < spawned {
         match rx.recv_timeout(CANCEL_POLL) {
             Ok(Ok(out)) => {
                 received += 1;
+                yielded |= out.yielded;
                 ios += out.ios;
                 bytes += out.bytes;
                 errors += out.errors;
@@ -182,6 +185,7 @@ pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<Measurement, Pr
         first_error,
         timed_out,
         cancelled,
+        yielded,
         latency_ns: hist,
     })
 }
@@ -213,9 +217,14 @@ fn worker(
         first_error: None,
         hist: new_latency_histogram(),
         last_completion: None,
+        yielded: false,
     };
     loop {
         if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if job.yield_now.load(Ordering::Relaxed) {
+            out.yielded = true;
             break;
         }
         let k = shared.issued.fetch_add(1, Ordering::Relaxed);
@@ -225,7 +234,8 @@ fn worker(
         let intended = match job.rate_interval {
             Some(iv) => {
                 let at = start + Duration::from_nanos((iv.as_nanos() as u64).saturating_mul(k));
-                if !sleep_until(at, stop_at, shared) {
+                if !sleep_until(at, stop_at, shared, &job.yield_now) {
+                    out.yielded = job.yield_now.load(Ordering::Relaxed);
                     break;
                 }
                 Some(at)
@@ -245,8 +255,10 @@ fn worker(
             stamp(buf.as_mut_slice(), offsets.rng());
         }
         let issued = intended.unwrap_or_else(Instant::now);
+        job.progress.submitted.fetch_add(1, Ordering::Relaxed);
         let res = transfer(file, buf.as_mut_slice(), offset, job.write);
         let done = Instant::now();
+        job.progress.completed.fetch_add(1, Ordering::Relaxed);
         match res {
             Ok(()) => {
                 out.ios += 1;
@@ -273,10 +285,15 @@ fn worker(
     Ok(out)
 }
 
-/// Sleeps until `at`; false when the run stops (or its runtime ends) first.
-fn sleep_until(at: Instant, stop_at: Option<Instant>, shared: &Shared) -> bool {
+/// Sleeps until `at`; false when the run stops, yields (or its runtime ends) first.
+fn sleep_until(
+    at: Instant,
+    stop_at: Option<Instant>,
+    shared: &Shared,
+    yield_now: &AtomicBool,
+) -> bool {
     loop {
-        if shared.stop.load(Ordering::Relaxed) {
+        if shared.stop.load(Ordering::Relaxed) || yield_now.load(Ordering::Relaxed) {
             return false;
         }
         let now = Instant::now();

@@ -260,6 +260,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
     let mut last_completion: Option<Instant> = None;
     let mut issued = 0u64;
     let mut stopping = false;
+    let mut yielded = false;
     let mut abort_at: Option<Instant> = None;
     let mut leaked = false;
     // The timeout request's time span. The kernel reads it when the request is submitted; it is
@@ -298,6 +299,10 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
         {
             stopping = true;
         }
+        if !stopping && job.yield_now.load(Ordering::Relaxed) {
+            stopping = true;
+            yielded = true;
+        }
 
         let mut next_wake: Option<Instant> = None;
         if !stopping {
@@ -330,6 +335,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
                     break;
                 }
                 issued += 1;
+                job.progress.submitted.fetch_add(1, Ordering::Relaxed);
             }
         }
 
@@ -460,6 +466,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
                 }
             }
             free.push(index);
+            job.progress.completed.fetch_add(1, Ordering::Relaxed);
             if job.write {
                 // Fresh data for the buffer's next write, stamped here (after this completion's
                 // time was taken, before the next issue time) so it is never part of a latency.
@@ -521,6 +528,7 @@ fn run_here(job: &Job, cancel: &AtomicBool) -> Result<Measurement, ProbeError> {
         first_error,
         timed_out,
         cancelled,
+        yielded,
         latency_ns: hist,
     })
 }
