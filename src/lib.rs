@@ -7,6 +7,8 @@
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
+//! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
+//!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
@@ -35,6 +37,7 @@ pub mod block_info;
 pub mod cli;
 pub mod collectors;
 pub mod config;
+pub mod contention;
 pub mod device_filter;
 pub mod discovery;
 pub mod diskstats;

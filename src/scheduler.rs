@@ -13,8 +13,15 @@
 //! - Duty-cycle budget per device: a token bucket refilled at `max_duty_cycle` seconds per second
 //!   (capacity two cycles' worth); a run only starts when the bucket is not in debt, and its
 //!   engine time is charged to it. Runs refused by the budget count as `result="skipped"`.
-//! - Busy skip (optional): before each run the device's utilisation is measured from
-//!   `/proc/diskstats` over `busy_window`; above `skip_busy_above` the run is skipped.
+//! - Busy skip: before each run of a capacity profile (uncapped: it takes all the device gives)
+//!   the whole disk's load is measured over `busy_window` ([`crate::contention::Load`]: other
+//!   processes' IOPS, mean in-flight I/Os, utilisation); above `skip_busy_above` the run is
+//!   skipped. Gentle (rate-capped) profiles run whatever the load: latency under load is what they
+//!   are for.
+//! - Yield: while any run goes on, a watcher compares the disk's counters with the run's own
+//!   ([`crate::contention::Watch`]); a capacity run (with `yield_to_other_io`) stops issuing at
+//!   the first sight of another process's I/O and counts as skipped, with what was seen as the
+//!   reason. The time every run shared the disk with others is recorded as its cost.
 //! - Probes run on a thread of their own, never on a tokio worker; so does the stat of the
 //!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
 //!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
@@ -26,11 +33,11 @@
 //!   start its probe afterwards, and its fill stops at the next chunk.
 
 use crate::config::{SchedulerConfig, TargetSpec};
-use crate::diskstats;
-use crate::probe::engine::{self, RunOptions};
-use crate::probe::profile::Profile;
+use crate::contention::{DiskReader, Load, OwnIo, Watch, WatchReport};
+use crate::probe::engine::{self, RunOptions, RunProgress};
+use crate::probe::profile::{ProbeClass, Profile};
 use crate::probe::target::{self, DeviceId, TargetOptions};
-use crate::series::{RunOutcome, RunStatus, SeriesStore, TargetInfo};
+use crate::series::{RunCost, RunOutcome, RunStatus, SeriesStore, TargetInfo};
 use rand::Rng;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -484,26 +491,21 @@ async fn run_cycle(
             );
             continue;
         }
-        if let (Some(threshold), Some(dev)) = (spec.skip_busy_above, device.as_ref()) {
-            match utilisation(&shared.roots.procfs, &dev.name, spec.busy_window, stop).await {
-                Some(util) if util > threshold => {
-                    tracing::info!(target = %spec.name, profile = %profile.name, device = %dev.name,
-                        utilisation = util, threshold, "skipping run: device busy");
-                    shared.results.record(
-                        spec,
-                        &profile.name,
-                        RunOutcome::Skipped {
-                            reason: format!(
-                                "{} is {:.0}% busy (threshold {:.0}%)",
-                                dev.name,
-                                util * 100.0,
-                                threshold * 100.0
-                            ),
-                        },
-                    );
-                    continue;
-                }
-                _ => {}
+        let busy_check = profile.class() == ProbeClass::Capacity && !spec.skip_busy_above.is_off();
+        if let (true, Some(dev)) = (busy_check, device.as_ref()) {
+            let disk = dev.parent.as_deref().unwrap_or(&dev.name);
+            let load = disk_load(&shared.roots.sysfs, disk, spec.busy_window, stop).await;
+            if let Some(why) = load.and_then(|l| l.above(&spec.skip_busy_above)) {
+                tracing::info!(target = %spec.name, profile = %profile.name, device = %disk,
+                    load = %why, "skipping run: device busy");
+                shared.results.record(
+                    spec,
+                    &profile.name,
+                    RunOutcome::Skipped {
+                        reason: format!("{disk} is busy: {why}"),
+                    },
+                );
+                continue;
             }
             // The wait above ends early when the target is stopped: no run then.
             if *stop.borrow() {
@@ -520,7 +522,14 @@ async fn run_cycle(
         let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
         budget.tokens -= busy.as_secs_f64();
         let (result, error) = shared.results.record(spec, &profile.name, outcome);
-        if result != RunStatus::Success {
+        if result == RunStatus::Skipped {
+            tracing::info!(
+                target = %spec.name,
+                profile = %profile.name,
+                reason = error.as_deref().unwrap_or_default(),
+                "capacity run stopped early"
+            );
+        } else if result != RunStatus::Success {
             tracing::warn!(
                 target = %spec.name,
                 profile = %profile.name,
@@ -532,30 +541,21 @@ async fn run_cycle(
     }
 }
 
-/// Utilisation of `device` (0..1) over `window`, from the io_time field of diskstats.
-async fn utilisation(
-    procfs: &Path,
-    device: &str,
+/// The load of `disk` over `window` (no probe runs on it meanwhile: the caller holds its lock);
+/// `None` when its counters cannot be read or the target is stopped.
+async fn disk_load(
+    sysfs: &Path,
+    disk: &str,
     window: Duration,
     stop: &mut watch::Receiver<bool>,
-) -> Option<f64> {
-    let io_time = |procfs: &Path| -> Option<u64> {
-        let text = std::fs::read_to_string(procfs.join("diskstats")).ok()?;
-        diskstats::parse(&text)
-            .devices
-            .into_iter()
-            .find(|d| d.name == device)
-            .map(|d| d.io_time_ms)
-    };
-    let start = Instant::now();
-    let before = io_time(procfs)?;
+) -> Option<Load> {
+    let reader = DiskReader::new(sysfs, disk);
+    let before = reader.sample().ok()?;
     tokio::select! {
         () = tokio::time::sleep(window) => {}
         _ = stop.changed() => return None,
     }
-    let after = io_time(procfs)?;
-    let elapsed_ms = start.elapsed().as_secs_f64() * 1000.0;
-    Some((after.saturating_sub(before) as f64 / elapsed_ms).min(1.0))
+    Load::between(&before, &reader.sample().ok()?)
 }
 
 enum FromThread {
@@ -713,20 +713,57 @@ fn probe_thread(
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
-        ..RunOptions::default()
+        progress: Arc::new(RunProgress::default()),
+        yield_now: Arc::new(AtomicBool::new(false)),
     };
-    match engine::run(&opened, profile, &opts) {
+    let run = || engine::run(&opened, profile, &opts);
+    let (ran, report) = match &opened.device {
+        Some(device) => {
+            watch_of(spec, profile, roots, device).around(&opts.progress, &opts.yield_now, run)
+        }
+        None => (run(), WatchReport::default()),
+    };
+    let cost = RunCost {
+        contended: report.contended,
+        others_in_flight_seconds: report.others_in_flight_seconds,
+    };
+    match ran {
         Ok(result) => {
             let busy = result.elapsed;
-            Some((
+            let outcome = if result.yielded {
+                RunOutcome::Yielded {
+                    result: Box::new(result),
+                    cost,
+                    reason: report
+                        .yielded_for
+                        .unwrap_or_else(|| "asked to yield".to_owned()),
+                }
+            } else {
                 RunOutcome::Ran {
                     result: Box::new(result),
                     duration: started.elapsed(),
-                },
-                busy,
-            ))
+                    cost,
+                }
+            };
+            Some((outcome, busy))
         }
         Err(err) => fail(err.to_string()),
+    }
+}
+
+/// How a run of `profile` is watched on the disk under `device` (see [`crate::contention`]).
+fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &DeviceId) -> Watch {
+    let disk_name = device.parent.clone().unwrap_or_else(|| device.name.clone());
+    let disk = DiskReader::new(&roots.sysfs, &disk_name);
+    Watch {
+        own: OwnIo {
+            block_size: profile.block_size,
+            write: profile.rw.is_write(),
+            requests_per_io: disk.requests_per_io(profile.block_size),
+        },
+        disk,
+        disk_name,
+        yield_on_others: spec.yield_to_other_io && profile.class() == ProbeClass::Capacity,
     }
 }
 

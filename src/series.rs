@@ -145,6 +145,10 @@ pub struct ProfileSeries {
     pub busy_seconds: f64,
     /// Per-I/O latency of every run (its count is `ios`).
     pub latency: LatencyHistogram,
+    /// Seconds of runs during which other processes' I/O was seen on the disk.
+    pub contended_seconds: f64,
+    /// Other processes' in-flight I/Os on the disk, integrated over the runs (I/O-seconds).
+    pub others_in_flight_seconds: f64,
 }
 
 impl ProfileSeries {
@@ -178,6 +182,15 @@ pub struct SeriesStore {
     layout: Mutex<ClassicBuckets>,
 }
 
+/// What a run cost other processes on its disk, as [`crate::contention::Watch`] saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunCost {
+    /// Time of the run during which other processes' I/O was seen on the disk.
+    pub contended: Duration,
+    /// Other processes' in-flight I/Os integrated over the run, in I/O-seconds.
+    pub others_in_flight_seconds: f64,
+}
+
 /// What the scheduler reports about one run.
 #[derive(Debug)]
 pub enum RunOutcome {
@@ -187,6 +200,19 @@ pub enum RunOutcome {
         result: Box<Measurement>,
         /// Wall time including opening the target.
         duration: Duration,
+        /// What it cost others.
+        cost: RunCost,
+    },
+    /// A capacity run stopped early because another process's I/O showed up on the disk: counted
+    /// as skipped (its figures are cut short and shared with others, so the last-run gauges keep
+    /// the previous run), but the I/O it did is added to the cumulative counters.
+    Yielded {
+        /// The measurement, `yielded` set.
+        result: Box<Measurement>,
+        /// What it cost others.
+        cost: RunCost,
+        /// What was seen, and when.
+        reason: String,
     },
     /// The run could not start or failed outright (open, preflight, safety, engine setup).
     Failed {
@@ -310,6 +336,15 @@ impl SeriesStore {
                 series.runs[RunStatus::Skipped as usize] += 1;
                 return (RunStatus::Skipped, Some(reason));
             }
+            RunOutcome::Yielded {
+                result,
+                cost,
+                reason,
+            } => {
+                add_io(series, &result, &cost);
+                series.runs[RunStatus::Skipped as usize] += 1;
+                return (RunStatus::Skipped, Some(reason));
+            }
             RunOutcome::Abandoned { error, duration } => (
                 RunStatus::Timeout,
                 Some(LastRun::without_io(
@@ -323,7 +358,11 @@ impl SeriesStore {
                 RunStatus::Error,
                 Some(LastRun::without_io(RunStatus::Error, now, duration, error)),
             ),
-            RunOutcome::Ran { result, duration } => {
+            RunOutcome::Ran {
+                result,
+                duration,
+                cost,
+            } => {
                 let r = &*result;
                 let kind = if r.timed_out {
                     RunStatus::Timeout
@@ -332,11 +371,7 @@ impl SeriesStore {
                 } else {
                     RunStatus::Error
                 };
-                series.ios += r.ios;
-                series.bytes += r.bytes;
-                series.io_errors += r.errors;
-                series.busy_seconds += r.elapsed.as_secs_f64();
-                series.latency.record(&r.latency_ns);
+                add_io(series, r, &cost);
                 let error = r.failure();
                 (
                     kind,
@@ -375,6 +410,17 @@ impl SeriesStore {
     pub fn read<R>(&self, f: impl FnOnce(&BTreeMap<String, TargetSeries>) -> R) -> R {
         f(&self.lock())
     }
+}
+
+/// Adds what a run did (and cost) to the cumulative counters and histogram.
+fn add_io(series: &mut ProfileSeries, r: &Measurement, cost: &RunCost) {
+    series.ios += r.ios;
+    series.bytes += r.bytes;
+    series.io_errors += r.errors;
+    series.busy_seconds += r.elapsed.as_secs_f64();
+    series.contended_seconds += cost.contended.as_secs_f64();
+    series.others_in_flight_seconds += cost.others_in_flight_seconds;
+    series.latency.record(&r.latency_ns);
 }
 
 #[cfg(test)]
@@ -421,16 +467,17 @@ mod tests {
         };
         let r = store.record(
             &spec,
-            "randread-4k-qd1",
+            "randread-4k-qd1-gentle",
             RunOutcome::Ran {
                 result: Box::new(result),
                 duration: Duration::from_millis(510),
+                cost: RunCost::default(),
             },
         );
         assert_eq!(r, (RunStatus::Success, None));
         store.record(
             &spec,
-            "randread-4k-qd1",
+            "randread-4k-qd1-gentle",
             RunOutcome::Skipped {
                 reason: "busy".into(),
             },
@@ -455,7 +502,7 @@ mod tests {
         // A run of the old spec, cancelled by that reload, ends up in no series.
         let late = store.record(
             &spec,
-            "randread-4k-qd1",
+            "randread-4k-qd1-gentle",
             RunOutcome::Failed {
                 error: "cancelled".into(),
                 duration: Duration::from_millis(5),
@@ -477,7 +524,7 @@ mod tests {
         store.set_targets(std::slice::from_ref(&back));
         let late = store.record(
             &spec,
-            "randread-4k-qd1",
+            "randread-4k-qd1-gentle",
             RunOutcome::Skipped {
                 reason: "late".into(),
             },
@@ -486,7 +533,7 @@ mod tests {
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.record(
             &back,
-            "randread-4k-qd1",
+            "randread-4k-qd1-gentle",
             RunOutcome::Skipped {
                 reason: "busy".into(),
             },
@@ -511,11 +558,13 @@ mod tests {
                 first_error: None,
                 timed_out: false,
                 cancelled: false,
+                yielded: false,
                 latency_ns: h.clone(),
             }),
             duration: Duration::from_millis(2),
+            cost: RunCost::default(),
         };
-        store.record(&spec, "randread-4k-qd1", run());
+        store.record(&spec, "randread-4k-qd1-gentle", run());
         let series = || store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(series().latency.layout(), &ClassicBuckets::coarse());
         // The same layout again changes nothing.

@@ -3,7 +3,9 @@
 
 mod common;
 
-use diskprobe_exporter::config::Config;
+use diskprobe_exporter::config::probes::DEFAULT_SKIP_BUSY_ABOVE;
+use diskprobe_exporter::config::{BusyLimits, Config, TargetSpec};
+use diskprobe_exporter::probe::profile::ProbeClass;
 use std::path::Path;
 use std::process::Command;
 
@@ -56,7 +58,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"nope\"]\n",
-        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64",
+        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64, randread-4k-qd1-gentle, randwrite-4k-qd1-gentle",
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
@@ -64,11 +66,11 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\ninterval = \"1m\"\n",
-        "4:12: targets[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 2s every 1m (3.33% of the time), above max_duty_cycle 1%; set interval to at least 3m 21s, shorten runtime or raise max_duty_cycle",
+        "4:12: targets[0].interval: profiles [\"randread-4k-qd1-gentle\"] run for 1s every 1m (1.67% of the time), above max_duty_cycle 1%; set interval to at least 1m 41s, shorten runtime or raise max_duty_cycle",
     ),
     (
-        "[defaults]\nmax_duty_cycle = 0.5\n[[targets]]\nname = \"a\"\npath = \"/x\"\ninterval = \"1s\"\nruntime = \"300ms\"\n",
-        "6:12: targets[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 600ms every 1s (60.00% of the time), above max_duty_cycle 50%; set interval to at least 2s, shorten runtime or raise max_duty_cycle",
+        "[defaults]\nmax_duty_cycle = 0.5\n[[targets]]\nname = \"a\"\npath = \"/x\"\nallow_writes = true\ninterval = \"1s\"\nruntime = \"300ms\"\n",
+        "7:12: targets[0].interval: profiles [\"randread-4k-qd1-gentle\", \"randwrite-4k-qd1-gentle\"] run for 600ms every 1s (60.00% of the time), above max_duty_cycle 50%; set interval to at least 2s, shorten runtime or raise max_duty_cycle",
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"x\"\n",
@@ -100,7 +102,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\ntimeout = \"1s\"\n",
-        "4:11: targets[0].timeout: timeout 1s must be longer than the runtime 1s of profile \"randread-4k-qd1\"",
+        "4:11: targets[0].timeout: timeout 1s must be longer than the runtime 1s of profile \"randread-4k-qd1-gentle\"",
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nallow_device_writes = true\n",
@@ -193,11 +195,31 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[discover]]\nkind = \"block\"\ninterval = \"1m\"\n",
-        "3:12: discover[0].interval: profiles [\"randread-4k-qd1\", \"randread-4k-qd32\"] run for 2s every 1m (3.33% of the time), above max_duty_cycle 1%; set interval to at least 3m 21s, shorten runtime or raise max_duty_cycle",
+        "3:12: discover[0].interval: profiles [\"randread-4k-qd1-gentle\"] run for 1s every 1m (1.67% of the time), above max_duty_cycle 1%; set interval to at least 1m 41s, shorten runtime or raise max_duty_cycle",
     ),
     (
         "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nallow_writes = true\n",
         "4:16: discover[0].allow_writes: write profiles only ever write a probe file; set file too",
+    ),
+    (
+        "[defaults]\nskip_busy_above = { iops = 10, inflight = 1 }\n",
+        "2:19: defaults.skip_busy_above: unknown field `inflight`, expected one of `iops`, `in_flight`, `utilisation`",
+    ),
+    (
+        "[defaults]\nskip_busy_above = \"busy\"\n",
+        "2:19: defaults.skip_busy_above: invalid type: string \"busy\", expected a table such as { iops = 10, in_flight = 0.1 }, or a utilisation fraction",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nskip_busy_above = { in_flight = -1 }\n",
+        "4:19: targets[0].skip_busy_above.in_flight: expected a number from 0 to 1000000, found -1",
+    ),
+    (
+        "[defaults]\nskip_busy_above = 1.5\n",
+        "2:19: defaults.skip_busy_above.utilisation: expected a number from 0 to 1, found 1.5",
+    ),
+    (
+        "[defaults]\nyield_to_other_io = \"yes\"\n",
+        "2:21: defaults.yield_to_other_io: invalid type: string \"yes\", expected a boolean",
     ),
 ];
 
@@ -311,11 +333,66 @@ fn example_config_loads_and_means_the_defaults() {
 }
 
 #[test]
-fn embedded_default_probes_a_scratch_file_with_the_read_profiles() {
+fn embedded_default_probes_a_scratch_file_with_the_gentle_profiles() {
     let config = Config::embedded_default(Path::new("/var/lib/x"));
     assert_eq!(config.targets.len(), 1);
     let t = &config.targets[0];
     assert_eq!(t.path, Path::new("/var/lib/x/probe.dat"));
-    assert!(t.profiles.iter().all(|p| !p.rw.is_write()));
+    let names: Vec<&str> = t.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]);
+    assert!(t.profiles.iter().all(|p| p.class() == ProbeClass::Gentle));
+    assert!(t.allow_writes && !t.allow_device_writes);
     assert!(t.busy_per_cycle().as_secs_f64() / t.interval.as_secs_f64() <= t.max_duty_cycle);
+}
+
+#[test]
+fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in() {
+    let load = |text: &str| {
+        Config::from_toml(text, Path::new("t.toml"))
+            .unwrap()
+            .targets
+    };
+    let names =
+        |t: &TargetSpec| -> Vec<String> { t.profiles.iter().map(|p| p.name.clone()).collect() };
+    let t = load(
+        "[[targets]]\nname = \"r\"\npath = \"/x\"\n\
+         [[targets]]\nname = \"w\"\npath = \"/y\"\nallow_writes = true\n",
+    );
+    assert_eq!(names(&t[0]), ["randread-4k-qd1-gentle"]);
+    assert_eq!(
+        names(&t[1]),
+        ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
+    );
+    // Busy skip and yield are on by default, with limits in I/Os rather than utilisation.
+    assert_eq!(t[0].skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert!(DEFAULT_SKIP_BUSY_ABOVE.iops.is_some() && DEFAULT_SKIP_BUSY_ABOVE.in_flight.is_some());
+    assert!(t[0].yield_to_other_io);
+    // Listed capacity probes run; a target overrides the busy limits as a whole, `{}` turns
+    // busy skip off, and a bare number is the utilisation limit of the key's earlier form.
+    let t = load(
+        "[defaults]\nprofiles = [\"randread-4k-qd32\"]\nskip_busy_above = { iops = 50 }\n\
+         yield_to_other_io = false\ninterval = \"10m\"\n\
+         [[targets]]\nname = \"a\"\npath = \"/x\"\n\
+         [[targets]]\nname = \"b\"\npath = \"/y\"\nskip_busy_above = {}\nyield_to_other_io = true\n\
+         [[targets]]\nname = \"c\"\npath = \"/z\"\nskip_busy_above = 0.5\n",
+    );
+    assert_eq!(names(&t[0]), ["randread-4k-qd32"]);
+    assert_eq!(t[0].profiles[0].class(), ProbeClass::Capacity);
+    assert_eq!(
+        t[0].skip_busy_above,
+        BusyLimits {
+            iops: Some(50.0),
+            in_flight: None,
+            utilisation: None
+        }
+    );
+    assert!(!t[0].yield_to_other_io);
+    assert!(t[1].skip_busy_above.is_off() && t[1].yield_to_other_io);
+    assert_eq!(
+        t[2].skip_busy_above,
+        BusyLimits {
+            utilisation: Some(0.5),
+            ..BusyLimits::default()
+        }
+    );
 }

@@ -14,7 +14,7 @@ use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
 use diskprobe_exporter::probe::engine::EngineKind;
 use diskprobe_exporter::probe::measurement::{Measurement, new_latency_histogram};
-use diskprobe_exporter::series::{RunOutcome, SeriesStore, TargetInfo};
+use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// I/O) and a failed QD32 run, one that never ran (empty histograms).
 fn families(layout: &ClassicBuckets) -> Vec<Family> {
     let config = Config::from_toml(
-        "[[targets]]\nname = \"nvme\"\npath = \"/dev/nvme0n1\"\n\
+        "[[targets]]\nname = \"nvme\"\npath = \"/dev/nvme0n1\"\nprofiles = [\"randread-4k-qd1\", \"randread-4k-qd32\"]\n\
          [[targets]]\nname = \"idle\"\npath = \"/srv/probe.dat\"\nprofiles = [\"randread-4k-qd1\"]\n",
         Path::new("golden.toml"),
     )
@@ -58,6 +58,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             first_error: None,
             timed_out: false,
             cancelled: false,
+            yielded: false,
             latency_ns: h,
         };
         store.record(
@@ -66,6 +67,11 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             RunOutcome::Ran {
                 result: Box::new(measurement),
                 duration: Duration::from_millis(260),
+                // Other processes' I/O was seen for 50 ms of the run, 3 in flight meanwhile.
+                cost: RunCost {
+                    contended: Duration::from_millis(50),
+                    others_in_flight_seconds: 0.15,
+                },
             },
         );
     }

@@ -85,6 +85,14 @@ impl Collector for ProbesCollector {
             "diskprobe_probe_busy_seconds_total",
             "Seconds the engine spent issuing probe I/O; increase(diskprobe_ios_total) / increase(this) is the IOPS while probing.",
         );
+        let mut contended = Family::counter(
+            "diskprobe_probe_contended_seconds_total",
+            "Seconds of probe runs during which other processes' I/O was seen on the disk (completed or in flight, from /sys/block, the probe's own subtracted): how long the probes competed with the workload.",
+        );
+        let mut others_in_flight = Family::counter(
+            "diskprobe_probe_others_in_flight_seconds_total",
+            "Other processes' I/Os in flight on the disk while the probes ran, integrated over time (I/O-seconds, a lower bound): the workload's I/O exposed to the probes.",
+        );
         let mut histogram = Family::histogram(
             "diskprobe_io_latency_seconds",
             "Per-I/O latency of probe I/Os since the agent started (completion minus submission, or minus the intended issue time for rate-capped profiles).",
@@ -153,6 +161,8 @@ impl Collector for ProbesCollector {
                     bytes.push(&l, s.bytes as f64);
                     io_errors.push(&l, s.io_errors as f64);
                     busy.push(&l, s.busy_seconds);
+                    contended.push(&l, s.contended_seconds);
+                    others_in_flight.push(&l, s.others_in_flight_seconds);
                     histogram.push_value(&l, s.latency.to_value());
                     let Some(last) = &s.last else { continue };
                     success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
@@ -190,6 +200,8 @@ impl Collector for ProbesCollector {
             bytes,
             io_errors,
             busy,
+            contended,
+            others_in_flight,
             histogram,
             target_info,
             interval,

@@ -582,6 +582,7 @@ fn settings(
         max_duty_cycle: r.max_duty_cycle.clone(),
         skip_busy_above: r.skip_busy_above.clone(),
         busy_window: r.busy_window.clone(),
+        yield_to_other_io: r.yield_to_other_io.clone(),
         allow_writes: r.allow_writes.clone(),
         allow_device_writes: None,
     };

@@ -12,7 +12,7 @@ pub mod raw;
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
-pub use probes::{SchedulerConfig, TargetSpec};
+pub use probes::{BusyLimits, SchedulerConfig, TargetSpec};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
 /// Name of the scratch probe file of the embedded default, inside the state directory.
 pub const EMBEDDED_PROBE_FILE: &str = "probe.dat";
+/// The embedded default's TOML, with `"{probe_file}"` in place of the scratch file's path.
+pub const EMBEDDED_DEFAULT: &str = include_str!("embedded_default.toml");
 /// The default `--web.telemetry-path`.
 pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 
@@ -128,13 +130,12 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// The configuration used without `--config.file`: diskstats, and one target probing a
-    /// scratch file `probe.dat` in `state_dir` with the default (read-only) profiles.
+    /// The configuration used without `--config.file` ([`EMBEDDED_DEFAULT`]): diskstats, and
+    /// one target probing a scratch file `probe.dat` in `state_dir` with the gentle read and
+    /// write profiles.
     pub fn embedded_default(state_dir: &Path) -> Config {
-        let text = format!(
-            "[[targets]]\nname = \"scratch\"\npath = {:?}\n",
-            state_dir.join(EMBEDDED_PROBE_FILE).display().to_string()
-        );
+        let probe_file = state_dir.join(EMBEDDED_PROBE_FILE).display().to_string();
+        let text = EMBEDDED_DEFAULT.replace("\"{probe_file}\"", &format!("{probe_file:?}"));
         // The embedded text is built from constants and an absolute path; it always validates.
         Config::from_toml(&text, Path::new("<embedded default>"))
             .unwrap_or_else(|e| panic!("embedded default configuration is invalid: {e}"))

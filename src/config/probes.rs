@@ -6,7 +6,7 @@
 //! time exceeds the duty-cycle budget, durations and sizes that do not parse.
 
 use super::SpannedError;
-use super::raw::{RawConfig, RawDefaults, RawProfile, RawTarget};
+use super::raw::{RawBusyLimits, RawConfig, RawDefaults, RawProfile, RawTarget};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
 use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
@@ -26,10 +26,43 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_JITTER: f64 = 0.1;
 /// Default duty-cycle budget: probes may keep a device busy 1% of the time.
 pub const DEFAULT_MAX_DUTY_CYCLE: f64 = 0.01;
-/// Default window over which utilisation is measured for `skip_busy_above`.
+/// Default window over which the disk's load is measured before a capacity profile's run.
 pub const DEFAULT_BUSY_WINDOW: Duration = Duration::from_secs(1);
-/// Profiles of a target that lists none: QD1 latency and QD32 IOPS, read-only.
-pub const DEFAULT_PROFILES: &[&str] = &["randread-4k-qd1", "randread-4k-qd32"];
+/// Profiles of a target that lists none (and of `[defaults] profiles` when unset): the gentle
+/// read probe, QD1 latency at a capped rate.
+pub const DEFAULT_PROFILES: &[&str] = &["randread-4k-qd1-gentle"];
+/// Added to [`DEFAULT_PROFILES`] on a target with `allow_writes = true`: the gentle write probe.
+pub const DEFAULT_WRITE_PROFILES: &[&str] = &["randwrite-4k-qd1-gentle"];
+/// Default `skip_busy_above`: a capacity run is skipped when, over the busy window, other
+/// processes completed more than 10 I/Os per second on the disk, or kept more than 0.1 I/Os in
+/// flight on average. Both count I/Os, not time: utilisation (the share of time with any I/O in
+/// flight) reaches 100% on an NVMe drive at a fraction of its capacity, and says nothing about how
+/// close a cloud disk is to its IOPS cap. A 1-second capacity run on a disk doing 10 I/Os a
+/// second would meet another process's I/O almost surely, and stop early anyway.
+pub const DEFAULT_SKIP_BUSY_ABOVE: BusyLimits = BusyLimits {
+    iops: Some(10.0),
+    in_flight: Some(0.1),
+    utilisation: None,
+};
+
+/// When a disk counts as busy: above any of the limits that are set, measured on the whole disk
+/// over the busy window before a capacity profile's run. None set: never busy.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BusyLimits {
+    /// I/Os per second completed by other processes (reads, writes, discards and flushes).
+    pub iops: Option<f64>,
+    /// Mean number of other processes' I/Os in flight (the rate of the weighted I/O time).
+    pub in_flight: Option<f64>,
+    /// Share of the time with any I/O in flight, 0..1 (the rate of the I/O time).
+    pub utilisation: Option<f64>,
+}
+
+impl BusyLimits {
+    /// Whether no limit is set (busy skip is off).
+    pub fn is_off(&self) -> bool {
+        self.iops.is_none() && self.in_flight.is_none() && self.utilisation.is_none()
+    }
+}
 
 /// A target, validated and with every default applied.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,10 +89,12 @@ pub struct TargetSpec {
     pub jitter: f64,
     /// Largest fraction of wall time probes may occupy the device.
     pub max_duty_cycle: f64,
-    /// Skip runs when the device is busier than this (utilisation 0..1).
-    pub skip_busy_above: Option<f64>,
-    /// How long utilisation is measured before a run.
+    /// Capacity profiles' runs are skipped when the disk is busier than this.
+    pub skip_busy_above: BusyLimits,
+    /// How long the disk's load is measured before a capacity profile's run.
     pub busy_window: Duration,
+    /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
+    pub yield_to_other_io: bool,
     /// Write profiles allowed on the probe file.
     pub allow_writes: bool,
     /// Write profiles allowed on a block device.
@@ -127,6 +162,23 @@ fn fraction(key: &str, v: &Spanned<f64>, min: f64, max: f64) -> Result<f64, Span
             format!("{key}: expected a number above {min} and at most {max}, found {x}"),
         ))
     }
+}
+
+/// Validates `skip_busy_above`: limits are finite and not negative, utilisation at most 1.
+fn busy_limits(key: &str, v: &Spanned<RawBusyLimits>) -> Result<BusyLimits, SpannedError> {
+    let raw = v.get_ref();
+    let check = |name: &str, x: Option<f64>, max: f64| match x {
+        Some(x) if !(x.is_finite() && (0.0..=max).contains(&x)) => Err(invalid(
+            v,
+            format!("{key}.{name}: expected a number from 0 to {max}, found {x}"),
+        )),
+        _ => Ok(x),
+    };
+    Ok(BusyLimits {
+        iops: check("iops", raw.iops, 1e9)?,
+        in_flight: check("in_flight", raw.in_flight, 1e6)?,
+        utilisation: check("utilisation", raw.utilisation, 1.0)?,
+    })
 }
 
 fn engine(key: &str, v: &Spanned<String>) -> Result<EngineChoice, SpannedError> {
@@ -305,8 +357,9 @@ pub(super) struct Defaults<'a> {
     pub(super) profiles: Option<&'a Spanned<Vec<Spanned<String>>>>,
     jitter: f64,
     max_duty_cycle: f64,
-    skip_busy_above: Option<f64>,
+    skip_busy_above: BusyLimits,
     busy_window: Duration,
+    yield_to_other_io: bool,
 }
 
 impl<'a> Defaults<'a> {
@@ -327,10 +380,12 @@ impl<'a> Defaults<'a> {
             })?
             .unwrap_or(DEFAULT_MAX_DUTY_CYCLE),
             skip_busy_above: opt(&d.skip_busy_above, |v| {
-                fraction("defaults.skip_busy_above", v, 0.0, 1.0)
-            })?,
+                busy_limits("defaults.skip_busy_above", v)
+            })?
+            .unwrap_or(DEFAULT_SKIP_BUSY_ABOVE),
             busy_window: opt(&d.busy_window, |v| duration("defaults.busy_window", v))?
                 .unwrap_or(DEFAULT_BUSY_WINDOW),
+            yield_to_other_io: d.yield_to_other_io.as_ref().is_none_or(|b| *b.get_ref()),
         })
     }
 }
@@ -418,6 +473,11 @@ pub(super) fn target(
             }
             None => DEFAULT_PROFILES
                 .iter()
+                .chain(if allow_writes {
+                    DEFAULT_WRITE_PROFILES
+                } else {
+                    &[]
+                })
                 .map(|n| ((*n).to_owned(), None))
                 .collect(),
         };
@@ -494,11 +554,15 @@ pub(super) fn target(
         jitter: opt(&r.jitter, |v| jitter(&key("jitter"), v))?.unwrap_or(d.jitter),
         max_duty_cycle,
         skip_busy_above: opt(&r.skip_busy_above, |v| {
-            fraction(&key("skip_busy_above"), v, 0.0, 1.0)
+            busy_limits(&key("skip_busy_above"), v)
         })?
-        .or(d.skip_busy_above),
+        .unwrap_or(d.skip_busy_above),
         busy_window: opt(&r.busy_window, |v| duration(&key("busy_window"), v))?
             .unwrap_or(d.busy_window),
+        yield_to_other_io: r
+            .yield_to_other_io
+            .as_ref()
+            .map_or(d.yield_to_other_io, |b| *b.get_ref()),
         allow_writes,
         allow_device_writes,
         rule: None,

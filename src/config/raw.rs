@@ -4,7 +4,9 @@
 //! type keep their source span ([`Spanned`]) so that [`super::validate`] can point at them.
 
 use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
 use std::collections::BTreeMap;
+use std::fmt;
 use toml::Spanned;
 
 /// The whole file. Every section is optional.
@@ -85,10 +87,12 @@ pub struct RawDefaults {
     pub jitter: Option<Spanned<f64>>,
     /// Largest fraction of wall time probes may occupy a device.
     pub max_duty_cycle: Option<Spanned<f64>>,
-    /// Skip a run when the device's utilisation is above this fraction.
-    pub skip_busy_above: Option<Spanned<f64>>,
-    /// How long utilisation is measured before a run when `skip_busy_above` is set.
+    /// Skip a capacity profile's run when the disk is busier than this.
+    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
+    /// How long the disk's load is measured before a capacity profile's run.
     pub busy_window: Option<Spanned<String>>,
+    /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
+    pub yield_to_other_io: Option<Spanned<bool>>,
 }
 
 /// `[scheduler]`: limits across all targets.
@@ -126,9 +130,11 @@ pub struct RawTarget {
     /// Overrides `[defaults]`.
     pub max_duty_cycle: Option<Spanned<f64>>,
     /// Overrides `[defaults]`.
-    pub skip_busy_above: Option<Spanned<f64>>,
+    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
     /// Overrides `[defaults]`.
     pub busy_window: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub yield_to_other_io: Option<Spanned<bool>>,
     /// Write profiles are allowed on this target's probe file.
     pub allow_writes: Option<Spanned<bool>>,
     /// Write profiles are allowed on this block device (also needs `allow_writes`).
@@ -205,7 +211,74 @@ pub struct RawDiscover {
     /// Overrides `[defaults]`.
     pub max_duty_cycle: Option<Spanned<f64>>,
     /// Overrides `[defaults]`.
-    pub skip_busy_above: Option<Spanned<f64>>,
+    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
     /// Overrides `[defaults]`.
     pub busy_window: Option<Spanned<String>>,
+    /// Overrides `[defaults]`.
+    pub yield_to_other_io: Option<Spanned<bool>>,
+}
+
+/// `skip_busy_above`: a table of limits (`{ iops = 10, in_flight = 0.1 }`, any of `iops`,
+/// `in_flight`, `utilisation`; `{}` for none), or a bare number, read as `{ utilisation = N }` (the
+/// key's earlier form).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RawBusyLimits {
+    /// I/Os per second completed by other processes.
+    pub iops: Option<f64>,
+    /// Mean number of other processes' I/Os in flight.
+    pub in_flight: Option<f64>,
+    /// Fraction of the time the disk had I/O in flight.
+    pub utilisation: Option<f64>,
+}
+
+const BUSY_KEYS: &[&str] = &["iops", "in_flight", "utilisation"];
+
+impl<'de> Deserialize<'de> for RawBusyLimits {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LimitsVisitor;
+
+        impl<'de> Visitor<'de> for LimitsVisitor {
+            type Value = RawBusyLimits;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a table such as { iops = 10, in_flight = 0.1 }, or a utilisation fraction",
+                )
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawBusyLimits, E> {
+                Ok(RawBusyLimits {
+                    utilisation: Some(v),
+                    ..RawBusyLimits::default()
+                })
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawBusyLimits, E> {
+                self.visit_f64(v as f64)
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawBusyLimits, E> {
+                self.visit_f64(v as f64)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawBusyLimits, A::Error> {
+                let mut limits = RawBusyLimits::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let slot = match key.as_str() {
+                        "iops" => &mut limits.iops,
+                        "in_flight" => &mut limits.in_flight,
+                        "utilisation" => &mut limits.utilisation,
+                        other => return Err(de::Error::unknown_field(other, BUSY_KEYS)),
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    *slot = Some(map.next_value::<f64>()?);
+                }
+                Ok(limits)
+            }
+        }
+
+        deserializer.deserialize_any(LimitsVisitor)
+    }
 }

@@ -1,0 +1,532 @@
+//! Other processes' I/O on a probed disk: how busy the disk is before a capacity profile's run
+//! (busy skip), and whether another process's I/O shows up while a run goes on (yield, and the
+//! cost of probing exported per target).
+//!
+//! Everything is read on the whole disk (a partition's I/O counts in its disk, as for the
+//! scheduler's per-disk lock and budget), from `/sys/block/DISK/stat` (the disk's
+//! `/proc/diskstats` counters, without the other devices) and `/sys/block/DISK/inflight` (I/Os in
+//! flight by direction).
+//!
+//! Before a run, all the disk's I/O is other processes': the agent runs one probe per disk at a
+//! time. During a run, the probe's own I/O is subtracted, using the engine's
+//! [`RunProgress`]: an I/O is counted as submitted before the kernel sees it and as completed
+//! after the engine took its completion. The kernel cannot have transferred more sectors for the
+//! probe than `submitted × block size`, nor hold more of its requests in flight than
+//! `(submitted − completed) × requests per I/O` (how many requests the disk's queue limits may
+//! split one I/O into), so what exceeds those bounds is certainly another process's: no false
+//! alarm, at the price of missing others' I/O up to the size of the probe's own in flight (32
+//! 4k I/Os at QD32, 16 MiB at QD16 with 1M blocks). I/O in the other direction (writes during a
+//! read probe), discards and flushes are never the probe's, and count at once.
+
+use crate::config::BusyLimits;
+use crate::diskstats::{self, DiskStats};
+use crate::probe::engine::RunProgress;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How often a run that may yield compares the disk's counters with its own.
+pub const YIELD_POLL: Duration = Duration::from_millis(10);
+/// How often a run that does not yield does (for the cost counters only).
+pub const COST_POLL: Duration = Duration::from_millis(100);
+
+/// Bytes per sector in the kernel's block-layer counters.
+const SECTOR: u64 = 512;
+
+/// Why the disk's counters could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read (the disk vanished, or sysfs is not mounted there).
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file did not hold what the kernel writes there.
+    #[error("{path}: unexpected content {text:?}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What it held.
+        text: String,
+    },
+}
+
+/// The counters of one disk at one moment.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// When they were read.
+    pub at: Instant,
+    /// The disk's diskstats counters.
+    pub stats: DiskStats,
+    /// Requests in flight: reads, then writes (discards and flushes count as writes).
+    pub in_flight: [u64; 2],
+}
+
+/// Parses `/sys/block/DISK/stat`: the counters of a `/proc/diskstats` line without its major,
+/// minor and name.
+pub fn parse_stat(text: &str) -> Option<DiskStats> {
+    diskstats::parse_line(&format!("0 0 disk {text}")).ok()
+}
+
+/// Parses `/sys/block/DISK/inflight`: reads and writes in flight.
+pub fn parse_inflight(text: &str) -> Option<[u64; 2]> {
+    let mut fields = text.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(reads)), Some(Ok(writes))) => Some([reads, writes]),
+        _ => None,
+    }
+}
+
+/// Reads the counters of one disk.
+#[derive(Debug, Clone)]
+pub struct DiskReader {
+    dir: PathBuf,
+}
+
+impl DiskReader {
+    /// The reader of disk `disk` (a kernel name such as `sda` or `cciss/c0d0`) under the sysfs
+    /// mountpoint `sysfs`.
+    pub fn new(sysfs: &Path, disk: &str) -> DiskReader {
+        DiskReader {
+            dir: sysfs.join("block").join(disk.replace('/', "!")),
+        }
+    }
+
+    fn read(&self, name: &str) -> Result<(PathBuf, String), ReadError> {
+        let path = self.dir.join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(source) => Err(ReadError::Io { path, source }),
+        }
+    }
+
+    /// The disk's counters now.
+    pub fn sample(&self) -> Result<Sample, ReadError> {
+        let (stat_path, stat) = self.read("stat")?;
+        let (inflight_path, inflight) = self.read("inflight")?;
+        let at = Instant::now();
+        let stats = parse_stat(&stat).ok_or(ReadError::Format {
+            path: stat_path,
+            text: stat,
+        })?;
+        let in_flight = parse_inflight(&inflight).ok_or(ReadError::Format {
+            path: inflight_path,
+            text: inflight,
+        })?;
+        Ok(Sample {
+            at,
+            stats,
+            in_flight,
+        })
+    }
+
+    /// The most requests one I/O of `block_size` bytes can become on this disk: the queue
+    /// splits an I/O larger than `max_sectors_kb`, or with more (page-sized, at worst) segments
+    /// than `max_segments`. One request per page when the limits cannot be read.
+    pub fn requests_per_io(&self, block_size: u64) -> u64 {
+        let pages = block_size.div_ceil(4096).max(1);
+        let limit = |name: &str| -> Option<u64> {
+            let (_, text) = self.read(&format!("queue/{name}")).ok()?;
+            text.trim().parse::<u64>().ok().filter(|v| *v > 0)
+        };
+        match (limit("max_sectors_kb"), limit("max_segments")) {
+            (Some(kb), Some(segments)) => block_size
+                .div_ceil(kb * 1024)
+                .max(pages.div_ceil(segments))
+                .max(1),
+            _ => pages,
+        }
+    }
+}
+
+/// Completed I/Os of every kind (reads, writes, discards, flushes).
+fn completed_ios(s: &DiskStats) -> u64 {
+    s.reads_completed
+        + s.writes_completed
+        + s.discards.map_or(0, |d| d.completed)
+        + s.flushes.map_or(0, |f| f.completed)
+}
+
+/// The disk's load between two samples taken while the probe did no I/O on it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// I/Os completed per second.
+    pub iops: f64,
+    /// Mean number of I/Os in flight (the rate of the weighted I/O time).
+    pub in_flight: f64,
+    /// Share of the time with any I/O in flight (the rate of the I/O time), at most 1.
+    pub utilisation: f64,
+}
+
+impl Load {
+    /// The load from `before` to `after`; `None` when no time passed between them.
+    pub fn between(before: &Sample, after: &Sample) -> Option<Load> {
+        let ms = after.at.saturating_duration_since(before.at).as_secs_f64() * 1e3;
+        if ms <= 0.0 {
+            return None;
+        }
+        let (a, b) = (&before.stats, &after.stats);
+        let delta = |x: u64, y: u64| y.saturating_sub(x) as f64;
+        Some(Load {
+            iops: delta(completed_ios(a), completed_ios(b)) / ms * 1e3,
+            in_flight: delta(a.io_weighted_time_ms, b.io_weighted_time_ms) / ms,
+            utilisation: (delta(a.io_time_ms, b.io_time_ms) / ms).min(1.0),
+        })
+    }
+
+    /// The first limit this load is above, said in words; `None` when it is above none.
+    pub fn above(&self, limits: &BusyLimits) -> Option<String> {
+        if let Some(limit) = limits.iops.filter(|l| self.iops > *l) {
+            return Some(format!(
+                "{:.1} I/Os per second from other processes (limit {limit})",
+                self.iops
+            ));
+        }
+        if let Some(limit) = limits.in_flight.filter(|l| self.in_flight > *l) {
+            return Some(format!(
+                "{:.2} I/Os of other processes in flight on average (limit {limit})",
+                self.in_flight
+            ));
+        }
+        if let Some(limit) = limits.utilisation.filter(|l| self.utilisation > *l) {
+            return Some(format!(
+                "{:.0}% utilised (limit {:.0}%)",
+                self.utilisation * 100.0,
+                limit * 100.0
+            ));
+        }
+        None
+    }
+}
+
+/// What a probe run itself does to the disk, to tell its I/O from other processes'.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnIo {
+    /// Bytes per I/O.
+    pub block_size: u64,
+    /// Whether the probe writes (else it reads).
+    pub write: bool,
+    /// The most requests one of its I/Os can become ([`DiskReader::requests_per_io`]).
+    pub requests_per_io: u64,
+}
+
+/// Other processes' I/O seen during a run, up to some moment; lower bounds (see the module
+/// documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Others {
+    /// Sectors other processes transferred (or discarded) since the run's first sample.
+    pub sectors: u64,
+    /// Flushes since the run's first sample.
+    pub flushes: u64,
+    /// Their requests in flight at the moment.
+    pub in_flight: u64,
+}
+
+impl Others {
+    /// Others' I/O at `now`, given the run's first sample, the I/Os the run had completed just
+    /// before `now` was read and those it had submitted just after.
+    pub fn at(start: &Sample, now: &Sample, own: &OwnIo, completed: u64, submitted: u64) -> Others {
+        let (a, b) = (&start.stats, &now.stats);
+        let reads = b.sectors_read.saturating_sub(a.sectors_read);
+        let writes = b.sectors_written.saturating_sub(a.sectors_written);
+        let discards = b
+            .discards
+            .zip(a.discards)
+            .map_or(0, |(b, a)| b.sectors.saturating_sub(a.sectors));
+        let flushes = b
+            .flushes
+            .zip(a.flushes)
+            .map_or(0, |(b, a)| b.completed.saturating_sub(a.completed));
+        let own_sectors = submitted.saturating_mul(own.block_size) / SECTOR;
+        let (same, other) = if own.write {
+            (writes, reads)
+        } else {
+            (reads, writes)
+        };
+        let own_in_flight = submitted
+            .saturating_sub(completed)
+            .saturating_mul(own.requests_per_io);
+        let (same_in_flight, other_in_flight) = if own.write {
+            (now.in_flight[1], now.in_flight[0])
+        } else {
+            (now.in_flight[0], now.in_flight[1])
+        };
+        Others {
+            sectors: same.saturating_sub(own_sectors) + other + discards,
+            flushes,
+            in_flight: same_in_flight.saturating_sub(own_in_flight) + other_in_flight,
+        }
+    }
+
+    /// Whether any of others' I/O shows in this compared with `before` (an earlier moment of the
+    /// same run): new sectors or flushes, or requests in flight now.
+    pub fn new_since(&self, before: &Others) -> bool {
+        self.sectors > before.sectors || self.flushes > before.flushes || self.in_flight > 0
+    }
+
+    /// Says what was seen, for the reason of a run that stopped early.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.in_flight > 0 {
+            parts.push(format!("{} of their I/Os in flight", self.in_flight));
+        }
+        if self.sectors > 0 {
+            parts.push(format!("{} KiB transferred", self.sectors * SECTOR / 1024));
+        }
+        if self.flushes > 0 {
+            parts.push(format!("{} flushes", self.flushes));
+        }
+        parts.join(", ")
+    }
+}
+
+/// What watching a run found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchReport {
+    /// Time of the run during which other processes' I/O was seen on the disk.
+    pub contended: Duration,
+    /// Integral of other processes' requests in flight over the run, in I/O-seconds.
+    pub others_in_flight_seconds: f64,
+    /// Set when the run was asked to yield: what was seen, and when.
+    pub yielded_for: Option<String>,
+}
+
+/// How to watch a run.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// The disk's counters.
+    pub disk: DiskReader,
+    /// The disk's name, for messages.
+    pub disk_name: String,
+    /// The run's own I/O.
+    pub own: OwnIo,
+    /// Ask the run to yield at the first sight of another process's I/O.
+    pub yield_on_others: bool,
+}
+
+impl Watch {
+    /// Runs `run` on this thread while another thread compares the disk's counters with
+    /// `progress` (the run's own), every [`YIELD_POLL`] when the run may yield (setting
+    /// `yield_now` at the first sight of another process's I/O), else every [`COST_POLL`].
+    /// Without a first sample of the disk, or a thread to watch from, `run` runs unwatched.
+    pub fn around<R>(
+        &self,
+        progress: &RunProgress,
+        yield_now: &AtomicBool,
+        run: impl FnOnce() -> R,
+    ) -> (R, WatchReport) {
+        let start = match self.disk.sample() {
+            Ok(s) => s,
+            Err(err) => {
+                tracing::debug!(%err, "not watching the run for other processes' I/O");
+                return (run(), WatchReport::default());
+            }
+        };
+        let period = if self.yield_on_others {
+            YIELD_POLL
+        } else {
+            COST_POLL
+        };
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let watcher = std::thread::Builder::new()
+                .name("diskprobe-watch".to_owned())
+                .spawn_scoped(scope, move || {
+                    self.watch(&start, period, &done_rx, progress, yield_now)
+                });
+            if let Err(err) = &watcher {
+                tracing::warn!(%err, "cannot start a thread to watch the run; running unwatched");
+            }
+            let result = run();
+            drop(done_tx);
+            let report = match watcher {
+                Ok(handle) => handle.join().unwrap_or_default(),
+                Err(_) => WatchReport::default(),
+            };
+            (result, report)
+        })
+    }
+
+    fn watch(
+        &self,
+        start: &Sample,
+        period: Duration,
+        done: &mpsc::Receiver<()>,
+        progress: &RunProgress,
+        yield_now: &AtomicBool,
+    ) -> WatchReport {
+        let mut report = WatchReport::default();
+        let mut seen = Others::default();
+        let mut last_at = start.at;
+        loop {
+            let finished = !matches!(
+                done.recv_timeout(period),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            );
+            let completed = progress.completed.load(Ordering::Relaxed);
+            let Ok(now) = self.disk.sample() else {
+                // The disk vanished: the run will fail on its own.
+                return report;
+            };
+            let submitted = progress.submitted.load(Ordering::Relaxed);
+            let others = Others::at(start, &now, &self.own, completed, submitted);
+            let dt = now.at.saturating_duration_since(last_at);
+            last_at = now.at;
+            report.others_in_flight_seconds += others.in_flight as f64 * dt.as_secs_f64();
+            if others.new_since(&seen) {
+                report.contended += dt;
+                if self.yield_on_others && report.yielded_for.is_none() {
+                    yield_now.store(true, Ordering::Relaxed);
+                    report.yielded_for = Some(format!(
+                        "another process's I/O on {} after {} ms ({})",
+                        self.disk_name,
+                        now.at.saturating_duration_since(start.at).as_millis(),
+                        others.describe()
+                    ));
+                }
+            }
+            seen = Others {
+                in_flight: 0,
+                ..others
+            };
+            if finished {
+                return report;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at: Instant, stat: &str, in_flight: [u64; 2]) -> Sample {
+        Sample {
+            at,
+            stats: parse_stat(stat).expect("valid stat line"),
+            in_flight,
+        }
+    }
+
+    // Fields: reads, merges, sectors, ms; writes, merges, sectors, ms; in flight, io ms,
+    // weighted ms; discards, merges, sectors, ms; flushes, ms.
+    const IDLE: &str = "  100 0 800 50  10 0 80 5  0 60 55  0 0 0 0  2 1\n";
+
+    #[test]
+    fn parses_sysfs_stat_and_inflight() {
+        let s = parse_stat(IDLE).unwrap();
+        assert_eq!((s.reads_completed, s.sectors_read), (100, 800));
+        assert_eq!(s.io_weighted_time_ms, 55);
+        assert_eq!(s.flushes.unwrap().completed, 2);
+        // Kernels before 4.18 print 11 fields.
+        assert!(
+            parse_stat("1 2 3 4 5 6 7 8 9 10 11")
+                .unwrap()
+                .discards
+                .is_none()
+        );
+        assert!(parse_stat("1 2 3").is_none());
+        assert_eq!(parse_inflight("       3        1\n"), Some([3, 1]));
+        assert_eq!(parse_inflight("3"), None);
+    }
+
+    #[test]
+    fn load_counts_every_completed_io_and_the_weighted_time() {
+        let t = Instant::now();
+        let a = sample(t, IDLE, [0, 0]);
+        // 500 ms later: 40 reads, 9 writes, 1 flush; 100 ms weighted, 250 ms busy.
+        let b = sample(
+            t + Duration::from_millis(500),
+            "140 0 1120 70  19 0 152 9  0 310 155  0 0 0 0  3 1",
+            [0, 0],
+        );
+        let load = Load::between(&a, &b).unwrap();
+        assert!((load.iops - 100.0).abs() < 1e-9, "{load:?}");
+        assert!((load.in_flight - 0.2).abs() < 1e-9);
+        assert!((load.utilisation - 0.5).abs() < 1e-9);
+        let limits = |iops, in_flight, utilisation| BusyLimits {
+            iops,
+            in_flight,
+            utilisation,
+        };
+        assert_eq!(load.above(&limits(Some(100.0), Some(0.2), Some(0.5))), None);
+        assert!(
+            load.above(&limits(Some(99.0), None, None))
+                .unwrap()
+                .contains("100.0 I/Os per second")
+        );
+        assert!(
+            load.above(&limits(None, Some(0.1), None))
+                .unwrap()
+                .contains("0.20 I/Os")
+        );
+        assert!(
+            load.above(&limits(None, None, Some(0.4)))
+                .unwrap()
+                .contains("50% utilised")
+        );
+        assert_eq!(load.above(&BusyLimits::default()), None);
+        assert_eq!(Load::between(&a, &a), None);
+    }
+
+    #[test]
+    fn the_probes_own_io_is_not_others() {
+        let t = Instant::now();
+        let own = OwnIo {
+            block_size: 4096,
+            write: false,
+            requests_per_io: 1,
+        };
+        let start = sample(t, IDLE, [0, 0]);
+        // The probe submitted 10 reads (80 sectors), completed 7; the kernel finished 8 of them
+        // (64 sectors) and holds 2.
+        let now = sample(t, "108 0 864 50  10 0 80 5  2 60 55  0 0 0 0  2 1", [2, 0]);
+        let others = Others::at(&start, &now, &own, 7, 10);
+        assert_eq!(others, Others::default());
+        assert!(!others.new_since(&Others::default()));
+        // Another process read 4 KiB and has a read in flight: seen, whatever the masking.
+        let now = sample(t, "110 0 880 50  10 0 80 5  3 60 55  0 0 0 0  2 1", [3, 0]);
+        let others = Others::at(&start, &now, &own, 8, 10);
+        assert_eq!(others.in_flight, 1);
+        assert!(others.new_since(&Others::default()));
+        // Writes, discards and flushes during a read probe are others'.
+        let now = sample(t, "108 0 864 50  11 0 88 5  2 60 55  1 0 8 0  3 1", [2, 0]);
+        let others = Others::at(&start, &now, &own, 7, 10);
+        assert_eq!((others.sectors, others.flushes), (16, 1));
+        assert!(
+            others.describe().contains("8 KiB transferred"),
+            "{}",
+            others.describe()
+        );
+        // A 1 MiB probe I/O split in two requests is the probe's own.
+        let big = OwnIo {
+            block_size: 1 << 20,
+            write: false,
+            requests_per_io: 2,
+        };
+        let now = sample(t, "104 0 4896 50  10 0 80 5  4 60 55  0 0 0 0  2 1", [4, 0]);
+        assert_eq!(Others::at(&start, &now, &big, 2, 4), Others::default());
+    }
+
+    #[test]
+    fn requests_per_io_follows_the_queue_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = dir.path().join("block/sdx/queue");
+        std::fs::create_dir_all(&queue).unwrap();
+        let reader = DiskReader::new(dir.path(), "sdx");
+        // Unknown limits: a request per page.
+        assert_eq!(reader.requests_per_io(1 << 20), 256);
+        std::fs::write(queue.join("max_sectors_kb"), "1280\n").unwrap();
+        std::fs::write(queue.join("max_segments"), "128\n").unwrap();
+        assert_eq!(reader.requests_per_io(4096), 1);
+        assert_eq!(reader.requests_per_io(1 << 20), 2);
+        std::fs::write(queue.join("max_sectors_kb"), "512\n").unwrap();
+        std::fs::write(queue.join("max_segments"), "1024\n").unwrap();
+        assert_eq!(reader.requests_per_io(1 << 20), 2);
+        assert_eq!(reader.requests_per_io(4 << 20), 8);
+    }
+}
