@@ -62,7 +62,7 @@ name = "file"
 path = "{}"
 size = "32MiB"
 allow_writes = true
-profiles = ["randread-4k-qd1", "randwrite-4k-qd1"]
+profiles = ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
 "#,
             a.path.display(),
             b.path.display(),
@@ -270,6 +270,8 @@ fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
     let dev = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     // Each target alone uses 25% of the device; together they would need 50%, twice the budget.
+    // (The default, gentle, profile: a capacity profile would wait for the device's load to be
+    // measured before each run.)
     let config = write_config(
         dir.path(),
         &format!(
@@ -279,7 +281,6 @@ interval = "400ms"
 runtime = "100ms"
 max_duty_cycle = 0.25
 jitter = 0.0
-profiles = ["randread-4k-qd1"]
 [scheduler]
 max_concurrent_probes = 2
 [[targets]]
@@ -408,7 +409,7 @@ fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
         },
     );
     assert!(state.join("probe.dat").is_file());
-    for profile in ["randread-4k-qd1", "randread-4k-qd32"] {
+    for profile in ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"] {
         let p = format!("profile=\"{profile}\"");
         assert_eq!(sum(&m, "diskprobe_probe_success", &[&p]), 1.0, "{profile}");
         assert!(sum(&m, "diskprobe_probe_iops", &[&p]) > 0.0, "{profile}");

@@ -307,7 +307,7 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
-             max_duty_cycle = 1.0\nprofiles = [\"randread-4k-qd1\"]\n\
+             max_duty_cycle = 1.0\nprofiles = [\"randread-4k-qd1-gentle\"]\n\
              [[targets]]\nname = \"hung\"\npath = \"{}/probe.dat\"\nsize = \"1MiB\"\n\
              [[targets]]\nname = \"healthy\"\npath = \"{}\"\n",
             hung.path().display(),
@@ -528,7 +528,7 @@ fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     let arg = config(
         dir.path(),
         &format!(
-            "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n\
+            "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1-gentle\"]\n\
              [scheduler]\nmax_concurrent_probes = 3\n\
              [[targets]]\nname = \"full\"\npath = \"{}/probe.dat\"\nsize = \"64MiB\"\n\
              [[targets]]\nname = \"ramfs\"\npath = \"{}/probe.dat\"\nsize = \"1MiB\"\n\
@@ -685,7 +685,7 @@ fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
         dir.path(),
         &format!(
             "[[targets]]\nname = \"link\"\npath = \"{}\"\nsize = \"8MiB\"\nallow_writes = true\n\
-             profiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
+             profiles = [\"randread-4k-qd1-gentle\", \"randwrite-4k-qd1-gentle\"]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
             link.display()
         ),
     );

@@ -40,7 +40,7 @@ fn status_page_renders_results_and_charts_in_chromium() {
         &config,
         format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
-             [[targets]]\nname = \"page-<test>\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+             [[targets]]\nname = \"page-<test>\"\npath = \"{}\"\nsize = \"16MiB\"\nallow_writes = true\n",
             dir.path().join("probe.dat").display()
         ),
     )
@@ -70,7 +70,7 @@ fn status_page_renders_results_and_charts_in_chromium() {
         "target name escaped and shown:\n{dom}"
     );
     assert!(dom.contains(">success<"), "{dom}");
-    assert!(dom.contains("randread-4k-qd32"));
+    assert!(dom.contains("randwrite-4k-qd1-gentle"));
     assert!(
         dom.matches("<polyline").count() >= 4,
         "two lines per profile chart:\n{dom}"

@@ -42,6 +42,8 @@ pub struct Stats {
     pub read_merges: u64,
     /// Sectors read.
     pub read_sectors: u64,
+    /// Milliseconds spent by all reads (from their start in the device's queue to completion).
+    pub read_time_ms: u64,
     /// Writes completed.
     pub writes: u64,
     /// Writes merged into other writes.
@@ -82,6 +84,15 @@ impl LoopDev {
         )
     }
 
+    /// A tmpfs-backed loop device that may have partitions (`--partscan`).
+    pub fn tmpfs_partitionable(size: u64) -> LoopDev {
+        LoopDev::create(
+            tempfile::tempdir_in("/dev/shm").expect("tempdir in /dev/shm"),
+            size,
+            &["--partscan"],
+        )
+    }
+
     /// A tmpfs-backed loop device with a logical sector size of `sector` bytes.
     pub fn tmpfs_sector(size: u64, sector: u32) -> LoopDev {
         let s = sector.to_string();
@@ -103,6 +114,13 @@ impl LoopDev {
         )
     }
 
+    /// A read-only loop device over an existing file (for example one a test's FUSE server
+    /// serves), buffered (no `--direct-io`).
+    pub fn read_only_over(file: &Path) -> LoopDev {
+        let size = fs::metadata(file).expect("stat the backing file").len();
+        LoopDev::attach(tempfile::tempdir().unwrap(), file.to_owned(), size, &["-r"])
+    }
+
     fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
         let backing = dir.path().join("backing.img");
         {
@@ -115,6 +133,10 @@ impl LoopDev {
             assert_eq!(copied, size);
             f.sync_all().expect("sync backing file");
         }
+        LoopDev::attach(dir, backing, size, extra)
+    }
+
+    fn attach(dir: tempfile::TempDir, backing: PathBuf, size: u64, extra: &[&str]) -> LoopDev {
         // A device node named in `extra` is set up instead of the first free one.
         let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
         let out = Command::new("losetup")
@@ -218,6 +240,7 @@ impl LoopDev {
                     reads: n(3),
                     read_merges: n(4),
                     read_sectors: n(5),
+                    read_time_ms: n(6),
                     writes: n(7),
                     write_merges: n(8),
                     write_sectors: n(9),
