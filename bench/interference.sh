@@ -61,9 +61,10 @@ echo "$MAJMIN $CAP_IOPS" > "$CGROUP/blkio.throttle.read_iops_device"
 echo "$MAJMIN $CAP_IOPS" > "$CGROUP/blkio.throttle.write_iops_device"
 echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB) capped at $CAP_IOPS read and $CAP_IOPS write IOPS; workload 4k randread QD4 at $RATE_IOPS IOPS for ${RUNTIME}s; $ROUNDS rounds; variant $VARIANT; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs" >&2
 
-# in_cgroup CMD...: runs CMD inside the cgroup from its first instruction.
+# in_cgroup CMD...: runs CMD inside the cgroup from its first instruction, in place of the shell
+# that calls it (call it in a subshell or in the background: `$!` is then CMD's PID).
 in_cgroup() {
-  sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CGROUP" "$@"
+  exec sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CGROUP" "$@"
 }
 
 # rows: name | profiles (TOML list)
@@ -83,9 +84,9 @@ esac
 
 # workload OUT: runs the workload in the cgroup, its fio JSON to OUT.
 workload() {
-  in_cgroup "$FIO" --name=workload --filename="$LOOP" --rw=randread --bs=4k --iodepth=4 \
+  (in_cgroup "$FIO" --name=workload --filename="$LOOP" --rw=randread --bs=4k --iodepth=4 \
     --ioengine=libaio --direct=1 --rate_iops="$RATE_IOPS" --time_based --runtime="$RUNTIME" \
-    --lat_percentiles=1 --percentile_list=50:99:99.9 --output-format=json > "$1"
+    --lat_percentiles=1 --percentile_list=50:99:99.9 --output-format=json > "$1")
 }
 
 RESULTS="$WORK/results.tsv"

@@ -308,10 +308,9 @@ fn example_config_loads_and_means_the_defaults() {
     assert_eq!(t.name, "data");
     assert_eq!(t.size, Some(1 << 30));
     let names: Vec<&str> = t.profiles.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"]
-    );
+    assert_eq!(names, ["randread-4k-qd1-gentle", "randread-4k-qd32"]);
+    assert_eq!(t.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert!(t.yield_to_other_io);
     assert_eq!(config.scheduler.max_concurrent_probes, 1);
     let rules: Vec<(&str, &str, &str)> = config
         .discover
