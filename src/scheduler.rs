@@ -270,6 +270,8 @@ impl Scheduler {
                 path = %spec.path.display(),
                 interval = %humantime::format_duration(spec.interval),
                 profiles = %spec.profiles.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
+                capacity_profiles = %spec.profiles.iter().filter(|p| p.class() == ProbeClass::Capacity)
+                    .map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
                 "scheduling probes"
             );
             self.tasks.insert(
