@@ -512,6 +512,112 @@ mod tests {
         assert_eq!(Others::at(&start, &now, &big, 2, 4), Others::default());
     }
 
+    /// A fake disk under a temporary sysfs, whose counters the test moves.
+    struct FakeDisk {
+        dir: tempfile::TempDir,
+    }
+
+    impl FakeDisk {
+        fn new() -> FakeDisk {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(dir.path().join("block/sdx")).unwrap();
+            let disk = FakeDisk { dir };
+            disk.set(100, 800, 0);
+            disk
+        }
+
+        /// Sets reads completed, sectors read and reads in flight (each file replaced at once, as
+        /// the kernel's are read whole).
+        fn set(&self, reads: u64, sectors: u64, in_flight: u64) {
+            let block = self.dir.path().join("block/sdx");
+            let write = |name: &str, text: String| {
+                let tmp = block.join(format!(".{name}"));
+                std::fs::write(&tmp, text).unwrap();
+                std::fs::rename(&tmp, block.join(name)).unwrap();
+            };
+            write(
+                "stat",
+                format!("{reads} 0 {sectors} 50  10 0 80 5  {in_flight} 60 55  0 0 0 0  2 1\n"),
+            );
+            write("inflight", format!("{in_flight} 0\n"));
+        }
+
+        fn watch(&self, yield_on_others: bool) -> Watch {
+            Watch {
+                disk: DiskReader::new(self.dir.path(), "sdx"),
+                disk_name: "sdx".to_owned(),
+                own: OwnIo {
+                    block_size: 4096,
+                    write: false,
+                    requests_per_io: 1,
+                },
+                yield_on_others,
+            }
+        }
+    }
+
+    fn wait_for(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_watched_run_is_asked_to_yield_at_the_first_io_that_is_not_its_own() {
+        let disk = FakeDisk::new();
+        let progress = RunProgress::default();
+        let yield_now = AtomicBool::new(false);
+        let ((), report) = disk.watch(true).around(&progress, &yield_now, || {
+            // The probe's own reads, in the order the engine and the kernel count them: 10
+            // submitted, then the disk's counters (8 done, 2 in flight), then all 10 done.
+            progress.submitted.store(10, Ordering::Relaxed);
+            disk.set(108, 864, 2);
+            disk.set(110, 880, 0);
+            progress.completed.store(10, Ordering::Relaxed);
+            // Several polls see only the probe's own I/O.
+            std::thread::sleep(YIELD_POLL * 5);
+            assert!(
+                !yield_now.load(Ordering::Relaxed),
+                "its own I/O made it yield"
+            );
+            // Another process reads 8 KiB.
+            disk.set(112, 896, 0);
+            wait_for("the watch did not ask the run to yield", || {
+                yield_now.load(Ordering::Relaxed)
+            });
+        });
+        let why = report.yielded_for.expect("a reason");
+        assert!(
+            why.starts_with("another process's I/O on sdx after "),
+            "{why}"
+        );
+        assert!(why.ends_with("(8 KiB transferred)"), "{why}");
+        assert!(report.contended > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_run_that_does_not_yield_is_only_charged_the_time_it_shared_the_disk() {
+        let disk = FakeDisk::new();
+        let progress = RunProgress::default();
+        let yield_now = AtomicBool::new(false);
+        let ((), report) = disk.watch(false).around(&progress, &yield_now, || {
+            // Another process keeps 3 reads in flight for a while.
+            disk.set(100, 800, 3);
+            std::thread::sleep(COST_POLL * 3);
+        });
+        assert!(!yield_now.load(Ordering::Relaxed));
+        assert_eq!(report.yielded_for, None);
+        assert!(report.contended >= COST_POLL, "{report:?}");
+        // Three in flight over (about) the contended time.
+        let expected = 3.0 * report.contended.as_secs_f64();
+        assert!(
+            (report.others_in_flight_seconds - expected).abs() < 1e-9,
+            "{report:?}"
+        );
+    }
+
     #[test]
     fn requests_per_io_follows_the_queue_limits() {
         let dir = tempfile::tempdir().unwrap();
