@@ -34,7 +34,7 @@
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::contention::{DiskReader, Load, OwnIo, Watch, WatchReport};
-use crate::probe::engine::{self, RunOptions, RunProgress};
+use crate::probe::engine::{self, RunOptions};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::probe::target::{self, DeviceId, TargetOptions};
 use crate::series::{RunCost, RunOutcome, RunStatus, SeriesStore, TargetInfo};
@@ -715,8 +715,8 @@ fn probe_thread(
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
-        progress: Arc::new(RunProgress::default()),
-        yield_now: Arc::new(AtomicBool::new(false)),
+        // A fresh progress and yield flag for this run, watched below.
+        ..RunOptions::default()
     };
     let run = || engine::run(&opened, profile, &opts);
     let (ran, report) = match &opened.device {
