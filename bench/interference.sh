@@ -9,6 +9,8 @@
 #                          yield_to_other_io = false: capacity runs go to their end, as before
 #                          the agent had either)
 #        KEEP=runs.tsv sudo bench/interference.sh ...       (also keep every run)
+#        RT=1 sudo bench/interference.sh ...   (run the workload and the agent under chrt --fifo 1:
+#                          on a shared machine, other processes' CPU load then delays neither)
 # Needs: root, losetup, cgroup v1 blkio, fio, python3, curl, cargo.
 #
 # The device: a tmpfs-backed loop device whose reads are capped at CAP_IOPS (default 3,000) by a
@@ -59,12 +61,14 @@ mkdir "$CGROUP"
 MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
 echo "$MAJMIN $CAP_IOPS" > "$CGROUP/blkio.throttle.read_iops_device"
 echo "$MAJMIN $CAP_IOPS" > "$CGROUP/blkio.throttle.write_iops_device"
-echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB) capped at $CAP_IOPS read and $CAP_IOPS write IOPS; workload 4k randread QD4 at $RATE_IOPS IOPS for ${RUNTIME}s; $ROUNDS rounds; variant $VARIANT; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs" >&2
+echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB) capped at $CAP_IOPS read and $CAP_IOPS write IOPS; workload 4k randread QD4 at $RATE_IOPS IOPS for ${RUNTIME}s; $ROUNDS rounds; variant $VARIANT; real-time: ${RT:-no}; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs" >&2
 
 # in_cgroup CMD...: runs CMD inside the cgroup from its first instruction, in place of the shell
 # that calls it (call it in a subshell or in the background: `$!` is then CMD's PID).
+RTPFX=()
+[[ -n "${RT:-}" ]] && RTPFX=(chrt --fifo 1)
 in_cgroup() {
-  exec sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CGROUP" "$@"
+  exec sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CGROUP" "${RTPFX[@]}" "$@"
 }
 
 # rows: name | profiles (TOML list)
