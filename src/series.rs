@@ -576,7 +576,7 @@ mod tests {
         assert_eq!((s.ios, s.runs, s.latency.count()), (0, [0; 4], 0));
         assert_eq!(s.latency.layout(), &ClassicBuckets::fine());
         assert!(s.last.is_some() && s.history.len() == 1);
-        store.record(&spec, "randread-4k-qd1", run());
+        store.record(&spec, "randread-4k-qd1-gentle", run());
         assert_eq!((series().ios, series().latency.count()), (1, 1));
         // Targets added later get it too.
         store.set_targets(&[]);

@@ -23,9 +23,11 @@ fn ready() -> bool {
     common::require(loopdev::loop_available(), "root and losetup (loop devices)")
 }
 
-/// Probe settings shared by every test: 100 ms read runs every second, rescans every second.
+/// Probe settings shared by every test: 100 ms read runs every second, without busy skip or yield
+/// (these tests are about discovery, on devices nothing else uses), rescans every second.
 const DEFAULTS: &str = "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\n\
-                        jitter = 0.0\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n";
+                        jitter = 0.0\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n\
+                        skip_busy_above = {}\nyield_to_other_io = false\n";
 
 /// A directory of the test's own under /var/tmp, readable by all, holding its configuration and
 /// its mountpoints.

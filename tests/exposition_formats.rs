@@ -99,6 +99,7 @@ fn protobuf_carries_native_and_classic_buckets_of_the_configured_layout() {
         format!(
             "[histograms]\nclassic_buckets = [0.00005, 0.0001, 0.001, 0.01]\n\
              [defaults]\ninterval = \"1h\"\nruntime = \"200ms\"\nsize = \"16MiB\"\nmax_duty_cycle = 0.5\n\
+             skip_busy_above = {{}}\nyield_to_other_io = false\n\
              [[targets]]\nname = \"f\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\n",
             dir.path().join("probe.dat").display()
         ),

@@ -39,6 +39,7 @@ fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
         format!(
             "[defaults]\ninterval = \"4s\"\nruntime = \"500ms\"\njitter = 0.0\nmax_duty_cycle = 0.5\n\
              size = \"16MiB\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             skip_busy_above = {{}}\nyield_to_other_io = false\n\
              [[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
              [[targets]]\nname = \"never\"\npath = \"{}\"\n",
             dir.path().join("probe.dat").display(),
