@@ -4,17 +4,17 @@
 //! device, and is skipped while the whole disk (not only the probed partition) is busy.
 
 mod common;
+#[path = "common/fuse.rs"]
+mod fuse;
 #[path = "common/loopdev.rs"]
 mod loopdev;
-#[path = "common/slow_fuse.rs"]
-mod slow_fuse;
 
 use common::{Agent, Metrics, runs, scrape, serial, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
 use diskprobe_exporter::probe::target::{self, TargetOptions};
+use fuse::SlowFuse;
 use loopdev::LoopDev;
-use slow_fuse::SlowFuse;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -93,7 +93,7 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
         return;
     }
     let _guard = serial();
-    let fuse = SlowFuse::mount(16 << 20, Duration::from_micros(500));
+    let fuse = SlowFuse::mount(16 << 20, Duration::from_micros(800));
     // Dropped before the filesystem: the loop device holds its file open.
     let dev = LoopDev::read_only_over(&fuse.file());
     // The device's own mean read latency (from its diskstats) and the probe's p50 over a run.
@@ -115,7 +115,7 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
         // the slow delay is chosen so that the device's mean latency becomes four times its
         // base one, as the kernel counts it. Both stay below the 5 ms between the gentle probe's
         // I/Os, so that it keeps its rate and measures each I/O on its own.
-        let base = Duration::from_micros(500);
+        let base = Duration::from_micros(800);
         fuse.set_delay(base);
         let (device_base, probe_base) = measure(engine);
         let slow = base + Duration::from_secs_f64(3.0 * device_base / 1e3);
