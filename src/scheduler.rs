@@ -713,6 +713,7 @@ fn probe_thread(
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
+        ..RunOptions::default()
     };
     match engine::run(&opened, profile, &opts) {
         Ok(result) => {

@@ -416,6 +416,8 @@ mod tests {
             first_error: None,
             timed_out: false,
             cancelled: false,
+            yielded: false,
+            stuck: None,
             latency_ns: h,
         };
         let r = store.record(

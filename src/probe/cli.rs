@@ -242,6 +242,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         timeout: args.timeout,
         cancel: Arc::clone(&cancel),
         default_runtime: args.runtime.unwrap_or(BUILTIN_RUNTIME),
+        ..RunOptions::default()
     };
 
     // Read profiles use a read-only open; write profiles a writable one. Each is opened once.

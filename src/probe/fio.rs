@@ -38,27 +38,9 @@ pub enum FioError {
 /// (as in fio); without `runtime` and `number_ios`, the caller's default runtime applies. The name
 /// defaults to the canonical `<rw>-<bs>-qd<N>`.
 pub fn parse(options: &str) -> Result<Profile, FioError> {
-    let mut rw = None;
-    let mut block_size = None;
-    let mut iodepth = 1u32;
-    let mut runtime: Option<Duration> = None;
-    let mut number_ios = None;
-    let mut rate_iops = None;
-    let mut size = None;
-    let mut name = None;
-
+    let mut job = Job::default();
     for word in options.split_whitespace() {
-        let body = word
-            .strip_prefix("--")
-            .or_else(|| word.strip_prefix('-'))
-            .ok_or_else(|| FioError::Syntax(word.to_owned()))?;
-        let (option, value) = match body.split_once('=') {
-            Some((o, v)) => (o, Some(v)),
-            None => (body, None),
-        };
-        if option.is_empty() {
-            return Err(FioError::Syntax(word.to_owned()));
-        }
+        let (option, value) = split_word(word)?;
         let bad = |reason: &str| FioError::Value {
             option: option.to_owned(),
             value: value.unwrap_or("").to_owned(),
@@ -72,104 +54,146 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
             }
         }
         let value = value.ok_or_else(|| bad("a value is required"))?;
+        job.set(option, value).map_err(|reason| match reason {
+            Reject::Unsupported => FioError::Unsupported(option.to_owned()),
+            Reject::Value(reason) => bad(&reason),
+        })?;
+    }
+    job.into_profile()
+}
+
+/// `-opt=value` / `--opt=value` → `(opt, Some(value))`; `-opt` → `(opt, None)`.
+fn split_word(word: &str) -> Result<(&str, Option<&str>), FioError> {
+    let body = word
+        .strip_prefix("--")
+        .or_else(|| word.strip_prefix('-'))
+        .ok_or_else(|| FioError::Syntax(word.to_owned()))?;
+    let (option, value) = match body.split_once('=') {
+        Some((o, v)) => (o, Some(v)),
+        None => (body, None),
+    };
+    if option.is_empty() {
+        return Err(FioError::Syntax(word.to_owned()));
+    }
+    Ok((option, value))
+}
+
+/// Why [`Job::set`] refused an option.
+enum Reject {
+    /// Not an option we know.
+    Unsupported,
+    /// A value we cannot use, and what is expected instead.
+    Value(String),
+}
+
+impl From<&str> for Reject {
+    fn from(reason: &str) -> Reject {
+        Reject::Value(reason.to_owned())
+    }
+}
+
+/// The options of one fio job, as they are read.
+struct Job {
+    rw: Option<Rw>,
+    block_size: Option<u64>,
+    iodepth: u32,
+    runtime: Option<Duration>,
+    number_ios: Option<u64>,
+    rate_iops: Option<u32>,
+    size: Option<u64>,
+    name: Option<String>,
+}
+
+impl Default for Job {
+    fn default() -> Job {
+        Job {
+            rw: None,
+            block_size: None,
+            iodepth: 1,
+            runtime: None,
+            number_ios: None,
+            rate_iops: None,
+            size: None,
+            name: None,
+        }
+    }
+}
+
+impl Job {
+    /// Sets `option` to `value`.
+    fn set(&mut self, option: &str, value: &str) -> Result<(), Reject> {
+        let positive = |n: u64| (n > 0).then_some(n).ok_or(Reject::from("must be positive"));
         match option {
             "rw" | "readwrite" => {
-                rw = Some(Rw::parse(value).ok_or_else(|| {
-                    bad("supported: randread, randwrite, read, write (mixed workloads are not)")
-                })?);
+                self.rw = Some(Rw::parse(value).ok_or(Reject::from(
+                    "supported: randread, randwrite, read, write (mixed workloads are not)",
+                ))?);
             }
             "bs" | "blocksize" => {
-                let bs = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
+                let bs = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
                 if bs == 0 || bs % 512 != 0 {
-                    return Err(bad("must be a non-zero multiple of 512 bytes"));
+                    return Err("must be a non-zero multiple of 512 bytes".into());
                 }
                 if bs > u64::from(u32::MAX) {
-                    return Err(bad("must be below 4 GiB"));
+                    return Err("must be below 4 GiB".into());
                 }
-                block_size = Some(bs);
+                self.block_size = Some(bs);
             }
             "iodepth" => {
-                iodepth = value
+                self.iodepth = value
                     .parse::<u32>()
                     .ok()
                     .filter(|d| (1..=4096).contains(d))
-                    .ok_or_else(|| bad("must be an integer from 1 to 4096"))?;
+                    .ok_or(Reject::from("must be an integer from 1 to 4096"))?;
             }
             "runtime" => {
-                let d = units::parse_fio_duration(value).map_err(|e| bad(&e.to_string()))?;
+                let d =
+                    units::parse_fio_duration(value).map_err(|e| Reject::Value(e.to_string()))?;
                 if d.is_zero() {
-                    return Err(bad("must be positive"));
+                    return Err("must be positive".into());
                 }
-                runtime = Some(d);
+                self.runtime = Some(d);
             }
             "number_ios" => {
-                number_ios = Some(
-                    value
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| bad("must be a positive integer"))?,
-                );
+                let n = value
+                    .parse::<u64>()
+                    .map_err(|_| "must be a positive integer")?;
+                self.number_ios = Some(positive(n).map_err(|_| "must be a positive integer")?);
             }
             "rate_iops" => {
-                rate_iops = Some(
+                self.rate_iops = Some(
                     value
                         .parse::<u32>()
                         .ok()
                         .filter(|n| (1..=MAX_RATE_IOPS).contains(n))
                         .ok_or_else(|| {
-                            bad(&format!(
+                            Reject::Value(format!(
                                 "must be an integer from 1 to {MAX_RATE_IOPS} (one value, no read,write pair)"
                             ))
                         })?,
                 );
             }
             "size" => {
-                let s = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
-                if s == 0 {
-                    return Err(bad("must be positive"));
-                }
-                size = Some(s);
+                let s = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
+                self.size = Some(positive(s)?);
             }
             "name" => {
                 if value.is_empty() {
-                    return Err(bad("must not be empty"));
+                    return Err("must not be empty".into());
                 }
-                name = Some(value.to_owned());
+                self.name = Some(value.to_owned());
             }
-            "direct" => {
-                if value != "1" {
-                    return Err(bad(
-                        "only direct=1 is supported: probes always use O_DIRECT",
-                    ));
-                }
-            }
-            "numjobs" => {
-                if value != "1" {
-                    return Err(bad(
-                        "only numjobs=1 is supported: use iodepth for concurrency",
-                    ));
-                }
-            }
-            "ioengine" => {
-                if !matches!(
-                    value,
-                    "io_uring" | "libaio" | "psync" | "pvsync" | "pvsync2" | "sync"
-                ) {
-                    return Err(bad(
-                        "supported: io_uring, libaio, psync, pvsync, pvsync2, sync (the engine itself is chosen with --engine)",
-                    ));
-                }
-            }
-            other => return Err(FioError::Unsupported(other.to_owned())),
+            other => return check_fixed(other, value),
         }
+        Ok(())
     }
 
-    let rw = rw.ok_or(FioError::Missing("-rw="))?;
-    let block_size = block_size.ok_or(FioError::Missing("-bs="))?;
-    if let Some(size) = size
-        && size < block_size
-    {
+    /// The profile; `rw` and `bs` must have been given, and `size` hold one block.
+    fn into_profile(self) -> Result<Profile, FioError> {
+        let rw = self.rw.ok_or(FioError::Missing("-rw="))?;
+        let block_size = self.block_size.ok_or(FioError::Missing("-bs="))?;
+        if let Some(size) = self.size
+            && size < block_size
         {
             return Err(FioError::Value {
                 option: "size".to_owned(),
@@ -177,17 +201,45 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
                 reason: format!("smaller than the block size {block_size}"),
             });
         }
+        Ok(Profile {
+            name: self
+                .name
+                .unwrap_or_else(|| Profile::canonical_name(rw, block_size, self.iodepth)),
+            rw,
+            block_size,
+            iodepth: self.iodepth,
+            runtime: self.runtime,
+            number_ios: self.number_ios,
+            rate_iops: self.rate_iops,
+            size: self.size,
+        })
     }
-    Ok(Profile {
-        name: name.unwrap_or_else(|| Profile::canonical_name(rw, block_size, iodepth)),
-        rw,
-        block_size,
-        iodepth,
-        runtime,
-        number_ios,
-        rate_iops,
-        size,
-    })
+}
+
+/// Options accepted only at the value our probes always have (`direct=1`, `numjobs=1`), or only
+/// for compatibility (`ioengine`).
+fn check_fixed(option: &str, value: &str) -> Result<(), Reject> {
+    match option {
+        "direct" if value != "1" => {
+            Err("only direct=1 is supported: probes always use O_DIRECT".into())
+        }
+        "numjobs" if value != "1" => {
+            Err("only numjobs=1 is supported: use iodepth for concurrency".into())
+        }
+        "ioengine"
+            if !matches!(
+                value,
+                "io_uring" | "libaio" | "psync" | "pvsync" | "pvsync2" | "sync"
+            ) =>
+        {
+            Err(
+                "supported: io_uring, libaio, psync, pvsync, pvsync2, sync (the engine itself is chosen with --engine)"
+                    .into(),
+            )
+        }
+        "direct" | "numjobs" | "ioengine" => Ok(()),
+        _ => Err(Reject::Unsupported),
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! IOPS and bandwidth are computed as fio computes them: completed I/Os (bytes) divided by the
 //! elapsed time of the run.
 
-use crate::probe::engine::EngineKind;
+use crate::probe::engine::{EngineKind, StuckIos};
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Highest latency the histogram tracks (larger values are clamped): one hour.
@@ -77,8 +78,15 @@ pub struct Measurement {
     pub timed_out: bool,
     /// The cancellation flag ended the run.
     pub cancelled: bool,
+    /// The run stopped issuing early because it was asked to yield
+    /// ([`crate::probe::engine::RunOptions::yield_now`]), and drained what was in flight.
+    pub yielded: bool,
+    /// I/Os the kernel still held when the run returned (a hung device), shared with the
+    /// engine's leftovers that free the buffers once the kernel lets go of them; `None` when
+    /// every I/O was reaped.
+    pub stuck: Option<Arc<StuckIos>>,
     /// Per-I/O latency in nanoseconds: completion time minus submission time (fio's `lat`), or
-    /// minus the intended issue time for rate-capped profiles.
+    /// minus the intended issue time for rate-capped I/Os that the device held back.
     pub latency_ns: Histogram<u64>,
 }
 
@@ -197,6 +205,8 @@ mod tests {
             first_error: None,
             timed_out: false,
             cancelled: false,
+            yielded: false,
+            stuck: None,
             latency_ns: h,
         };
         assert_eq!(r.iops(), 2000.0);
