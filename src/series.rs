@@ -419,6 +419,8 @@ mod tests {
             yielded: false,
             stuck: None,
             latency_ns: h,
+            submission_latency_ns: None,
+            held_back: 0,
         };
         let r = store.record(
             &spec,

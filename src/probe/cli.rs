@@ -115,8 +115,12 @@ pub struct RunRecord {
     pub iops: f64,
     /// Bytes per second.
     pub bandwidth_bytes_per_second: f64,
-    /// Per-I/O latency.
+    /// Per-I/O latency (for rate-capped I/Os the device held back, from their due time).
     pub latency_seconds: LatencySummary,
+    /// Rate-capped profiles: per-I/O latency from submission (fio's `lat`); null otherwise.
+    pub submission_latency_seconds: Option<LatencySummary>,
+    /// Rate-capped profiles: I/Os the device held back past their due time; null otherwise.
+    pub held_back_ios: Option<u64>,
     /// Failed I/Os.
     pub io_errors: u64,
     /// The hard timeout ended the run.
@@ -148,6 +152,8 @@ impl RunRecord {
             iops: 0.0,
             bandwidth_bytes_per_second: 0.0,
             latency_seconds: LatencySummary::default(),
+            submission_latency_seconds: None,
+            held_back_ios: None,
             io_errors: 0,
             timed_out: false,
             warnings: open.map(|t| t.warnings.clone()).unwrap_or_default(),
@@ -163,6 +169,8 @@ impl RunRecord {
         self.iops = r.iops();
         self.bandwidth_bytes_per_second = r.bandwidth();
         self.latency_seconds = r.latency_summary();
+        self.submission_latency_seconds = r.submission_latency_summary();
+        self.held_back_ios = r.submission_latency_ns.as_ref().map(|_| r.held_back);
         self.io_errors = r.errors;
         self.timed_out = r.timed_out;
         self.error = r.failure();

@@ -44,6 +44,24 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
+    /// The statistics of a histogram of nanoseconds, in seconds; all zero when it is empty.
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        let at = |q| h.value_at_quantile(q) as f64 / 1e9;
+        LatencySummary {
+            min: h.min() as f64 / 1e9,
+            mean: h.mean() / 1e9,
+            max: h.max() as f64 / 1e9,
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+        }
+    }
+
     /// `(stat label, seconds)` in the order they are published: min, mean, the percentiles, max.
     pub fn stats(&self) -> [(&'static str, f64); 8] {
         [
@@ -88,6 +106,12 @@ pub struct Measurement {
     /// Per-I/O latency in nanoseconds: completion time minus submission time (fio's `lat`), or
     /// minus the intended issue time for rate-capped I/Os that the device held back.
     pub latency_ns: Histogram<u64>,
+    /// Rate-capped runs only: per-I/O latency from submission for every I/O (fio's `lat` under
+    /// a rate cap), which differs from `latency_ns` in the I/Os the device held back.
+    pub submission_latency_ns: Option<Histogram<u64>>,
+    /// Rate-capped I/Os the device held back (every queue slot busy when they fell due), whose
+    /// latency counts from their due time.
+    pub held_back: u64,
 }
 
 impl Measurement {
@@ -109,43 +133,14 @@ impl Measurement {
         Duration::from_nanos(self.latency_ns.value_at_quantile(q))
     }
 
-    /// Smallest latency.
-    pub fn latency_min(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(self.latency_ns.min())
-    }
-
-    /// Largest latency.
-    pub fn latency_max(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(self.latency_ns.max())
-    }
-
-    /// Mean latency.
-    pub fn latency_mean(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_secs_f64(self.latency_ns.mean() / 1e9)
-    }
-
     /// Min, mean, percentiles and max of the run's latency.
     pub fn latency_summary(&self) -> LatencySummary {
-        let at = |q| self.latency_at(q).as_secs_f64();
-        LatencySummary {
-            min: self.latency_min().as_secs_f64(),
-            mean: self.latency_mean().as_secs_f64(),
-            max: self.latency_max().as_secs_f64(),
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-            p999: at(0.999),
-            p9999: at(0.9999),
-        }
+        LatencySummary::of(&self.latency_ns)
+    }
+
+    /// Rate-capped runs: the same statistics of the latency from submission.
+    pub fn submission_latency_summary(&self) -> Option<LatencySummary> {
+        self.submission_latency_ns.as_ref().map(LatencySummary::of)
     }
 
     /// Whether the run completed without error, timeout or cancellation.
@@ -208,16 +203,18 @@ mod tests {
             yielded: false,
             stuck: None,
             latency_ns: h,
+            submission_latency_ns: None,
+            held_back: 0,
         };
         assert_eq!(r.iops(), 2000.0);
         assert_eq!(r.bandwidth(), 2000.0 * 4096.0);
         let p50 = r.latency_at(0.5).as_nanos() as f64;
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.002, "{p50}");
-        assert_eq!(r.latency_min(), Duration::from_micros(1));
+        assert_eq!(r.latency_summary().min, 1e-6);
         assert!(r.is_success());
         let summary = r.latency_summary();
         assert_eq!(summary.p50, r.latency_at(0.5).as_secs_f64());
-        assert_eq!(summary.max, r.latency_max().as_secs_f64());
+        assert_eq!(summary.max, r.latency_ns.max() as f64 / 1e9);
         assert!((summary.max - 1e-3).abs() < 1e-6, "{}", summary.max);
         let labels: Vec<&str> = summary.stats().iter().map(|(l, _)| *l).collect();
         assert_eq!(

@@ -17,6 +17,7 @@
 //! the kernel may still write into it.
 
 pub mod buffer;
+mod lateness;
 pub mod psync;
 pub mod stuck;
 pub mod uring;
@@ -356,6 +357,11 @@ impl Schedule {
         Some(self.start + Duration::from_nanos(ns.saturating_mul(k)))
     }
 
+    /// Whether the run has a rate cap.
+    pub(crate) fn rate_capped(&self) -> bool {
+        self.rate_interval.is_some()
+    }
+
     /// Whether `issued` I/Os are all the job may issue.
     pub(crate) fn out_of_ios(&self, issued: u64) -> bool {
         self.number_ios.is_some_and(|n| issued >= n)
@@ -395,6 +401,28 @@ impl Ending {
     }
 }
 
+/// When an I/O was handed to the kernel, and what its latency counts from: the same instant,
+/// or, for a rate-capped I/O the device held back, its due time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Issue {
+    pub origin: Instant,
+    pub submitted: Instant,
+}
+
+impl Issue {
+    /// An I/O submitted at `at` whose latency counts from then.
+    pub(crate) fn at(at: Instant) -> Issue {
+        Issue {
+            origin: at,
+            submitted: at,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// What a run (or one psync thread) has measured so far.
 pub(crate) struct Tally {
     ios: u64,
@@ -402,28 +430,40 @@ pub(crate) struct Tally {
     errors: u64,
     first_error: Option<String>,
     latency_ns: Histogram<u64>,
+    /// Rate-capped runs: latency from submission, and how many I/Os the device held back.
+    submission_ns: Option<Histogram<u64>>,
+    held_back: u64,
     last_completion: Option<Instant>,
 }
 
 impl Tally {
-    pub(crate) fn new() -> Tally {
+    /// An empty tally; `rate_capped` ones also keep the latency from submission.
+    pub(crate) fn new(rate_capped: bool) -> Tally {
         Tally {
             ios: 0,
             bytes: 0,
             errors: 0,
             first_error: None,
             latency_ns: new_latency_histogram(),
+            submission_ns: rate_capped.then(new_latency_histogram),
+            held_back: 0,
             last_completion: None,
         }
     }
 
-    /// An I/O of `bytes` completed at `at`, `latency` after it was issued (or due).
+    /// An I/O of `bytes`, issued as `issue` says, completed at `at`.
     #[inline]
-    pub(crate) fn completed(&mut self, bytes: u64, latency: Duration, at: Instant) {
+    pub(crate) fn completed(&mut self, bytes: u64, issue: Issue, at: Instant) {
         self.ios += 1;
         self.bytes += bytes;
         self.latency_ns
-            .saturating_record(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+            .saturating_record(nanos(at.saturating_duration_since(issue.origin)));
+        if let Some(h) = &mut self.submission_ns {
+            h.saturating_record(nanos(at.saturating_duration_since(issue.submitted)));
+            if issue.origin < issue.submitted {
+                self.held_back += 1;
+            }
+        }
         self.last_completion = Some(at);
     }
 
@@ -462,6 +502,10 @@ impl Tally {
             self.first_error = other.first_error;
         }
         let _ = self.latency_ns.add(&other.latency_ns);
+        if let (Some(a), Some(b)) = (&mut self.submission_ns, &other.submission_ns) {
+            let _ = a.add(b);
+        }
+        self.held_back += other.held_back;
         self.last_completion = self.last_completion.max(other.last_completion);
     }
 
@@ -487,6 +531,8 @@ impl Tally {
             yielded: ending == Ending::Yielded,
             stuck,
             latency_ns: self.latency_ns,
+            submission_latency_ns: self.submission_ns,
+            held_back: self.held_back,
         }
     }
 }
@@ -569,6 +615,16 @@ pub fn run(
             }
             other => other,
         },
+    }
+}
+
+/// Lowers the calling thread's timer slack to 1 ns, so that its timed waits (a rate cap's next
+/// issue time, the pause before the first I/O) end when asked rather than up to 50 µs later.
+pub(crate) fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only the calling thread's slack.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    if rc != 0 {
+        tracing::debug!(err = %std::io::Error::last_os_error(), "cannot lower the engine thread's timer slack");
     }
 }
 

@@ -8,14 +8,16 @@
 //! the run returns and leaves it behind (each worker owns its buffer and its duplicate of the
 //! file descriptor, so nothing is freed under it), reported in [`StuckIos`].
 //!
-//! Latency is the time around the system call (from the intended issue time for rate-capped
-//! profiles).
+//! Latency is the time around the system call; with a rate cap, an I/O the device held back counts
+//! from its due time (see [`NextIo::latency_origin`]).
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
+use crate::probe::engine::lateness::{RunDelay, Stopwatch};
+use crate::probe::engine::tighten_timer_slack;
 use crate::probe::engine::{
-    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Job, RunOptions, RunProgress, Schedule, StuckIos,
-    Tally,
+    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Issue, Job, RunOptions, RunProgress, Schedule,
+    StuckIos, Tally,
 };
 use crate::probe::measurement::Measurement;
 use rand::SeedableRng;
@@ -27,7 +29,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Runs the job on `iodepth` pread/pwrite threads.
 pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeError> {
@@ -160,7 +162,7 @@ impl<'a> PsyncRun<'a> {
             .unwrap_or_else(|e| e.into_inner())
             .unwrap_or_else(Instant::now);
         let schedule = Schedule::new(self.job, start);
-        let mut tally = Tally::new();
+        let mut tally = Tally::new(schedule.rate_capped());
         let mut received = 0u32;
         while received < self.workers {
             let now = Instant::now();
@@ -260,6 +262,33 @@ impl<'a> PsyncRun<'a> {
     }
 }
 
+/// An I/O a worker has taken.
+struct NextIo {
+    /// Its number in the run.
+    k: u64,
+    /// When it is due under a rate cap.
+    due: Option<Instant>,
+    /// When the worker took it.
+    taken: Instant,
+}
+
+impl NextIo {
+    /// With a rate cap, when the device held this I/O back, the time its latency counts from: its
+    /// due time, plus `late`, the run delay its worker accumulated in the transfer before (its own
+    /// lateness in noticing that transfer done). `None`: it counts from its submission.
+    ///
+    /// I/Os are taken in order by whichever worker is free first, so a worker that takes I/O `k`
+    /// only after it fell due found every other worker busy with earlier ones: the device held it
+    /// back (a backlog), and its latency counts from the due time (no coordinated omission).
+    /// Taken before it is due, it is issued when the worker wakes up, and counts from then: the
+    /// wake-up's lateness is the engine's, not the device's.
+    fn latency_origin(&self, late: Duration) -> Option<Instant> {
+        let at = self.due?;
+        let free = self.taken.checked_sub(late).unwrap_or(self.taken);
+        (free > at).then_some(at + late)
+    }
+}
+
 /// One queue slot of a run: a thread doing one I/O at a time.
 struct Worker {
     job: Job,
@@ -284,6 +313,7 @@ impl Worker {
         thread::Builder::new()
             .name(format!("diskprobe-psync-{}", self.slot))
             .spawn(move || {
+                tighten_timer_slack();
                 let tally = self.run(ready);
                 let _ = results.send(tally);
             })?;
@@ -292,7 +322,7 @@ impl Worker {
 
     /// Sets up the buffer, waits for the run's start and does I/O until the run stops.
     fn run(self, ready: mpsc::Sender<()>) -> Tally {
-        let mut tally = Tally::new();
+        let mut tally = Tally::new(self.job.rate_interval.is_some());
         let mut rng = SmallRng::from_os_rng();
         let mut buf =
             match AlignedBuf::new(self.job.block_size as usize, self.job.mem_align, &mut rng) {
@@ -309,26 +339,31 @@ impl Worker {
         let schedule = Schedule::new(&self.job, start);
         let mut offsets = self.job.offsets();
         let write = self.job.rw.is_write();
-        while let Some((k, due)) = self.next_io(&schedule) {
+        let run_delay = RunDelay::of_this_thread();
+        let rate_capped = schedule.rate_capped();
+        // Run delay this thread accumulated in its last transfer: its own lateness in noticing the
+        // transfer done, not the device's.
+        let mut late = Duration::ZERO;
+        while let Some(next) = self.next_io(&schedule) {
             let offset = if self.job.rw.is_random() {
                 offsets.next_offset()
             } else {
-                offsets.sequential(k)
+                offsets.sequential(next.k)
             };
             if write {
                 stamp(buf.as_mut_slice(), offsets.rng());
             }
-            let issued = due.unwrap_or_else(Instant::now);
-            let res = self.transfer(buf.as_mut_slice(), offset, issued);
+            let now = Instant::now();
+            let issue = Issue {
+                origin: next.latency_origin(late).map_or(now, |at| at.min(now)),
+                submitted: now,
+            };
+            let watch = Stopwatch::start(&run_delay, rate_capped);
+            let res = self.transfer(buf.as_mut_slice(), offset, now);
             let done = Instant::now();
+            late = watch.read(&run_delay, done - now);
             match res {
-                Ok(()) => {
-                    tally.completed(
-                        self.job.block_size,
-                        done.saturating_duration_since(issued),
-                        done,
-                    );
-                }
+                Ok(()) => tally.completed(self.job.block_size, issue, done),
                 Err(err) => {
                     let op = if write { "pwrite" } else { "pread" };
                     tally.failed(|| format!("{op} at offset {offset}: {err}"), done);
@@ -357,14 +392,14 @@ impl Worker {
         start
     }
 
-    /// The number of the next I/O and, with a rate cap, when it is due (slept until); `None` when
-    /// the run stops issuing.
-    fn next_io(&self, schedule: &Schedule) -> Option<(u64, Option<Instant>)> {
+    /// The next I/O, once it is due under a rate cap; `None` when the run stops issuing.
+    fn next_io(&self, schedule: &Schedule) -> Option<NextIo> {
         if self.shared.stop.load(Ordering::Relaxed) || self.shared.yield_now.load(Ordering::Relaxed)
         {
             return None;
         }
         let k = self.shared.issued.fetch_add(1, Ordering::Relaxed);
+        let taken = Instant::now();
         if schedule.out_of_ios(k) {
             return None;
         }
@@ -377,7 +412,7 @@ impl Worker {
         if schedule.runtime_over(Instant::now()) {
             return None;
         }
-        Some((k, due))
+        Some(NextIo { k, due, taken })
     }
 
     /// Sleeps until `at`; false when the run stops (or its runtime ends) first.

@@ -22,20 +22,24 @@
 //! batched. Waits carry no timeout argument: a timeout request in the ring (re-armed every
 //! [`CANCEL_POLL`], every [`TICK`] at shallow depth, or sooner for the hard timeout) ends any
 //! wait, so the runtime, the hard timeout and the cancellation flag are still watched. Only
-//! rate-capped runs with I/O in flight wait with a timeout, to issue the next I/O on time (and so
-//! does any turn in which the timeout request could not be queued).
+//! rate-capped runs wait with a timeout argument (the kernel's hrtimer, without timer slack), to
+//! issue the next I/O when it is due (and so does any turn in which the timeout request could not
+//! be queued).
 //!
-//! Latency is the time from submission (or, with a rate cap, from the intended issue time) to the
-//! reaping of the completion, as fio's `lat`. Short transfers are resubmitted for the remainder,
+//! Latency is the time from submission to the reaping of the completion, as fio's `lat`. With a
+//! rate cap, an I/O the device held back (every slot busy when it fell due) counts from its due
+//! time instead (see [`UringRun::latency_origin`]). Short transfers are resubmitted for the remainder,
 //! EAGAIN/EINTR completions are retried, and the first other error ends the run (like fio without
 //! `continue_on_error`).
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
+use crate::probe::engine::lateness::{RunDelay, Stopwatch};
 use crate::probe::engine::{
     CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Job, Offsets, RunOptions, SETTLE, Schedule,
     StuckIos, Tally,
 };
+use crate::probe::engine::{Issue, tighten_timer_slack};
 use crate::probe::measurement::Measurement;
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
@@ -109,6 +113,7 @@ pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeErro
     thread::Builder::new()
         .name("diskprobe-uring".to_owned())
         .spawn(move || {
+            tighten_timer_slack();
             let mut run = match UringRun::set_up(job, opts) {
                 Ok(run) => run,
                 Err(err) => {
@@ -154,8 +159,10 @@ enum TickState {
 /// Whether the kernel holds a slot's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
-    /// Free since the completion of its last I/O was reaped (or since the set-up).
-    Free { since: Instant },
+    /// Free since the kernel completed its last I/O (or since the set-up), as far as the engine
+    /// can tell: when it reaped the completion, less the run delay it had accumulated meanwhile
+    /// (`late`, its own lateness rather than the device's).
+    Free { since: Instant, late: Duration },
     /// An I/O using the buffer is in the kernel (or queued for it).
     InKernel,
 }
@@ -168,8 +175,8 @@ struct Slot {
     offset: u64,
     /// Bytes already transferred (a short transfer's remainder is resubmitted).
     done: u32,
-    /// What its latency counts from: submission, or a rate cap's due time.
-    issued: Instant,
+    /// When it was submitted, and what its latency counts from.
+    issue: Issue,
 }
 
 /// The ring and the buffers its I/O reads into and writes from, owned together. Dropped, it
@@ -227,10 +234,13 @@ impl RingIo {
         for _ in 0..depth {
             slots.push(Slot {
                 buf: AlignedBuf::new(job.block_size as usize, job.mem_align, rng)?,
-                state: SlotState::Free { since: now },
+                state: SlotState::Free {
+                    since: now,
+                    late: Duration::ZERO,
+                },
                 offset: 0,
                 done: 0,
-                issued: now,
+                issue: Issue::at(now),
             });
         }
         let file = match ring.submitter().register_files(&[job.fd]) {
@@ -327,12 +337,12 @@ impl RingIo {
         }
     }
 
-    /// Queues a new I/O in slot `index` at `offset`, its latency counted from `issued`.
-    fn start(&mut self, index: usize, offset: u64, issued: Instant) -> io::Result<()> {
+    /// Queues a new I/O in slot `index` at `offset`.
+    fn start(&mut self, index: usize, offset: u64, issue: Issue) -> io::Result<()> {
         let slot = &mut self.slots[index];
         slot.offset = offset;
         slot.done = 0;
-        slot.issued = issued;
+        slot.issue = issue;
         let entry = self.entry(index);
         self.push(&entry)?;
         self.slots[index].state = SlotState::InKernel;
@@ -346,11 +356,15 @@ impl RingIo {
         self.push(&entry)
     }
 
-    /// Marks slot `index` free as of `now`; false when it was not in the kernel.
-    fn release(&mut self, index: usize, now: Instant) -> bool {
+    /// Marks slot `index` free as of `now`, its completion reaped `late` after it arrived; false
+    /// when it was not in the kernel.
+    fn release(&mut self, index: usize, now: Instant, late: Duration) -> bool {
         match self.slots.get_mut(index) {
             Some(slot) if slot.state == SlotState::InKernel => {
-                slot.state = SlotState::Free { since: now };
+                slot.state = SlotState::Free {
+                    since: now.checked_sub(late).unwrap_or(now),
+                    late,
+                };
                 self.in_kernel -= 1;
                 true
             }
@@ -506,6 +520,9 @@ struct UringRun {
     /// When the last wait returned: the submission time of what is issued next, and the
     /// completion time of what was just reaped.
     now: Instant,
+    /// Run delay the thread accumulated in the last wait (measured for rate-capped runs only).
+    late: Duration,
+    run_delay: RunDelay,
     cqes: Vec<(u64, i32)>,
 }
 
@@ -525,9 +542,11 @@ impl UringRun {
             phase: Phase::Issuing,
             free: (0..depth).collect(),
             offsets: job.offsets(),
-            tally: Tally::new(),
+            tally: Tally::new(job.rate_interval.is_some()),
             issued: 0,
             now: start,
+            late: Duration::ZERO,
+            run_delay: RunDelay::of_this_thread(),
             cqes,
         })
     }
@@ -542,16 +561,11 @@ impl UringRun {
             } else {
                 None
             };
-            if self.io.in_kernel == 0 {
-                match (self.phase, next_due) {
-                    (Phase::Issuing, Some(at)) => {
-                        thread::sleep(at.saturating_duration_since(self.now).min(CANCEL_POLL));
-                        self.now = Instant::now();
-                        continue;
-                    }
-                    (Phase::Issuing, None) => return Ending::Finished,
-                    (Phase::Draining(why) | Phase::Aborting { why, .. }, _) => return why,
-                }
+            if self.io.in_kernel == 0 && next_due.is_none() {
+                return match self.phase {
+                    Phase::Issuing => Ending::Finished,
+                    Phase::Draining(why) | Phase::Aborting { why, .. } => why,
+                };
             }
             if let Err(why) = self.wait(next_due) {
                 return why;
@@ -628,7 +642,11 @@ impl UringRun {
             }
             self.free.pop_front();
             let offset = self.offsets.next_offset();
-            if let Err(err) = self.io.start(index, offset, due.unwrap_or(self.now)) {
+            let issue = Issue {
+                origin: self.latency_origin(index, due),
+                submitted: self.now,
+            };
+            if let Err(err) = self.io.start(index, offset, issue) {
                 self.free.push_front(index);
                 self.tally.error(|| format!("io_uring submit: {err}"));
                 self.fail();
@@ -640,13 +658,26 @@ impl UringRun {
         None
     }
 
+    /// What the latency of an I/O issued now into slot `index` counts from. Without a rate cap,
+    /// or when the slot was already free when the I/O fell due (the engine, not the device, is
+    /// late: its wake-up), from now, the submission. When the device held every slot at the due
+    /// time (a backlog), from the due time (plus the engine's own lateness in noticing the slot
+    /// free), so that the delay the device caused is counted in every I/O it held back (no
+    /// coordinated omission).
+    fn latency_origin(&self, index: usize, due: Option<Instant>) -> Instant {
+        match (due, self.io.slots[index].state) {
+            (Some(at), SlotState::Free { since, late }) if since > at => (at + late).min(self.now),
+            _ => self.now,
+        }
+    }
+
     /// The period of the timeout request that bounds this turn's wait.
     fn tick_period(&self) -> Duration {
         match self.phase {
             Phase::Aborting { .. } => CANCEL_POLL,
             phase => {
                 let shallow = phase == Phase::Issuing
-                    && self.schedule.due(0).is_none()
+                    && !self.schedule.rate_capped()
                     && self.io.slots.len() <= SPLIT_MAX_DEPTH;
                 let period = if shallow { TICK } else { CANCEL_POLL };
                 period.min(self.schedule.deadline.saturating_duration_since(self.now))
@@ -667,8 +698,11 @@ impl UringRun {
             1
         };
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
+        let before = self.now;
+        let watch = Stopwatch::start(&self.run_delay, self.schedule.rate_capped());
         let result = self.io.wait(want, timeout);
         self.now = Instant::now();
+        self.late = watch.read(&self.run_delay, self.now - before);
         match result {
             Err(err) if !wait_ended(&err) => {
                 self.tally.error(|| format!("io_uring_enter: {err}"));
@@ -688,6 +722,10 @@ impl UringRun {
         self.io.take_completions(&mut cqes);
         for &(user_data, res) in &cqes {
             self.complete(user_data as usize, res);
+        }
+        if !cqes.is_empty() {
+            // What is issued next is submitted after this processing, not when the wait returned.
+            self.now = Instant::now();
         }
         self.cqes = cqes;
     }
@@ -746,7 +784,7 @@ impl UringRun {
             }
         }
         let now = self.now;
-        self.io.release(index, now);
+        self.io.release(index, now, self.late);
         self.free.push_back(index);
         self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
         let bs = self.io.block_size;
@@ -758,11 +796,7 @@ impl UringRun {
         }
         match outcome {
             Completion::Done => {
-                self.tally.completed(
-                    u64::from(bs),
-                    now.saturating_duration_since(slot.issued),
-                    now,
-                );
+                self.tally.completed(u64::from(bs), slot.issue, now);
             }
             Completion::Failed(what) => {
                 let offset = slot.offset;
@@ -793,7 +827,7 @@ impl UringRun {
         let stuck = Arc::new(StuckIos::new(schedule.start, io.slots.len()));
         for (index, slot) in io.slots.iter().enumerate() {
             if slot.state == SlotState::InKernel {
-                stuck.set(index, Some(slot.issued));
+                stuck.set(index, Some(slot.issue.submitted));
             }
         }
         let in_kernel = io.in_kernel;
@@ -838,7 +872,7 @@ impl Leftovers {
             let now = Instant::now();
             for &(user_data, _) in &cqes {
                 let index = user_data as usize;
-                if self.io.release(index, now) {
+                if self.io.release(index, now, Duration::ZERO) {
                     self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
                     if self.io.in_kernel > 0 {
                         self.stuck.set(index, None);
