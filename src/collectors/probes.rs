@@ -87,7 +87,7 @@ impl Collector for ProbesCollector {
         );
         let mut histogram = Family::histogram(
             "diskprobe_io_latency_seconds",
-            "Per-I/O latency of probe I/Os since the agent started (completion minus submission, or minus the intended issue time for rate-capped profiles).",
+            "Per-I/O latency of probe I/Os since the agent started (completion minus submission, as fio's lat; for a rate-capped I/O the device held back, minus its intended issue time).",
         );
         let mut target_info = Family::gauge(
             "diskprobe_target_info",

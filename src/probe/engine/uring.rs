@@ -18,8 +18,10 @@
 //! Per I/O it does no allocation. Shallow queues (depth ≤ 4) use the system calls fio's io_uring
 //! engine uses: one `io_uring_enter` submits, and only if no completion is ready a second one
 //! waits for one, so that at QD1 the kernel sees the same calls from us as from fio. Deep queues
-//! submit and wait for an eighth of the depth in one call, so that reaping and refills are
-//! batched. Waits carry no timeout argument: a timeout request in the ring (re-armed every
+//! submit and wait for one completion in one call. Every wait returns as soon as one completion
+//! is there, and the time is taken once when it returns, for every completion it brings: each is
+//! stamped as close to its arrival as the kernel lets us see it (with deferred task running, when
+//! the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
 //! [`CANCEL_POLL`], every [`TICK`] at shallow depth, or sooner for the hard timeout) ends any
 //! wait, so the runtime, the hard timeout and the cancellation flag are still watched. Only
 //! rate-capped runs wait with a timeout argument (the kernel's hrtimer, without timer slack), to
@@ -408,16 +410,17 @@ impl RingIo {
         }
     }
 
-    /// Submits what is queued and waits for `want` completions, or until `timeout`. Without a
-    /// timeout, the tick (which must be armed) ends the wait; without a tick, the wait ends after
-    /// [`CANCEL_POLL`].
-    fn wait(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
+    /// Submits what is queued and waits for a completion (any that are ready are reaped with it),
+    /// or until `timeout`. Without a timeout, the tick (which must be armed) ends the wait;
+    /// without a tick, the wait ends after [`CANCEL_POLL`]. Waiting for one completion, not a
+    /// batch, lets each be stamped as soon as the kernel hands it over.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = timeout.or((self.tick_state == TickState::Idle).then_some(CANCEL_POLL));
         match timeout {
             Some(t) => {
                 let ts = types::Timespec::from(t.max(Duration::from_micros(1)));
                 let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(want, &args)?;
+                self.ring.submitter().submit_with_args(1, &args)?;
             }
             None if self.slots.len() <= SPLIT_MAX_DEPTH => {
                 if !self.submit_alone()? {
@@ -434,7 +437,7 @@ impl RingIo {
                 }
             }
             None => {
-                self.ring.submit_and_wait(want)?;
+                self.ring.submit_and_wait(1)?;
             }
         }
         Ok(())
@@ -690,17 +693,10 @@ impl UringRun {
     /// run at once (`Err`).
     fn wait(&mut self, next_due: Option<Instant>) -> Result<(), Ending> {
         self.io.keep_tick_armed(self.tick_period());
-        // Deep queues wait for a batch of completions per system call (an eighth of the depth,
-        // never more than is in flight), so that refills are batched too.
-        let want = if self.phase == Phase::Issuing {
-            (self.io.slots.len() / 8).clamp(1, self.io.in_kernel.max(1))
-        } else {
-            1
-        };
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
         let before = self.now;
         let watch = Stopwatch::start(&self.run_delay, self.schedule.rate_capped());
-        let result = self.io.wait(want, timeout);
+        let result = self.io.wait(timeout);
         self.now = Instant::now();
         self.late = watch.read(&self.run_delay, self.now - before);
         match result {
