@@ -8,8 +8,14 @@
 //!   synchronise). Targets added together start one after another in name order, spread over
 //!   [`FIRST_CYCLE_MAX_DELAY`] each (at most half their interval): many volumes found at once do
 //!   not all start probing at once.
-//! - At most `max_concurrent_probes` cycles run at once across all targets (default 1), and at
-//!   most one per physical device (partitions count as their disk).
+//! - At most `max_concurrent_probes` runs issue I/O at once across all targets (default 1), and
+//!   at most one cycle runs per physical device (partitions count as their disk). A run gives its
+//!   global slot back as soon as it stops issuing and only waits for its I/O, so that a slow or
+//!   hung device does not hold up the others.
+//! - A run that returns while the kernel still holds some of its I/O (a hung device: the engine
+//!   waits for cancelled I/O for [`engine::DRAIN_GRACE`]) leaves it with the engine, which frees
+//!   the buffers only once the kernel has completed it; until then no run starts on that device
+//!   (its runs count as `skipped`), so a dead device holds one run's ring, buffers and threads.
 //! - Duty-cycle budget per device: a token bucket refilled at `max_duty_cycle` seconds per second
 //!   (capacity two cycles' worth); a run only starts when the bucket is not in debt, and its
 //!   engine time is charged to it. Runs refused by the budget count as `result="skipped"`.
@@ -27,7 +33,7 @@
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::diskstats;
-use crate::probe::engine::{self, RunOptions};
+use crate::probe::engine::{self, DrainingHook, RunOptions, StuckIos};
 use crate::probe::profile::Profile;
 use crate::probe::target::{self, DeviceId, TargetOptions};
 use crate::series::{RunOutcome, RunStatus, SeriesStore, TargetInfo};
@@ -98,12 +104,29 @@ struct Shared {
     /// Per target name, its probe and stat threads that have not returned yet; kept across
     /// reloads, so that a changed target does not start beside its predecessor's stuck thread.
     threads: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    /// Per physical device (as `devices`), the I/Os of a run that returned while the kernel still
+    /// held some of them; no run starts on the device until they have completed, so that at most
+    /// one abandoned run (ring, buffers, threads) exists per device.
+    stuck: Mutex<HashMap<String, Arc<StuckIos>>>,
 }
 
 impl Shared {
     fn device_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<Option<Budget>>> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// The stuck I/Os of an earlier run on device `key`, while the kernel still holds any.
+    fn stuck_on(&self, key: &str) -> Option<Arc<StuckIos>> {
+        let mut map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| !s.is_clear());
+        map.get(key).cloned()
+    }
+
+    /// Records what a run on device `key` left in the kernel.
+    fn set_stuck(&self, key: &str, stuck: Arc<StuckIos>) {
+        let mut map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(key.to_owned(), stuck);
     }
 
     fn threads_of(&self, target: &str) -> Arc<AtomicUsize> {
@@ -198,6 +221,7 @@ impl Scheduler {
                 owed: Mutex::new(0),
                 devices: Mutex::new(HashMap::new()),
                 threads: Mutex::new(HashMap::new()),
+                stuck: Mutex::new(HashMap::new()),
             }),
             max_concurrent: config.max_concurrent_probes,
             tasks: HashMap::new(),
@@ -449,18 +473,19 @@ async fn run_cycle(
         }
     };
     let key = lock_key(spec, device.as_ref());
-    let _slot = tokio::select! {
-        p = shared.global.clone().acquire_owned() => match p {
-            Ok(p) => GlobalSlot { permit: Some(p), shared },
-            Err(_) => return,
-        },
-        _ = stop.changed() => return,
-    };
+    if let Some(stuck) = shared.stuck_on(&key) {
+        record_all(&|| held_by_kernel(&stuck, &key));
+        return;
+    }
+    // The device first, then a global slot for each run: a run gives its slot back while it only
+    // drains its I/O, and the cycle takes one again for its next run; taking them in the other
+    // order, a cycle holding a slot could wait for this device while this cycle waits for a slot.
     let lock = shared.device_lock(&key);
     let mut budget = tokio::select! {
         g = lock.lock() => g,
         _ = stop.changed() => return,
     };
+    let mut slot = None;
     let capacity = (2.0 * spec.busy_per_cycle().as_secs_f64())
         .max(2.0 * spec.max_duty_cycle * spec.interval.as_secs_f64());
     let budget = budget.get_or_insert_with(|| Budget {
@@ -517,7 +542,27 @@ async fn run_cycle(
                 .record(spec, &profile.name, still_in_flight());
             continue;
         }
-        let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
+        if let Some(stuck) = shared.stuck_on(&key) {
+            shared
+                .results
+                .record(spec, &profile.name, held_by_kernel(&stuck, &key));
+            continue;
+        }
+        if slot.is_none() {
+            slot = acquire_slot(shared, stop).await;
+            if slot.is_none() {
+                return;
+            }
+        }
+        let (outcome, busy) =
+            run_on_thread(spec, profile, shared, cancel, threads, &mut slot).await;
+        if let RunOutcome::Ran { result, .. } = &outcome
+            && let Some(stuck) = &result.stuck
+        {
+            tracing::warn!(target = %spec.name, profile = %profile.name, device = %key, ios = stuck.count(),
+                "the kernel still holds I/O of the run; no run starts on the device until it completes");
+            shared.set_stuck(&key, Arc::clone(stuck));
+        }
         budget.tokens -= busy.as_secs_f64();
         let (result, error) = shared.results.record(spec, &profile.name, outcome);
         if result != RunStatus::Success {
@@ -529,6 +574,29 @@ async fn run_cycle(
                 "probe run did not succeed"
             );
         }
+    }
+}
+
+/// A global probe slot, or `None` when the target is stopped first.
+async fn acquire_slot<'a>(
+    shared: &'a Arc<Shared>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<GlobalSlot<'a>> {
+    tokio::select! {
+        p = shared.global.clone().acquire_owned() => p.ok().map(|p| GlobalSlot { permit: Some(p), shared }),
+        _ = stop.changed() => None,
+    }
+}
+
+/// The skip recorded while the kernel still holds I/O of an earlier run on device `key`.
+fn held_by_kernel(stuck: &StuckIos, key: &str) -> RunOutcome {
+    let age = stuck.oldest().map_or(Duration::ZERO, |at| at.elapsed());
+    RunOutcome::Skipped {
+        reason: format!(
+            "{} I/Os of an earlier run are still held by the kernel on {key} (the oldest for {:.0?})",
+            stuck.count(),
+            age
+        ),
     }
 }
 
@@ -562,10 +630,14 @@ enum FromThread {
     /// Another chunk of the probe file was written.
     Filled,
     Opened(TargetInfo),
+    /// The run stopped issuing I/O and only waits for what is in flight.
+    Draining,
     Done(RunOutcome, Duration),
 }
 
 /// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
+/// The global probe `slot` is given back (set to `None`) as soon as the run stops issuing I/O:
+/// one that only waits for its I/O (a slow or hung device) does not hold up other devices.
 ///
 /// Opening may create and fill the probe file, which takes as long as the device needs, so it is
 /// not bounded by the run's timeout; but an open that makes no progress (no chunk of a fill
@@ -577,6 +649,7 @@ async fn run_on_thread(
     shared: &Arc<Shared>,
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
+    slot: &mut Option<GlobalSlot<'_>>,
 ) -> (RunOutcome, Duration) {
     let started = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -640,6 +713,7 @@ async fn run_on_thread(
                 opened = Some(Instant::now());
                 deadline = tokio::time::Instant::now() + patience;
             }
+            Some(FromThread::Draining) => *slot = None,
             Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
             None => {
                 return (
@@ -707,12 +781,16 @@ fn probe_thread(
         // run outside its limits (global slot, device lock, budget).
         return None;
     }
+    let draining = tx.clone();
     let opts = RunOptions {
         engine: spec.engine,
         timeout: spec.timeout,
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
+        on_draining: Some(DrainingHook::new(move || {
+            let _ = draining.send(FromThread::Draining);
+        })),
         ..RunOptions::default()
     };
     match engine::run(&opened, profile, &opts) {

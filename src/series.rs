@@ -10,7 +10,7 @@
 
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
-use crate::probe::engine::EngineKind;
+use crate::probe::engine::{EngineKind, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -145,6 +145,37 @@ pub struct ProfileSeries {
     pub busy_seconds: f64,
     /// Per-I/O latency of every run (its count is `ios`).
     pub latency: LatencyHistogram,
+    /// I/Os of the last run that the kernel still holds (a hung device).
+    pub stuck: Stuck,
+}
+
+/// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
+/// leftovers and read live; compared by identity.
+#[derive(Debug, Clone, Default)]
+pub struct Stuck(pub Option<Arc<StuckIos>>);
+
+impl PartialEq for Stuck {
+    fn eq(&self, other: &Stuck) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl Stuck {
+    /// I/Os still in the kernel.
+    pub fn count(&self) -> usize {
+        self.0.as_ref().map_or(0, |s| s.count())
+    }
+
+    /// How long ago the oldest of them was issued (zero when there is none).
+    pub fn oldest_age(&self) -> Duration {
+        self.0
+            .as_ref()
+            .and_then(|s| s.oldest())
+            .map_or(Duration::ZERO, |at| at.elapsed())
+    }
 }
 
 impl ProfileSeries {
@@ -336,6 +367,7 @@ impl SeriesStore {
                 series.bytes += r.bytes;
                 series.io_errors += r.errors;
                 series.busy_seconds += r.elapsed.as_secs_f64();
+                series.stuck = Stuck(r.stuck.clone());
                 series.latency.record(&r.latency_ns);
                 let error = r.failure();
                 (
@@ -512,9 +544,8 @@ mod tests {
                 elapsed: Duration::from_millis(1),
                 errors: 0,
                 first_error: None,
-                timed_out: false,
-                cancelled: false,
                 latency_ns: h.clone(),
+                ..Measurement::empty(EngineKind::Psync)
             }),
             duration: Duration::from_millis(2),
         };

@@ -56,9 +56,8 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             elapsed: Duration::from_millis(250),
             errors: 0,
             first_error: None,
-            timed_out: false,
-            cancelled: false,
             latency_ns: h,
+            ..Measurement::empty(EngineKind::IoUring)
         };
         store.record(
             &specs[0],

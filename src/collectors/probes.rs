@@ -89,6 +89,14 @@ impl Collector for ProbesCollector {
             "diskprobe_io_latency_seconds",
             "Per-I/O latency of probe I/Os since the agent started (completion minus submission, as fio's lat; for a rate-capped I/O the device held back, minus its intended issue time).",
         );
+        let mut stuck_ios = Family::gauge(
+            "diskprobe_probe_stuck_ios",
+            "I/Os of the last run that the kernel still holds after the run gave up on them (a hung device); no run starts on the device until they complete.",
+        );
+        let mut stuck_age = Family::gauge(
+            "diskprobe_probe_stuck_io_age_seconds",
+            "How long ago the oldest of the stuck I/Os was issued; 0 when none is stuck.",
+        );
         let mut target_info = Family::gauge(
             "diskprobe_target_info",
             "Where each target lives; the value is always 1.",
@@ -153,6 +161,8 @@ impl Collector for ProbesCollector {
                     bytes.push(&l, s.bytes as f64);
                     io_errors.push(&l, s.io_errors as f64);
                     busy.push(&l, s.busy_seconds);
+                    stuck_ios.push(&l, s.stuck.count() as f64);
+                    stuck_age.push(&l, s.stuck.oldest_age().as_secs_f64());
                     histogram.push_value(&l, s.latency.to_value());
                     let Some(last) = &s.last else { continue };
                     success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
@@ -190,6 +200,8 @@ impl Collector for ProbesCollector {
             bytes,
             io_errors,
             busy,
+            stuck_ios,
+            stuck_age,
             histogram,
             target_info,
             interval,

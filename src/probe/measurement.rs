@@ -52,7 +52,7 @@ impl LatencySummary {
         let at = |q| h.value_at_quantile(q) as f64 / 1e9;
         LatencySummary {
             min: h.min() as f64 / 1e9,
-            mean: h.mean() / 1e9,
+            mean: Duration::from_secs_f64(h.mean() / 1e9).as_secs_f64(),
             max: h.max() as f64 / 1e9,
             p50: at(0.5),
             p90: at(0.9),
@@ -115,6 +115,26 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// A run of `engine` that did nothing: the base for building one field by field
+    /// (`Measurement { ios: 5, ..Measurement::empty(engine) }`).
+    pub fn empty(engine: EngineKind) -> Measurement {
+        Measurement {
+            engine,
+            ios: 0,
+            bytes: 0,
+            elapsed: Duration::ZERO,
+            errors: 0,
+            first_error: None,
+            timed_out: false,
+            cancelled: false,
+            yielded: false,
+            stuck: None,
+            latency_ns: new_latency_histogram(),
+            submission_latency_ns: None,
+            held_back: 0,
+        }
+    }
+
     /// Completed I/Os per second of elapsed time.
     pub fn iops(&self) -> f64 {
         per_second(self.ios, self.elapsed)

@@ -30,7 +30,7 @@ pub struct LoopDev {
     numbered: bool,
     /// Still attached to its file.
     attached: bool,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// Counters of one `/proc/diskstats` line.
@@ -115,6 +115,15 @@ impl LoopDev {
             assert_eq!(copied, size);
             f.sync_all().expect("sync backing file");
         }
+        let mut dev = LoopDev::over_file(&backing, extra);
+        dev._dir = Some(dir);
+        dev
+    }
+
+    /// A loop device over an existing file the test made (e.g. one served by a test's FUSE
+    /// filesystem), with `losetup` options `extra`.
+    pub fn over_file(backing: &Path, extra: &[&str]) -> LoopDev {
+        let size = fs::metadata(backing).expect("stat the backing file").len();
         // A device node named in `extra` is set up instead of the first free one.
         let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
         let out = Command::new("losetup")
@@ -124,7 +133,7 @@ impl LoopDev {
                 &["--find", "--show"][..]
             })
             .args(extra)
-            .arg(&backing)
+            .arg(backing)
             .output()
             .expect("run losetup");
         assert!(
@@ -145,11 +154,11 @@ impl LoopDev {
             name,
             major: major.parse().expect("major"),
             minor: minor.parse().expect("minor"),
-            backing,
+            backing: backing.to_owned(),
             size,
             numbered,
             attached: true,
-            _dir: dir,
+            _dir: None,
         }
     }
 

@@ -41,7 +41,7 @@ use crate::probe::engine::{
     CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Job, Offsets, RunOptions, SETTLE, Schedule,
     StuckIos, Tally,
 };
-use crate::probe::engine::{Issue, tighten_timer_slack};
+use crate::probe::engine::{Issue, RunProgress, tighten_timer_slack};
 use crate::probe::measurement::Measurement;
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
@@ -838,7 +838,11 @@ impl UringRun {
             ending,
             Some(stuck.clone()),
         );
-        let leftovers = Leftovers { io, stuck, opts };
+        let leftovers = Leftovers {
+            io,
+            stuck,
+            progress: opts.progress,
+        };
         (m, Some(leftovers))
     }
 }
@@ -847,7 +851,7 @@ impl UringRun {
 struct Leftovers {
     io: RingIo,
     stuck: Arc<StuckIos>,
-    opts: RunOptions,
+    progress: Arc<RunProgress>,
 }
 
 impl Leftovers {
@@ -869,7 +873,7 @@ impl Leftovers {
             for &(user_data, _) in &cqes {
                 let index = user_data as usize;
                 if self.io.release(index, now, Duration::ZERO) {
-                    self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
+                    self.progress.completed.fetch_add(1, Ordering::Relaxed);
                     if self.io.in_kernel > 0 {
                         self.stuck.set(index, None);
                     } else {
