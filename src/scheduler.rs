@@ -35,11 +35,10 @@ use crate::config::{SchedulerConfig, TargetSpec};
 use crate::diskstats;
 use crate::probe::engine::{self, DrainingHook, RunOptions, StuckIos};
 use crate::probe::profile::Profile;
-use crate::probe::target::{self, DeviceId, TargetOptions};
+use crate::probe::target::{self, DeviceId, TargetFacts, TargetOptions};
 use crate::series::{RunOutcome, RunStatus, SeriesStore, TargetInfo};
 use rand::Rng;
 use std::collections::HashMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,6 +54,9 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(Duration::from_secs(5));
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
+/// How long [`Scheduler::apply`] waits for the stats that label new targets' series; a target on
+/// a filesystem that does not answer by then is exported without a device.
+pub const LABEL_PATIENCE: Duration = Duration::from_secs(1);
 /// Longest delay before a target's first cycle, per target added at the same time.
 pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
 
@@ -230,7 +232,9 @@ impl Scheduler {
 
     /// Makes the running tasks match `targets`: removed and changed targets are stopped (their
     /// in-flight run is cancelled), new and changed ones started, unchanged ones left alone.
-    pub fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
+    /// Returns once every new target's path has been looked at (its series then carry their
+    /// final `device` label), or after [`LABEL_PATIENCE`] for a path whose stat hangs.
+    pub async fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
         let wanted = config.max_concurrent_probes;
         self.shared.resize_global(self.max_concurrent, wanted);
         self.max_concurrent = wanted;
@@ -270,10 +274,13 @@ impl Scheduler {
             .collect();
         added.sort_by(|a, b| a.name.cmp(&b.name));
         let n = added.len();
+        let mut labelled = Vec::new();
         for (k, spec) in added.into_iter().enumerate() {
             let first = first_cycle_delay(k, n, spec.interval, rand::rng().random::<f64>());
             let (stop, stop_rx) = watch::channel(false);
             let cancel = Arc::new(AtomicBool::new(false));
+            let (label_tx, label_rx) = tokio::sync::oneshot::channel();
+            labelled.push(label_rx);
             let handle = tokio::spawn(run_target(
                 spec.clone(),
                 self.shared.clone(),
@@ -281,6 +288,7 @@ impl Scheduler {
                 cancel.clone(),
                 self.shared.threads_of(&spec.name),
                 first,
+                label_tx,
             ));
             tracing::info!(
                 target = %spec.name,
@@ -300,6 +308,10 @@ impl Scheduler {
             );
         }
         self.shared.forget_unheld_threads();
+        let deadline = tokio::time::Instant::now() + LABEL_PATIENCE;
+        for label in labelled {
+            let _ = tokio::time::timeout_at(deadline, label).await;
+        }
     }
 
     /// Stops every target: in-flight runs are cancelled (the engines stop within 100 ms and
@@ -320,47 +332,31 @@ impl Scheduler {
     }
 }
 
-/// The device a path lives on, by stat: the block device itself, or the device under the file
-/// (or under its directory when it does not exist yet; see [`target::backing_device`]). `None`
-/// for filesystems without a block device.
-pub fn device_of(path: &Path, roots: &Roots) -> Option<DeviceId> {
-    let (path, meta) = match std::fs::metadata(path) {
-        Ok(m) => (path, m),
-        Err(_) => {
-            let dir = path.parent()?;
-            (dir, std::fs::metadata(dir).ok()?)
-        }
-    };
-    let (major, minor) = if meta.file_type().is_block_device() {
-        (libc::major(meta.rdev()), libc::minor(meta.rdev()))
-    } else {
-        target::backing_device(&roots.procfs, path, meta.dev())?
-    };
-    Some(target::resolve_device(&roots.sysfs, major, minor))
-}
-
-/// [`device_of`] on a thread of its own, counted in `threads` until it returns: a stat on a hung
-/// filesystem (NFS, FUSE) must not block the runtime, whose single worker also accepts scrapes.
-/// An error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
-async fn stat_device(
+/// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
+/// returns: a stat on a hung filesystem (NFS, FUSE) must not block the runtime, whose single
+/// worker also accepts scrapes. `Ok(None)` when the path cannot be read (the open will say why);
+/// an error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
+async fn stat_target(
     spec: &TargetSpec,
     roots: &Roots,
     threads: &Arc<AtomicUsize>,
-) -> Result<Option<DeviceId>, StatFailure> {
+) -> Result<Option<TargetFacts>, StatFailure> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (path, roots) = (spec.path.clone(), roots.clone());
+    let started = Instant::now();
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(format!("stat-{}", spec.name))
         .spawn(move || {
-            let device = device_of(&path, &roots);
+            let facts = target::facts(&path, &roots.procfs, &roots.sysfs).ok();
             // Counted out before the scheduler hears of the answer, which may start a run.
             drop(counted);
-            let _ = tx.send(device);
+            let _ = tx.send(facts);
         });
     let failed = |error: String| StatFailure {
         error,
         timed_out: false,
+        waited: started.elapsed(),
     };
     if let Err(err) = spawned {
         return Err(failed(format!(
@@ -368,7 +364,7 @@ async fn stat_device(
         )));
     }
     match tokio::time::timeout(STAT_PATIENCE, rx).await {
-        Ok(Ok(device)) => Ok(device),
+        Ok(Ok(facts)) => Ok(facts),
         Ok(Err(_)) => Err(failed("the stat thread ended without a result".to_owned())),
         Err(_) => Err(StatFailure {
             error: format!(
@@ -376,15 +372,52 @@ async fn stat_device(
                 spec.path.display()
             ),
             timed_out: true,
+            waited: started.elapsed(),
         }),
     }
 }
 
-/// Why [`stat_device`] has no answer.
+/// [`stat_target`], and what it found recorded as the target's info (its series' labels). A
+/// target whose path cannot be looked at gets an info without a device, unless one is known.
+async fn stat_and_label(
+    spec: &Arc<TargetSpec>,
+    shared: &Shared,
+    threads: &Arc<AtomicUsize>,
+) -> Result<Option<TargetFacts>, StatFailure> {
+    let stat = stat_target(spec, &shared.roots, threads).await;
+    let path = spec.path.display().to_string();
+    match &stat {
+        Ok(Some(facts)) => shared.results.set_info(spec, target_info(path, facts)),
+        _ => shared.results.set_info_if_unknown(
+            spec,
+            TargetInfo {
+                path,
+                ..TargetInfo::default()
+            },
+        ),
+    }
+    stat
+}
+
+/// The labels of `diskprobe_target_info` for a target at `path`.
+fn target_info(path: String, facts: &TargetFacts) -> TargetInfo {
+    let device = facts.device.as_ref();
+    TargetInfo {
+        path,
+        device: device.map(|d| d.name.clone()).unwrap_or_default(),
+        parent: device.and_then(|d| d.parent.clone()).unwrap_or_default(),
+        kind: facts.kind.as_str().to_owned(),
+        fstype: facts.fstype.clone(),
+    }
+}
+
+/// Why [`stat_target`] has no answer.
 struct StatFailure {
     error: String,
     /// The stat did not return in time (a timeout), rather than failing to start (an error).
     timed_out: bool,
+    /// How long the stat was waited for.
+    waited: Duration,
 }
 
 fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
@@ -401,9 +434,14 @@ async fn run_target(
     cancel: Arc<AtomicBool>,
     threads: Arc<AtomicUsize>,
     first: Duration,
+    labelled: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut grid = Instant::now() + first;
     let mut next = grid;
+    // The first cycle's stat, made at once: it labels the target's series before the first
+    // scrape that shows them (Scheduler::apply waits for it).
+    let mut first_stat = Some(stat_and_label(&spec, &shared, &threads).await);
+    let _ = labelled.send(());
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -412,7 +450,15 @@ async fn run_target(
         if *stop.borrow() {
             return;
         }
-        run_cycle(&spec, &shared, &mut stop, &cancel, &threads).await;
+        run_cycle(
+            &spec,
+            &shared,
+            &mut stop,
+            &cancel,
+            &threads,
+            first_stat.take(),
+        )
+        .await;
         if *stop.borrow() {
             return;
         }
@@ -440,6 +486,7 @@ async fn run_cycle(
     stop: &mut watch::Receiver<bool>,
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
+    stat: Option<Result<Option<TargetFacts>, StatFailure>>,
 ) {
     // Records the same outcome for every profile of the cycle.
     let record_all = |outcome: &dyn Fn() -> RunOutcome| {
@@ -450,17 +497,23 @@ async fn run_cycle(
     let still_in_flight = || RunOutcome::Skipped {
         reason: "previous run still in flight".to_owned(),
     };
-    if threads.load(Ordering::SeqCst) > 0 {
-        tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
-        record_all(&still_in_flight);
-        return;
-    }
-    let started = Instant::now();
-    let device = match stat_device(spec, &shared.roots, threads).await {
-        Ok(device) => device,
-        Err(StatFailure { error, timed_out }) => {
+    let stat = match stat {
+        Some(stat) => stat,
+        None if threads.load(Ordering::SeqCst) > 0 => {
+            tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
+            record_all(&still_in_flight);
+            return;
+        }
+        None => stat_and_label(spec, shared, threads).await,
+    };
+    let device = match stat {
+        Ok(facts) => facts.and_then(|f| f.device),
+        Err(StatFailure {
+            error,
+            timed_out,
+            waited: duration,
+        }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
-            let duration = started.elapsed();
             record_all(&|| {
                 let error = error.clone();
                 if timed_out {
@@ -629,7 +682,8 @@ async fn utilisation(
 enum FromThread {
     /// Another chunk of the probe file was written.
     Filled,
-    Opened(TargetInfo),
+    /// The target is open: the engine takes over.
+    Opened,
     /// The run stopped issuing I/O and only waits for what is in flight.
     Draining,
     Done(RunOutcome, Duration),
@@ -708,8 +762,7 @@ async fn run_on_thread(
         };
         match msg {
             Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
-            Some(FromThread::Opened(info)) => {
-                shared.results.set_info(spec, info);
+            Some(FromThread::Opened) => {
                 opened = Some(Instant::now());
                 deadline = tokio::time::Instant::now() + patience;
             }
@@ -761,21 +814,7 @@ fn probe_thread(
         Ok(t) => t,
         Err(err) => return fail(err.to_string()),
     };
-    let _ = tx.send(FromThread::Opened(TargetInfo {
-        path: spec.path.display().to_string(),
-        device: opened
-            .device
-            .as_ref()
-            .map(|d| d.name.clone())
-            .unwrap_or_default(),
-        parent: opened
-            .device
-            .as_ref()
-            .and_then(|d| d.parent.clone())
-            .unwrap_or_default(),
-        kind: opened.kind.as_str().to_owned(),
-        fstype: opened.fstype.clone(),
-    }));
+    let _ = tx.send(FromThread::Opened);
     if tx.is_closed() {
         // The scheduler gave up on this run while the target was being opened: the probe would
         // run outside its limits (global slot, device lock, budget).
@@ -873,16 +912,16 @@ mod tests {
         };
         let held: Vec<_> = (0..3).map(|_| take().unwrap()).collect();
         // 4 → 1 with three slots in use: the free one goes now, two when their runs end.
-        scheduler.apply(&[], &config(1));
+        scheduler.apply(&[], &config(1)).await;
         assert_eq!(shared.global.available_permits(), 0);
         drop(held);
         assert_eq!(shared.global.available_permits(), 1, "the limit is 1");
         let one = take().unwrap();
         assert!(take().is_none());
         // 1 → 3 while one is held, then back to 2: owed slots are cancelled before new ones.
-        scheduler.apply(&[], &config(3));
+        scheduler.apply(&[], &config(3)).await;
         assert_eq!(shared.global.available_permits(), 2);
-        scheduler.apply(&[], &config(2));
+        scheduler.apply(&[], &config(2)).await;
         drop(one);
         assert_eq!(shared.global.available_permits(), 2);
         let held: Vec<_> = (0..3).map(|_| take()).collect();

@@ -57,7 +57,7 @@ impl RunStatus {
     }
 }
 
-/// Where a target lives, from its last open.
+/// Where a target lives, from the last stat of its path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetInfo {
     /// Configured path.
@@ -195,8 +195,10 @@ pub struct TargetSeries {
     /// the scheduler task's that records into it: a run of an earlier task for the same name is
     /// told apart by it, even when a later reload brought the same configuration back.
     pub spec: Arc<TargetSpec>,
-    /// From its last open (or a stat before the first).
-    pub info: TargetInfo,
+    /// From the last stat of its path; `None` until the first, made when the target is
+    /// scheduled: until then its series are not exported, so that they appear with their final
+    /// `device` label.
+    pub info: Option<TargetInfo>,
     /// By profile name, in configuration order.
     pub profiles: Vec<(String, ProfileSeries)>,
 }
@@ -288,10 +290,7 @@ impl SeriesStore {
                 .entry(spec.name.clone())
                 .or_insert_with(|| TargetSeries {
                     spec: spec.clone(),
-                    info: TargetInfo {
-                        path: spec.path.display().to_string(),
-                        ..TargetInfo::default()
-                    },
+                    info: None,
                     profiles: spec
                         .profiles
                         .iter()
@@ -308,7 +307,20 @@ impl SeriesStore {
             .get_mut(&spec.name)
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
         {
-            t.info = info;
+            t.info = Some(info);
+        }
+    }
+
+    /// Records `info` for the target of `spec` unless something is known already: for a target
+    /// whose path cannot be read, so that its series (and the errors or timeouts they count) are
+    /// exported all the same.
+    pub fn set_info_if_unknown(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
+        if let Some(t) = self
+            .lock()
+            .get_mut(&spec.name)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec) && t.info.is_none())
+        {
+            t.info = Some(info);
         }
     }
 
@@ -505,7 +517,7 @@ mod tests {
                 ..TargetInfo::default()
             },
         );
-        assert_eq!(store.read(|t| t["t"].info.path.clone()), "/x");
+        assert_eq!(store.read(|t| t["t"].info.clone()), None);
         // A second reload brings the first configuration back: new series again, and a late run
         // of the first task still ends up in none of them.
         let back = Arc::new((*spec).clone());

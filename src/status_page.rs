@@ -38,7 +38,11 @@ pub fn render(results: &SeriesStore, telemetry_path: &str) -> String {
 }
 
 fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
-    let info = &t.info;
+    let path = t.spec.path.display().to_string();
+    let info = t.info.clone().unwrap_or_else(|| crate::series::TargetInfo {
+        path,
+        ..Default::default()
+    });
     let device = if info.device.is_empty() {
         "no block device".to_owned()
     } else {

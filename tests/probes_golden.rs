@@ -42,6 +42,16 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             fstype: String::new(),
         },
     );
+    // The scheduler labels every target before its series are exported.
+    store.set_info(
+        &specs[1],
+        TargetInfo {
+            path: "/srv/probe.dat".into(),
+            kind: "file".into(),
+            fstype: "tmpfs".into(),
+            ..TargetInfo::default()
+        },
+    );
     for run in 0..2u64 {
         let mut h = new_latency_histogram();
         for i in 0..1000u64 {

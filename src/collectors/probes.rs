@@ -113,7 +113,8 @@ impl Collector for ProbesCollector {
 
         self.results.read(|targets| {
             for (name, target) in targets {
-                let info = &target.info;
+                // Exported once the target's device is known (see TargetSeries::info).
+                let Some(info) = &target.info else { continue };
                 target_info.push(
                     &labels(&[
                         ("target", name),

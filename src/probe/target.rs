@@ -432,6 +432,62 @@ fn device_id(located: crate::block_info::Location, major: u32, minor: u32) -> De
     }
 }
 
+/// What a target is, as a stat of its path tells (without opening it): its kind, the block device
+/// under it and the filesystem type. The scheduler reads these before every cycle (so that a
+/// target's series carry their final `device` label from the start); an open finds the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetFacts {
+    /// Block device or file (a file that does not exist yet is a probe file to be created).
+    pub kind: TargetKind,
+    /// The block device under the target, when there is one (not for tmpfs, overlayfs, NFS...).
+    pub device: Option<DeviceId>,
+    /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
+    pub fstype: String,
+}
+
+/// The facts of the target at `path` (following a symbolic link to a block device). A file that
+/// does not exist yet has the facts of its directory.
+pub fn facts(path: &Path, procfs: &Path, sysfs: &Path) -> io::Result<TargetFacts> {
+    let (path, meta) = match fs::metadata(path) {
+        Ok(meta) if meta.file_type().is_block_device() => {
+            let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+            return Ok(TargetFacts {
+                kind: TargetKind::BlockDevice,
+                device: Some(resolve_device(sysfs, major, minor)),
+                fstype: String::new(),
+            });
+        }
+        Ok(meta) => (path, meta),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let dir = parent_dir(path);
+            (dir, fs::metadata(dir)?)
+        }
+        Err(err) => return Err(err),
+    };
+    Ok(TargetFacts {
+        kind: TargetKind::File,
+        device: file_device(procfs, sysfs, path, meta.dev()),
+        fstype: statfs_type(path)?,
+    })
+}
+
+/// The directory a file at `path` is (to be) created in.
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// The block device under a file at `path` whose `st_dev` is `dev`, when sysfs knows it.
+fn file_device(procfs: &Path, sysfs: &Path, path: &Path, dev: u64) -> Option<DeviceId> {
+    let (major, minor) = backing_device(procfs, path, dev)?;
+    let located = crate::block_info::locate(sysfs, major, minor);
+    located
+        .name
+        .is_some()
+        .then(|| device_id(located, major, minor))
+}
+
 /// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory,
 /// or a partition's `dev` in it, cannot be read (writes are then refused: the check cannot be
 /// made).
@@ -843,10 +899,7 @@ fn open_file(
             offset: opts.offset,
         });
     }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     let fstype =
         statfs_type(if meta.is_some() { path } else { dir }).map_err(|source| TargetError::Io {
             path: path.to_owned(),
@@ -951,13 +1004,7 @@ fn open_file(
     }
     check_aligned(path, "file size", size, offset_align)?;
     // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
-    let device = backing_device(&opts.procfs, path, dev).and_then(|(major, minor)| {
-        let located = crate::block_info::locate(&opts.sysfs, major, minor);
-        located
-            .name
-            .is_some()
-            .then(|| device_id(located, major, minor))
-    });
+    let device = file_device(&opts.procfs, &opts.sysfs, path, dev);
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
