@@ -387,7 +387,12 @@ async fn stat_and_label(
     let stat = stat_target(spec, &shared.roots, threads).await;
     let path = spec.path.display().to_string();
     match &stat {
-        Ok(Some(facts)) => shared.results.set_info(spec, target_info(path, facts)),
+        Ok(Some(facts)) => {
+            let news = shared.results.set_info(spec, target_info(path, facts));
+            if let Some(warning) = facts.warning(&spec.path).filter(|_| news) {
+                tracing::warn!(target = %spec.name, "{warning}");
+            }
+        }
         _ => shared.results.set_info_if_unknown(
             spec,
             TargetInfo {
@@ -408,6 +413,10 @@ fn target_info(path: String, facts: &TargetFacts) -> TargetInfo {
         parent: device.and_then(|d| d.parent.clone()).unwrap_or_default(),
         kind: facts.kind.as_str().to_owned(),
         fstype: facts.fstype.clone(),
+        cache: facts
+            .cache
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
     }
 }
 
@@ -609,6 +618,11 @@ async fn run_cycle(
         }
         let (outcome, busy) =
             run_on_thread(spec, profile, shared, cancel, threads, &mut slot).await;
+        if cancel.load(Ordering::SeqCst) {
+            // Cancelled by a shutdown or a reload: not a result of the target, not counted.
+            tracing::info!(target = %spec.name, profile = %profile.name, "probe run cancelled");
+            return;
+        }
         if let RunOutcome::Ran { result, .. } = &outcome
             && let Some(stuck) = &result.stuck
         {

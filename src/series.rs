@@ -70,6 +70,9 @@ pub struct TargetInfo {
     pub kind: String,
     /// Filesystem type of a file target.
     pub fstype: String,
+    /// What the target's probes probably measure instead of a disk (`memory`, `page_cache`,
+    /// `zfs_arc`), or `""`.
+    pub cache: String,
 }
 
 /// The last run of one profile on one target.
@@ -300,14 +303,19 @@ impl SeriesStore {
         }
     }
 
-    /// Records where the target of `spec` lives.
-    pub fn set_info(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
-        if let Some(t) = self
+    /// Records where the target of `spec` lives; true when that is news (the first info, or a
+    /// change).
+    pub fn set_info(&self, spec: &Arc<TargetSpec>, info: TargetInfo) -> bool {
+        match self
             .lock()
             .get_mut(&spec.name)
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
         {
-            t.info = Some(info);
+            Some(t) if t.info.as_ref() != Some(&info) => {
+                t.info = Some(info);
+                true
+            }
+            _ => false,
         }
     }
 

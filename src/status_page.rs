@@ -55,6 +55,12 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
     if !info.fstype.is_empty() {
         facts.push(escape(&info.fstype));
     }
+    if !info.cache.is_empty() {
+        facts.push(format!(
+            "probably measures {}, not a disk",
+            escape(&info.cache)
+        ));
+    }
     facts.push(format!(
         "every {}",
         humantime::format_duration(t.spec.interval)

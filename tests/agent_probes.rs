@@ -254,12 +254,6 @@ fn series_carry_their_final_labels_from_the_first_scrape() {
             0.0,
             "the first scrape came after a run"
         );
-        for family in counters {
-            assert!(
-                before.iter().any(|k| k.split('{').next() == Some(family)),
-                "{target}: no {family} before the first run"
-            );
-        }
         for result in ["success", "error", "timeout", "skipped"] {
             assert!(
                 first.contains_key(&format!(
@@ -272,6 +266,12 @@ fn series_carry_their_final_labels_from_the_first_scrape() {
             before.iter().all(|k| k.contains(label)),
             "{target}: a series without {label}: {before:?}"
         );
+        for family in counters {
+            assert!(
+                before.iter().any(|k| k.split('{').next() == Some(family)),
+                "{target}: no {family} before the first run"
+            );
+        }
     }
     let after = wait_until(&agent, Duration::from_secs(30), "the first runs", |m| {
         common::runs(m, "loop", "success") >= 1.0 && common::runs(m, "memory", "success") >= 1.0
@@ -503,4 +503,59 @@ fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
         assert_eq!(sum(&m, "diskprobe_probe_success", &[&p]), 1.0, "{profile}");
         assert!(sum(&m, "diskprobe_probe_iops", &[&p]) > 0.0, "{profile}");
     }
+}
+
+#[test]
+fn a_target_that_probably_measures_a_cache_is_flagged() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    // A loop device without direct I/O reads its backing file through the page cache: its probes
+    // measure memory. One with direct I/O reaches the file's disk.
+    let buffered = LoopDev::tmpfs(16 << 20);
+    let direct = LoopDev::disk(16 << 20);
+    let dio = |d: &LoopDev| std::fs::read_to_string(format!("/sys/block/{}/loop/dio", d.name));
+    assert_eq!(dio(&buffered).unwrap().trim(), "0");
+    if !common::require(
+        dio(&direct).is_ok_and(|v| v.trim() == "1"),
+        "a loop device with direct I/O on /var/tmp",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1h\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"buffered\"\npath = \"{}\"\n\
+             [[targets]]\nname = \"direct\"\npath = \"{}\"\n",
+            buffered.path.display(),
+            direct.path.display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let m = scrape(&agent);
+    let info = |target: &str| -> String {
+        m.keys()
+            .find(|k| {
+                k.starts_with("diskprobe_target_info{")
+                    && k.contains(&format!("target=\"{target}\""))
+            })
+            .unwrap_or_else(|| panic!("no target_info for {target}"))
+            .clone()
+    };
+    assert!(
+        info("buffered").contains("cache=\"page_cache\""),
+        "{}",
+        info("buffered")
+    );
+    assert!(info("direct").contains("cache=\"\""), "{}", info("direct"));
+    agent.expect_log("a loop device without direct I/O", Duration::from_secs(5));
+    let log = agent.log.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("without direct I/O").count(),
+        1,
+        "one warning, for the buffered target:\n{log}"
+    );
 }

@@ -15,6 +15,7 @@ mod loopdev;
 use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
 use fuse::{FuseFs, Mode};
 use loopdev::{BlkioGroup, LoopDev, Mount, mkfs};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -830,5 +831,79 @@ fn symlinks_to_block_devices_are_followed() {
         text.contains(&format!("\"device\":\"{}\"", dev.name))
             || text.contains(&format!("\"device\": \"{}\"", dev.name)),
         "{text}"
+    );
+}
+
+#[test]
+fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
+    if !common::require(common::is_root(), "root")
+        || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse")
+    {
+        return;
+    }
+    let _guard = serial();
+    // A file on a FUSE filesystem whose server leaves reads waiting, and fails a waiting read with
+    // EINTR when the kernel passes on an interrupt (as FUSE daemons do). The io_uring engine's
+    // thread waits in the read itself (FUSE direct I/O is issued inline), so SIGINT delivered to
+    // that thread both cancels the run and interrupts the read.
+    let fs = FuseFs::mount(16 << 20);
+    fs.set_mode(Mode::HangReads);
+    fs.fail_interrupted_reads();
+    let mut child = KillOnDrop(
+        Command::new(common::binary())
+            .args(["probe", "--engine", "io_uring", "--format", "json"])
+            .args(["--runtime", "5s", "--timeout", "30s", "--target"])
+            .arg(fs.file())
+            .args(["--fio", "-rw=randread -bs=4k -iodepth=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Dropped first if the test fails: the hung read ends, and the child can be reaped.
+    let _aborted = fs.abort_on_drop();
+    let pid = child.0.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let engine_thread = loop {
+        assert!(Instant::now() < deadline, "the probe never read");
+        let engine = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "diskprobe-uring")
+            });
+        if let Some(task) = engine
+            && fs.reads() >= 1
+        {
+            break task.file_name().to_string_lossy().parse::<i32>().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: tgkill with the child's pid and one of its thread ids.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid as i32, engine_thread, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let exit = common::wait_exit(&mut child.0, Duration::from_secs(10));
+    let mut stdout = String::new();
+    if exit.is_some() {
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+    }
+    assert!(
+        exit.is_some(),
+        "the cancelled probe did not end: it retried the interrupted read"
+    );
+    let runs: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
+    let run = &runs[0];
+    eprintln!("{} reads reached the server; {run}", fs.reads());
+    assert_eq!(run["error"], "cancelled", "{run}");
+    assert_eq!(
+        run["io_errors"], 0,
+        "the interrupted read counted as an error: {run}"
     );
 }

@@ -39,7 +39,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             device: "nvme0n1".into(),
             parent: String::new(),
             kind: "block_device".into(),
-            fstype: String::new(),
+            ..TargetInfo::default()
         },
     );
     // The scheduler labels every target before its series are exported.
@@ -49,6 +49,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             path: "/srv/probe.dat".into(),
             kind: "file".into(),
             fstype: "tmpfs".into(),
+            cache: "memory".into(),
             ..TargetInfo::default()
         },
     );

@@ -99,7 +99,7 @@ impl Collector for ProbesCollector {
         );
         let mut target_info = Family::gauge(
             "diskprobe_target_info",
-            "Where each target lives; the value is always 1.",
+            "Where each target lives, and what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty); the value is always 1.",
         );
         let mut interval = Family::gauge(
             "diskprobe_target_interval_seconds",
@@ -123,6 +123,7 @@ impl Collector for ProbesCollector {
                         ("parent", &info.parent),
                         ("kind", &info.kind),
                         ("fstype", &info.fstype),
+                        ("cache", &info.cache),
                         ("rule", target.spec.rule.as_deref().unwrap_or("")),
                     ]),
                     1.0,

@@ -195,7 +195,9 @@ pub struct OpenTarget {
     pub device: Option<DeviceId>,
     /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
     pub fstype: String,
-    /// Warnings found by the preflight checks (tmpfs, overlayfs, ...), already logged.
+    /// What the probes probably measure instead of a disk (see [`Cache`]), if anything.
+    pub cache: Option<Cache>,
+    /// Warnings found by the preflight checks (a cache instead of a disk, overlayfs).
     pub warnings: Vec<String>,
     /// Whether the target was opened for writing.
     pub writable: bool,
@@ -384,6 +386,11 @@ fn open_block_device(
     }
     check_aligned(path, "region offset", opts.offset, align)?;
     check_aligned(path, "region size", region_len, align)?;
+    let cache = cache_of(&opts.sysfs, "", Some(&device));
+    let warnings = cache
+        .map(|c| c.warning(path, "", Some(&device)))
+        .into_iter()
+        .collect();
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
@@ -394,7 +401,8 @@ fn open_block_device(
         mem_align: align,
         device: Some(device),
         fstype: String::new(),
-        warnings: Vec::new(),
+        cache,
+        warnings,
         writable: opts.write,
         filled: false,
     })
@@ -443,6 +451,86 @@ pub struct TargetFacts {
     pub device: Option<DeviceId>,
     /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
     pub fstype: String,
+    /// What the target's probes probably measure instead of a disk, if anything.
+    pub cache: Option<Cache>,
+}
+
+impl TargetFacts {
+    /// The warning a target at `path` with these facts deserves, if any.
+    pub fn warning(&self, path: &Path) -> Option<String> {
+        self.cache
+            .map(|cache| cache.warning(path, &self.fstype, self.device.as_ref()))
+    }
+}
+
+/// What a target's probes probably measure instead of the disk under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    /// Memory: a file on tmpfs or ramfs.
+    Memory,
+    /// The page cache: a loop device without direct I/O (its `loop/dio` is 0) reads and writes its
+    /// backing file through the page cache, so a probe under it mostly measures memory.
+    PageCache,
+    /// ZFS before 2.3 accepts O_DIRECT but serves reads from its ARC (memory).
+    ZfsArc,
+}
+
+impl Cache {
+    /// `memory`, `page_cache` or `zfs_arc` (the `cache` label of `diskprobe_target_info`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cache::Memory => "memory",
+            Cache::PageCache => "page_cache",
+            Cache::ZfsArc => "zfs_arc",
+        }
+    }
+
+    fn warning(self, path: &Path, fstype: &str, device: Option<&DeviceId>) -> String {
+        let path = path.display();
+        match self {
+            Cache::Memory => format!("{path} is on {fstype}: probes measure memory, not a disk"),
+            Cache::PageCache => format!(
+                "{path} is on {}, a loop device without direct I/O: probes measure the page cache of its backing file, not a disk (losetup --direct-io=on avoids it)",
+                device.map_or("a loop device", |d| d.name.as_str())
+            ),
+            Cache::ZfsArc => format!(
+                "{path} is on ZFS before 2.3, which serves O_DIRECT reads from its ARC: probes measure memory, not the disks"
+            ),
+        }
+    }
+}
+
+/// What a target on a filesystem of type `fstype` (`""` for a block device) over `device`
+/// probably measures instead of a disk.
+pub fn cache_of(sysfs: &Path, fstype: &str, device: Option<&DeviceId>) -> Option<Cache> {
+    match fstype {
+        "tmpfs" | "ramfs" => Some(Cache::Memory),
+        "zfs" => zfs_version(sysfs)
+            .is_some_and(|v| v < (2, 3))
+            .then_some(Cache::ZfsArc),
+        _ => device
+            .filter(|d| loop_without_direct_io(sysfs, d))
+            .map(|_| Cache::PageCache),
+    }
+}
+
+/// Whether `device` (or the disk of a partition) is a loop device whose `loop/dio` is 0.
+fn loop_without_direct_io(sysfs: &Path, device: &DeviceId) -> bool {
+    let disk = crate::block_info::locate(sysfs, device.major, device.minor).disk_dir;
+    fs::read_to_string(disk.join("loop/dio")).is_ok_and(|dio| dio.trim() == "0")
+}
+
+/// The loaded ZFS module's `(major, minor)` version, from `<sysfs>/module/zfs/version`
+/// (`2.1.5-1ubuntu6`).
+fn zfs_version(sysfs: &Path) -> Option<(u32, u32)> {
+    parse_zfs_version(&fs::read_to_string(sysfs.join("module/zfs/version")).ok()?)
+}
+
+fn parse_zfs_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// The facts of the target at `path` (following a symbolic link to a block device). A file that
@@ -451,9 +539,11 @@ pub fn facts(path: &Path, procfs: &Path, sysfs: &Path) -> io::Result<TargetFacts
     let (path, meta) = match fs::metadata(path) {
         Ok(meta) if meta.file_type().is_block_device() => {
             let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+            let device = resolve_device(sysfs, major, minor);
             return Ok(TargetFacts {
                 kind: TargetKind::BlockDevice,
-                device: Some(resolve_device(sysfs, major, minor)),
+                cache: cache_of(sysfs, "", Some(&device)),
+                device: Some(device),
                 fstype: String::new(),
             });
         }
@@ -464,10 +554,13 @@ pub fn facts(path: &Path, procfs: &Path, sysfs: &Path) -> io::Result<TargetFacts
         }
         Err(err) => return Err(err),
     };
+    let device = file_device(procfs, sysfs, path, meta.dev());
+    let fstype = statfs_type(path)?;
     Ok(TargetFacts {
         kind: TargetKind::File,
-        device: file_device(procfs, sysfs, path, meta.dev()),
-        fstype: statfs_type(path)?,
+        cache: cache_of(sysfs, &fstype, device.as_ref()),
+        device,
+        fstype,
     })
 }
 
@@ -907,18 +1000,11 @@ fn open_file(
             source,
         })?;
     let mut warnings = Vec::new();
-    if fstype == "tmpfs" || fstype == "overlay" || fstype == "ramfs" {
-        let what = if fstype == "overlay" {
-            "the container layer"
-        } else {
-            "memory"
-        };
-        let msg = format!(
-            "{} is on {fstype}: probes measure {what}, not a disk",
+    if fstype == "overlay" {
+        warnings.push(format!(
+            "{} is on {fstype}: probes measure the container layer, not a disk",
             path.display()
-        );
-        tracing::warn!("{msg}");
-        warnings.push(msg);
+        ));
     }
 
     let mut filled = false;
@@ -1005,6 +1091,10 @@ fn open_file(
     check_aligned(path, "file size", size, offset_align)?;
     // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
     let device = file_device(&opts.procfs, &opts.sysfs, path, dev);
+    let cache = cache_of(&opts.sysfs, &fstype, device.as_ref());
+    if let Some(c) = cache {
+        warnings.push(c.warning(path, &fstype, device.as_ref()));
+    }
     Ok(OpenTarget {
         path: path.to_owned(),
         file,
@@ -1015,6 +1105,7 @@ fn open_file(
         mem_align,
         device,
         fstype,
+        cache,
         warnings,
         writable: opts.write,
         filled,
@@ -1170,6 +1261,45 @@ mod tests {
         // A file without the mark of a finished fill is not taken for the one just filled.
         let err = check_filled(&a, &fa, 1).unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
+    }
+
+    #[test]
+    fn caches_are_recognised_from_sysfs() {
+        let sysfs = tempfile::tempdir().unwrap();
+        let loop0 = DeviceId {
+            name: "loop0".into(),
+            major: 7,
+            minor: 0,
+            parent: None,
+        };
+        let dir = sysfs.path().join("dev/block/7:0/loop");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("dio"), "0\n").unwrap();
+        assert_eq!(
+            cache_of(sysfs.path(), "", Some(&loop0)),
+            Some(Cache::PageCache)
+        );
+        assert_eq!(
+            cache_of(sysfs.path(), "ext4", Some(&loop0)),
+            Some(Cache::PageCache),
+            "a filesystem on the loop device"
+        );
+        fs::write(dir.join("dio"), "1\n").unwrap();
+        assert_eq!(cache_of(sysfs.path(), "", Some(&loop0)), None);
+        assert_eq!(cache_of(sysfs.path(), "tmpfs", None), Some(Cache::Memory));
+        // ZFS: before 2.3 its ARC answers O_DIRECT reads; from 2.3 on they reach the disks.
+        assert_eq!(cache_of(sysfs.path(), "zfs", None), None, "version unknown");
+        let module = sysfs.path().join("module/zfs");
+        fs::create_dir_all(&module).unwrap();
+        for (version, cache) in [
+            ("2.1.5-1ubuntu6~22.04.1\n", Some(Cache::ZfsArc)),
+            ("2.2.99\n", Some(Cache::ZfsArc)),
+            ("2.3.0-1\n", None),
+            ("3.0.1\n", None),
+        ] {
+            fs::write(module.join("version"), version).unwrap();
+            assert_eq!(cache_of(sysfs.path(), "zfs", None), cache, "{version}");
+        }
     }
 
     #[test]

@@ -107,9 +107,16 @@ impl<'a> PsyncRun<'a> {
                     });
                 }
                 Err(source) => {
-                    // The threads already running carry on: a shallower queue, said in the log.
-                    tracing::warn!(err = %source, threads = workers, "cannot start all psync threads; running with fewer");
-                    break;
+                    // A shallower queue would measure another profile: stop the threads that
+                    // started (they do no I/O before the start) and refuse the run.
+                    shared.stop.store(true, Ordering::Relaxed);
+                    *shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                    shared.started.notify_all();
+                    return Err(ProbeError::PsyncShortOfDepth {
+                        wanted: job.iodepth,
+                        started: workers,
+                        source,
+                    });
                 }
             }
         }

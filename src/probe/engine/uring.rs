@@ -573,6 +573,9 @@ impl UringRun {
             if let Err(why) = self.wait(next_due) {
                 return why;
             }
+            // An abort that fell due during the wait starts before its completions are reaped:
+            // what it interrupted (a signal that ended the wait, too) is not counted as an error.
+            self.check_limits();
             self.reap();
             if let Phase::Aborting { since, why } = self.phase
                 && self.now >= since + DRAIN_GRACE
@@ -731,17 +734,16 @@ impl UringRun {
         let slot = &self.io.slots[index];
         let aborting = matches!(self.phase, Phase::Aborting { .. });
         let bs = self.io.block_size;
+        let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
         match res {
             n if n > 0 && slot.done + n as u32 >= bs => Completion::Done,
-            _ if aborting && (res == -libc::ECANCELED || res >= 0) => Completion::Dropped,
-            n if n > 0 => Completion::Retry,
-            n if n == -libc::EAGAIN || n == -libc::EINTR => {
-                if aborting {
-                    Completion::Failed(io::Error::from_raw_os_error(-n).to_string())
-                } else {
-                    Completion::Retry
-                }
+            // Cancelled by the abort, interrupted by it (an I/O waiting in a worker thread ends
+            // with EINTR when cancelled), or cut short: the abort's doing, not the device's.
+            _ if aborting && (res == -libc::ECANCELED || interrupted || res >= 0) => {
+                Completion::Dropped
             }
+            n if n > 0 => Completion::Retry,
+            _ if interrupted => Completion::Retry,
             0 => Completion::Failed(format!(
                 "short {}: end of the target after {} bytes",
                 self.op(),
