@@ -9,7 +9,7 @@
 //! file descriptor, so nothing is freed under it), reported in [`StuckIos`].
 //!
 //! Latency is the time around the system call; with a rate cap, an I/O the device held back counts
-//! from its due time (see [`NextIo::latency_origin`]).
+//! from its due time (see [`Clocks`]).
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
@@ -52,6 +52,9 @@ struct Shared {
     started: Condvar,
     /// Per worker, the I/O it has in the kernel.
     in_kernel: Arc<StuckIos>,
+    /// Per worker, its last I/O's clock: whether the device held every worker when an I/O fell
+    /// due.
+    clocks: Clocks,
     progress: Arc<RunProgress>,
     yield_now: Arc<AtomicBool>,
 }
@@ -85,6 +88,7 @@ impl<'a> PsyncRun<'a> {
             start: Mutex::new(None),
             started: Condvar::new(),
             in_kernel: Arc::new(StuckIos::new(Instant::now(), job.iodepth as usize)),
+            clocks: Clocks::new(Instant::now(), job.iodepth as usize),
             progress: Arc::clone(&opts.progress),
             yield_now: Arc::clone(&opts.yield_now),
         });
@@ -242,6 +246,8 @@ impl<'a> PsyncRun<'a> {
     /// The measurement; workers still in a system call are reported as stuck.
     fn finish(self, tally: Tally, start: Instant) -> Measurement {
         let mut ending = match self.phase {
+            // Every worker stopped before this thread looked: at a yield request, or at the end.
+            Phase::Issuing if self.opts.yield_now.load(Ordering::Relaxed) => Ending::Yielded,
             Phase::Issuing => Ending::Finished,
             Phase::Draining(why) | Phase::Aborting { why, .. } => why,
         };
@@ -275,24 +281,59 @@ struct NextIo {
     k: u64,
     /// When it is due under a rate cap.
     due: Option<Instant>,
-    /// When the worker took it.
-    taken: Instant,
 }
 
-impl NextIo {
-    /// With a rate cap, when the device held this I/O back, the time its latency counts from: its
-    /// due time, plus `late`, the run delay its worker accumulated in the transfer before (its own
-    /// lateness in noticing that transfer done). `None`: it counts from its submission.
-    ///
-    /// I/Os are taken in order by whichever worker is free first, so a worker that takes I/O `k`
-    /// only after it fell due found every other worker busy with earlier ones: the device held it
-    /// back (a backlog), and its latency counts from the due time (no coordinated omission).
-    /// Taken before it is due, it is issued when the worker wakes up, and counts from then: the
-    /// wake-up's lateness is the engine's, not the device's.
-    fn latency_origin(&self, late: Duration) -> Option<Instant> {
-        let at = self.due?;
-        let free = self.taken.checked_sub(late).unwrap_or(self.taken);
-        (free > at).then_some(at + late)
+/// Per worker, since when the device has held its last I/O back (its due time when it was held
+/// back, else its submission) and when the kernel completed it (as far as the worker can tell),
+/// so that a worker can tell whether the device held every worker when the I/O it takes fell due
+/// (a backlog: then its latency counts from its due time, plus the worker's lateness in noticing
+/// its last transfer done; otherwise from its submission, since the lateness of a wake-up or a
+/// catch-up is the engine's, not the device's). Times are nanoseconds after `base`, plus one; 0
+/// for none yet.
+struct Clocks {
+    base: Instant,
+    held_from: Box<[AtomicU64]>,
+    freed: Box<[AtomicU64]>,
+}
+
+/// `Clocks::freed` of an I/O still in the kernel.
+const IN_FLIGHT: u64 = u64::MAX;
+
+impl Clocks {
+    fn new(base: Instant, workers: usize) -> Clocks {
+        let zeros = || (0..workers).map(|_| AtomicU64::new(0)).collect();
+        Clocks {
+            base,
+            held_from: zeros(),
+            freed: zeros(),
+        }
+    }
+
+    fn encode(&self, at: Instant) -> u64 {
+        let ns = at.saturating_duration_since(self.base).as_nanos();
+        u64::try_from(ns).unwrap_or(IN_FLIGHT - 1).saturating_add(1)
+    }
+
+    /// Worker `slot` issued an I/O held back since `held_from`.
+    fn issued(&self, slot: usize, held_from: Instant) {
+        self.held_from[slot].store(self.encode(held_from), Ordering::Relaxed);
+        self.freed[slot].store(IN_FLIGHT, Ordering::Relaxed);
+    }
+
+    /// Worker `slot`'s I/O completed at `at`.
+    fn completed(&self, slot: usize, at: Instant) {
+        self.freed[slot].store(self.encode(at), Ordering::Relaxed);
+    }
+
+    /// Whether the device held every worker at `at`: each worker's last I/O was held since `at` or
+    /// earlier (it was issued by then, or was itself held back since then) and had not
+    /// completed by then. A worker that issued only after `at` (catching up) was free at `at`.
+    fn all_held_at(&self, at: Instant) -> bool {
+        let at = self.encode(at);
+        self.held_from.iter().zip(self.freed.iter()).all(|(h, f)| {
+            let held_from = h.load(Ordering::Relaxed);
+            held_from != 0 && held_from <= at && f.load(Ordering::Relaxed) > at
+        })
     }
 }
 
@@ -361,14 +402,18 @@ impl Worker {
                 stamp(buf.as_mut_slice(), offsets.rng());
             }
             let now = Instant::now();
+            let held = next.due.filter(|&at| self.shared.clocks.all_held_at(at));
             let issue = Issue {
-                origin: next.latency_origin(late).map_or(now, |at| at.min(now)),
+                origin: held.map_or(now, |at| (at + late).min(now)),
                 submitted: now,
             };
+            let clocks = &self.shared.clocks;
+            clocks.issued(self.slot, held.unwrap_or(now));
             let watch = Stopwatch::start(&run_delay, rate_capped);
             let res = self.transfer(buf.as_mut_slice(), offset, now);
             let done = Instant::now();
             late = watch.read(&run_delay, done - now);
+            clocks.completed(self.slot, done.checked_sub(late).unwrap_or(done));
             match res {
                 Ok(()) => tally.completed(self.job.block_size, issue, done),
                 Err(err) => {
@@ -406,7 +451,6 @@ impl Worker {
             return None;
         }
         let k = self.shared.issued.fetch_add(1, Ordering::Relaxed);
-        let taken = Instant::now();
         if schedule.out_of_ios(k) {
             return None;
         }
@@ -419,7 +463,7 @@ impl Worker {
         if schedule.runtime_over(Instant::now()) {
             return None;
         }
-        Some(NextIo { k, due, taken })
+        Some(NextIo { k, due })
     }
 
     /// Sleeps until `at`; false when the run stops (or its runtime ends) first.

@@ -15,10 +15,11 @@
 //!   ring and the buffers once the kernel has completed every I/O. [`RingIo`]'s `Drop` never
 //!   frees a buffer the kernel may still write into.
 //!
-//! Per I/O it does no allocation. Shallow queues (depth ≤ 4) use the system calls fio's io_uring
-//! engine uses: one `io_uring_enter` submits, and only if no completion is ready a second one
-//! waits for one, so that at QD1 the kernel sees the same calls from us as from fio. Deep queues
-//! submit and wait for one completion in one call. Every wait returns as soon as one completion
+//! Per I/O it does no allocation. With at most 4 I/Os in flight (shallow queues, and rate-capped
+//! deep ones, which keep few in flight) it uses the system calls fio's io_uring engine uses: one
+//! `io_uring_enter` submits, and only if no completion is ready a second one waits for one, so
+//! that at QD1 the kernel sees the same calls from us as from fio. With more in flight, one call
+//! submits and waits for one completion. Every wait returns as soon as one completion
 //! is there, and the time is taken once when it returns, for every completion it brings: each is
 //! stamped as close to its arrival as the kernel lets us see it (with deferred task running, when
 //! the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
@@ -72,7 +73,7 @@ const TICK_TAG: u64 = u64::MAX - 1;
 /// with a timeout of their own: they re-arm every [`CANCEL_POLL`].
 const TICK: Duration = Duration::from_millis(1);
 
-/// Deepest queue that submits and waits in separate system calls, as fio does.
+/// Most I/Os in flight for which submitting and waiting are separate system calls, as in fio.
 const SPLIT_MAX_DEPTH: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
@@ -179,6 +180,22 @@ struct Slot {
     done: u32,
     /// When it was submitted, and what its latency counts from.
     issue: Issue,
+    /// Since when the device has held this I/O back: its due time when it was held back, else its
+    /// submission.
+    held_from: Instant,
+}
+
+impl Slot {
+    /// Whether the device held this slot at `at`: its last I/O was held since `at` or earlier (it
+    /// was submitted by then, or was itself held back since then) and had not completed by then.
+    /// A slot the engine filled only after `at` (catching up) was free at `at`.
+    fn held_at(&self, at: Instant) -> bool {
+        self.held_from <= at
+            && match self.state {
+                SlotState::InKernel => true,
+                SlotState::Free { since, .. } => since > at,
+            }
+    }
 }
 
 /// The ring and the buffers its I/O reads into and writes from, owned together. Dropped, it
@@ -243,6 +260,7 @@ impl RingIo {
                 offset: 0,
                 done: 0,
                 issue: Issue::at(now),
+                held_from: now,
             });
         }
         let file = match ring.submitter().register_files(&[job.fd]) {
@@ -339,12 +357,20 @@ impl RingIo {
         }
     }
 
-    /// Queues a new I/O in slot `index` at `offset`.
-    fn start(&mut self, index: usize, offset: u64, issue: Issue) -> io::Result<()> {
+    /// Queues a new I/O in slot `index` at `offset`, held back since `held_from` (see
+    /// [`Slot::held_from`]).
+    fn start(
+        &mut self,
+        index: usize,
+        offset: u64,
+        issue: Issue,
+        held_from: Instant,
+    ) -> io::Result<()> {
         let slot = &mut self.slots[index];
         slot.offset = offset;
         slot.done = 0;
         slot.issue = issue;
+        slot.held_from = held_from;
         let entry = self.entry(index);
         self.push(&entry)?;
         self.slots[index].state = SlotState::InKernel;
@@ -416,25 +442,16 @@ impl RingIo {
     /// batch, lets each be stamped as soon as the kernel hands it over.
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = timeout.or((self.tick_state == TickState::Idle).then_some(CANCEL_POLL));
+        // With few I/Os in flight (a shallow queue, or a rate cap that keeps a deep one nearly
+        // empty), submit in a call of its own and wait only if nothing is ready, as fio does.
+        if self.in_kernel <= SPLIT_MAX_DEPTH && self.submit_alone()? {
+            return Ok(());
+        }
         match timeout {
             Some(t) => {
                 let ts = types::Timespec::from(t.max(Duration::from_micros(1)));
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(1, &args)?;
-            }
-            None if self.slots.len() <= SPLIT_MAX_DEPTH => {
-                if !self.submit_alone()? {
-                    // SAFETY: nothing is queued (submit_alone submitted it) and no argument is
-                    // passed.
-                    unsafe {
-                        self.ring.submitter().enter::<libc::sigset_t>(
-                            0,
-                            1,
-                            ENTER_GETEVENTS,
-                            None,
-                        )?;
-                    }
-                }
             }
             None => {
                 self.ring.submit_and_wait(1)?;
@@ -648,11 +665,13 @@ impl UringRun {
             }
             self.free.pop_front();
             let offset = self.offsets.next_offset();
+            let held = self.held_back(index, due);
             let issue = Issue {
-                origin: self.latency_origin(index, due),
+                origin: held.map_or(self.now, |(at, late)| (at + late).min(self.now)),
                 submitted: self.now,
             };
-            if let Err(err) = self.io.start(index, offset, issue) {
+            let held_from = held.map_or(self.now, |(at, _)| at);
+            if let Err(err) = self.io.start(index, offset, issue, held_from) {
                 self.free.push_front(index);
                 self.tally.error(|| format!("io_uring submit: {err}"));
                 self.fail();
@@ -664,16 +683,22 @@ impl UringRun {
         None
     }
 
-    /// What the latency of an I/O issued now into slot `index` counts from. Without a rate cap,
-    /// or when the slot was already free when the I/O fell due (the engine, not the device, is
-    /// late: its wake-up), from now, the submission. When the device held every slot at the due
-    /// time (a backlog), from the due time (plus the engine's own lateness in noticing the slot
-    /// free), so that the delay the device caused is counted in every I/O it held back (no
-    /// coordinated omission).
-    fn latency_origin(&self, index: usize, due: Option<Instant>) -> Instant {
-        match (due, self.io.slots[index].state) {
-            (Some(at), SlotState::Free { since, late }) if since > at => (at + late).min(self.now),
-            _ => self.now,
+    /// With a rate cap, whether the device held back the I/O due at `due` that is issued now into
+    /// slot `index`: it held every slot at the due time (a backlog). Then its latency counts from
+    /// the due time (plus the engine's own lateness in noticing the slot free, returned with it),
+    /// so that the delay the device caused is counted in every I/O it held back (no coordinated
+    /// omission). Otherwise (no rate cap, or some slot was free at the due time: the engine, not
+    /// the device, is late, by its wake-up or a catch-up after it was preempted) from now, its
+    /// submission.
+    fn held_back(&self, index: usize, due: Option<Instant>) -> Option<(Instant, Duration)> {
+        let at = due?;
+        match self.io.slots[index].state {
+            SlotState::Free { since, late }
+                if since > at && self.io.slots.iter().all(|s| s.held_at(at)) =>
+            {
+                Some((at, late))
+            }
+            _ => None,
         }
     }
 
