@@ -191,6 +191,9 @@ impl<'a> PsyncRun<'a> {
                         // Like fio without continue_on_error: the first error ends the run.
                         self.stop_issuing(Ending::Failed);
                     }
+                    // A worker stops at the end of the run, or at a yield request: the run has
+                    // stopped issuing then.
+                    self.check_limits(&schedule, Instant::now());
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
