@@ -50,3 +50,43 @@ async fn a_run_cancelled_by_shutdown_is_not_counted() {
     assert_eq!(runs, [0; 4], "success, error, timeout, skipped");
     assert!(last.is_none(), "{last:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cycles_of_two_targets_on_one_device_both_complete() {
+    // One global slot, given back while each run drains, and two targets on one device with
+    // several profiles each: a cycle must never wait for the device while holding a slot that
+    // the cycle holding the device needs for its next run.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A short interval puts both first cycles within 0.5 s of each other, so that they overlap.
+    let mut text = String::from(
+        "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nsize = \"4MiB\"\nmax_duty_cycle = 1.0\n\
+         profiles = [\"randread-4k-qd1\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n",
+    );
+    for name in ["a", "b"] {
+        text.push_str(&format!(
+            "[[targets]]\nname = \"{name}\"\npath = \"{}\"\n",
+            dir.path().join(format!("{name}.dat")).display()
+        ));
+    }
+    let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
+    let store = Arc::new(SeriesStore::new());
+    let roots = Roots {
+        procfs: "/proc".into(),
+        sysfs: "/sys".into(),
+    };
+    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
+    scheduler.apply(&config.targets, &config.scheduler).await;
+    let done = || {
+        store.read(|t| {
+            ["a", "b"]
+                .iter()
+                .all(|name| t[*name].profiles.iter().all(|(_, s)| s.runs[0] >= 3))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "the cycles did not complete");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    scheduler.shutdown(Duration::from_secs(4)).await;
+}
