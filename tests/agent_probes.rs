@@ -198,12 +198,16 @@ fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
     drop(agent);
 }
 
-/// Series of `target` that carry a `device` label (every family but the interval), name and
-/// labels as written.
+/// Series of `target` that carry a `device` label (every family but the configuration's: the
+/// interval and the profiles), name and labels as written.
 fn series_of<'a>(m: &'a Metrics, target: &str) -> std::collections::BTreeSet<&'a str> {
     let t = format!("target=\"{target}\"");
     m.keys()
-        .filter(|k| k.contains(&t) && !k.starts_with("diskprobe_target_interval_seconds"))
+        .filter(|k| {
+            k.contains(&t)
+                && !k.starts_with("diskprobe_target_interval_seconds")
+                && !k.starts_with("diskprobe_profile_info")
+        })
         .map(String::as_str)
         .collect()
 }
