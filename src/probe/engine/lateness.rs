@@ -42,24 +42,40 @@ fn parse_run_delay(text: &str) -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
-/// The run delay accumulated over a stretch of the thread's time.
-pub(crate) struct Stopwatch {
-    start: Option<Duration>,
+/// Laps of the thread's time: the run delay accumulated since the previous lap. One reading per
+/// lap, taken after the time that matters (a completion's) was stamped, so that reading it never
+/// lands in a latency.
+pub(crate) struct Laps {
+    delay: RunDelay,
+    /// The run delay and the time at the previous lap; `None` when not measuring.
+    last: Option<(Duration, std::time::Instant)>,
 }
 
-impl Stopwatch {
-    /// Starts measuring (when `measure`; otherwise every reading is zero).
-    pub(crate) fn start(delay: &RunDelay, measure: bool) -> Stopwatch {
-        Stopwatch {
-            start: if measure { delay.total() } else { None },
-        }
+impl Laps {
+    /// Laps of the calling thread (when `measure`; otherwise every lap is zero).
+    pub(crate) fn of_this_thread(measure: bool) -> Laps {
+        let delay = RunDelay::of_this_thread();
+        let last = if measure {
+            delay.total().map(|d| (d, std::time::Instant::now()))
+        } else {
+            None
+        };
+        Laps { delay, last }
     }
 
-    /// Run delay since the start, at most `bound` (the stretch's wall time).
-    pub(crate) fn read(&self, delay: &RunDelay, bound: Duration) -> Duration {
-        match (self.start, self.start.and_then(|_| delay.total())) {
-            (Some(a), Some(b)) => b.saturating_sub(a).min(bound),
-            _ => Duration::ZERO,
+    /// The run delay since the previous lap, at most the wall time since then; starts a new lap.
+    pub(crate) fn lap(&mut self, now: std::time::Instant) -> Duration {
+        let Some((before, at)) = self.last else {
+            return Duration::ZERO;
+        };
+        match self.delay.total() {
+            Some(total) => {
+                self.last = Some((total, now));
+                total
+                    .saturating_sub(before)
+                    .min(now.saturating_duration_since(at))
+            }
+            None => Duration::ZERO,
         }
     }
 }
@@ -79,17 +95,18 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_cpu_shows_as_run_delay() {
-        let delay = RunDelay::of_this_thread();
-        if delay.total().is_none() {
+    fn laps_are_bounded_by_the_wall_time() {
+        if RunDelay::of_this_thread().total().is_none() {
             eprintln!("SKIPPED: no /proc/thread-self/schedstat");
             return;
         }
-        // Never more than the bound, whatever the machine is doing.
-        let watch = Stopwatch::start(&delay, true);
+        // Never more than the wall time of the lap, whatever the machine is doing.
+        let mut laps = Laps::of_this_thread(true);
+        let start = std::time::Instant::now();
         std::thread::yield_now();
-        assert!(watch.read(&delay, Duration::from_nanos(5)) <= Duration::from_nanos(5));
-        let off = Stopwatch::start(&delay, false);
-        assert_eq!(off.read(&delay, Duration::MAX), Duration::ZERO);
+        let now = std::time::Instant::now();
+        assert!(laps.lap(now) <= now - start + Duration::from_millis(1));
+        let mut off = Laps::of_this_thread(false);
+        assert_eq!(off.lap(std::time::Instant::now()), Duration::ZERO);
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
-use crate::probe::engine::lateness::{RunDelay, Stopwatch};
+use crate::probe::engine::lateness::Laps;
 use crate::probe::engine::tighten_timer_slack;
 use crate::probe::engine::{
     CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Issue, Job, RunOptions, RunProgress, Schedule,
@@ -390,10 +390,9 @@ impl Worker {
         let schedule = Schedule::new(&self.job, start);
         let mut offsets = self.job.offsets();
         let write = self.job.rw.is_write();
-        let run_delay = RunDelay::of_this_thread();
-        let rate_capped = schedule.rate_capped();
-        // Run delay this thread accumulated in its last transfer: its own lateness in noticing the
-        // transfer done, not the device's.
+        // Run delay this thread accumulated up to its last transfer's end: its own lateness in
+        // noticing the transfer done, not the device's.
+        let mut laps = Laps::of_this_thread(schedule.rate_capped());
         let mut late = Duration::ZERO;
         while let Some(next) = self.next_io(&schedule) {
             let offset = if self.job.rw.is_random() {
@@ -412,10 +411,9 @@ impl Worker {
             };
             let clocks = &self.shared.clocks;
             clocks.issued(self.slot, held.unwrap_or(now));
-            let watch = Stopwatch::start(&run_delay, rate_capped);
             let res = self.transfer(buf.as_mut_slice(), offset, now);
             let done = Instant::now();
-            late = watch.read(&run_delay, done - now);
+            late = laps.lap(done);
             clocks.completed(self.slot, done.checked_sub(late).unwrap_or(done));
             match res {
                 Ok(()) => tally.completed(self.job.block_size, issue, done),

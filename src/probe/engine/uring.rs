@@ -37,7 +37,7 @@
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
-use crate::probe::engine::lateness::{RunDelay, Stopwatch};
+use crate::probe::engine::lateness::Laps;
 use crate::probe::engine::{
     CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Job, Offsets, RunOptions, SETTLE, Schedule,
     StuckIos, Tally,
@@ -540,9 +540,10 @@ struct UringRun {
     /// When the last wait returned: the submission time of what is issued next, and the
     /// completion time of what was just reaped.
     now: Instant,
-    /// Run delay the thread accumulated in the last wait (measured for rate-capped runs only).
+    /// Run delay the thread accumulated since the previous wait returned (measured for
+    /// rate-capped runs only).
     late: Duration,
-    run_delay: RunDelay,
+    laps: Laps,
     cqes: Vec<(u64, i32)>,
 }
 
@@ -566,7 +567,7 @@ impl UringRun {
             issued: 0,
             now: start,
             late: Duration::ZERO,
-            run_delay: RunDelay::of_this_thread(),
+            laps: Laps::of_this_thread(job.rate_interval.is_some()),
             cqes,
         })
     }
@@ -679,6 +680,12 @@ impl UringRun {
             }
             self.issued += 1;
             self.opts.progress.submitted.fetch_add(1, Ordering::Relaxed);
+            if due.is_some() && held.is_none() && self.schedule.due(self.issued) <= Some(self.now) {
+                // The engine is behind its own schedule (it woke up late): the next I/O is due
+                // already. Catching up, each I/O is submitted in a call of its own, as fio
+                // does, rather than all at once as a burst the device would queue.
+                return Some(self.now);
+            }
         }
         None
     }
@@ -722,11 +729,9 @@ impl UringRun {
     fn wait(&mut self, next_due: Option<Instant>) -> Result<(), Ending> {
         self.io.keep_tick_armed(self.tick_period());
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
-        let before = self.now;
-        let watch = Stopwatch::start(&self.run_delay, self.schedule.rate_capped());
         let result = self.io.wait(timeout);
         self.now = Instant::now();
-        self.late = watch.read(&self.run_delay, self.now - before);
+        self.late = self.laps.lap(self.now);
         match result {
             Err(err) if !wait_ended(&err) => {
                 self.tally.error(|| format!("io_uring_enter: {err}"));
