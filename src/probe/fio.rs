@@ -1,12 +1,19 @@
 //! fio-style option strings (`-rw=randread -bs=4k -iodepth=32 -runtime=5s`) → [`Profile`].
 //!
-//! Both `-opt=value` and `--opt=value` are accepted. Only what a single direct-I/O job on one target
-//! means is supported: `rw`, `bs`/`blocksize`, `iodepth`, `runtime`, `size`, `rate_iops`,
-//! `number_ios`, `name`, `direct=1`, `numjobs=1`, `ioengine` (`io_uring`, `libaio`, `psync`,
-//! `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with `--engine`), and
-//! the no-ops `time_based`, `group_reporting`. Anything else is an error that names the option.
+//! Both `-opt=value` and `--opt=value` are accepted. Only what a single job on one target means is
+//! supported: `rw`, `bs`/`blocksize`, `iodepth`, `runtime`, `size`, `rate_iops`, `number_ios`,
+//! `name`, `direct`, `fsync`, `fdatasync`, `sync`, `numjobs=1`, `ioengine` (`io_uring`, `libaio`,
+//! `psync`, `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with
+//! `--engine`), and the no-ops `time_based`, `group_reporting`. Anything else is an error that
+//! names the option.
+//!
+//! One default differs from fio's: without `direct`, a probe uses O_DIRECT (fio's default is
+//! buffered I/O). A line pasted from a guide that relies on fio's default with a block size
+//! O_DIRECT cannot do (etcd's `--bs=2300`) is refused with the advice to add `-direct=0`.
 
-use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
+use crate::probe::profile::{
+    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncCall, SyncEvery,
+};
 use crate::units;
 use std::time::Duration;
 
@@ -32,6 +39,20 @@ pub enum FioError {
     /// An option required to form a probe is absent.
     #[error("fio options lack {0}")]
     Missing(&'static str),
+    /// An option that names the file or directory fio would use: a probe's target is configured
+    /// apart from its profile.
+    #[error(
+        "fio option {0:?}: the target is not part of a profile (set path in [[targets]], or --target in one-shot mode)"
+    )]
+    TargetOption(String),
+    /// A block size O_DIRECT cannot do, in a line that leaves `direct` at our default.
+    #[error(
+        "fio option bs={0}: O_DIRECT needs a multiple of 512 bytes; probes use O_DIRECT unless told otherwise, fio's default is buffered I/O: add -direct=0 to run this job buffered, as fio does"
+    )]
+    BlockSizeNeedsBuffered(u64),
+    /// Durability options that do not fit the rest of the job.
+    #[error("fio options: {0}")]
+    Durability(#[from] DurabilityError),
 }
 
 /// Parses a fio option string into a profile. `rw` and `bs` are required; `iodepth` defaults to 1
@@ -55,6 +76,9 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
         }
         let value = value.ok_or_else(|| bad("a value is required"))?;
         job.set(option, value).map_err(|reason| match reason {
+            Reject::Unsupported if matches!(option, "filename" | "directory") => {
+                FioError::TargetOption(option.to_owned())
+            }
             Reject::Unsupported => FioError::Unsupported(option.to_owned()),
             Reject::Value(reason) => bad(&reason),
         })?;
@@ -102,6 +126,12 @@ struct Job {
     rate_iops: Option<u32>,
     size: Option<u64>,
     name: Option<String>,
+    /// `direct`, when given (our default is O_DIRECT, fio's is buffered).
+    direct: Option<bool>,
+    /// `fsync=N` / `fdatasync=N` with N > 0.
+    fsync: Option<u32>,
+    fdatasync: Option<u32>,
+    open_sync: Option<OpenSync>,
 }
 
 impl Default for Job {
@@ -115,6 +145,10 @@ impl Default for Job {
             rate_iops: None,
             size: None,
             name: None,
+            direct: None,
+            fsync: None,
+            fdatasync: None,
+            open_sync: None,
         }
     }
 }
@@ -131,8 +165,9 @@ impl Job {
             }
             "bs" | "blocksize" => {
                 let bs = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
-                if bs == 0 || bs % 512 != 0 {
-                    return Err("must be a non-zero multiple of 512 bytes".into());
+                // Whether it must be a multiple of 512 depends on `direct`, which may follow.
+                if bs == 0 {
+                    return Err("must be positive".into());
                 }
                 if bs > u64::from(u32::MAX) {
                     return Err("must be below 4 GiB".into());
@@ -183,9 +218,69 @@ impl Job {
                 }
                 self.name = Some(value.to_owned());
             }
+            "direct" => {
+                self.direct = Some(match value {
+                    "1" => true,
+                    "0" => false,
+                    _ => return Err("expected 1 (O_DIRECT) or 0 (buffered)".into()),
+                });
+            }
+            "fsync" | "fdatasync" => {
+                // fio's meaning: a sync after every N writes; 0 (fio's default) is none.
+                let n = value
+                    .parse::<u32>()
+                    .map_err(|_| "expected a whole number of writes between two syncs (0: none)")?;
+                let slot = if option == "fsync" {
+                    &mut self.fsync
+                } else {
+                    &mut self.fdatasync
+                };
+                *slot = (n > 0).then_some(n);
+            }
+            "sync" => {
+                self.open_sync = match value {
+                    "none" | "0" => None,
+                    "sync" | "1" => Some(OpenSync::Sync),
+                    "dsync" => Some(OpenSync::Dsync),
+                    _ => return Err("expected none, 0, sync, 1 or dsync".into()),
+                };
+            }
             other => return check_fixed(other, value),
         }
         Ok(())
+    }
+
+    /// The durability settings; the block size must suit O_DIRECT unless `direct=0`.
+    fn durability(&self, block_size: u64) -> Result<Durability, FioError> {
+        let direct = self.direct.unwrap_or(true);
+        if direct && !block_size.is_multiple_of(512) {
+            return Err(match self.direct {
+                None => FioError::BlockSizeNeedsBuffered(block_size),
+                Some(_) => FioError::Value {
+                    option: "bs".to_owned(),
+                    value: block_size.to_string(),
+                    reason: "must be a multiple of 512 bytes with direct=1 (O_DIRECT)".to_owned(),
+                },
+            });
+        }
+        let sync_every = match (self.fsync, self.fdatasync) {
+            (Some(_), Some(_)) => return Err(DurabilityError::BothSyncCalls.into()),
+            (Some(every), None) => Some(SyncEvery {
+                call: SyncCall::Fsync,
+                every,
+            }),
+            (None, Some(every)) => Some(SyncEvery {
+                call: SyncCall::Fdatasync,
+                every,
+            }),
+            (None, None) => None,
+        };
+        Ok(Durability {
+            direct,
+            sync_every,
+            open_sync: self.open_sync,
+            fresh_space: false,
+        })
     }
 
     /// The profile; `rw` and `bs` must have been given, and `size` hold one block.
@@ -201,10 +296,11 @@ impl Job {
                 reason: format!("smaller than the block size {block_size}"),
             });
         }
-        Ok(Profile {
+        let durability = self.durability(block_size)?;
+        let profile = Profile {
             name: self
                 .name
-                .unwrap_or_else(|| Profile::canonical_name(rw, block_size, self.iodepth)),
+                .unwrap_or_else(|| default_name(rw, block_size, self.iodepth, &durability)),
             rw,
             block_size,
             iodepth: self.iodepth,
@@ -212,17 +308,38 @@ impl Job {
             number_ios: self.number_ios,
             rate_iops: self.rate_iops,
             size: self.size,
-        })
+            durability,
+        };
+        profile.check_durability()?;
+        Ok(profile)
     }
 }
 
-/// Options accepted only at the value our probes always have (`direct=1`, `numjobs=1`), or only
-/// for compatibility (`ioengine`).
+/// `<rw>-<bs>-qd<N>`, followed by what sets the durability settings apart from the default:
+/// `-buffered`, `-dsync`/`-sync`, `-fsync`/`-fdatasync` (with N when syncing every N > 1 writes).
+fn default_name(rw: Rw, block_size: u64, iodepth: u32, d: &Durability) -> String {
+    let mut name = Profile::canonical_name(rw, block_size, iodepth);
+    if !d.direct {
+        name.push_str("-buffered");
+    }
+    if let Some(open) = d.open_sync {
+        name.push('-');
+        name.push_str(open.as_str());
+    }
+    if let Some(s) = d.sync_every {
+        name.push('-');
+        name.push_str(s.call.as_str());
+        if s.every > 1 {
+            name.push_str(&s.every.to_string());
+        }
+    }
+    name
+}
+
+/// Options accepted only at the value our probes always have (`numjobs=1`), or only for
+/// compatibility (`ioengine`).
 fn check_fixed(option: &str, value: &str) -> Result<(), Reject> {
     match option {
-        "direct" if value != "1" => {
-            Err("only direct=1 is supported: probes always use O_DIRECT".into())
-        }
         "numjobs" if value != "1" => {
             Err("only numjobs=1 is supported: use iodepth for concurrency".into())
         }
@@ -237,7 +354,7 @@ fn check_fixed(option: &str, value: &str) -> Result<(), Reject> {
                     .into(),
             )
         }
-        "direct" | "numjobs" | "ioengine" => Ok(()),
+        "numjobs" | "ioengine" => Ok(()),
         _ => Err(Reject::Unsupported),
     }
 }
@@ -279,12 +396,33 @@ mod tests {
     fn errors_name_the_option() {
         let cases = [
             ("-rw=randread -bs=4k -direct=0", "direct"),
+            ("-rw=randread -bs=4k -direct=2", "direct"),
+            ("-rw=write -bs=4k -direct=0", "direct = false without fsync"),
+            (
+                "-rw=read -bs=4k -fdatasync=1",
+                "fdatasync applies to write profiles",
+            ),
+            (
+                "-rw=read -bs=4k -sync=dsync",
+                "sync applies to write profiles",
+            ),
+            ("-rw=write -bs=4k -fdatasync=-1", "fdatasync"),
+            ("-rw=write -bs=4k -fsync=x", "fsync"),
+            ("-rw=write -bs=4k -sync=always", "sync"),
+            (
+                "-rw=write -bs=4k -fsync=1 -fdatasync=1",
+                "fsync and fdatasync",
+            ),
+            ("-rw=write -bs=4k -fdatasync=1 -iodepth=4", "iodepth 4"),
+            ("-rw=write -bs=2300 -direct=1 -fdatasync=1", "bs"),
+            ("-rw=write -bs=4k -directory=/x", "directory"),
+            ("-rw=randread -bs=4k -bs=0", "bs"),
             ("-rw=randread -bs=4k -numjobs=4", "numjobs"),
             ("-rw=randrw -bs=4k", "rw"),
             ("-rw=randread -bs=4k -filename=/dev/sda", "filename"),
             ("-rw=randread -bs=4k -verify=md5", "verify"),
             ("-rw=randread -bs=4x", "bs"),
-            ("-rw=randread -bs=1000", "bs"),
+            ("-rw=randread -bs=1000", "-direct=0"),
             ("-rw=randread -bs=4k -iodepth=0", "iodepth"),
             ("-rw=randread -bs=4k -iodepth=many", "iodepth"),
             ("-rw=randread -bs=4k -runtime=soon", "runtime"),
@@ -302,5 +440,60 @@ mod tests {
             let err = parse(input).expect_err(input).to_string();
             assert!(err.contains(option), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn durability_options() {
+        // etcd's hardware check, pasted as etcd documents it, with -direct=0 added.
+        let etcd = "--rw=write --ioengine=sync --fdatasync=1 --bs=2300 --name=mytest --direct=0";
+        let p = parse(etcd).unwrap();
+        assert_eq!((p.rw, p.block_size, p.iodepth), (Rw::Write, 2300, 1));
+        assert_eq!(
+            p.durability,
+            Durability {
+                direct: false,
+                sync_every: Some(SyncEvery {
+                    call: SyncCall::Fdatasync,
+                    every: 1
+                }),
+                open_sync: None,
+                fresh_space: false,
+            }
+        );
+        // Without -direct=0 (fio's default is buffered, ours O_DIRECT) the error says what to add.
+        let err = parse("--rw=write --ioengine=sync --fdatasync=1 --bs=2300").unwrap_err();
+        assert_eq!(err, FioError::BlockSizeNeedsBuffered(2300));
+        assert!(err.to_string().contains("add -direct=0"), "{err}");
+        // fio's target options are refused with a pointer to where the target is set.
+        let err = parse(&format!("{etcd} --directory=test-data")).unwrap_err();
+        assert!(err.to_string().contains("--target"), "{err}");
+
+        let p = parse("-rw=randwrite -bs=4k -fsync=8").unwrap();
+        assert_eq!(p.name, "randwrite-4k-qd1-fsync8");
+        assert_eq!(
+            p.durability.sync_every,
+            Some(SyncEvery {
+                call: SyncCall::Fsync,
+                every: 8
+            })
+        );
+        assert!(p.durability.direct);
+        let p = parse("-rw=write -bs=4k -fdatasync=1 -direct=1").unwrap();
+        assert_eq!(p.name, "write-4k-qd1-fdatasync");
+        // fio's "no sync" values.
+        let p = parse("-rw=write -bs=4k -fsync=0 -fdatasync=0 -sync=0").unwrap();
+        assert_eq!(p.durability, Durability::default());
+        assert_eq!(p.name, "write-4k-qd1");
+        // O_DSYNC at any depth, buffered or not.
+        let p = parse("-rw=write -bs=16k -iodepth=8 -sync=dsync -direct=0").unwrap();
+        assert_eq!(p.durability.open_sync, Some(OpenSync::Dsync));
+        assert_eq!(p.name, "write-16k-qd8-buffered-dsync");
+        assert_eq!(
+            parse("-rw=write -bs=4k -sync=1")
+                .unwrap()
+                .durability
+                .open_sync,
+            Some(OpenSync::Sync)
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Probe profiles: what one probe run does (direction and pattern, block size, queue depth, how
-//! long), and the built-in set that covers the classic six fio jobs.
+//! long, how writes are made durable), the built-in set that covers the classic six fio jobs, and
+//! the durability built-ins (`etcd-wal`, `write-4k-qd1-fdatasync`).
 
 use std::fmt;
 use std::time::Duration;
@@ -77,6 +78,129 @@ pub struct Profile {
     pub rate_iops: Option<u32>,
     /// Region size in bytes (file targets: the probe file size), when the profile sets one.
     pub size: Option<u64>,
+    /// How writes reach the disk and when they are made durable.
+    pub durability: Durability,
+}
+
+/// The system call that makes writes durable after the fact (fio's `fsync=N` / `fdatasync=N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SyncCall {
+    /// `fsync`: data and all metadata.
+    Fsync,
+    /// `fdatasync`: data and the metadata needed to read it back (size, extents), not times.
+    Fdatasync,
+}
+
+impl SyncCall {
+    /// fio's option name: `fsync` or `fdatasync`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncCall::Fsync => "fsync",
+            SyncCall::Fdatasync => "fdatasync",
+        }
+    }
+}
+
+/// A sync call after every `every` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SyncEvery {
+    /// Which call.
+    pub call: SyncCall,
+    /// Writes between two calls (at least 1).
+    pub every: u32,
+}
+
+/// Synchronous writes: the target opened with `O_DSYNC` or `O_SYNC` (fio's `sync=dsync` /
+/// `sync=sync`), so that each write returns only once it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenSync {
+    /// `O_DSYNC`: each write is durable as after `fdatasync`.
+    Dsync,
+    /// `O_SYNC`: each write is durable as after `fsync`.
+    Sync,
+}
+
+impl OpenSync {
+    /// fio's value: `dsync` or `sync`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenSync::Dsync => "dsync",
+            OpenSync::Sync => "sync",
+        }
+    }
+}
+
+/// How a profile's writes reach the disk and when they are made durable: fio's `direct`, `sync`,
+/// `fsync` and `fdatasync`. The default is what every profile without those keys does: O_DIRECT,
+/// no sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Durability {
+    /// O_DIRECT (the default), or buffered writes through the page cache (`direct = false`).
+    pub direct: bool,
+    /// A sync call after every N writes (`fsync = N`, `fdatasync = N`).
+    pub sync_every: Option<SyncEvery>,
+    /// `O_DSYNC` or `O_SYNC` (`sync = "dsync"`, `sync = "sync"`).
+    pub open_sync: Option<OpenSync>,
+    /// Each run writes into space of its own, preallocated for it (`fallocate`) beyond the
+    /// probe file's pre-filled region and released when the run ends, as a database appends to
+    /// a freshly preallocated log segment: each sync then also commits the conversion of the
+    /// extents written. Only the `etcd-wal` built-in sets it.
+    pub fresh_space: bool,
+}
+
+impl Default for Durability {
+    fn default() -> Durability {
+        Durability {
+            direct: true,
+            sync_every: None,
+            open_sync: None,
+            fresh_space: false,
+        }
+    }
+}
+
+/// Why the durability settings of a profile are refused. [`DurabilityError::key`] names the key at
+/// fault, so that configuration errors can point at it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurabilityError {
+    /// A durability key on a profile that reads.
+    #[error(
+        "{key} applies to write profiles; a {rw} profile reads, and its reads stay O_DIRECT (fio ignores {key} on reads, a probe refuses it)"
+    )]
+    OnRead {
+        /// The key.
+        key: &'static str,
+        /// The profile's pattern.
+        rw: Rw,
+    },
+    /// Both `fsync` and `fdatasync`.
+    #[error("fsync and fdatasync are both set; set one")]
+    BothSyncCalls,
+    /// A sync call with more than one write in flight.
+    #[error(
+        "iodepth {iodepth}: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)"
+    )]
+    SyncDepth {
+        /// The depth asked for.
+        iodepth: u32,
+    },
+    /// Buffered writes that are never made durable.
+    #[error(
+        "direct = false without fsync, fdatasync or sync: buffered writes that are never synced stay in the page cache, and the probe would measure memory, not the disk"
+    )]
+    BufferedWithoutSync,
+}
+
+impl DurabilityError {
+    /// The key at fault (`fsync`, `fdatasync`, `sync`, `direct` or `iodepth`).
+    pub fn key(&self) -> &'static str {
+        match self {
+            DurabilityError::OnRead { key, .. } => key,
+            DurabilityError::BothSyncCalls => "fdatasync",
+            DurabilityError::SyncDepth { .. } => "iodepth",
+            DurabilityError::BufferedWithoutSync => "direct",
+        }
+    }
 }
 
 /// Runtime of the built-in profiles.
@@ -100,6 +224,15 @@ const BUILTINS: &[(&str, Rw, u64, u32)] = &[
     ("write-1m-qd64", Rw::Write, 1 << 20, 64),
 ];
 
+/// The durability built-ins: `(name, block size, O_DIRECT, fresh space)`, each a sequential QD1
+/// write with `fdatasync` after every write.
+const DURABILITY_BUILTINS: &[(&str, u64, bool, bool)] = &[
+    // etcd's fio job: --rw=write --ioengine=sync --fdatasync=1 --bs=2300 (buffered), into freshly
+    // preallocated space as etcd's WAL segments are.
+    ("etcd-wal", 2300, false, true),
+    ("write-4k-qd1-fdatasync", 4096, true, false),
+];
+
 /// Names of the read-only built-ins that run when no profile is chosen, in order: latency at QD1,
 /// IOPS at QD32, throughput at QD16.
 pub const DEFAULT_READ_PROFILES: &[&str] = &["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"];
@@ -108,6 +241,8 @@ impl Profile {
     /// Every built-in profile. They cover the seed's six fio jobs (4k random read and write at
     /// QD128, 1M sequential read and write at QD64, 4k random read and write at QD1) plus
     /// lighter QD32/QD16 variants, each with a [`BUILTIN_RUNTIME`] runtime.
+    /// The durability built-ins follow: `etcd-wal` (etcd's fio job) and
+    /// `write-4k-qd1-fdatasync`.
     pub fn builtins() -> Vec<Profile> {
         BUILTINS
             .iter()
@@ -120,8 +255,67 @@ impl Profile {
                 number_ios: None,
                 rate_iops: None,
                 size: None,
+                durability: Durability::default(),
             })
+            .chain(Profile::durability_builtins())
             .collect()
+    }
+
+    /// The durability built-ins: sequential QD1 writes, each followed by `fdatasync`.
+    fn durability_builtins() -> impl Iterator<Item = Profile> {
+        DURABILITY_BUILTINS
+            .iter()
+            .map(|&(name, block_size, direct, fresh_space)| Profile {
+                name: name.to_owned(),
+                rw: Rw::Write,
+                block_size,
+                iodepth: 1,
+                runtime: Some(BUILTIN_RUNTIME),
+                number_ios: None,
+                rate_iops: None,
+                size: None,
+                durability: Durability {
+                    direct,
+                    sync_every: Some(SyncEvery {
+                        call: SyncCall::Fdatasync,
+                        every: 1,
+                    }),
+                    open_sync: None,
+                    fresh_space,
+                },
+            })
+    }
+
+    /// Whether runs issue sync calls (`fsync`/`fdatasync`), whose latency is recorded apart.
+    pub fn syncs(&self) -> bool {
+        self.durability.sync_every.is_some()
+    }
+
+    /// Checks the durability settings against the rest of the profile: they apply to writes
+    /// only, sync calls run at QD1, buffered writes must be synced.
+    pub fn check_durability(&self) -> Result<(), DurabilityError> {
+        let d = &self.durability;
+        if !self.rw.is_write() {
+            let key = match (d.sync_every, d.open_sync, d.direct) {
+                (Some(s), _, _) => Some(s.call.as_str()),
+                (None, Some(_), _) => Some("sync"),
+                (None, None, false) => Some("direct"),
+                (None, None, true) => None,
+            };
+            return match key {
+                Some(key) => Err(DurabilityError::OnRead { key, rw: self.rw }),
+                None => Ok(()),
+            };
+        }
+        if d.sync_every.is_some() && self.iodepth > 1 {
+            return Err(DurabilityError::SyncDepth {
+                iodepth: self.iodepth,
+            });
+        }
+        if !d.direct && d.sync_every.is_none() && d.open_sync.is_none() {
+            return Err(DurabilityError::BufferedWithoutSync);
+        }
+        Ok(())
     }
 
     /// The built-in profile called `name`.
@@ -153,11 +347,16 @@ mod tests {
     #[test]
     fn builtin_names_follow_the_pattern() {
         for p in Profile::builtins() {
-            assert_eq!(
-                p.name,
-                Profile::canonical_name(p.rw, p.block_size, p.iodepth)
-            );
             assert!(p.runtime.is_some());
+            p.check_durability().expect(&p.name);
+            if p.name == "etcd-wal" {
+                continue;
+            }
+            let canonical = Profile::canonical_name(p.rw, p.block_size, p.iodepth);
+            match p.durability.sync_every {
+                Some(s) => assert_eq!(p.name, format!("{canonical}-{}", s.call.as_str())),
+                None => assert_eq!(p.name, canonical),
+            }
         }
         for name in DEFAULT_READ_PROFILES {
             let p = Profile::builtin(name).expect(name);
@@ -178,5 +377,84 @@ mod tests {
             let name = Profile::canonical_name(rw, bs, qd);
             assert!(Profile::builtin(&name).is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn durability_builtins() {
+        // etcd's fio job: --rw=write --ioengine=sync --fdatasync=1 --bs=2300, buffered.
+        let etcd = Profile::builtin("etcd-wal").unwrap();
+        assert_eq!(
+            (etcd.rw, etcd.block_size, etcd.iodepth),
+            (Rw::Write, 2300, 1)
+        );
+        assert_eq!(
+            etcd.durability,
+            Durability {
+                direct: false,
+                sync_every: Some(SyncEvery {
+                    call: SyncCall::Fdatasync,
+                    every: 1
+                }),
+                open_sync: None,
+                fresh_space: true,
+            }
+        );
+        let direct = Profile::builtin("write-4k-qd1-fdatasync").unwrap();
+        assert_eq!(
+            (direct.rw, direct.block_size, direct.iodepth),
+            (Rw::Write, 4096, 1)
+        );
+        assert!(direct.durability.direct && !direct.durability.fresh_space);
+        assert!(etcd.syncs() && direct.syncs());
+        assert!(!Profile::builtin("randwrite-4k-qd1").unwrap().syncs());
+    }
+
+    #[test]
+    fn durability_rules() {
+        let write = Profile::builtin("write-4k-qd1-fdatasync").unwrap();
+        let on = |f: &dyn Fn(&mut Profile)| {
+            let mut p = write.clone();
+            f(&mut p);
+            p.check_durability()
+        };
+        let read = |p: &mut Profile| p.rw = Rw::Read;
+        assert_eq!(
+            on(&read),
+            Err(DurabilityError::OnRead {
+                key: "fdatasync",
+                rw: Rw::Read
+            })
+        );
+        assert_eq!(
+            on(&|p| p.iodepth = 2),
+            Err(DurabilityError::SyncDepth { iodepth: 2 })
+        );
+        let buffered_unsynced = |p: &mut Profile| {
+            p.durability.sync_every = None;
+            p.durability.direct = false;
+        };
+        assert_eq!(
+            on(&buffered_unsynced),
+            Err(DurabilityError::BufferedWithoutSync)
+        );
+        assert_eq!(on(&buffered_unsynced).unwrap_err().key(), "direct");
+        // O_DSYNC writes are durable one by one: buffered and deep queues are fine.
+        let dsync = |p: &mut Profile| {
+            buffered_unsynced(p);
+            p.durability.open_sync = Some(OpenSync::Dsync);
+            p.iodepth = 8;
+        };
+        assert_eq!(on(&dsync), Ok(()));
+        assert_eq!(
+            on(&|p: &mut Profile| {
+                dsync(p);
+                read(p);
+            })
+            .unwrap_err()
+            .key(),
+            "sync"
+        );
+        let plain_read = Profile::builtin("randread-4k-qd1").unwrap();
+        assert_eq!(plain_read.check_durability(), Ok(()));
     }
 }
