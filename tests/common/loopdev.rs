@@ -48,6 +48,8 @@ pub struct Stats {
     pub write_merges: u64,
     /// Sectors written.
     pub write_sectors: u64,
+    /// Flush requests completed (kernel 5.5+; 0 before).
+    pub flushes: u64,
 }
 
 /// Whether loop devices can be created here.
@@ -230,6 +232,7 @@ impl LoopDev {
                     writes: n(7),
                     write_merges: n(8),
                     write_sectors: n(9),
+                    flushes: if f.len() > 18 { n(18) } else { 0 },
                 };
             }
         }
