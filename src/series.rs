@@ -4,7 +4,9 @@
 //! Per target and profile it keeps the last run (success, time, duration, IOPS, throughput, exact
 //! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
 //! by result, I/Os, bytes, busy seconds and a [`LatencyHistogram`] with classic and native
-//! buckets, so that rates and quantiles can be aggregated in PromQL). Targets removed from the
+//! buckets, so that rates and quantiles can be aggregated in PromQL); for profiles that sync, the
+//! syncs too (the last run's statistics, a count and a [`LatencyHistogram`] of their own).
+//! Targets removed from the
 //! configuration are dropped; unchanged targets keep everything across reloads, unless the
 //! classic bucket layout changed (then every cumulative series starts again from zero).
 
@@ -90,6 +92,9 @@ pub struct LastRun {
     pub throughput: f64,
     /// Per-I/O latency (all zero when the run did no I/O).
     pub latency: LatencySummary,
+    /// Profiles that sync: per-sync latency of the run; `None` for other profiles and runs that
+    /// did no I/O.
+    pub sync_latency: Option<LatencySummary>,
     /// The engine that ran it.
     pub engine: Option<EngineKind>,
     /// What went wrong, for logs and the status page.
@@ -122,6 +127,7 @@ impl LastRun {
             iops: 0.0,
             throughput: 0.0,
             latency: LatencySummary::default(),
+            sync_latency: None,
             engine: None,
             error: Some(error),
         }
@@ -150,6 +156,8 @@ pub struct ProfileSeries {
     pub latency: LatencyHistogram,
     /// I/Os of the last run that the kernel still holds (a hung device).
     pub stuck: Stuck,
+    /// Profiles with `fsync`/`fdatasync`: their syncs; `None` for every other profile.
+    pub syncs: Option<SyncSeries>,
 }
 
 /// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
@@ -181,11 +189,26 @@ impl Stuck {
     }
 }
 
+/// The syncs of a profile that syncs, since the agent started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncSeries {
+    /// Syncs completed.
+    pub count: u64,
+    /// Per-sync latency of every run (its count is `count`), with the same buckets as the I/O
+    /// latency histogram.
+    pub latency: LatencyHistogram,
+}
+
 impl ProfileSeries {
-    /// Empty series whose histograms have the classic buckets of `layout`.
-    fn new(layout: &ClassicBuckets) -> Self {
+    /// Empty series whose histograms have the classic buckets of `layout`; with sync series when
+    /// the profile `syncs`.
+    fn new(layout: &ClassicBuckets, syncs: bool) -> Self {
         ProfileSeries {
             latency: LatencyHistogram::new(layout),
+            syncs: syncs.then(|| SyncSeries {
+                count: 0,
+                latency: LatencyHistogram::new(layout),
+            }),
             ..ProfileSeries::default()
         }
     }
@@ -272,7 +295,7 @@ impl SeriesStore {
                 *series = ProfileSeries {
                     last: series.last.take(),
                     history: std::mem::take(&mut series.history),
-                    ..ProfileSeries::new(layout)
+                    ..ProfileSeries::new(layout, series.syncs.is_some())
                 };
             }
         }
@@ -297,7 +320,7 @@ impl SeriesStore {
                     profiles: spec
                         .profiles
                         .iter()
-                        .map(|p| (p.name.clone(), ProfileSeries::new(&layout)))
+                        .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
                         .collect(),
                 });
         }
@@ -389,6 +412,10 @@ impl SeriesStore {
                 series.busy_seconds += r.elapsed.as_secs_f64();
                 series.stuck = Stuck(r.stuck.clone());
                 series.latency.record(&r.latency_ns);
+                if let (Some(total), Some(syncs)) = (&mut series.syncs, &r.syncs) {
+                    total.count += syncs.count;
+                    total.latency.record(&syncs.latency_ns);
+                }
                 let error = r.failure();
                 (
                     kind,
@@ -399,6 +426,7 @@ impl SeriesStore {
                         iops: r.iops(),
                         throughput: r.bandwidth(),
                         latency: r.latency_summary(),
+                        sync_latency: r.sync_latency_summary(),
                         engine: Some(r.engine),
                         error,
                     }),
@@ -473,6 +501,7 @@ mod tests {
             latency_ns: h,
             submission_latency_ns: None,
             held_back: 0,
+            syncs: None,
         };
         let r = store.record(
             &spec,
@@ -587,5 +616,72 @@ mod tests {
         store.set_targets(&[]);
         store.set_targets(std::slice::from_ref(&spec));
         assert_eq!(series().latency.layout(), &ClassicBuckets::fine());
+    }
+
+    #[test]
+    fn the_syncs_of_a_profile_that_syncs_are_recorded_apart() {
+        let store = SeriesStore::new();
+        let spec = crate::config::Config::from_toml(
+            "[[targets]]\nname = \"t\"\npath = \"/x\"\nallow_writes = true\n\
+             profiles = [\"etcd-wal\", \"randwrite-4k-qd1\"]\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap()
+        .targets
+        .remove(0);
+        let spec = Arc::new(spec);
+        store.set_targets(std::slice::from_ref(&spec));
+        let series = |i: usize| store.read(|t| t["t"].profiles[i].1.clone());
+        // From the start, before any run: the sync series of etcd-wal only, at zero.
+        let fresh = series(0).syncs.expect("etcd-wal has sync series");
+        assert_eq!((fresh.count, fresh.latency.count()), (0, 0));
+        assert!(series(1).syncs.is_none());
+        let (mut writes, mut syncs) = (new_latency_histogram(), new_latency_histogram());
+        for i in 0..50u64 {
+            writes.record(5_000 + i).unwrap(); // 5 µs into the page cache
+            syncs
+                .record(if i == 49 { 12_000_000 } else { 400_000 })
+                .unwrap();
+        }
+        let run = Measurement {
+            engine: EngineKind::Psync,
+            ios: 50,
+            bytes: 50 * 2300,
+            elapsed: Duration::from_millis(100),
+            errors: 0,
+            first_error: None,
+            latency_ns: writes,
+            syncs: Some(crate::probe::measurement::Syncs {
+                count: 50,
+                latency_ns: syncs,
+            }),
+            ..Measurement::empty(EngineKind::Psync)
+        };
+        let outcome = RunOutcome::Ran {
+            result: Box::new(run),
+            duration: Duration::from_millis(101),
+        };
+        assert_eq!(
+            store.record(&spec, "etcd-wal", outcome).0,
+            RunStatus::Success
+        );
+        let s = series(0);
+        let sync = s.syncs.as_ref().unwrap();
+        assert_eq!((s.ios, s.latency.count()), (50, 50));
+        assert_eq!((sync.count, sync.latency.count()), (50, 50));
+        let expected = 49.0 * 400e-6 + 12e-3;
+        assert!(
+            (sync.latency.sum() - expected).abs() < 1e-5,
+            "{}",
+            sync.latency.sum()
+        );
+        let last = s.last.unwrap().sync_latency.unwrap();
+        assert!((last.p50 - 400e-6).abs() < 1e-6, "{last:?}");
+        assert!((last.max - 12e-3).abs() < 1e-5, "{last:?}");
+        // A new bucket layout restarts the sync series too, and keeps them.
+        store.set_histogram_layout(&ClassicBuckets::fine());
+        let sync = series(0).syncs.unwrap();
+        assert_eq!((sync.count, sync.latency.count()), (0, 0));
+        assert_eq!(sync.latency.layout(), &ClassicBuckets::fine());
     }
 }

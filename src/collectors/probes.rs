@@ -1,4 +1,6 @@
-//! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info`, `diskprobe_profile_info` and
+//! `diskprobe_probe_*`, `diskprobe_io_*`, the sync series of profiles that sync
+//! (`diskprobe_probe_sync_latency_seconds`, `diskprobe_syncs_total`,
+//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info`, `diskprobe_profile_info` and
 //! `diskprobe_engine_info`: the results of probe runs, read from [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
@@ -97,6 +99,18 @@ impl Collector for ProbesCollector {
             "diskprobe_probe_stuck_io_age_seconds",
             "How long ago the oldest of the stuck I/Os was issued; 0 when none is stuck.",
         );
+        let mut sync_latency = Family::gauge(
+            "diskprobe_probe_sync_latency_seconds",
+            "Profiles with fsync or fdatasync: exact per-sync latency statistics of the last run (from its HdrHistogram), recorded apart from its writes; stat as for diskprobe_probe_latency_seconds.",
+        );
+        let mut syncs = Family::counter(
+            "diskprobe_syncs_total",
+            "Profiles with fsync or fdatasync: syncs completed by probes since the agent started.",
+        );
+        let mut sync_histogram = Family::histogram(
+            "diskprobe_sync_latency_seconds",
+            "Profiles with fsync or fdatasync: per-sync latency (submission of the fsync or fdatasync to its completion) since the agent started.",
+        );
         let mut target_info = Family::gauge(
             "diskprobe_target_info",
             "Where each target lives, and what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty); the value is always 1.",
@@ -166,6 +180,10 @@ impl Collector for ProbesCollector {
                     stuck_ios.push(&l, s.stuck.count() as f64);
                     stuck_age.push(&l, s.stuck.oldest_age().as_secs_f64());
                     histogram.push_value(&l, s.latency.to_value());
+                    if let Some(sync) = &s.syncs {
+                        syncs.push(&l, sync.count as f64);
+                        sync_histogram.push_value(&l, sync.latency.to_value());
+                    }
                     let Some(last) = &s.last else { continue };
                     success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
                     timestamp.push(&l, last.timestamp);
@@ -178,6 +196,12 @@ impl Collector for ProbesCollector {
                             let with_stat: Labels =
                                 l.iter().cloned().chain([("stat", value.clone())]).collect();
                             latency.push(&with_stat, seconds);
+                        }
+                        let sync_stats = last.sync_latency.iter().flat_map(|l| l.stats());
+                        for (value, (_, seconds)) in STAT_VALUES.iter().zip(sync_stats) {
+                            let with_stat: Labels =
+                                l.iter().cloned().chain([("stat", value.clone())]).collect();
+                            sync_latency.push(&with_stat, seconds);
                         }
                     }
                 }
@@ -205,6 +229,9 @@ impl Collector for ProbesCollector {
             stuck_ios,
             stuck_age,
             histogram,
+            sync_latency,
+            syncs,
+            sync_histogram,
             target_info,
             interval,
             profile_info,

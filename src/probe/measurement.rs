@@ -1,7 +1,8 @@
 //! What one probe run measured: counts, elapsed time and an HdrHistogram of per-I/O latency.
 //!
 //! IOPS and bandwidth are computed as fio computes them: completed I/Os (bytes) divided by the
-//! elapsed time of the run.
+//! elapsed time of the run. The syncs of a profile with `fsync`/`fdatasync` are counted and timed
+//! apart ([`Syncs`]), as fio's `sync` section; its I/Os are its writes.
 
 use crate::probe::engine::{EngineKind, StuckIos};
 use hdrhistogram::Histogram;
@@ -112,6 +113,19 @@ pub struct Measurement {
     /// Rate-capped I/Os the device held back (every queue slot busy when they fell due), whose
     /// latency counts from their due time.
     pub held_back: u64,
+    /// Profiles with `fsync`/`fdatasync`: the syncs, recorded apart from the writes (fio's
+    /// `sync` section); `None` for every other profile.
+    pub syncs: Option<Syncs>,
+}
+
+/// The syncs of a run: how many completed, and the latency of each from its submission to its
+/// completion, in nanoseconds. A sync that failed is counted in [`Measurement::errors`].
+#[derive(Debug, Clone)]
+pub struct Syncs {
+    /// Syncs completed.
+    pub count: u64,
+    /// Per-sync latency (ns).
+    pub latency_ns: Histogram<u64>,
 }
 
 impl Measurement {
@@ -132,6 +146,7 @@ impl Measurement {
             latency_ns: new_latency_histogram(),
             submission_latency_ns: None,
             held_back: 0,
+            syncs: None,
         }
     }
 
@@ -161,6 +176,13 @@ impl Measurement {
     /// Rate-capped runs: the same statistics of the latency from submission.
     pub fn submission_latency_summary(&self) -> Option<LatencySummary> {
         self.submission_latency_ns.as_ref().map(LatencySummary::of)
+    }
+
+    /// Profiles that sync: the same statistics of the syncs' latency.
+    pub fn sync_latency_summary(&self) -> Option<LatencySummary> {
+        self.syncs
+            .as_ref()
+            .map(|s| LatencySummary::of(&s.latency_ns))
     }
 
     /// Whether the run completed without error, timeout or cancellation.
@@ -225,6 +247,7 @@ mod tests {
             latency_ns: h,
             submission_latency_ns: None,
             held_back: 0,
+            syncs: None,
         };
         assert_eq!(r.iops(), 2000.0);
         assert_eq!(r.bandwidth(), 2000.0 * 4096.0);

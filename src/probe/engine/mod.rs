@@ -533,6 +533,7 @@ impl Tally {
             latency_ns: self.latency_ns,
             submission_latency_ns: self.submission_ns,
             held_back: self.held_back,
+            syncs: None,
         }
     }
 }
