@@ -78,6 +78,7 @@ fn syncs_are_the_devices_flushes() {
             ),
             ("fsync=4", vec!["--fio", "-rw=randwrite -bs=4k -fsync=4"], 4),
         ] {
+            wait_unclaimed(&dev);
             let before = dev.stats();
             let mut args = vec!["--target", path, "--allow-writes", "--engine", engine];
             args.extend(["--runtime", "300ms"]);
@@ -116,6 +117,7 @@ fn syncs_are_the_devices_flushes() {
             assert!(sync["p50"].as_f64().is_some_and(|x| x > 0.0), "{run}");
         }
         // Without a separate sync there are no sync figures.
+        wait_unclaimed(&dev);
         let run = probe(&[
             "--target",
             path,
@@ -131,6 +133,28 @@ fn syncs_are_the_devices_flushes() {
             run["syncs"].is_null() && run["sync_latency_seconds"].is_null(),
             "{run}"
         );
+    }
+}
+
+/// Waits until nobody holds an exclusive claim on `dev`: the io_uring engine's ring, with the
+/// device registered in it, is torn down by the kernel shortly after the one-shot process exits,
+/// and until then the next write run's `O_EXCL` open is refused.
+fn wait_unclaimed(dev: &LoopDev) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_EXCL)
+            .open(&dev.path);
+        match open {
+            Ok(_) => return,
+            Err(err) if std::time::Instant::now() < deadline => {
+                assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(err) => panic!("{} still claimed after 10 s: {err}", dev.path.display()),
+        }
     }
 }
 

@@ -17,6 +17,7 @@
 //! the kernel may still write into it.
 
 pub mod buffer;
+mod durable;
 mod lateness;
 pub mod psync;
 pub mod stuck;
@@ -25,8 +26,8 @@ pub mod uring;
 pub use stuck::StuckIos;
 
 use crate::probe::ProbeError;
-use crate::probe::measurement::{Measurement, new_latency_histogram};
-use crate::probe::profile::{Profile, Rw};
+use crate::probe::measurement::{Measurement, Syncs, new_latency_histogram};
+use crate::probe::profile::{DurabilityError, Profile, Rw, SyncEvery};
 use crate::probe::target::OpenTarget;
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
@@ -229,6 +230,27 @@ pub enum ProfileError {
         /// The profile.
         profile: String,
     },
+    /// A profile that writes into space of its own (`etcd-wal`) on a block device, which has
+    /// none to preallocate.
+    #[error(
+        "profile {profile} writes into space it preallocates in a probe file; {path} is a block device"
+    )]
+    FreshSpaceOnDevice {
+        /// The profile.
+        profile: String,
+        /// The target.
+        path: PathBuf,
+    },
+    /// Durability settings that do not fit the rest of the profile (the configuration refuses
+    /// them at load; a profile built otherwise is checked here).
+    #[error("profile {profile}: {source}")]
+    Durability {
+        /// The profile.
+        profile: String,
+        /// What does not fit.
+        #[source]
+        source: DurabilityError,
+    },
 }
 
 /// Everything an engine needs, validated.
@@ -245,6 +267,11 @@ pub(crate) struct Job {
     pub number_ios: Option<u64>,
     pub rate_interval: Option<Duration>,
     pub timeout: Duration,
+    /// Profiles with `fsync`/`fdatasync`: which, and after how many writes.
+    pub sync: Option<SyncEvery>,
+    /// A descriptor opened for this run (durability profiles' flags), kept open for as long as
+    /// the engine's threads use `fd`.
+    pub file: Option<Arc<std::fs::File>>,
 }
 
 impl Job {
@@ -257,7 +284,14 @@ impl Job {
                 block_size: bs,
             });
         }
-        if !bs.is_multiple_of(target.offset_align) {
+        profile
+            .check_durability()
+            .map_err(|source| ProfileError::Durability {
+                profile: name(),
+                source,
+            })?;
+        // Buffered writes have no alignment to keep.
+        if profile.durability.direct && !bs.is_multiple_of(target.offset_align) {
             return Err(ProfileError::Unaligned {
                 profile: name(),
                 block_size: bs,
@@ -312,6 +346,8 @@ impl Job {
                 .rate_iops
                 .map(|r| Duration::from_nanos(1_000_000_000 / u64::from(r.max(1)))),
             timeout: opts.timeout,
+            sync: profile.durability.sync_every,
+            file: None,
         })
     }
 
@@ -433,6 +469,8 @@ pub(crate) struct Tally {
     /// Rate-capped runs: latency from submission, and how many I/Os the device held back.
     submission_ns: Option<Histogram<u64>>,
     held_back: u64,
+    /// Profiles that sync: syncs completed and their latency.
+    syncs: Option<(u64, Histogram<u64>)>,
     last_completion: Option<Instant>,
 }
 
@@ -447,8 +485,29 @@ impl Tally {
             latency_ns: new_latency_histogram(),
             submission_ns: rate_capped.then(new_latency_histogram),
             held_back: 0,
+            syncs: None,
             last_completion: None,
         }
+    }
+
+    /// The tally of a job: rate-capped jobs also keep the latency from submission, jobs that
+    /// sync the latency of their syncs.
+    pub(crate) fn of(job: &Job) -> Tally {
+        let mut tally = Tally::new(job.rate_interval.is_some());
+        if job.sync.is_some() {
+            tally.syncs = Some((0, new_latency_histogram()));
+        }
+        tally
+    }
+
+    /// A sync submitted at `since` completed at `at`.
+    #[inline]
+    pub(crate) fn synced(&mut self, since: Instant, at: Instant) {
+        if let Some((count, h)) = &mut self.syncs {
+            *count += 1;
+            h.saturating_record(nanos(at.saturating_duration_since(since)));
+        }
+        self.last_completion = Some(at);
     }
 
     /// An I/O of `bytes`, issued as `issue` says, completed at `at`.
@@ -506,6 +565,10 @@ impl Tally {
             let _ = a.add(b);
         }
         self.held_back += other.held_back;
+        if let (Some((a, ha)), Some((b, hb))) = (&mut self.syncs, &other.syncs) {
+            *a += b;
+            let _ = ha.add(hb);
+        }
         self.last_completion = self.last_completion.max(other.last_completion);
     }
 
@@ -533,7 +596,9 @@ impl Tally {
             latency_ns: self.latency_ns,
             submission_latency_ns: self.submission_ns,
             held_back: self.held_back,
-            syncs: None,
+            syncs: self
+                .syncs
+                .map(|(count, latency_ns)| Syncs { count, latency_ns }),
         }
     }
 }
@@ -603,7 +668,10 @@ pub fn run(
     profile: &Profile,
     opts: &RunOptions,
 ) -> Result<Measurement, ProbeError> {
-    let job = Job::new(target, profile, opts)?;
+    let mut job = Job::new(target, profile, opts)?;
+    // The descriptor and the fresh space of a durability profile, kept until the run returns
+    // (the space is then given back).
+    let _durable = durable::prepare(target, profile, &mut job)?;
     match opts.engine {
         EngineChoice::Psync => psync::run(&job, opts),
         EngineChoice::IoUring => uring::run(&job, opts),

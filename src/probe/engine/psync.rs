@@ -20,6 +20,7 @@ use crate::probe::engine::{
     StuckIos, Tally,
 };
 use crate::probe::measurement::Measurement;
+use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::fs::File;
@@ -173,7 +174,7 @@ impl<'a> PsyncRun<'a> {
             .unwrap_or_else(|e| e.into_inner())
             .unwrap_or_else(Instant::now);
         let schedule = Schedule::new(self.job, start);
-        let mut tally = Tally::new(schedule.rate_capped());
+        let mut tally = Tally::of(self.job);
         let mut received = 0u32;
         while received < self.workers {
             let now = Instant::now();
@@ -373,7 +374,7 @@ impl Worker {
 
     /// Sets up the buffer, waits for the run's start and does I/O until the run stops.
     fn run(self, ready: mpsc::Sender<()>) -> Tally {
-        let mut tally = Tally::new(self.job.rate_interval.is_some());
+        let mut tally = Tally::of(&self.job);
         let mut rng = SmallRng::from_os_rng();
         let mut buf =
             match AlignedBuf::new(self.job.block_size as usize, self.job.mem_align, &mut rng) {
@@ -425,8 +426,49 @@ impl Worker {
                     break;
                 }
             }
+            if !self.sync_if_due(next.k, &mut tally) {
+                self.shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
         }
         tally
+    }
+
+    /// After write number `k` (from 0) has completed: the profile's `fdatasync`/`fsync` when
+    /// this write is the Nth since the last one, timed and recorded in `tally`. Sync profiles
+    /// run at QD1, so this worker's writes are all of the run's. False when the sync failed.
+    fn sync_if_due(&self, k: u64, tally: &mut Tally) -> bool {
+        let Some(sync) = self.job.sync else {
+            return true;
+        };
+        if !(k + 1).is_multiple_of(u64::from(sync.every)) {
+            return true;
+        }
+        let Some(file) = &self.file else {
+            return false;
+        };
+        let progress = &self.shared.progress;
+        progress.submitted.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        self.shared.in_kernel.set(self.slot, Some(since));
+        let result = match sync.call {
+            SyncCall::Fsync => file.sync_all(),
+            SyncCall::Fdatasync => file.sync_data(),
+        };
+        let done = Instant::now();
+        self.shared.in_kernel.set(self.slot, None);
+        progress.completed.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                tally.synced(since, done);
+                true
+            }
+            Err(err) => {
+                let call = sync.call.as_str();
+                tally.failed(|| format!("{call} after write {}: {err}", k + 1), done);
+                false
+            }
+        }
     }
 
     /// The run's start, once every worker is ready; `None` when the run was stopped first.

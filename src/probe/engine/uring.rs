@@ -44,6 +44,7 @@ use crate::probe::engine::{
 };
 use crate::probe::engine::{Issue, RunProgress, tighten_timer_slack};
 use crate::probe::measurement::Measurement;
+use crate::probe::profile::SyncCall;
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -183,6 +184,9 @@ struct Slot {
     /// Since when the device has held this I/O back: its due time when it was held back, else its
     /// submission.
     held_from: Instant,
+    /// While the slot's write is followed by its sync (`IORING_OP_FSYNC`): when the sync was
+    /// submitted.
+    sync_since: Option<Instant>,
 }
 
 impl Slot {
@@ -211,6 +215,8 @@ struct RingIo {
     buffers: BufferMode,
     block_size: u32,
     write: bool,
+    /// Profiles that sync: the call that follows every Nth write.
+    sync: Option<SyncCall>,
     /// The timeout request's time span. The kernel reads it when the request is submitted; it is
     /// rewritten only after that request has completed.
     tick: Box<types::Timespec>,
@@ -261,6 +267,7 @@ impl RingIo {
                 done: 0,
                 issue: Issue::at(now),
                 held_from: now,
+                sync_since: None,
             });
         }
         let file = match ring.submitter().register_files(&[job.fd]) {
@@ -295,13 +302,17 @@ impl RingIo {
             },
             block_size: job.block_size as u32,
             write: job.rw.is_write(),
+            sync: job.sync.map(|s| s.call),
             tick: Box::new(types::Timespec::new()),
             tick_state: TickState::Idle,
         })
     }
 
-    /// The read or write of slot `index`'s remaining bytes.
+    /// The sync of slot `index`, if it is syncing, else the read or write of its remaining bytes.
     fn entry(&mut self, index: usize) -> squeue::Entry {
+        if self.slots[index].sync_since.is_some() {
+            return self.sync_entry(index);
+        }
         let slot = &mut self.slots[index];
         let done = slot.done;
         // SAFETY: done < block size = buffer length, so the pointer stays inside the buffer.
@@ -337,6 +348,32 @@ impl RingIo {
             FileRef::Fd(fd) => rw!(types::Fd(fd)),
         };
         entry.user_data(index as u64)
+    }
+
+    /// `IORING_OP_FSYNC` of the file (with `IORING_FSYNC_DATASYNC` for `fdatasync`), as fio's
+    /// io_uring engine submits it; it refers to no buffer.
+    fn sync_entry(&self, index: usize) -> squeue::Entry {
+        let flags = match self.sync {
+            Some(SyncCall::Fdatasync) => types::FsyncFlags::DATASYNC,
+            Some(SyncCall::Fsync) | None => types::FsyncFlags::empty(),
+        };
+        let entry = match self.file {
+            FileRef::Registered => opcode::Fsync::new(types::Fixed(0)).flags(flags).build(),
+            FileRef::Fd(fd) => opcode::Fsync::new(types::Fd(fd)).flags(flags).build(),
+        };
+        entry.user_data(index as u64)
+    }
+
+    /// Queues the sync that follows the write slot `index` has just completed; the slot stays
+    /// in the kernel until the sync completes.
+    fn start_sync(&mut self, index: usize, since: Instant) -> io::Result<()> {
+        self.slots[index].sync_since = Some(since);
+        let entry = self.sync_entry(index);
+        let pushed = self.push(&entry);
+        if pushed.is_err() {
+            self.slots[index].sync_since = None;
+        }
+        pushed
     }
 
     /// Pushes an entry, submitting first when the submission queue is full.
@@ -537,6 +574,9 @@ struct UringRun {
     tally: Tally,
     /// I/Os issued so far (not counting resubmitted remainders).
     issued: u64,
+    /// Profiles that sync: after how many writes, and writes completed since the last sync.
+    sync_every: Option<u32>,
+    unsynced: u32,
     /// When the last wait returned: the submission time of what is issued next, and the
     /// completion time of what was just reaped.
     now: Instant,
@@ -563,8 +603,10 @@ impl UringRun {
             phase: Phase::Issuing,
             free: (0..depth).collect(),
             offsets: job.offsets(),
-            tally: Tally::new(job.rate_interval.is_some()),
+            tally: Tally::of(&job),
             issued: 0,
+            sync_every: job.sync.map(|s| s.every),
+            unsynced: 0,
             now: start,
             late: Duration::ZERO,
             laps: Laps::of_this_thread(job.rate_interval.is_some()),
@@ -797,6 +839,10 @@ impl UringRun {
         {
             return;
         }
+        if self.io.slots[index].sync_since.is_some() {
+            self.sync_completed(index, res);
+            return;
+        }
         let outcome = self.classify(index, res);
         if let Completion::Retry = outcome {
             if res > 0 {
@@ -812,9 +858,12 @@ impl UringRun {
             }
         }
         let now = self.now;
-        self.io.release(index, now, self.late);
-        self.free.push_back(index);
         self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
+        let sync_next = matches!(outcome, Completion::Done) && self.sync_due();
+        if !sync_next {
+            self.io.release(index, now, self.late);
+            self.free.push_back(index);
+        }
         let bs = self.io.block_size;
         let slot = &mut self.io.slots[index];
         if self.io.write {
@@ -825,6 +874,9 @@ impl UringRun {
         match outcome {
             Completion::Done => {
                 self.tally.completed(u64::from(bs), slot.issue, now);
+                if sync_next {
+                    self.sync_after_write(index);
+                }
             }
             Completion::Failed(what) => {
                 let offset = slot.offset;
@@ -834,6 +886,76 @@ impl UringRun {
                 self.fail();
             }
             Completion::Retry | Completion::Dropped => {}
+        }
+    }
+
+    /// Whether the write that has just completed is the Nth since the last sync of a profile
+    /// that syncs every N writes (counted here; QD1, so in the order they were issued). No sync
+    /// starts once the run is aborting.
+    fn sync_due(&mut self) -> bool {
+        let Some(every) = self.sync_every else {
+            return false;
+        };
+        if matches!(self.phase, Phase::Aborting { .. }) {
+            return false;
+        }
+        self.unsynced += 1;
+        if self.unsynced < every {
+            return false;
+        }
+        self.unsynced = 0;
+        true
+    }
+
+    /// Submits the sync that follows slot `index`'s write, submitted now as fio does once the
+    /// write has completed; the slot is released when the sync completes.
+    fn sync_after_write(&mut self, index: usize) {
+        let now = self.now;
+        if let Err(err) = self.io.start_sync(index, now) {
+            self.tally
+                .error(|| format!("io_uring submit of the sync: {err}"));
+            self.io.release(index, now, self.late);
+            self.free.push_back(index);
+            self.fail();
+            return;
+        }
+        self.opts.progress.submitted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Handles the completion of slot `index`'s sync (result `res`), reaped at `self.now`.
+    fn sync_completed(&mut self, index: usize, res: i32) {
+        let aborting = matches!(self.phase, Phase::Aborting { .. });
+        let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
+        if interrupted && !aborting {
+            match self.io.resubmit(index) {
+                Ok(()) => return,
+                Err(err) => {
+                    self.tally
+                        .error(|| format!("io_uring resubmit of the sync: {err}"));
+                    self.fail();
+                }
+            }
+        }
+        let now = self.now;
+        let since = self.io.slots[index].sync_since.take().unwrap_or(now);
+        self.io.release(index, now, self.late);
+        self.free.push_back(index);
+        self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
+        let call = self.io.sync.map_or("sync", SyncCall::as_str);
+        match res {
+            0.. => self.tally.synced(since, now),
+            // Cancelled or interrupted by the abort: not counted.
+            _ if aborting && (res == -libc::ECANCELED || interrupted) => {}
+            _ if interrupted => {}
+            n => {
+                let err = io::Error::from_raw_os_error(-n);
+                let offset = self.io.slots[index].offset;
+                self.tally.failed(
+                    || format!("{call} after the write at offset {offset}: {err}"),
+                    now,
+                );
+                self.fail();
+            }
         }
     }
 

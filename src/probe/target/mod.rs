@@ -6,13 +6,17 @@
 //!   before every cycle.
 //! - [`block`]: block devices (size, alignment, and the write-safety rules: not mounted, no
 //!   holders, opened with `O_EXCL`, inside the configured region).
+//! - [`durable`]: for durability profiles, the target reopened with their flags (buffered,
+//!   `O_DSYNC`, `O_SYNC`), and the space `etcd-wal` preallocates beyond a probe file's region.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
 //!   marked as ours with the extended attribute [`OWNER_XATTR`] and reused across restarts while
 //!   intact (same size, no holes, filling finished); writes only to files carrying that mark.
 //!
-//! Read probes open the target read-only. Everything is opened with `O_DIRECT`.
+//! Read probes open the target read-only. Everything is opened with `O_DIRECT`, but for the
+//! descriptors of durability profiles that write through the page cache.
 
 pub mod block;
+pub mod durable;
 pub mod facts;
 pub mod probe_file;
 

@@ -336,8 +336,11 @@ fn open_existing(
     let mut filled = false;
     match marker {
         Some(m) => {
-            let intact = m == complete_marker(meta.len())
-                && meta.len() == wanted
+            // A file longer than its region holds space a durability run preallocated and
+            // did not give back (the agent stopped during the run): intact all the same, and
+            // truncated back below when opened for writing.
+            let intact = m == complete_marker(wanted)
+                && meta.len() >= wanted
                 && meta.blocks().saturating_mul(512) >= meta.len();
             if !intact {
                 tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
@@ -363,6 +366,14 @@ fn open_existing(
     let file = if opts.write {
         let file = open_direct(path, true, false, true, fstype)?;
         same_file(path, &meta, &file)?;
+        if !filled && meta.len() > wanted {
+            tracing::info!(path = %path.display(), size = wanted, beyond = meta.len() - wanted, "probe file holds space beyond its region that a run did not give back; truncating it");
+            file.set_len(wanted).map_err(|source| TargetError::Io {
+                path: path.to_owned(),
+                what: "truncate the probe file to its region",
+                source,
+            })?;
+        }
         file
     } else {
         probe
