@@ -9,7 +9,9 @@
 //! file descriptor, so nothing is freed under it), reported in [`StuckIos`].
 //!
 //! Latency is the time around the system call; with a rate cap, an I/O the device held back counts
-//! from its due time (see [`Clocks`]).
+//! from its due time (see [`Clocks`]). A profile with `fsync`/`fdatasync` runs at QD1 (one
+//! worker), which follows every Nth `pwrite` with the call, timed apart
+//! ([`Worker::sync_if_due`]).
 
 use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};

@@ -29,6 +29,11 @@
 //! issue the next I/O when it is due (and so does any turn in which the timeout request could not
 //! be queued).
 //!
+//! A profile with `fsync`/`fdatasync` (QD1) follows every Nth write, once its completion has
+//! been reaped, with an `IORING_OP_FSYNC` of the file (`IORING_FSYNC_DATASYNC` for `fdatasync`),
+//! as fio's io_uring engine does; the slot is free again when the sync completes, and the sync's
+//! latency (its submission to its completion) is recorded apart from the write's.
+//!
 //! Latency is the time from submission to the reaping of the completion, as fio's `lat`. With a
 //! rate cap, an I/O the device held back (every slot busy when it fell due) counts from its due
 //! time instead (see [`UringRun::latency_origin`]). Short transfers are resubmitted for the remainder,

@@ -126,3 +126,110 @@ impl Drop for FreshSpace {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::target::tests::{file_opts, no_direct_io_here};
+    use crate::probe::target::{TargetOptions, open};
+    use std::fs;
+
+    /// A probe file of 1 MiB opened for writing, in a fresh temporary directory (`None` where
+    /// the directory's filesystem refuses O_DIRECT).
+    fn writable() -> Option<(tempfile::TempDir, OpenTarget)> {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(Some(1 << 20))
+        };
+        match open(&dir.path().join("probe.dat"), &opts) {
+            Ok(t) => Some((dir, t)),
+            Err(TargetError::NoDirectIo { .. }) => {
+                no_direct_io_here();
+                None
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    #[test]
+    fn reopens_the_same_file_with_the_profiles_flags() {
+        let Some((_dir, t)) = writable() else { return };
+        let file = reopen(&t, false, Some(OpenSync::Dsync)).unwrap();
+        let (a, b) = (t.file().metadata().unwrap(), file.metadata().unwrap());
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        // SAFETY: F_GETFL on an open descriptor only returns its flags.
+        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_DIRECT, 0, "buffered");
+        assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC);
+        // A file put in its place is not taken for it.
+        fs::rename(&t.path, t.path.with_extension("old")).unwrap();
+        fs::write(&t.path, vec![1u8; 4096]).unwrap();
+        let err = reopen(&t, true, None).unwrap_err();
+        assert!(matches!(err, TargetError::Replaced { .. }), "{err}");
+    }
+
+    #[test]
+    fn fresh_space_lies_beyond_the_region_and_is_given_back() {
+        let Some((_dir, t)) = writable() else { return };
+        let before = fs::read(&t.path).unwrap();
+        let blocks = t.file().metadata().unwrap().blocks();
+        {
+            let space = FreshSpace::preallocate(&t, 1 << 20).unwrap();
+            assert_eq!((space.start, space.len), (1 << 20, 1 << 20));
+            let meta = t.file().metadata().unwrap();
+            assert_eq!(meta.len(), 2 << 20, "the file is extended over the space");
+            assert!(meta.blocks() >= blocks + 2048, "and the space is allocated");
+        }
+        let meta = t.file().metadata().unwrap();
+        assert_eq!(meta.len(), 1 << 20);
+        assert_eq!(meta.blocks(), blocks);
+        assert_eq!(
+            fs::read(&t.path).unwrap(),
+            before,
+            "the region is untouched"
+        );
+    }
+
+    #[test]
+    fn space_left_behind_is_truncated_by_the_next_write_open_only() {
+        let Some((_dir, t)) = writable() else { return };
+        let (path, before) = (t.path.clone(), fs::read(&t.path).unwrap());
+        // A run that never gave its space back (the agent stopped during it).
+        std::mem::forget(FreshSpace::preallocate(&t, 1 << 20).unwrap());
+        drop(t);
+        let read_only = open(&path, &file_opts(Some(1 << 20))).unwrap();
+        assert!(!read_only.filled, "intact: not refilled");
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            2 << 20,
+            "a read open leaves it"
+        );
+        drop(read_only);
+        // Without a configured size the mark's size is the region.
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(None)
+        };
+        let t = open(&path, &opts).unwrap();
+        assert!(!t.filled);
+        assert_eq!(
+            (t.region_len, fs::metadata(&path).unwrap().len()),
+            (1 << 20, 1 << 20)
+        );
+        assert_eq!(fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn only_probe_files_opened_for_writing_have_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let t = match open(&path, &file_opts(Some(1 << 20))) {
+            Ok(t) => t,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            Err(err) => panic!("{err}"),
+        };
+        assert!(FreshSpace::preallocate(&t, 4096).is_err());
+        assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
+    }
+}
