@@ -352,6 +352,7 @@ fn the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else() {
         );
         assert_eq!(writes, syncs, "{t}: one fdatasync per write");
         assert!(sum(&m, "diskprobe_sync_latency_seconds_sum", &[&t]) > 0.0);
+        eprintln!("{t}: {writes} writes, {syncs} syncs");
         for stat in ["p50", "p99", "max"] {
             let v = sum(
                 &m,
@@ -365,6 +366,7 @@ fn the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else() {
     agent.terminate();
     // Every sync the agent recorded reached the device (runs after that scrape only add more).
     let flushes = dev.stats().flushes - flushes_before;
+    eprintln!("the device completed {flushes} flushes");
     assert!(
         flushes as f64 >= recorded,
         "{flushes} flushes for {recorded} syncs"
