@@ -18,8 +18,10 @@
 # - etcd-wal: etcd's hardware check, `fio --rw=write --ioengine=sync --fdatasync=1 --size=22m
 #   --bs=2300` (buffered), into a file fio creates afresh each run (it preallocates it with
 #   fallocate), against our etcd-wal profile, which writes the same 22 MiB into space it
-#   preallocates in its probe file each run (`--size 22m`: the run ends when it is full).
-# Each round runs every case and engine, ours and fio in turn (the order alternates by round).
+#   preallocates in its probe file each run (`--size 22m`: the run ends when it is full); and,
+#   to tell the tools apart from the files, etcd's job run by fio into that same kind of space
+#   of the same probe file (fio-probe).
+# Each round runs every case and engine, ours and fio in turn (the order rotates by round).
 # fio is checked to have issued one sync per write (its JSON's sync.lat_ns.N against
 # write.total_ios; a time-based job may end between its last write and that write's sync), ours
 # likewise (syncs against ios). The table shows medians over the rounds
@@ -37,6 +39,7 @@ cd "$(dirname "$0")/.."
 source bench/common.sh
 
 need fio "apt-get install fio"
+need fallocate "util-linux"
 FIO=$(command -v fio)
 build_ours
 make_workdir "$DIR/sync_vs_fio.XXXXXX"
@@ -79,12 +82,24 @@ print("\t".join(map(str, [sys.argv[2], sys.argv[3], "ours", sys.argv[4], r["ios"
 PY
 }
 
-# fio CASE ENGINE ROUND: runs fio's job for the case, appends a result line.
+# The etcd probe file's region in bytes, and the space etcd-wal preallocates after it: as many
+# whole 2300-byte writes as the region holds.
+REGION=$(python3 -c 'import sys; s=sys.argv[1].lower(); m={"k":1<<10,"m":1<<20,"g":1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))' "$ETCD_SIZE")
+FRESH=$((REGION / 2300 * 2300))
+
+# fio CASE ENGINE ROUND [WHO]: runs fio's job for the case, appends a result line. WHO=fio-probe
+# (etcd-wal only) runs etcd's job into the probe file instead, into space preallocated after its
+# region as our probe does (fallocate -o REGION -l FRESH, truncated back afterwards): the same
+# job on the same file state, which tells the tools apart from the files.
 fio_run() {
-  local case=$1 engine=$2 round=$3 args
+  local case=$1 engine=$2 round=$3 who=${4:-fio} args
   local fio_engine=$engine
   [[ $engine == psync ]] && fio_engine=sync
-  if [[ $case == etcd-wal ]]; then
+  if [[ $case == etcd-wal && $who == fio-probe ]]; then
+    fallocate -o "$REGION" -l "$FRESH" "$ETCDFILE"
+    args=(--rw=write --ioengine="$fio_engine" --fdatasync=1 --filename="$ETCDFILE"
+      --offset="$REGION" --size="$FRESH" --bs=2300 --name=mytest --fallocate=none)
+  elif [[ $case == etcd-wal ]]; then
     # etcd's job, as etcd documents it, in a directory of its own; fio lays out a fresh file.
     rm -f "$WORK"/fio-etcd/*
     args=(--rw=write --ioengine="$fio_engine" --fdatasync=1 --directory="$WORK/fio-etcd"
@@ -94,7 +109,8 @@ fio_run() {
       --ioengine="$fio_engine" --size=64m --time_based --runtime="$RUNTIME")
   fi
   "$FIO" "${args[@]}" --output-format=json >"$WORK/out"
-  python3 - "$WORK/out" "$case" "$engine" "$round" >>"$RESULTS" <<'PY'
+  [[ $who == fio-probe ]] && truncate -s "$REGION" "$ETCDFILE"
+  python3 - "$WORK/out" "$case" "$engine" "$round" "$who" >>"$RESULTS" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 w, s = j["write"], j["sync"]["lat_ns"]
@@ -103,7 +119,7 @@ w, s = j["write"], j["sync"]["lat_ns"]
 if not 0 <= w["total_ios"] - s["N"] <= 1 or s["N"] == 0:
     sys.exit(f"fio: {s['N']} syncs for {w['total_ios']} writes")
 elapsed = j["job_runtime"] / 1e3  # ms, writes and syncs
-print("\t".join(map(str, [sys.argv[2], sys.argv[3], "fio", sys.argv[4], w["total_ios"],
+print("\t".join(map(str, [sys.argv[2], sys.argv[3], sys.argv[5], sys.argv[4], w["total_ios"],
                           w["total_ios"] / elapsed, s["mean"], s["percentile"]["99.000000"],
                           w["lat_ns"]["mean"]])))
 PY
@@ -114,13 +130,18 @@ for round in $(seq 1 "$ROUNDS"); do
   for case in "${CASES[@]}"; do
     [[ -n "${ONLY:-}" && $case != "$ONLY" ]] && continue
     for engine in psync io_uring; do
-      if ((round % 2)); then
-        ours "$case" "$engine" "$round"
-        fio_run "$case" "$engine" "$round"
-      else
-        fio_run "$case" "$engine" "$round"
-        ours "$case" "$engine" "$round"
-      fi
+      runners=(ours fio)
+      [[ $case == etcd-wal ]] && runners+=(fio-probe)
+      # The order rotates from round to round.
+      shift_by=$(((round - 1) % ${#runners[@]}))
+      runners=("${runners[@]:shift_by}" "${runners[@]:0:shift_by}")
+      for who in "${runners[@]}"; do
+        if [[ $who == ours ]]; then
+          ours "$case" "$engine" "$round"
+        else
+          fio_run "$case" "$engine" "$round" "$who"
+        fi
+      done
       echo "round $round/$ROUNDS: $case $engine done" >&2
     done
   done
@@ -150,12 +171,25 @@ for c, e in keys:
           f"| {med(o,0):,.0f} | {med(f,0):,.0f} | {med(o,0)/med(f,0):.3f} |")
 n = len(next(iter(runs.values())))
 print(f"\nmedians of {n} interleaved runs per tool, case and engine; every run issued one sync per write")
-print("\nmedian of the per-round ratios ours / fio (goal 0.8..1.2):")
+probe = [(c, e) for c, e in keys if (c, e, "fio-probe") in runs]
+if probe:
+    print("\netcd's job into the probe file's fresh space (fio-probe: the same file state as ours):")
+    print("| engine (ours / fio) | fio-probe sync mean µs | ours / fio-probe | fio-probe sync p99 µs | ours / fio-probe | fio (fresh file) / fio-probe, mean |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for c, e in probe:
+        o, f, fp = (c, e, "ours"), (c, e, "fio"), (c, e, "fio-probe")
+        fe = "sync" if e == "psync" else e
+        print(f"| {e} / {fe} | {med(fp,1)/1e3:.0f} | {med(o,1)/med(fp,1):.3f} | {med(fp,2)/1e3:.0f} "
+              f"| {med(o,2)/med(fp,2):.3f} | {med(f,1)/med(fp,1):.3f} |")
+print("\nmedian of the per-round ratios ours / fio, and ours / fio-probe (goal 0.8..1.2 against fio):")
 for c, e in keys:
-    pairs = [r for (cc, ee, _), r in rounds.items() if (cc, ee) == (c, e) and len(r) == 2]
-    for i, what in ((1, "sync mean"), (2, "sync p99")):
-        ratios = sorted(p["ours"][i] / p["fio"][i] for p in pairs)
-        m = statistics.median(ratios)
-        verdict = "within" if 0.8 <= m <= 1.2 else "outside"
-        print(f"  {c} {e} {what}: {m:.3f} (range {ratios[0]:.3f}..{ratios[-1]:.3f}, {len(pairs)} pairs): {verdict}")
+    for other in ("fio", "fio-probe"):
+        pairs = [r for (cc, ee, _), r in rounds.items() if (cc, ee) == (c, e) and "ours" in r and other in r]
+        if not pairs:
+            continue
+        for i, what in ((1, "sync mean"), (2, "sync p99")):
+            ratios = sorted(p["ours"][i] / p[other][i] for p in pairs)
+            m = statistics.median(ratios)
+            verdict = ("within" if 0.8 <= m <= 1.2 else "outside") if other == "fio" else ""
+            print(f"  {c} {e} {what} / {other}: {m:.3f} (range {ratios[0]:.3f}..{ratios[-1]:.3f}, {len(pairs)} pairs) {verdict}")
 PY
