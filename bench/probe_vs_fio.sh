@@ -6,6 +6,8 @@
 #        ONLY=randread-4k-qd1 sudo bench/probe_vs_fio.sh   (only the cases whose name matches)
 #        KEEP=runs.tsv sudo bench/probe_vs_fio.sh         (also keep every run: case, tool, round,
 #                                                          IOPS, I/Os, CPU s, mean and p50 ns)
+#        OURS_BIN=path/to/diskprobe_exporter sudo bench/probe_vs_fio.sh   (that binary instead of
+#                                                          building one, e.g. an earlier commit's)
 # Needs: root, losetup, fio, python3, cargo.
 #
 # Cases: 4k randread QD32 and QD128, 4k randread QD1, 1M read QD16. Every round runs, per case,
@@ -31,7 +33,7 @@ need_root "loop devices"
 need fio "apt-get install fio"
 need losetup
 FIO=$(command -v fio)
-build_ours
+if [[ -n "${OURS_BIN:-}" ]]; then OURS=$OURS_BIN; else build_ours; fi
 PIN=()
 [[ -n "${PIN_CPU:-}" ]] && PIN=(taskset -c "$PIN_CPU")
 

@@ -100,7 +100,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         sysfs: cli.sysfs.clone(),
     };
     let mut scheduler = Scheduler::new(results.clone(), roots.clone(), &config.scheduler);
-    scheduler.apply(&config.targets, &config.scheduler);
+    scheduler.apply(&config.targets, &config.scheduler).await;
     let discovered = Arc::new(discovery::Status::default());
     let mut discovery = Discovery::start(
         roots,
@@ -146,7 +146,9 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         let signal = tokio::select! {
             signal = signals.next() => signal,
             found = discovery.changed() => {
-                scheduler.apply(&with_configured(&current.targets, &found), &current.scheduler);
+                scheduler
+                    .apply(&with_configured(&current.targets, &found), &current.scheduler)
+                    .await;
                 continue;
             }
         };
@@ -161,7 +163,8 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &mut scheduler,
                     &discovery,
                     &reload,
-                );
+                )
+                .await;
                 if cli.web_config_file.is_some() {
                     match load_web_config(&cli) {
                         Ok(web) => {
@@ -194,7 +197,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
 }
 
 /// Re-reads the configuration file; applies it only when it is valid as a whole.
-fn reload_config(
+async fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
     diskstats: &DiskstatsCollector,
@@ -228,7 +231,9 @@ fn reload_config(
             // Targets found by the old rules stay until the new rules' first rescan, which starts
             // now; those whose names a configured target now uses are stopped at once.
             let found: Arc<Vec<TargetSpec>> = discovery.current();
-            scheduler.apply(&with_configured(&new.targets, &found), &new.scheduler);
+            scheduler
+                .apply(&with_configured(&new.targets, &found), &new.scheduler)
+                .await;
             discovery.set_plan(Plan::new(&new));
             status.record_success();
             tracing::info!(file = %path.display(), "configuration reloaded");

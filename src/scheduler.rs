@@ -8,8 +8,14 @@
 //!   synchronise). Targets added together start one after another in name order, spread over
 //!   [`FIRST_CYCLE_MAX_DELAY`] each (at most half their interval): many volumes found at once do
 //!   not all start probing at once.
-//! - At most `max_concurrent_probes` cycles run at once across all targets (default 1), and at
-//!   most one per physical device (partitions count as their disk).
+//! - At most `max_concurrent_probes` runs issue I/O at once across all targets (default 1), and
+//!   at most one cycle runs per physical device (partitions count as their disk). A run gives its
+//!   global slot back as soon as it stops issuing and only waits for its I/O, so that a slow or
+//!   hung device does not hold up the others.
+//! - A run that returns while the kernel still holds some of its I/O (a hung device: the engine
+//!   waits for cancelled I/O for [`engine::DRAIN_GRACE`]) leaves it with the engine, which frees
+//!   the buffers only once the kernel has completed it; until then no run starts on that device
+//!   (its runs count as `skipped`), so a dead device holds one run's ring, buffers and threads.
 //! - Duty-cycle budget per device: a token bucket refilled at `max_duty_cycle` seconds per second
 //!   (capacity two cycles' worth); a run only starts when the bucket is not in debt, and its
 //!   engine time is charged to it. Runs refused by the budget count as `result="skipped"`.
@@ -34,13 +40,12 @@
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::contention::{DiskReader, Load, OwnIo, Watch, WatchReport};
-use crate::probe::engine::{self, RunOptions};
+use crate::probe::engine::{self, DrainingHook, RunOptions, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
-use crate::probe::target::{self, DeviceId, TargetOptions};
+use crate::probe::target::{self, DeviceId, TargetFacts, TargetOptions};
 use crate::series::{RunCost, RunOutcome, RunStatus, SeriesStore, TargetInfo};
 use rand::Rng;
 use std::collections::HashMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +61,9 @@ pub const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(Duration::from_secs(5));
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
+/// How long [`Scheduler::apply`] waits for the stats that label new targets' series; a target on
+/// a filesystem that does not answer by then is exported without a device.
+pub const LABEL_PATIENCE: Duration = Duration::from_secs(1);
 /// Longest delay before a target's first cycle, per target added at the same time.
 pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
 
@@ -105,12 +113,29 @@ struct Shared {
     /// Per target name, its probe and stat threads that have not returned yet; kept across
     /// reloads, so that a changed target does not start beside its predecessor's stuck thread.
     threads: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    /// Per physical device (as `devices`), the I/Os of a run that returned while the kernel still
+    /// held some of them; no run starts on the device until they have completed, so that at most
+    /// one abandoned run (ring, buffers, threads) exists per device.
+    stuck: Mutex<HashMap<String, Arc<StuckIos>>>,
 }
 
 impl Shared {
     fn device_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<Option<Budget>>> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// The stuck I/Os of an earlier run on device `key`, while the kernel still holds any.
+    fn stuck_on(&self, key: &str) -> Option<Arc<StuckIos>> {
+        let mut map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| !s.is_clear());
+        map.get(key).cloned()
+    }
+
+    /// Records what a run on device `key` left in the kernel.
+    fn set_stuck(&self, key: &str, stuck: Arc<StuckIos>) {
+        let mut map = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(key.to_owned(), stuck);
     }
 
     fn threads_of(&self, target: &str) -> Arc<AtomicUsize> {
@@ -205,6 +230,7 @@ impl Scheduler {
                 owed: Mutex::new(0),
                 devices: Mutex::new(HashMap::new()),
                 threads: Mutex::new(HashMap::new()),
+                stuck: Mutex::new(HashMap::new()),
             }),
             max_concurrent: config.max_concurrent_probes,
             tasks: HashMap::new(),
@@ -213,7 +239,9 @@ impl Scheduler {
 
     /// Makes the running tasks match `targets`: removed and changed targets are stopped (their
     /// in-flight run is cancelled), new and changed ones started, unchanged ones left alone.
-    pub fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
+    /// Returns once every new target's path has been looked at (its series then carry their
+    /// final `device` label), or after [`LABEL_PATIENCE`] for a path whose stat hangs.
+    pub async fn apply(&mut self, targets: &[TargetSpec], config: &SchedulerConfig) {
         let wanted = config.max_concurrent_probes;
         self.shared.resize_global(self.max_concurrent, wanted);
         self.max_concurrent = wanted;
@@ -253,10 +281,13 @@ impl Scheduler {
             .collect();
         added.sort_by(|a, b| a.name.cmp(&b.name));
         let n = added.len();
+        let mut labelled = Vec::new();
         for (k, spec) in added.into_iter().enumerate() {
             let first = first_cycle_delay(k, n, spec.interval, rand::rng().random::<f64>());
             let (stop, stop_rx) = watch::channel(false);
             let cancel = Arc::new(AtomicBool::new(false));
+            let (label_tx, label_rx) = tokio::sync::oneshot::channel();
+            labelled.push(label_rx);
             let handle = tokio::spawn(run_target(
                 spec.clone(),
                 self.shared.clone(),
@@ -264,6 +295,7 @@ impl Scheduler {
                 cancel.clone(),
                 self.shared.threads_of(&spec.name),
                 first,
+                label_tx,
             ));
             tracing::info!(
                 target = %spec.name,
@@ -285,6 +317,10 @@ impl Scheduler {
             );
         }
         self.shared.forget_unheld_threads();
+        let deadline = tokio::time::Instant::now() + LABEL_PATIENCE;
+        for label in labelled {
+            let _ = tokio::time::timeout_at(deadline, label).await;
+        }
     }
 
     /// Stops every target: in-flight runs are cancelled (the engines stop within 100 ms and
@@ -305,47 +341,31 @@ impl Scheduler {
     }
 }
 
-/// The device a path lives on, by stat: the block device itself, or the device under the file
-/// (or under its directory when it does not exist yet; see [`target::backing_device`]). `None`
-/// for filesystems without a block device.
-pub fn device_of(path: &Path, roots: &Roots) -> Option<DeviceId> {
-    let (path, meta) = match std::fs::metadata(path) {
-        Ok(m) => (path, m),
-        Err(_) => {
-            let dir = path.parent()?;
-            (dir, std::fs::metadata(dir).ok()?)
-        }
-    };
-    let (major, minor) = if meta.file_type().is_block_device() {
-        (libc::major(meta.rdev()), libc::minor(meta.rdev()))
-    } else {
-        target::backing_device(&roots.procfs, path, meta.dev())?
-    };
-    Some(target::resolve_device(&roots.sysfs, major, minor))
-}
-
-/// [`device_of`] on a thread of its own, counted in `threads` until it returns: a stat on a hung
-/// filesystem (NFS, FUSE) must not block the runtime, whose single worker also accepts scrapes.
-/// An error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
-async fn stat_device(
+/// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
+/// returns: a stat on a hung filesystem (NFS, FUSE) must not block the runtime, whose single
+/// worker also accepts scrapes. `Ok(None)` when the path cannot be read (the open will say why);
+/// an error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
+async fn stat_target(
     spec: &TargetSpec,
     roots: &Roots,
     threads: &Arc<AtomicUsize>,
-) -> Result<Option<DeviceId>, StatFailure> {
+) -> Result<Option<TargetFacts>, StatFailure> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (path, roots) = (spec.path.clone(), roots.clone());
+    let started = Instant::now();
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(format!("stat-{}", spec.name))
         .spawn(move || {
-            let device = device_of(&path, &roots);
+            let facts = target::facts(&path, &roots.procfs, &roots.sysfs).ok();
             // Counted out before the scheduler hears of the answer, which may start a run.
             drop(counted);
-            let _ = tx.send(device);
+            let _ = tx.send(facts);
         });
     let failed = |error: String| StatFailure {
         error,
         timed_out: false,
+        waited: started.elapsed(),
     };
     if let Err(err) = spawned {
         return Err(failed(format!(
@@ -353,7 +373,7 @@ async fn stat_device(
         )));
     }
     match tokio::time::timeout(STAT_PATIENCE, rx).await {
-        Ok(Ok(device)) => Ok(device),
+        Ok(Ok(facts)) => Ok(facts),
         Ok(Err(_)) => Err(failed("the stat thread ended without a result".to_owned())),
         Err(_) => Err(StatFailure {
             error: format!(
@@ -361,15 +381,61 @@ async fn stat_device(
                 spec.path.display()
             ),
             timed_out: true,
+            waited: started.elapsed(),
         }),
     }
 }
 
-/// Why [`stat_device`] has no answer.
+/// [`stat_target`], and what it found recorded as the target's info (its series' labels). A
+/// target whose path cannot be looked at gets an info without a device, unless one is known.
+async fn stat_and_label(
+    spec: &Arc<TargetSpec>,
+    shared: &Shared,
+    threads: &Arc<AtomicUsize>,
+) -> Result<Option<TargetFacts>, StatFailure> {
+    let stat = stat_target(spec, &shared.roots, threads).await;
+    let path = spec.path.display().to_string();
+    match &stat {
+        Ok(Some(facts)) => {
+            let news = shared.results.set_info(spec, target_info(path, facts));
+            if let Some(warning) = facts.warning(&spec.path).filter(|_| news) {
+                tracing::warn!(target = %spec.name, "{warning}");
+            }
+        }
+        _ => shared.results.set_info_if_unknown(
+            spec,
+            TargetInfo {
+                path,
+                ..TargetInfo::default()
+            },
+        ),
+    }
+    stat
+}
+
+/// The labels of `diskprobe_target_info` for a target at `path`.
+fn target_info(path: String, facts: &TargetFacts) -> TargetInfo {
+    let device = facts.device.as_ref();
+    TargetInfo {
+        path,
+        device: device.map(|d| d.name.clone()).unwrap_or_default(),
+        parent: device.and_then(|d| d.parent.clone()).unwrap_or_default(),
+        kind: facts.kind.as_str().to_owned(),
+        fstype: facts.fstype.clone(),
+        cache: facts
+            .cache
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
+    }
+}
+
+/// Why [`stat_target`] has no answer.
 struct StatFailure {
     error: String,
     /// The stat did not return in time (a timeout), rather than failing to start (an error).
     timed_out: bool,
+    /// How long the stat was waited for.
+    waited: Duration,
 }
 
 fn lock_key(spec: &TargetSpec, device: Option<&DeviceId>) -> String {
@@ -386,9 +452,14 @@ async fn run_target(
     cancel: Arc<AtomicBool>,
     threads: Arc<AtomicUsize>,
     first: Duration,
+    labelled: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut grid = Instant::now() + first;
     let mut next = grid;
+    // The first cycle's stat, made at once: it labels the target's series before the first
+    // scrape that shows them (Scheduler::apply waits for it).
+    let mut first_stat = Some(stat_and_label(&spec, &shared, &threads).await);
+    let _ = labelled.send(());
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -397,7 +468,15 @@ async fn run_target(
         if *stop.borrow() {
             return;
         }
-        run_cycle(&spec, &shared, &mut stop, &cancel, &threads).await;
+        run_cycle(
+            &spec,
+            &shared,
+            &mut stop,
+            &cancel,
+            &threads,
+            first_stat.take(),
+        )
+        .await;
         if *stop.borrow() {
             return;
         }
@@ -425,6 +504,7 @@ async fn run_cycle(
     stop: &mut watch::Receiver<bool>,
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
+    stat: Option<Result<Option<TargetFacts>, StatFailure>>,
 ) {
     // Records the same outcome for every profile of the cycle.
     let record_all = |outcome: &dyn Fn() -> RunOutcome| {
@@ -435,17 +515,23 @@ async fn run_cycle(
     let still_in_flight = || RunOutcome::Skipped {
         reason: "previous run still in flight".to_owned(),
     };
-    if threads.load(Ordering::SeqCst) > 0 {
-        tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
-        record_all(&still_in_flight);
-        return;
-    }
-    let started = Instant::now();
-    let device = match stat_device(spec, &shared.roots, threads).await {
-        Ok(device) => device,
-        Err(StatFailure { error, timed_out }) => {
+    let stat = match stat {
+        Some(stat) => stat,
+        None if threads.load(Ordering::SeqCst) > 0 => {
+            tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
+            record_all(&still_in_flight);
+            return;
+        }
+        None => stat_and_label(spec, shared, threads).await,
+    };
+    let device = match stat {
+        Ok(facts) => facts.and_then(|f| f.device),
+        Err(StatFailure {
+            error,
+            timed_out,
+            waited: duration,
+        }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
-            let duration = started.elapsed();
             record_all(&|| {
                 let error = error.clone();
                 if timed_out {
@@ -458,18 +544,19 @@ async fn run_cycle(
         }
     };
     let key = lock_key(spec, device.as_ref());
-    let _slot = tokio::select! {
-        p = shared.global.clone().acquire_owned() => match p {
-            Ok(p) => GlobalSlot { permit: Some(p), shared },
-            Err(_) => return,
-        },
-        _ = stop.changed() => return,
-    };
+    if let Some(stuck) = shared.stuck_on(&key) {
+        record_all(&|| held_by_kernel(&stuck, &key));
+        return;
+    }
+    // The device first, then a global slot for each run: a run gives its slot back while it only
+    // drains its I/O, and the cycle takes one again for its next run; taking them in the other
+    // order, a cycle holding a slot could wait for this device while this cycle waits for a slot.
     let lock = shared.device_lock(&key);
     let mut budget = tokio::select! {
         g = lock.lock() => g,
         _ = stop.changed() => return,
     };
+    let mut slot = None;
     let capacity = (2.0 * spec.busy_per_cycle().as_secs_f64())
         .max(2.0 * spec.max_duty_cycle * spec.interval.as_secs_f64());
     let budget = budget.get_or_insert_with(|| Budget {
@@ -521,7 +608,32 @@ async fn run_cycle(
                 .record(spec, &profile.name, still_in_flight());
             continue;
         }
-        let (outcome, busy) = run_on_thread(spec, profile, shared, cancel, threads).await;
+        if let Some(stuck) = shared.stuck_on(&key) {
+            shared
+                .results
+                .record(spec, &profile.name, held_by_kernel(&stuck, &key));
+            continue;
+        }
+        if slot.is_none() {
+            slot = acquire_slot(shared, stop).await;
+            if slot.is_none() {
+                return;
+            }
+        }
+        let (outcome, busy) =
+            run_on_thread(spec, profile, shared, cancel, threads, &mut slot).await;
+        if cancel.load(Ordering::SeqCst) {
+            // Cancelled by a shutdown or a reload: not a result of the target, not counted.
+            tracing::info!(target = %spec.name, profile = %profile.name, "probe run cancelled");
+            return;
+        }
+        if let RunOutcome::Ran { result, .. } | RunOutcome::Yielded { result, .. } = &outcome
+            && let Some(stuck) = &result.stuck
+        {
+            tracing::warn!(target = %spec.name, profile = %profile.name, device = %key, ios = stuck.count(),
+                "the kernel still holds I/O of the run; no run starts on the device until it completes");
+            shared.set_stuck(&key, Arc::clone(stuck));
+        }
         budget.tokens -= busy.as_secs_f64();
         let (result, error) = shared.results.record(spec, &profile.name, outcome);
         if result == RunStatus::Skipped {
@@ -540,6 +652,29 @@ async fn run_cycle(
                 "probe run did not succeed"
             );
         }
+    }
+}
+
+/// A global probe slot, or `None` when the target is stopped first.
+async fn acquire_slot<'a>(
+    shared: &'a Arc<Shared>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<GlobalSlot<'a>> {
+    tokio::select! {
+        p = shared.global.clone().acquire_owned() => p.ok().map(|p| GlobalSlot { permit: Some(p), shared }),
+        _ = stop.changed() => None,
+    }
+}
+
+/// The skip recorded while the kernel still holds I/O of an earlier run on device `key`.
+fn held_by_kernel(stuck: &StuckIos, key: &str) -> RunOutcome {
+    let age = stuck.oldest().map_or(Duration::ZERO, |at| at.elapsed());
+    RunOutcome::Skipped {
+        reason: format!(
+            "{} I/Os of an earlier run are still held by the kernel on {key} (the oldest for {:.0?})",
+            stuck.count(),
+            age
+        ),
     }
 }
 
@@ -563,11 +698,16 @@ async fn disk_load(
 enum FromThread {
     /// Another chunk of the probe file was written.
     Filled,
-    Opened(TargetInfo),
+    /// The target is open: the engine takes over.
+    Opened,
+    /// The run stopped issuing I/O and only waits for what is in flight.
+    Draining,
     Done(RunOutcome, Duration),
 }
 
 /// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
+/// The global probe `slot` is given back (set to `None`) as soon as the run stops issuing I/O:
+/// one that only waits for its I/O (a slow or hung device) does not hold up other devices.
 ///
 /// Opening may create and fill the probe file, which takes as long as the device needs, so it is
 /// not bounded by the run's timeout; but an open that makes no progress (no chunk of a fill
@@ -579,6 +719,7 @@ async fn run_on_thread(
     shared: &Arc<Shared>,
     cancel: &Arc<AtomicBool>,
     threads: &Arc<AtomicUsize>,
+    slot: &mut Option<GlobalSlot<'_>>,
 ) -> (RunOutcome, Duration) {
     let started = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -637,11 +778,11 @@ async fn run_on_thread(
         };
         match msg {
             Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
-            Some(FromThread::Opened(info)) => {
-                shared.results.set_info(spec, info);
+            Some(FromThread::Opened) => {
                 opened = Some(Instant::now());
                 deadline = tokio::time::Instant::now() + patience;
             }
+            Some(FromThread::Draining) => *slot = None,
             Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
             None => {
                 return (
@@ -689,41 +830,34 @@ fn probe_thread(
         Ok(t) => t,
         Err(err) => return fail(err.to_string()),
     };
-    let _ = tx.send(FromThread::Opened(TargetInfo {
-        path: spec.path.display().to_string(),
-        device: opened
-            .device
-            .as_ref()
-            .map(|d| d.name.clone())
-            .unwrap_or_default(),
-        parent: opened
-            .device
-            .as_ref()
-            .and_then(|d| d.parent.clone())
-            .unwrap_or_default(),
-        kind: opened.kind.as_str().to_owned(),
-        fstype: opened.fstype.clone(),
-    }));
+    let _ = tx.send(FromThread::Opened);
     if tx.is_closed() {
         // The scheduler gave up on this run while the target was being opened: the probe would
         // run outside its limits (global slot, device lock, budget).
         return None;
     }
+    let draining = tx.clone();
     let opts = RunOptions {
         engine: spec.engine,
         timeout: spec.timeout,
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
+        on_draining: Some(DrainingHook::new(move || {
+            let _ = draining.send(FromThread::Draining);
+        })),
         // A fresh progress and yield flag for this run, watched below.
         ..RunOptions::default()
     };
     let run = || engine::run(&opened, profile, &opts);
+    // A durability run's own flushes, and the journal writes its syncs cause, cannot be told
+    // from another process's I/O: it is not watched (nor charged a cost).
+    let watched = profile.class() != ProbeClass::Durability;
     let (ran, report) = match &opened.device {
-        Some(device) => {
+        Some(device) if watched => {
             watch_of(spec, profile, roots, device).around(&opts.progress, &opts.yield_now, run)
         }
-        None => (run(), WatchReport::default()),
+        _ => (run(), WatchReport::default()),
     };
     let cost = RunCost {
         contended: report.contended,
@@ -834,16 +968,16 @@ mod tests {
         };
         let held: Vec<_> = (0..3).map(|_| take().unwrap()).collect();
         // 4 → 1 with three slots in use: the free one goes now, two when their runs end.
-        scheduler.apply(&[], &config(1));
+        scheduler.apply(&[], &config(1)).await;
         assert_eq!(shared.global.available_permits(), 0);
         drop(held);
         assert_eq!(shared.global.available_permits(), 1, "the limit is 1");
         let one = take().unwrap();
         assert!(take().is_none());
         // 1 → 3 while one is held, then back to 2: owed slots are cancelled before new ones.
-        scheduler.apply(&[], &config(3));
+        scheduler.apply(&[], &config(3)).await;
         assert_eq!(shared.global.available_permits(), 2);
-        scheduler.apply(&[], &config(2));
+        scheduler.apply(&[], &config(2)).await;
         drop(one);
         assert_eq!(shared.global.available_permits(), 2);
         let held: Vec<_> = (0..3).map(|_| take()).collect();

@@ -4,13 +4,15 @@
 //! Per target and profile it keeps the last run (success, time, duration, IOPS, throughput, exact
 //! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
 //! by result, I/Os, bytes, busy seconds and a [`LatencyHistogram`] with classic and native
-//! buckets, so that rates and quantiles can be aggregated in PromQL). Targets removed from the
+//! buckets, so that rates and quantiles can be aggregated in PromQL); for profiles that sync, the
+//! syncs too (the last run's statistics, a count and a [`LatencyHistogram`] of their own).
+//! Targets removed from the
 //! configuration are dropped; unchanged targets keep everything across reloads, unless the
 //! classic bucket layout changed (then every cumulative series starts again from zero).
 
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
-use crate::probe::engine::EngineKind;
+use crate::probe::engine::{EngineKind, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,7 +59,7 @@ impl RunStatus {
     }
 }
 
-/// Where a target lives, from its last open.
+/// Where a target lives, from the last stat of its path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetInfo {
     /// Configured path.
@@ -70,6 +72,9 @@ pub struct TargetInfo {
     pub kind: String,
     /// Filesystem type of a file target.
     pub fstype: String,
+    /// What the target's probes probably measure instead of a disk (`memory`, `page_cache`,
+    /// `zfs_arc`), or `""`.
+    pub cache: String,
 }
 
 /// The last run of one profile on one target.
@@ -87,6 +92,9 @@ pub struct LastRun {
     pub throughput: f64,
     /// Per-I/O latency (all zero when the run did no I/O).
     pub latency: LatencySummary,
+    /// Profiles that sync: per-sync latency of the run; `None` for other profiles and runs that
+    /// did no I/O.
+    pub sync_latency: Option<LatencySummary>,
     /// The engine that ran it.
     pub engine: Option<EngineKind>,
     /// What went wrong, for logs and the status page.
@@ -119,6 +127,7 @@ impl LastRun {
             iops: 0.0,
             throughput: 0.0,
             latency: LatencySummary::default(),
+            sync_latency: None,
             engine: None,
             error: Some(error),
         }
@@ -149,13 +158,61 @@ pub struct ProfileSeries {
     pub contended_seconds: f64,
     /// Other processes' in-flight I/Os on the disk, integrated over the runs (I/O-seconds).
     pub others_in_flight_seconds: f64,
+    /// I/Os of the last run that the kernel still holds (a hung device).
+    pub stuck: Stuck,
+    /// Profiles with `fsync`/`fdatasync`: their syncs; `None` for every other profile.
+    pub syncs: Option<SyncSeries>,
+}
+
+/// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
+/// leftovers and read live; compared by identity.
+#[derive(Debug, Clone, Default)]
+pub struct Stuck(pub Option<Arc<StuckIos>>);
+
+impl PartialEq for Stuck {
+    fn eq(&self, other: &Stuck) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl Stuck {
+    /// I/Os still in the kernel.
+    pub fn count(&self) -> usize {
+        self.0.as_ref().map_or(0, |s| s.count())
+    }
+
+    /// How long ago the oldest of them was issued (zero when there is none).
+    pub fn oldest_age(&self) -> Duration {
+        self.0
+            .as_ref()
+            .and_then(|s| s.oldest())
+            .map_or(Duration::ZERO, |at| at.elapsed())
+    }
+}
+
+/// The syncs of a profile that syncs, since the agent started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncSeries {
+    /// Syncs completed.
+    pub count: u64,
+    /// Per-sync latency of every run (its count is `count`), with the same buckets as the I/O
+    /// latency histogram.
+    pub latency: LatencyHistogram,
 }
 
 impl ProfileSeries {
-    /// Empty series whose histograms have the classic buckets of `layout`.
-    fn new(layout: &ClassicBuckets) -> Self {
+    /// Empty series whose histograms have the classic buckets of `layout`; with sync series when
+    /// the profile `syncs`.
+    fn new(layout: &ClassicBuckets, syncs: bool) -> Self {
         ProfileSeries {
             latency: LatencyHistogram::new(layout),
+            syncs: syncs.then(|| SyncSeries {
+                count: 0,
+                latency: LatencyHistogram::new(layout),
+            }),
             ..ProfileSeries::default()
         }
     }
@@ -168,8 +225,10 @@ pub struct TargetSeries {
     /// the scheduler task's that records into it: a run of an earlier task for the same name is
     /// told apart by it, even when a later reload brought the same configuration back.
     pub spec: Arc<TargetSpec>,
-    /// From its last open (or a stat before the first).
-    pub info: TargetInfo,
+    /// From the last stat of its path; `None` until the first, made when the target is
+    /// scheduled: until then its series are not exported, so that they appear with their final
+    /// `device` label.
+    pub info: Option<TargetInfo>,
     /// By profile name, in configuration order.
     pub profiles: Vec<(String, ProfileSeries)>,
 }
@@ -262,7 +321,7 @@ impl SeriesStore {
                 *series = ProfileSeries {
                     last: series.last.take(),
                     history: std::mem::take(&mut series.history),
-                    ..ProfileSeries::new(layout)
+                    ..ProfileSeries::new(layout, series.syncs.is_some())
                 };
             }
         }
@@ -283,27 +342,42 @@ impl SeriesStore {
                 .entry(spec.name.clone())
                 .or_insert_with(|| TargetSeries {
                     spec: spec.clone(),
-                    info: TargetInfo {
-                        path: spec.path.display().to_string(),
-                        ..TargetInfo::default()
-                    },
+                    info: None,
                     profiles: spec
                         .profiles
                         .iter()
-                        .map(|p| (p.name.clone(), ProfileSeries::new(&layout)))
+                        .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
                         .collect(),
                 });
         }
     }
 
-    /// Records where the target of `spec` lives.
-    pub fn set_info(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
-        if let Some(t) = self
+    /// Records where the target of `spec` lives; true when that is news (the first info, or a
+    /// change).
+    pub fn set_info(&self, spec: &Arc<TargetSpec>, info: TargetInfo) -> bool {
+        match self
             .lock()
             .get_mut(&spec.name)
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
         {
-            t.info = info;
+            Some(t) if t.info.as_ref() != Some(&info) => {
+                t.info = Some(info);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records `info` for the target of `spec` unless something is known already: for a target
+    /// whose path cannot be read, so that its series (and the errors or timeouts they count) are
+    /// exported all the same.
+    pub fn set_info_if_unknown(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
+        if let Some(t) = self
+            .lock()
+            .get_mut(&spec.name)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec) && t.info.is_none())
+        {
+            t.info = Some(info);
         }
     }
 
@@ -382,6 +456,7 @@ impl SeriesStore {
                         iops: r.iops(),
                         throughput: r.bandwidth(),
                         latency: r.latency_summary(),
+                        sync_latency: r.sync_latency_summary(),
                         engine: Some(r.engine),
                         error,
                     }),
@@ -412,7 +487,8 @@ impl SeriesStore {
     }
 }
 
-/// Adds what a run did (and cost) to the cumulative counters and histogram.
+/// Adds what a run did (and cost) to the cumulative counters and histograms, and keeps the I/Os
+/// the kernel still holds.
 fn add_io(series: &mut ProfileSeries, r: &Measurement, cost: &RunCost) {
     series.ios += r.ios;
     series.bytes += r.bytes;
@@ -420,7 +496,12 @@ fn add_io(series: &mut ProfileSeries, r: &Measurement, cost: &RunCost) {
     series.busy_seconds += r.elapsed.as_secs_f64();
     series.contended_seconds += cost.contended.as_secs_f64();
     series.others_in_flight_seconds += cost.others_in_flight_seconds;
+    series.stuck = Stuck(r.stuck.clone());
     series.latency.record(&r.latency_ns);
+    if let (Some(total), Some(syncs)) = (&mut series.syncs, &r.syncs) {
+        total.count += syncs.count;
+        total.latency.record(&syncs.latency_ns);
+    }
 }
 
 #[cfg(test)]
@@ -463,7 +544,11 @@ mod tests {
             timed_out: false,
             cancelled: false,
             yielded: false,
+            stuck: None,
             latency_ns: h,
+            submission_latency_ns: None,
+            held_back: 0,
+            syncs: None,
         };
         let r = store.record(
             &spec,
@@ -517,7 +602,7 @@ mod tests {
                 ..TargetInfo::default()
             },
         );
-        assert_eq!(store.read(|t| t["t"].info.path.clone()), "/x");
+        assert_eq!(store.read(|t| t["t"].info.clone()), None);
         // A second reload brings the first configuration back: new series again, and a late run
         // of the first task still ends up in none of them.
         let back = Arc::new((*spec).clone());
@@ -560,6 +645,7 @@ mod tests {
                 cancelled: false,
                 yielded: false,
                 latency_ns: h.clone(),
+                ..Measurement::empty(EngineKind::Psync)
             }),
             duration: Duration::from_millis(2),
             cost: RunCost::default(),
@@ -582,5 +668,73 @@ mod tests {
         store.set_targets(&[]);
         store.set_targets(std::slice::from_ref(&spec));
         assert_eq!(series().latency.layout(), &ClassicBuckets::fine());
+    }
+
+    #[test]
+    fn the_syncs_of_a_profile_that_syncs_are_recorded_apart() {
+        let store = SeriesStore::new();
+        let spec = crate::config::Config::from_toml(
+            "[[targets]]\nname = \"t\"\npath = \"/x\"\nallow_writes = true\n\
+             profiles = [\"etcd-wal\", \"randwrite-4k-qd1\"]\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap()
+        .targets
+        .remove(0);
+        let spec = Arc::new(spec);
+        store.set_targets(std::slice::from_ref(&spec));
+        let series = |i: usize| store.read(|t| t["t"].profiles[i].1.clone());
+        // From the start, before any run: the sync series of etcd-wal only, at zero.
+        let fresh = series(0).syncs.expect("etcd-wal has sync series");
+        assert_eq!((fresh.count, fresh.latency.count()), (0, 0));
+        assert!(series(1).syncs.is_none());
+        let (mut writes, mut syncs) = (new_latency_histogram(), new_latency_histogram());
+        for i in 0..50u64 {
+            writes.record(5_000 + i).unwrap(); // 5 µs into the page cache
+            syncs
+                .record(if i == 49 { 12_000_000 } else { 400_000 })
+                .unwrap();
+        }
+        let run = Measurement {
+            engine: EngineKind::Psync,
+            ios: 50,
+            bytes: 50 * 2300,
+            elapsed: Duration::from_millis(100),
+            errors: 0,
+            first_error: None,
+            latency_ns: writes,
+            syncs: Some(crate::probe::measurement::Syncs {
+                count: 50,
+                latency_ns: syncs,
+            }),
+            ..Measurement::empty(EngineKind::Psync)
+        };
+        let outcome = RunOutcome::Ran {
+            result: Box::new(run),
+            duration: Duration::from_millis(101),
+            cost: RunCost::default(),
+        };
+        assert_eq!(
+            store.record(&spec, "etcd-wal", outcome).0,
+            RunStatus::Success
+        );
+        let s = series(0);
+        let sync = s.syncs.as_ref().unwrap();
+        assert_eq!((s.ios, s.latency.count()), (50, 50));
+        assert_eq!((sync.count, sync.latency.count()), (50, 50));
+        let expected = 49.0 * 400e-6 + 12e-3;
+        assert!(
+            (sync.latency.sum() - expected).abs() < 1e-5,
+            "{}",
+            sync.latency.sum()
+        );
+        let last = s.last.unwrap().sync_latency.unwrap();
+        assert!((last.p50 - 400e-6).abs() < 1e-6, "{last:?}");
+        assert!((last.max - 12e-3).abs() < 1e-5, "{last:?}");
+        // A new bucket layout restarts the sync series too, and keeps them.
+        store.set_histogram_layout(&ClassicBuckets::fine());
+        let sync = series(0).syncs.unwrap();
+        assert_eq!((sync.count, sync.latency.count()), (0, 0));
+        assert_eq!(sync.latency.layout(), &ClassicBuckets::fine());
     }
 }

@@ -38,7 +38,11 @@ pub fn render(results: &SeriesStore, telemetry_path: &str) -> String {
 }
 
 fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
-    let info = &t.info;
+    let path = t.spec.path.display().to_string();
+    let info = t.info.clone().unwrap_or_else(|| crate::series::TargetInfo {
+        path,
+        ..Default::default()
+    });
     let device = if info.device.is_empty() {
         "no block device".to_owned()
     } else {
@@ -50,6 +54,12 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
     }
     if !info.fstype.is_empty() {
         facts.push(escape(&info.fstype));
+    }
+    if !info.cache.is_empty() {
+        facts.push(format!(
+            "probably measures {}, not a disk",
+            escape(&info.cache)
+        ));
     }
     facts.push(format!(
         "every {}",

@@ -198,6 +198,100 @@ fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
     drop(agent);
 }
 
+/// Series of `target` that carry a `device` label (every family but the configuration's: the
+/// interval and the profiles), name and labels as written.
+fn series_of<'a>(m: &'a Metrics, target: &str) -> std::collections::BTreeSet<&'a str> {
+    let t = format!("target=\"{target}\"");
+    m.keys()
+        .filter(|k| {
+            k.contains(&t)
+                && !k.starts_with("diskprobe_target_interval_seconds")
+                && !k.starts_with("diskprobe_profile_info")
+        })
+        .map(String::as_str)
+        .collect()
+}
+
+#[test]
+fn series_carry_their_final_labels_from_the_first_scrape() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    // A target on a loop device (device="loopN") and one on tmpfs (no block device: device="").
+    // Their first runs take over 2 s, so the first scrape comes before any run has ended.
+    let dev = LoopDev::tmpfs(32 << 20);
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1h\"\nruntime = \"2s\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             [scheduler]\nmax_concurrent_probes = 2\n\
+             [[targets]]\nname = \"loop\"\npath = \"{}\"\n\
+             [[targets]]\nname = \"memory\"\npath = \"{}\"\nsize = \"4MiB\"\n",
+            dev.path.display(),
+            shm.path().join("probe.dat").display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let first = scrape(&agent);
+    let device = format!("device=\"{}\"", dev.name);
+    let counters = [
+        "diskprobe_probe_runs_total",
+        "diskprobe_ios_total",
+        "diskprobe_io_bytes_total",
+        "diskprobe_io_errors_total",
+        "diskprobe_probe_busy_seconds_total",
+        "diskprobe_io_latency_seconds_count",
+        "diskprobe_probe_stuck_ios",
+        "diskprobe_target_info",
+    ];
+    for (target, label) in [("loop", device.as_str()), ("memory", "device=\"\"")] {
+        let before = series_of(&first, target);
+        assert_eq!(
+            sum(
+                &first,
+                "diskprobe_probe_runs_total",
+                &[&format!("target=\"{target}\"")]
+            ),
+            0.0,
+            "the first scrape came after a run"
+        );
+        for result in ["success", "error", "timeout", "skipped"] {
+            assert!(
+                first.contains_key(&format!(
+                    "diskprobe_probe_runs_total{{target=\"{target}\",profile=\"randread-4k-qd1\",{label},result=\"{result}\"}}"
+                )),
+                "{target}: no result=\"{result}\" series in the first scrape"
+            );
+        }
+        assert!(
+            before.iter().all(|k| k.contains(label)),
+            "{target}: a series without {label}: {before:?}"
+        );
+        for family in counters {
+            assert!(
+                before.iter().any(|k| k.split('{').next() == Some(family)),
+                "{target}: no {family} before the first run"
+            );
+        }
+    }
+    let after = wait_until(&agent, Duration::from_secs(30), "the first runs", |m| {
+        common::runs(m, "loop", "success") >= 1.0 && common::runs(m, "memory", "success") >= 1.0
+    });
+    for (target, label) in [("loop", device.as_str()), ("memory", "device=\"\"")] {
+        let (before, now) = (series_of(&first, target), series_of(&after, target));
+        // The runs add the last-run gauges; every series the first scrape had goes on as it was.
+        assert!(
+            before.is_subset(&now),
+            "{target}: series changed: {:?}",
+            before.difference(&now).collect::<Vec<_>>()
+        );
+        assert!(now.iter().all(|k| k.contains(label)), "{target}: {now:?}");
+    }
+}
+
 #[test]
 fn busy_devices_are_skipped_under_a_concurrent_fio_load() {
     if !loops_ready() || !common::require(common::which("fio").is_some(), "fio") {
@@ -414,4 +508,59 @@ fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
         assert_eq!(sum(&m, "diskprobe_probe_success", &[&p]), 1.0, "{profile}");
         assert!(sum(&m, "diskprobe_probe_iops", &[&p]) > 0.0, "{profile}");
     }
+}
+
+#[test]
+fn a_target_that_probably_measures_a_cache_is_flagged() {
+    if !loops_ready() {
+        return;
+    }
+    let _guard = serial();
+    // A loop device without direct I/O reads its backing file through the page cache: its probes
+    // measure memory. One with direct I/O reaches the file's disk.
+    let buffered = LoopDev::tmpfs(16 << 20);
+    let direct = LoopDev::disk(16 << 20);
+    let dio = |d: &LoopDev| std::fs::read_to_string(format!("/sys/block/{}/loop/dio", d.name));
+    assert_eq!(dio(&buffered).unwrap().trim(), "0");
+    if !common::require(
+        dio(&direct).is_ok_and(|v| v.trim() == "1"),
+        "a loop device with direct I/O on /var/tmp",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[defaults]\ninterval = \"1h\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"buffered\"\npath = \"{}\"\n\
+             [[targets]]\nname = \"direct\"\npath = \"{}\"\n",
+            buffered.path.display(),
+            direct.path.display()
+        ),
+    );
+    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let m = scrape(&agent);
+    let info = |target: &str| -> String {
+        m.keys()
+            .find(|k| {
+                k.starts_with("diskprobe_target_info{")
+                    && k.contains(&format!("target=\"{target}\""))
+            })
+            .unwrap_or_else(|| panic!("no target_info for {target}"))
+            .clone()
+    };
+    assert!(
+        info("buffered").contains("cache=\"page_cache\""),
+        "{}",
+        info("buffered")
+    );
+    assert!(info("direct").contains("cache=\"\""), "{}", info("direct"));
+    agent.expect_log("a loop device without direct I/O", Duration::from_secs(5));
+    let log = agent.log.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("without direct I/O").count(),
+        1,
+        "one warning, for the buffered target:\n{log}"
+    );
 }

@@ -58,7 +58,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"nope\"]\n",
-        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64, randread-4k-qd1-gentle, randwrite-4k-qd1-gentle",
+        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64, randread-4k-qd1-gentle, randwrite-4k-qd1-gentle, etcd-wal, write-4k-qd1-fdatasync",
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
@@ -98,7 +98,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[profiles.mine]\nfio = \"-rw=randread\"\nbs = \"4k\"\n",
-        "3:6: profiles.mine: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops), not both",
+        "3:6: profiles.mine: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops, fsync, fdatasync, sync, direct), not both",
     ),
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\ntimeout = \"1s\"\n",
@@ -131,6 +131,59 @@ const BAD: &[(&str, &str)] = &[
     (
         "[profiles.fast]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 1\nrate_iops = 2000000000\n",
         "5:13: profiles.fast.rate_iops: expected a whole number from 1 to 10000000, found 2000000000",
+    ),
+    // Durability probes (fio's fsync, fdatasync, sync and direct).
+    (
+        "[profiles.wal]\nrw = \"write\"\nfdatasync = -1\n",
+        "3:13: profiles.wal.fdatasync: expected a whole number of writes between two syncs from 0 (none) to 4294967295, found -1",
+    ),
+    (
+        "[profiles.wal]\nrw = \"randread\"\nfdatasync = 1\n",
+        "3:13: profiles.wal.fdatasync: fdatasync applies to write profiles; a randread profile reads, and its reads stay O_DIRECT (fio ignores fdatasync on reads, a probe refuses it)",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\niodepth = 4\nfdatasync = 1\n",
+        "3:11: profiles.wal.iodepth: iodepth 4: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nfsync = 1\nfdatasync = 1\n",
+        "4:13: profiles.wal.fdatasync: fsync and fdatasync are both set; set one",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nsync = \"always\"\n",
+        "3:8: profiles.wal.sync: expected \"dsync\" (O_DSYNC), \"sync\" (O_SYNC) or \"none\", found \"always\"",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\ndirect = false\n",
+        "4:10: profiles.wal.direct: direct = false without fsync, fdatasync or sync: buffered writes that are never synced stay in the page cache, and the probe would measure memory, not the disk",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\nfdatasync = 1\n",
+        "3:6: profiles.wal.bs: expected a multiple of 512 bytes up to 64MiB (O_DIRECT; direct = false for buffered writes of any size), found 2300",
+    ),
+    (
+        "[profiles.etcd]\nfio = \"--rw=write --ioengine=sync --fdatasync=1 --bs=2300\"\n",
+        "2:7: profiles.etcd.fio: fio option bs=2300: O_DIRECT needs a multiple of 512 bytes; probes use O_DIRECT unless told otherwise, fio's default is buffered I/O: add -direct=0 to run this job buffered, as fio does",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k -fdatasync=1 -iodepth=8\"\n",
+        "2:7: profiles.wal.fio: fio options: iodepth 8: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=read -bs=4k -fdatasync=1\"\n",
+        "2:7: profiles.wal.fio: fio options: fdatasync applies to write profiles; a read profile reads, and its reads stay O_DIRECT (fio ignores fdatasync on reads, a probe refuses it)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k -fdatasync=-1\"\n",
+        "2:7: profiles.wal.fio: fio option fdatasync=-1: expected a whole number of writes between two syncs (0: none)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k\"\nfdatasync = 1\n",
+        "3:13: profiles.wal: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops, fsync, fdatasync, sync, direct), not both",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"etcd-wal\"]\n",
+        "4:13: targets[0].profiles: profile \"etcd-wal\" writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
     ),
     // [[discover]] rules.
     (
@@ -394,4 +447,95 @@ fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in()
             ..BusyLimits::default()
         }
     );
+}
+
+/// Write profiles on a path that is a block device need allow_device_writes at load time (not a
+/// failed run later), and etcd-wal (which preallocates space in a probe file) is refused there.
+/// The device node is made with mknod in a temporary directory: nothing ever opens it.
+#[test]
+fn write_profiles_on_a_block_device_are_checked_at_load() {
+    if !common::require(common::is_root(), "root (mknod of a block device node)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("disk");
+    let made = Command::new("mknod")
+        .arg(&node)
+        .args(["b", "7", "250"])
+        .status()
+        .expect("run mknod");
+    assert!(made.success());
+    let config = |extra: &str, profile: &str| {
+        format!(
+            "[[targets]]\nname = \"dev\"\npath = \"{}\"\nallow_writes = true\n{extra}profiles = [\"{profile}\"]\n",
+            node.display()
+        )
+    };
+    let err = Config::from_toml(&config("", "write-4k-qd1-fdatasync"), Path::new("bad.toml"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad.toml:5:13: targets[0].profiles: profile \"write-4k-qd1-fdatasync\" writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
+            node.display()
+        )
+    );
+    let with_opt_in = "allow_device_writes = true\n";
+    let err =
+        Config::from_toml(&config(with_opt_in, "etcd-wal"), Path::new("bad.toml")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad.toml:6:13: targets[0].profiles: profile \"etcd-wal\" writes into space it preallocates in a probe file, and {} is a block device (write-4k-qd1-fdatasync syncs on a device)",
+            node.display()
+        )
+    );
+    let ok = Config::from_toml(
+        &config(with_opt_in, "write-4k-qd1-fdatasync"),
+        Path::new("ok.toml"),
+    )
+    .expect("a device write with the opt-in");
+    assert!(ok.targets[0].profiles[0].syncs());
+    // A file path that does not exist yet is a probe file to be: etcd-wal is fine there.
+    let file = dir.path().join("probe.dat");
+    let text = format!(
+        "[[targets]]\nname = \"f\"\npath = \"{}\"\nallow_writes = true\nprofiles = [\"etcd-wal\"]\n",
+        file.display()
+    );
+    Config::from_toml(&text, Path::new("ok.toml")).expect("etcd-wal on a probe file");
+}
+
+/// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.
+#[test]
+fn durability_keys_mean_fios_options() {
+    use diskprobe_exporter::probe::profile::{OpenSync, SyncCall, SyncEvery};
+    let text = "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\nfdatasync = 1\ndirect = false\n\
+                [profiles.batch]\nrw = \"randwrite\"\nfsync = 8\n\
+                [profiles.dsync]\nrw = \"write\"\niodepth = 8\nsync = \"dsync\"\n\
+                [profiles.pasted]\nfio = \"--rw=write --ioengine=sync --fdatasync=1 --bs=2300 --direct=0\"\n\
+                [[targets]]\nname = \"f\"\npath = \"/var/lib/x/probe.dat\"\nallow_writes = true\n\
+                interval = \"10m\"\nprofiles = [\"wal\", \"batch\", \"dsync\", \"pasted\", \"etcd-wal\"]\n";
+    let config = Config::from_toml(text, Path::new("ok.toml")).unwrap();
+    let p = &config.targets[0].profiles;
+    let fdatasync1 = Some(SyncEvery {
+        call: SyncCall::Fdatasync,
+        every: 1,
+    });
+    assert_eq!((p[0].block_size, p[0].durability.direct), (2300, false));
+    assert_eq!(p[0].durability.sync_every, fdatasync1);
+    assert_eq!(
+        p[1].durability.sync_every,
+        Some(SyncEvery {
+            call: SyncCall::Fsync,
+            every: 8
+        })
+    );
+    assert!(p[1].durability.direct);
+    assert_eq!(p[2].durability.open_sync, Some(OpenSync::Dsync));
+    assert!(!p[2].syncs(), "O_DSYNC writes need no separate sync");
+    // The pasted etcd job is the etcd-wal built-in but for the fresh space of its own.
+    let mut pasted = p[3].clone();
+    pasted.durability.fresh_space = true;
+    pasted.name = "etcd-wal".to_owned();
+    assert_eq!(pasted, p[4]);
 }

@@ -35,6 +35,16 @@ const PER_RUN_COUNTERS: &[&str] = &[
     "diskprobe_io_errors_total",
     "diskprobe_probe_runs_total",
     "diskprobe_probe_busy_seconds_total",
+    "diskprobe_sync_latency_seconds",
+    "diskprobe_sync_latency_seconds_bucket",
+    "diskprobe_sync_latency_seconds_count",
+    "diskprobe_sync_latency_seconds_sum",
+    "diskprobe_syncs_total",
+];
+/// The latency histograms: a panel that reads one's classic buckets also reads its native form.
+const HISTOGRAMS: &[&str] = &[
+    "diskprobe_io_latency_seconds",
+    "diskprobe_sync_latency_seconds",
 ];
 
 fn dashboard(file: &str) -> Value {
@@ -201,16 +211,18 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
                     }
                 }
             }
-            let classic = exprs
-                .iter()
-                .any(|e| e.contains("diskprobe_io_latency_seconds_bucket"));
-            let native = exprs.iter().any(|e| {
-                metric_names(e)
+            for histogram in HISTOGRAMS {
+                let classic = exprs
                     .iter()
-                    .any(|n| n == "diskprobe_io_latency_seconds")
-            });
-            if classic && !native {
-                problem("reads the classic buckets but not the native histogram".into());
+                    .any(|e| e.contains(&format!("{histogram}_bucket")));
+                let native = exprs
+                    .iter()
+                    .any(|e| metric_names(e).iter().any(|n| n == histogram));
+                if classic && !native {
+                    problem(format!(
+                        "reads the classic buckets of {histogram} but not the native histogram"
+                    ));
+                }
             }
         }
         if !overview && heatmaps == 0 {
@@ -232,6 +244,10 @@ fn the_lints_catch_the_old_mistakes() {
          "targets": [{"expr": "sum by (result) (increase(diskprobe_probe_runs_total[$__rate_interval]))"}]},
         {"type": "timeseries", "title": "classic only", "interval": "10m",
          "targets": [{"expr": "histogram_quantile(0.99, sum by (le) (rate(diskprobe_io_latency_seconds_bucket[$__rate_interval])))"}]},
+        {"type": "timeseries", "title": "sync, classic only", "interval": "10m",
+         "targets": [{"expr": "histogram_quantile(0.99, sum by (le) (rate(diskprobe_sync_latency_seconds_bucket[$__rate_interval]))) or histogram_quantile(0.99, rate(diskprobe_io_latency_seconds[10m]))"}]},
+        {"type": "timeseries", "title": "syncs, short window", "interval": "1m",
+         "targets": [{"expr": "rate(diskprobe_syncs_total[$__rate_interval])"}]},
     ]});
     let found = lint("diskprobe-target.json", &target).join("\n");
     for expected in [
@@ -240,7 +256,9 @@ fn the_lints_catch_the_old_mistakes() {
         "heatmap query not of one profile",
         "window [$__rate_interval] over per-run counters may hold no run",
         "table with a range query",
-        "reads the classic buckets but not the native histogram",
+        "\"classic only\": reads the classic buckets of diskprobe_io_latency_seconds but not the native histogram",
+        "\"sync, classic only\": reads the classic buckets of diskprobe_sync_latency_seconds but not the native histogram",
+        "\"syncs, short window\": window [$__rate_interval] over per-run counters may hold no run",
     ] {
         assert!(found.contains(expected), "{expected:?} not in:\n{found}");
     }

@@ -165,7 +165,7 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(
         target_info(&m, &target),
         format!(
-            "diskprobe_target_info{{target=\"{target}\",path=\"{}/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",rule=\"disks\"}}",
+            "diskprobe_target_info{{target=\"{target}\",path=\"{}/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"disks\"}}",
             host_dev.path().display()
         )
     );
@@ -224,7 +224,7 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
     assert_eq!(
         target_info(&m, "pv-alpha"),
         format!(
-            "diskprobe_target_info{{target=\"pv-alpha\",path=\"/dev/{0}\",device=\"{0}\",parent=\"\",kind=\"block_device\",fstype=\"\",rule=\"volumes\"}}",
+            "diskprobe_target_info{{target=\"pv-alpha\",path=\"/dev/{0}\",device=\"{0}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"volumes\"}}",
             dev.name
         )
     );
@@ -325,7 +325,7 @@ fn with_file_set_a_probe_file_is_created_in_the_volume_and_nothing_else_changes(
     assert_eq!(
         target_info(&m, "pv-gamma"),
         format!(
-            "diskprobe_target_info{{target=\"pv-gamma\",path=\"{}\",device=\"{}\",parent=\"\",kind=\"file\",fstype=\"ext4\",rule=\"files\"}}",
+            "diskprobe_target_info{{target=\"pv-gamma\",path=\"{}\",device=\"{}\",parent=\"\",kind=\"file\",fstype=\"ext4\",cache=\"page_cache\",rule=\"files\"}}",
             probe_file.display(),
             dev.name
         )

@@ -1,5 +1,6 @@
 //! Faults the agent must survive, each reproduced for real: a device that vanishes and returns, a
-//! device stalled by a 1-IOPS blkio throttle, a probe file whose fill stalls (writes throttled to 1
+//! device stalled by a 1-IOPS blkio throttle beside one that never completes I/O (a loop device
+//! over a file on a FUSE filesystem that stops answering reads), a probe file whose fill stalls (writes throttled to 1
 //! byte/s), SIGINT during a one-shot fill and a reload during a fill, a target on a hung (FUSE)
 //! filesystem, io_uring blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES
 //! on a device, a filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in
@@ -12,8 +13,9 @@ mod fuse;
 mod loopdev;
 
 use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
-use fuse::HungFuse;
+use fuse::{FuseFs, Mode};
 use loopdev::{BlkioGroup, LoopDev, Mount, mkfs};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -104,82 +106,169 @@ fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
 
+/// `anon_inode:[io_uring]` descriptors of process `pid`: its io_uring instances.
+fn io_uring_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.as_os_str() == "anon_inode:[io_uring]")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A number from `/proc/PID/status` (`Threads:`, `VmRSS:` in KiB).
+fn proc_status(pid: u32, key: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// `diskprobe_probe_{name}` of `target` (one profile per target here).
+fn gauge(m: &Metrics, name: &str, target: &str) -> f64 {
+    common::sum(m, name, &[&format!("target=\"{target}\"")])
+}
+
+/// Lifts a group's read cap on a device when dropped.
+struct LiftReadCap<'a>(&'a BlkioGroup, &'a LoopDev);
+
+impl Drop for LiftReadCap<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_throttle("read_iops_device", self.1, 0);
+    }
+}
+
 #[test]
-fn a_stalled_device_times_out_without_leaks_and_metrics_stay_fast() {
-    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
+    if !ready()
+        || !common::require(loopdev::blkio_available(), "cgroup v1 blkio")
+        || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse")
+    {
         return;
     }
     let _guard = serial();
-    let dev = LoopDev::tmpfs(32 << 20);
+    // A device stalled at 1 IOPS, one that never completes (a loop device over a file on a FUSE
+    // filesystem whose server stops answering reads), and a healthy one probed every second.
+    let stalled = LoopDev::tmpfs(32 << 20);
     let group = BlkioGroup::new();
-    group.throttle_read_iops(&dev, 1);
+    group.throttle_read_iops(&stalled, 1);
+    let fs = FuseFs::mount(32 << 20);
+    let hung = LoopDev::over_file(&fs.file(), &["--read-only"]);
+    let healthy = LoopDev::tmpfs(16 << 20);
+    fs.set_mode(Mode::HangReads);
     let dir = open_tempdir();
     let arg = config(
         dir.path(),
         &format!(
-            "[[targets]]\nname = \"stalled\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\n\
-             interval = \"500ms\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\nmax_duty_cycle = 1.0\njitter = 0.0\n",
-            dev.path.display()
+            "[defaults]\ninterval = \"1s\"\nruntime = \"200ms\"\ntimeout = \"2s\"\njitter = 0.0\nmax_duty_cycle = 1.0\n\
+             [profiles.qd16]\nfio = \"-rw=randread -bs=4k -iodepth=16\"\n\
+             [[targets]]\nname = \"stalled\"\npath = \"{}\"\nprofiles = [\"qd16\"]\n\
+             [[targets]]\nname = \"hung\"\npath = \"{}\"\nprofiles = [\"qd16\"]\n\
+             [[targets]]\nname = \"healthy\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\nruntime = \"100ms\"\n",
+            stalled.path.display(),
+            hung.path.display(),
+            healthy.path.display()
         ),
     );
     let mut agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
     let pid = agent.child.id();
-    let status = |key: &str| -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        s.lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap()
-    };
-    wait_until(&agent, Duration::from_secs(60), "5 timeouts", |m| {
-        runs(m, "stalled", "timeout") >= 5.0
-    });
-    let (threads_at_5, rss_at_5) = (status("Threads:"), status("VmRSS:"));
-    let mut scrape_times = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    // Dropped before the agent, so that a failing test still lets the stuck I/O end (the agent
+    // cannot exit while the kernel holds its I/O) and the loop device be detached.
+    let _aborted = fs.abort_on_drop();
+    let _lifted = LiftReadCap(&group, &stalled);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "both dead devices stuck",
+        |m| {
+            gauge(m, "diskprobe_probe_stuck_ios", "stalled") > 0.0
+                && gauge(m, "diskprobe_probe_stuck_ios", "hung") > 0.0
+        },
+    );
+    let (threads_before, rss_before) = (proc_status(pid, "Threads:"), proc_status(pid, "VmRSS:"));
+    let healthy_before = runs(&m, "healthy", "success");
+    let (mut rings, mut scrape_times) = (0, Vec::new());
+    let (mut stalled_stuck_max, mut stalled_cleared) = (0.0f64, false);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        rings = rings.max(io_uring_fds(pid));
         let t = Instant::now();
         let (code, body) = agent.get("/metrics");
         scrape_times.push(t.elapsed());
         assert_eq!(code, 200);
         let m: Metrics = samples(&body).into_iter().collect();
-        if runs(&m, "stalled", "timeout") >= 20.0 {
-            assert_eq!(runs(&m, "stalled", "success"), 0.0);
-            assert_eq!(runs(&m, "stalled", "error"), 0.0);
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "20 timeouts did not happen:\n{}",
-            agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        let stalled_stuck = gauge(&m, "diskprobe_probe_stuck_ios", "stalled");
+        stalled_stuck_max = stalled_stuck_max.max(stalled_stuck);
+        stalled_cleared |= stalled_stuck == 0.0;
+        std::thread::sleep(Duration::from_millis(250));
     }
-    let (threads_at_20, rss_at_20) = (status("Threads:"), status("VmRSS:"));
+    let elapsed = started.elapsed();
+    let m = scrape(&agent);
+    let (threads_after, rss_after) = (proc_status(pid, "Threads:"), proc_status(pid, "VmRSS:"));
+    let healthy_runs = runs(&m, "healthy", "success") - healthy_before;
     scrape_times.sort();
     let p90 = scrape_times[scrape_times.len() * 9 / 10];
     eprintln!(
-        "threads {threads_at_5} -> {threads_at_20}, RSS {rss_at_5} -> {rss_at_20} KiB, {} scrapes during stalls: p90 {:?}, max {:?}",
-        scrape_times.len(),
-        p90,
-        scrape_times.last().unwrap()
+        "over {elapsed:?}: at most {rings} io_uring instances; threads {threads_before} -> {threads_after}, \
+         RSS {rss_before} -> {rss_after} KiB; healthy runs {healthy_runs}; stalled: {} timeouts, {} skipped, \
+         up to {stalled_stuck_max} stuck; hung: {} timeouts, {} stuck for {:.0} s; /metrics p90 {p90:?}",
+        runs(&m, "stalled", "timeout"),
+        runs(&m, "stalled", "skipped"),
+        runs(&m, "hung", "timeout"),
+        gauge(&m, "diskprobe_probe_stuck_ios", "hung"),
+        gauge(&m, "diskprobe_probe_stuck_io_age_seconds", "hung"),
     );
-    // A probe thread may be running at either moment; nothing accumulates across 15 timeouts.
+    // One ring per device at most: the abandoned ones of the dead devices and the healthy
+    // target's own.
+    assert!(rings <= 3, "{rings} io_uring instances for 3 devices");
+    // Nothing accumulates: a probe thread may be running at either moment.
     assert!(
-        threads_at_20 <= threads_at_5 + 1,
-        "threads leak: {threads_at_5} -> {threads_at_20}"
+        threads_after <= threads_before + 2,
+        "threads grow: {threads_before} -> {threads_after}"
     );
     assert!(
-        rss_at_20 < rss_at_5 + 8 * 1024,
-        "memory grows: {rss_at_5} -> {rss_at_20} KiB"
+        rss_after < rss_before + 4 * 1024,
+        "memory grows: {rss_before} -> {rss_after} KiB"
     );
+    // The dead devices never hold the global probe slot (one, the default) while they drain: the
+    // healthy target, due every second, keeps its schedule.
+    let expected = elapsed.as_secs_f64();
     assert!(
-        p90 < Duration::from_millis(10),
-        "/metrics p90 {p90:?} while the device stalls"
+        healthy_runs >= 0.8 * expected,
+        "the healthy target completed {healthy_runs} of ~{expected:.0} runs"
     );
-    // Lift the throttle so the last in-flight I/O completes before the group is removed.
-    group.throttle_read_iops(&dev, 0);
+    // The hung device: one abandoned run, then skips, its stuck I/O visible and ageing.
+    assert_eq!(runs(&m, "hung", "timeout"), 1.0, "one abandoned run");
+    assert!(runs(&m, "hung", "skipped") >= 50.0);
+    assert_eq!(gauge(&m, "diskprobe_probe_stuck_ios", "hung"), 16.0);
+    assert!(gauge(&m, "diskprobe_probe_stuck_io_age_seconds", "hung") >= 60.0);
+    // The stalled device: its I/O drains at 1 IOPS, and only then does its next run start.
+    assert!(stalled_stuck_max <= 16.0 && stalled_cleared);
+    assert!(runs(&m, "stalled", "timeout") >= 2.0);
+    assert!(runs(&m, "stalled", "skipped") >= 10.0);
+    assert!(p90 < Duration::from_millis(50), "/metrics p90 {p90:?}");
+    // When the FUSE server dies, the hung I/O fails: its ring is reaped and freed, and later
+    // runs fail visibly instead of being skipped.
+    fs.abort();
+    wait_until(
+        &agent,
+        Duration::from_secs(20),
+        "the hung I/O reaped",
+        |m| gauge(m, "diskprobe_probe_stuck_ios", "hung") == 0.0 && runs(m, "hung", "error") >= 1.0,
+    );
+    group.throttle_read_iops(&stalled, 0);
+    wait_until(
+        &agent,
+        Duration::from_secs(20),
+        "the stalled I/O reaped",
+        |m| gauge(m, "diskprobe_probe_stuck_ios", "stalled") == 0.0,
+    );
     agent.terminate();
 }
 
@@ -242,7 +331,7 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     // agent can be killed and the filesystem unmounted.
     let _lift = LiftWriteCap(&group, &disk);
     // One probe at a time (the default): while the fill hangs, nothing else runs. After the run's
-    // timeout plus the scheduler's grace (15.2 s) without a chunk written, the run is abandoned.
+    // timeout plus the scheduler's grace (6.2 s) without a chunk written, the run is abandoned.
     let abandoned = Instant::now();
     wait_until(
         &agent,
@@ -302,7 +391,7 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     let _guard = serial();
     let other = LoopDev::tmpfs(16 << 20);
     let dir = open_tempdir();
-    let mut hung = HungFuse::mount();
+    let hung = FuseFs::hung();
     let arg = config(
         dir.path(),
         &format!(
@@ -742,5 +831,79 @@ fn symlinks_to_block_devices_are_followed() {
         text.contains(&format!("\"device\":\"{}\"", dev.name))
             || text.contains(&format!("\"device\": \"{}\"", dev.name)),
         "{text}"
+    );
+}
+
+#[test]
+fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
+    if !common::require(common::is_root(), "root")
+        || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse")
+    {
+        return;
+    }
+    let _guard = serial();
+    // A file on a FUSE filesystem whose server leaves reads waiting, and fails a waiting read with
+    // EINTR when the kernel passes on an interrupt (as FUSE daemons do). The io_uring engine's
+    // thread waits in the read itself (FUSE direct I/O is issued inline), so SIGINT delivered to
+    // that thread both cancels the run and interrupts the read.
+    let fs = FuseFs::mount(16 << 20);
+    fs.set_mode(Mode::HangReads);
+    fs.fail_interrupted_reads();
+    let mut child = KillOnDrop(
+        Command::new(common::binary())
+            .args(["probe", "--engine", "io_uring", "--format", "json"])
+            .args(["--runtime", "5s", "--timeout", "30s", "--target"])
+            .arg(fs.file())
+            .args(["--fio", "-rw=randread -bs=4k -iodepth=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Dropped first if the test fails: the hung read ends, and the child can be reaped.
+    let _aborted = fs.abort_on_drop();
+    let pid = child.0.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let engine_thread = loop {
+        assert!(Instant::now() < deadline, "the probe never read");
+        let engine = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "diskprobe-uring")
+            });
+        if let Some(task) = engine
+            && fs.reads() >= 1
+        {
+            break task.file_name().to_string_lossy().parse::<i32>().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: tgkill with the child's pid and one of its thread ids.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid as i32, engine_thread, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let exit = common::wait_exit(&mut child.0, Duration::from_secs(10));
+    let mut stdout = String::new();
+    if exit.is_some() {
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+    }
+    assert!(
+        exit.is_some(),
+        "the cancelled probe did not end: it retried the interrupted read"
+    );
+    let runs: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
+    let run = &runs[0];
+    eprintln!("{} reads reached the server; {run}", fs.reads());
+    assert_eq!(run["error"], "cancelled", "{run}");
+    assert_eq!(
+        run["io_errors"], 0,
+        "the interrupted read counted as an error: {run}"
     );
 }

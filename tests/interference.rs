@@ -13,7 +13,7 @@ use common::{Agent, Metrics, runs, scrape, serial, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
 use diskprobe_exporter::probe::target::{self, TargetOptions};
-use fuse::SlowFuse;
+use fuse::FuseFs;
 use loopdev::LoopDev;
 use std::path::Path;
 use std::process::Command;
@@ -93,7 +93,8 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
         return;
     }
     let _guard = serial();
-    let fuse = SlowFuse::mount(16 << 20, Duration::from_micros(800));
+    let fuse = FuseFs::mount(16 << 20);
+    fuse.set_read_delay(Duration::from_micros(800));
     // Dropped before the filesystem: the loop device holds its file open.
     let dev = LoopDev::read_only_over(&fuse.file());
     // The device's own mean read latency (from its diskstats) and the probe's p50 over a run.
@@ -116,10 +117,10 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
         // base one, as the kernel counts it. Both stay below the 5 ms between the gentle probe's
         // I/Os, so that it keeps its rate and measures each I/O on its own.
         let base = Duration::from_micros(800);
-        fuse.set_delay(base);
+        fuse.set_read_delay(base);
         let (device_base, probe_base) = measure(engine);
         let slow = base + Duration::from_secs_f64(3.0 * device_base / 1e3);
-        fuse.set_delay(slow);
+        fuse.set_read_delay(slow);
         let (device_slow, probe_slow) = measure(engine);
         eprintln!(
             "{engine}: delays {base:?} -> {slow:?}; device {device_base:.3} -> {device_slow:.3} ms per read (x{:.2}), probe p50 {probe_base:.3} -> {probe_slow:.3} ms (x{:.2})",

@@ -176,3 +176,80 @@ fn tmpfs_probe_file_is_created_and_warned_about() {
         "{stdout}"
     );
 }
+
+/// Threads (tasks) of every process whose real user is `uid`: what RLIMIT_NPROC counts.
+fn tasks_of_user(uid: u32) -> u64 {
+    let uid = uid.to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                == Some(uid.as_str())
+        })
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Threads:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+#[test]
+fn psync_refuses_to_run_short_of_its_depth() {
+    let tools = common::which("prlimit").zip(common::which("setpriv"));
+    if !common::require(common::is_root(), "root")
+        || !common::require(tools.is_some(), "prlimit and setpriv (util-linux)")
+    {
+        return;
+    }
+    let Some((prlimit, setpriv)) = tools else {
+        return;
+    };
+    let _g = common::serial();
+    // A file the unprivileged user may read, probed at QD32 by psync under a process limit that
+    // lets it start a few threads but not 32: the kernel refuses the rest (EAGAIN).
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, vec![7u8; 4 << 20]).unwrap();
+    let limit = tasks_of_user(65534) + 6;
+    let out = Command::new(prlimit)
+        .arg(format!("--nproc={limit}:{limit}"))
+        .arg(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::binary())
+        .args([
+            "probe",
+            "--engine",
+            "psync",
+            "--format",
+            "json",
+            "--runtime",
+            "200ms",
+        ])
+        .arg("--target")
+        .arg(&file)
+        .args(["--fio", "-rw=randread -bs=4k -iodepth=32"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let runs: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|err| panic!("{err}: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    let run = &runs[0];
+    assert_eq!(out.status.code(), Some(1), "{run}");
+    let error = run["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("of the 32 threads its queue depth needs"),
+        "{run}"
+    );
+    assert_eq!(run["ios"], 0, "no I/O at a lower depth: {run}");
+}

@@ -387,3 +387,58 @@ fn number_ios_stops_exactly() {
         );
     }
 }
+
+#[test]
+fn a_yield_request_stops_issuing_drains_and_reports_progress() {
+    if !ready() {
+        return;
+    }
+    let _guard = common::serial();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let target = open(&dev.path, false, 0, None).expect("open");
+    let p = profile("-rw=randread -bs=4k -iodepth=16 -runtime=30s");
+    for (choice, kind) in ENGINES {
+        let drained = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let hook_count = Arc::clone(&drained);
+        let o = RunOptions {
+            engine: choice,
+            on_draining: Some(engine::DrainingHook::new(move || {
+                hook_count.fetch_add(1, Ordering::SeqCst);
+            })),
+            ..RunOptions::default()
+        };
+        let (yield_now, progress) = (Arc::clone(&o.yield_now), Arc::clone(&o.progress));
+        let watcher = std::thread::spawn(move || {
+            // Yield once the run is under way.
+            while progress.completed.load(Ordering::Relaxed) < 100 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            yield_now.store(true, Ordering::Relaxed);
+        });
+        let t0 = Instant::now();
+        let r = engine::run(&target, &p, &o).expect("probe runs");
+        watcher.join().unwrap();
+        assert_eq!(r.engine, kind);
+        assert!(r.yielded && !r.cancelled && !r.timed_out, "{kind:?}: {r:?}");
+        assert!(r.is_success(), "{kind:?}: {r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{kind:?}: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(
+            drained.load(Ordering::SeqCst),
+            1,
+            "{kind:?}: the hook runs once"
+        );
+        let (submitted, completed) = (
+            o.progress.submitted.load(Ordering::Relaxed),
+            o.progress.completed.load(Ordering::Relaxed),
+        );
+        assert_eq!(
+            submitted, completed,
+            "{kind:?}: everything in flight drained"
+        );
+        assert_eq!(completed, r.ios, "{kind:?}");
+    }
+}

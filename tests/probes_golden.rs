@@ -1,5 +1,5 @@
-//! Golden outputs of the probe series (`diskprobe_probe_*`, `diskprobe_io_*`, the latency
-//! histogram's classic and native buckets) for fixed runs, in each classic bucket layout and
+//! Golden outputs of the probe series (`diskprobe_probe_*`, `diskprobe_io_*`, the sync series,
+//! the latency histograms' classic and native buckets) for fixed runs, in each classic bucket layout and
 //! each format: the store is filled through the library with runs whose latencies are fixed, so
 //! that every value is reproducible. Regenerate with `UPDATE_GOLDEN=1 cargo test --test
 //! probes_golden` and review the diff; `promtool check metrics` must accept the text outputs.
@@ -13,18 +13,21 @@ use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
 use diskprobe_exporter::probe::engine::EngineKind;
-use diskprobe_exporter::probe::measurement::{Measurement, new_latency_histogram};
+use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Two targets: one with two runs of QD1 reads (latencies spread over three doublings, one slow
-/// I/O) and a failed QD32 run, one that never ran (empty histograms).
+/// Three targets: one with two runs of QD1 reads (latencies spread over three doublings, one slow
+/// I/O) and a failed QD32 run, one that never ran (empty histograms), and one with a run of
+/// etcd-wal (writes and their syncs, recorded apart).
 fn families(layout: &ClassicBuckets) -> Vec<Family> {
     let config = Config::from_toml(
         "[[targets]]\nname = \"nvme\"\npath = \"/dev/nvme0n1\"\nprofiles = [\"randread-4k-qd1\", \"randread-4k-qd32\"]\n\
-         [[targets]]\nname = \"idle\"\npath = \"/srv/probe.dat\"\nprofiles = [\"randread-4k-qd1\"]\n",
+         [[targets]]\nname = \"idle\"\npath = \"/srv/probe.dat\"\nprofiles = [\"randread-4k-qd1\"]\n\
+         [[targets]]\nname = \"etcd\"\npath = \"/var/lib/etcd/probe.dat\"\nallow_writes = true\n\
+         profiles = [\"etcd-wal\"]\n",
         Path::new("golden.toml"),
     )
     .unwrap();
@@ -39,7 +42,18 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             device: "nvme0n1".into(),
             parent: String::new(),
             kind: "block_device".into(),
-            fstype: String::new(),
+            ..TargetInfo::default()
+        },
+    );
+    // The scheduler labels every target before its series are exported.
+    store.set_info(
+        &specs[1],
+        TargetInfo {
+            path: "/srv/probe.dat".into(),
+            kind: "file".into(),
+            fstype: "tmpfs".into(),
+            cache: "memory".into(),
+            ..TargetInfo::default()
         },
     );
     for run in 0..2u64 {
@@ -56,10 +70,8 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             elapsed: Duration::from_millis(250),
             errors: 0,
             first_error: None,
-            timed_out: false,
-            cancelled: false,
-            yielded: false,
             latency_ns: h,
+            ..Measurement::empty(EngineKind::IoUring)
         };
         store.record(
             &specs[0],
@@ -81,6 +93,51 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         RunOutcome::Failed {
             error: "open: permission denied".into(),
             duration: Duration::from_millis(1),
+        },
+    );
+    store.set_info(
+        &specs[2],
+        TargetInfo {
+            path: "/var/lib/etcd/probe.dat".into(),
+            device: "nvme1n1".into(),
+            kind: "file".into(),
+            fstype: "ext4".into(),
+            ..TargetInfo::default()
+        },
+    );
+    let (mut writes, mut syncs) = (new_latency_histogram(), new_latency_histogram());
+    for i in 0..400u64 {
+        // Buffered writes of 3 .. 11 µs; syncs of 250 µs .. 1.05 ms and one of 14 ms.
+        writes.record(3_000 + (i * 37) % 8_000).unwrap();
+        syncs
+            .record(if i == 200 {
+                14_000_000
+            } else {
+                250_000 + (i * i * 11) % 800_000
+            })
+            .unwrap();
+    }
+    store.record(
+        &specs[2],
+        "etcd-wal",
+        RunOutcome::Ran {
+            result: Box::new(Measurement {
+                engine: EngineKind::Psync,
+                ios: 400,
+                bytes: 400 * 2300,
+                elapsed: Duration::from_millis(200),
+                errors: 0,
+                first_error: None,
+                latency_ns: writes,
+                syncs: Some(Syncs {
+                    count: 400,
+                    latency_ns: syncs,
+                }),
+                ..Measurement::empty(EngineKind::Psync)
+            }),
+            duration: Duration::from_millis(230),
+            // A durability run is not watched: no cost is charged.
+            cost: RunCost::default(),
         },
     );
     let mut out = Vec::new();

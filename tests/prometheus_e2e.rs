@@ -6,7 +6,8 @@
 //! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
 //! classic part of a histogram that has native buckets). In each of them:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
-//!   (a number, or a histogram with observations), and no query is rejected;
+//!   (a number, or a histogram with observations) for the probed target or for a second one
+//!   running etcd-wal on a probe file in /dev/shm (the durability row), and no query is rejected;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
@@ -322,15 +323,21 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A durability target for the dashboards' sync panels: etcd-wal on a probe file in memory
+    // (its fdatasync costs nothing, and takes nothing from the machine's disk).
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let config = dir.path().join("agent.toml");
     std::fs::write(
         &config,
         format!(
             "[diskstats]\ndevice_include = \"^{}$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
              jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
-             profiles = [\"randread-4k-qd1\"]\n",
+             profiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
+             allow_writes = true\nprofiles = [\"etcd-wal\"]\n",
             dev.name,
-            dev.path.display()
+            dev.path.display(),
+            shm.path().join("probe.dat").display()
         ),
     )
     .unwrap();
@@ -387,9 +394,17 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         ("profile", "randread-4k-qd1".to_owned()),
         ("device", dev.name.clone()),
     ];
+    // The durability row's panels have data for the durability target.
+    let sync_vars = [
+        ("job", "diskprobe".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-sync".to_owned()),
+        ("profile", "etcd-wal".to_owned()),
+        ("device", dev.name.clone()),
+    ];
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
-        let (found, checked) = dashboard_problems(prom, *setup, &[&vars]);
+        let (found, checked) = dashboard_problems(prom, *setup, &[&vars, &sync_vars]);
         assert!(checked >= 25, "only {checked} panels and variables found");
         problems.extend(found);
     }

@@ -259,7 +259,8 @@ impl Collector for DiskstatsCollector {
                 let probed = |name: &str| {
                     targets
                         .values()
-                        .any(|t| t.info.device == name || t.info.parent == name)
+                        .filter_map(|t| t.info.as_ref())
+                        .any(|i| i.device == name || i.parent == name)
                 };
                 parsed
                     .devices

@@ -1,4 +1,6 @@
-//! `diskprobe_probe_*`, `diskprobe_io_*`, `diskprobe_target_info`, `diskprobe_profile_info` and
+//! `diskprobe_probe_*`, `diskprobe_io_*`, the sync series of profiles that sync
+//! (`diskprobe_probe_sync_latency_seconds`, `diskprobe_syncs_total`,
+//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info`, `diskprobe_profile_info` and
 //! `diskprobe_engine_info`: the results of probe runs, read from [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
@@ -95,11 +97,31 @@ impl Collector for ProbesCollector {
         );
         let mut histogram = Family::histogram(
             "diskprobe_io_latency_seconds",
-            "Per-I/O latency of probe I/Os since the agent started (completion minus submission, or minus the intended issue time for rate-capped profiles).",
+            "Per-I/O latency of probe I/Os since the agent started (completion minus submission, as fio's lat; for a rate-capped I/O the device held back, minus its intended issue time).",
+        );
+        let mut stuck_ios = Family::gauge(
+            "diskprobe_probe_stuck_ios",
+            "I/Os of the last run that the kernel still holds after the run gave up on them (a hung device); no run starts on the device until they complete.",
+        );
+        let mut stuck_age = Family::gauge(
+            "diskprobe_probe_stuck_io_age_seconds",
+            "How long ago the oldest of the stuck I/Os was issued; 0 when none is stuck.",
+        );
+        let mut sync_latency = Family::gauge(
+            "diskprobe_probe_sync_latency_seconds",
+            "Profiles with fsync or fdatasync: exact per-sync latency statistics of the last run (from its HdrHistogram), recorded apart from its writes; stat as for diskprobe_probe_latency_seconds.",
+        );
+        let mut syncs = Family::counter(
+            "diskprobe_syncs_total",
+            "Profiles with fsync or fdatasync: syncs completed by probes since the agent started.",
+        );
+        let mut sync_histogram = Family::histogram(
+            "diskprobe_sync_latency_seconds",
+            "Profiles with fsync or fdatasync: per-sync latency (submission of the fsync or fdatasync to its completion) since the agent started.",
         );
         let mut target_info = Family::gauge(
             "diskprobe_target_info",
-            "Where each target lives; the value is always 1.",
+            "Where each target lives, and what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty); the value is always 1.",
         );
         let mut interval = Family::gauge(
             "diskprobe_target_interval_seconds",
@@ -113,7 +135,8 @@ impl Collector for ProbesCollector {
 
         self.results.read(|targets| {
             for (name, target) in targets {
-                let info = &target.info;
+                // Exported once the target's device is known (see TargetSeries::info).
+                let Some(info) = &target.info else { continue };
                 target_info.push(
                     &labels(&[
                         ("target", name),
@@ -122,6 +145,7 @@ impl Collector for ProbesCollector {
                         ("parent", &info.parent),
                         ("kind", &info.kind),
                         ("fstype", &info.fstype),
+                        ("cache", &info.cache),
                         ("rule", target.spec.rule.as_deref().unwrap_or("")),
                     ]),
                     1.0,
@@ -163,7 +187,13 @@ impl Collector for ProbesCollector {
                     busy.push(&l, s.busy_seconds);
                     contended.push(&l, s.contended_seconds);
                     others_in_flight.push(&l, s.others_in_flight_seconds);
+                    stuck_ios.push(&l, s.stuck.count() as f64);
+                    stuck_age.push(&l, s.stuck.oldest_age().as_secs_f64());
                     histogram.push_value(&l, s.latency.to_value());
+                    if let Some(sync) = &s.syncs {
+                        syncs.push(&l, sync.count as f64);
+                        sync_histogram.push_value(&l, sync.latency.to_value());
+                    }
                     let Some(last) = &s.last else { continue };
                     success.push(&l, f64::from(u8::from(last.result == RunStatus::Success)));
                     timestamp.push(&l, last.timestamp);
@@ -176,6 +206,12 @@ impl Collector for ProbesCollector {
                             let with_stat: Labels =
                                 l.iter().cloned().chain([("stat", value.clone())]).collect();
                             latency.push(&with_stat, seconds);
+                        }
+                        let sync_stats = last.sync_latency.iter().flat_map(|l| l.stats());
+                        for (value, (_, seconds)) in STAT_VALUES.iter().zip(sync_stats) {
+                            let with_stat: Labels =
+                                l.iter().cloned().chain([("stat", value.clone())]).collect();
+                            sync_latency.push(&with_stat, seconds);
                         }
                     }
                 }
@@ -202,7 +238,12 @@ impl Collector for ProbesCollector {
             busy,
             contended,
             others_in_flight,
+            stuck_ios,
+            stuck_age,
             histogram,
+            sync_latency,
+            syncs,
+            sync_histogram,
             target_info,
             interval,
             profile_info,

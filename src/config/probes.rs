@@ -9,7 +9,9 @@ use super::SpannedError;
 use super::raw::{RawBusyLimits, RawConfig, RawDefaults, RawProfile, RawTarget};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
-use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
+use crate::probe::profile::{
+    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncCall, SyncEvery,
+};
 use crate::units;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -226,95 +228,191 @@ pub(super) fn custom_profiles(
         }
         let p = table.get_ref();
         let mut profile = match &p.fio {
-            Some(fio_text) => {
-                let explicit = [
-                    p.rw.as_ref().map(|s| s.span()),
-                    p.bs.as_ref().map(|s| s.span()),
-                    p.iodepth.as_ref().map(|s| s.span()),
-                    p.runtime.as_ref().map(|s| s.span()),
-                    p.number_ios.as_ref().map(|s| s.span()),
-                    p.rate_iops.as_ref().map(|s| s.span()),
-                ];
-                if let Some(span) = explicit.into_iter().flatten().next() {
-                    return Err(SpannedError {
-                        span,
-                        message: format!(
-                            "{key}: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops), not both"
-                        ),
-                    });
-                }
-                let profile = fio::parse(fio_text.get_ref())
-                    .map_err(|e| invalid(fio_text, format!("{key}.fio: {e}")))?;
-                if profile.size.is_some() {
-                    return Err(invalid(
-                        fio_text,
-                        format!(
-                            "{key}.fio: -size belongs to the target (size = ...), not to a profile"
-                        ),
-                    ));
-                }
-                profile
-            }
-            None => {
-                let rw = p.rw.as_ref().ok_or_else(|| {
-                    invalid(table, format!("{key}: expected rw = \"randread\" | \"randwrite\" | \"read\" | \"write\" (or a fio string)"))
-                })?;
-                let rw_value = Rw::parse(rw.get_ref()).ok_or_else(|| {
-                    invalid(
-                        rw,
-                        format!(
-                            "{key}.rw: expected \"randread\", \"randwrite\", \"read\" or \"write\", found {:?}",
-                            rw.get_ref()
-                        ),
-                    )
-                })?;
-                let bs = match &p.bs {
-                    Some(b) => size(&format!("{key}.bs"), b)?,
-                    None => 4096,
-                };
-                if bs == 0 || bs % 512 != 0 || bs > 64 << 20 {
-                    let at = p.bs.as_ref().map(|b| b.span()).unwrap_or(table.span());
-                    return Err(SpannedError {
-                        span: at,
-                        message: format!(
-                            "{key}.bs: expected a multiple of 512 bytes up to 64MiB, found {bs}"
-                        ),
-                    });
-                }
-                Profile {
-                    name: String::new(),
-                    rw: rw_value,
-                    block_size: bs,
-                    iodepth: match &p.iodepth {
-                        Some(q) => positive(&format!("{key}.iodepth"), q, 4096)? as u32,
-                        None => 1,
-                    },
-                    runtime: p
-                        .runtime
-                        .as_ref()
-                        .map(|r| duration(&format!("{key}.runtime"), r))
-                        .transpose()?,
-                    number_ios: p
-                        .number_ios
-                        .as_ref()
-                        .map(|n| positive(&format!("{key}.number_ios"), n, i64::MAX))
-                        .transpose()?,
-                    rate_iops: p
-                        .rate_iops
-                        .as_ref()
-                        .map(|r| {
-                            positive(&format!("{key}.rate_iops"), r, i64::from(MAX_RATE_IOPS))
-                                .map(|v| v as u32)
-                        })
-                        .transpose()?,
-                    size: None,
-                }
-            }
+            Some(fio_text) => fio_profile(&key, p, fio_text)?,
+            None => explicit_profile(&key, table)?,
         };
         profile.name = name.get_ref().clone();
         out.insert(name.get_ref().clone(), profile);
     }
     Ok(out)
+}
+
+/// A `[profiles.NAME]` given as a fio option string; `key` is `profiles.NAME`.
+fn fio_profile(
+    key: &str,
+    p: &RawProfile,
+    fio_text: &Spanned<String>,
+) -> Result<Profile, SpannedError> {
+    let explicit = [
+        p.rw.as_ref().map(|s| s.span()),
+        p.bs.as_ref().map(|s| s.span()),
+        p.iodepth.as_ref().map(|s| s.span()),
+        p.runtime.as_ref().map(|s| s.span()),
+        p.number_ios.as_ref().map(|s| s.span()),
+        p.rate_iops.as_ref().map(|s| s.span()),
+        p.fsync.as_ref().map(|s| s.span()),
+        p.fdatasync.as_ref().map(|s| s.span()),
+        p.sync.as_ref().map(|s| s.span()),
+        p.direct.as_ref().map(|s| s.span()),
+    ];
+    if let Some(span) = explicit.into_iter().flatten().next() {
+        return Err(SpannedError {
+            span,
+            message: format!(
+                "{key}: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops, fsync, fdatasync, sync, direct), not both"
+            ),
+        });
+    }
+    let profile =
+        fio::parse(fio_text.get_ref()).map_err(|e| invalid(fio_text, format!("{key}.fio: {e}")))?;
+    if profile.size.is_some() {
+        return Err(invalid(
+            fio_text,
+            format!("{key}.fio: -size belongs to the target (size = ...), not to a profile"),
+        ));
+    }
+    Ok(profile)
+}
+
+/// A `[profiles.NAME]` given as explicit keys; `key` is `profiles.NAME`.
+fn explicit_profile(key: &str, table: &Spanned<RawProfile>) -> Result<Profile, SpannedError> {
+    let p = table.get_ref();
+    let rw = p.rw.as_ref().ok_or_else(|| {
+        invalid(
+            table,
+            format!(
+                "{key}: expected rw = \"randread\" | \"randwrite\" | \"read\" | \"write\" (or a fio string)"
+            ),
+        )
+    })?;
+    let rw_value = Rw::parse(rw.get_ref()).ok_or_else(|| {
+        invalid(
+            rw,
+            format!(
+                "{key}.rw: expected \"randread\", \"randwrite\", \"read\" or \"write\", found {:?}",
+                rw.get_ref()
+            ),
+        )
+    })?;
+    let durability = durability(key, p)?;
+    let bs = match &p.bs {
+        Some(b) => size(&format!("{key}.bs"), b)?,
+        None => 4096,
+    };
+    let unit = if durability.direct { 512 } else { 1 };
+    if bs == 0 || bs % unit != 0 || bs > 64 << 20 {
+        let at = p.bs.as_ref().map(|b| b.span()).unwrap_or(table.span());
+        let expected = if durability.direct {
+            "a multiple of 512 bytes up to 64MiB (O_DIRECT; direct = false for buffered writes of any size)"
+        } else {
+            "1 byte to 64MiB"
+        };
+        return Err(SpannedError {
+            span: at,
+            message: format!("{key}.bs: expected {expected}, found {bs}"),
+        });
+    }
+    let profile = Profile {
+        name: String::new(),
+        rw: rw_value,
+        block_size: bs,
+        iodepth: match &p.iodepth {
+            Some(q) => positive(&format!("{key}.iodepth"), q, 4096)? as u32,
+            None => 1,
+        },
+        runtime: p
+            .runtime
+            .as_ref()
+            .map(|r| duration(&format!("{key}.runtime"), r))
+            .transpose()?,
+        number_ios: p
+            .number_ios
+            .as_ref()
+            .map(|n| positive(&format!("{key}.number_ios"), n, i64::MAX))
+            .transpose()?,
+        rate_iops: p
+            .rate_iops
+            .as_ref()
+            .map(|r| {
+                positive(&format!("{key}.rate_iops"), r, i64::from(MAX_RATE_IOPS)).map(|v| v as u32)
+            })
+            .transpose()?,
+        size: None,
+        durability,
+    };
+    profile.check_durability().map_err(|e| {
+        let span = match e.key() {
+            "fsync" => p.fsync.as_ref().map(|v| v.span()),
+            "fdatasync" => p.fdatasync.as_ref().map(|v| v.span()),
+            "sync" => p.sync.as_ref().map(|v| v.span()),
+            "direct" => p.direct.as_ref().map(|v| v.span()),
+            _ => p.iodepth.as_ref().map(|v| v.span()),
+        };
+        SpannedError {
+            span: span.unwrap_or(table.span()),
+            message: format!("{key}.{}: {e}", e.key()),
+        }
+    })?;
+    Ok(profile)
+}
+
+/// `fsync`, `fdatasync`, `sync` and `direct` of a `[profiles.NAME]` table (fio's meanings).
+fn durability(key: &str, p: &RawProfile) -> Result<Durability, SpannedError> {
+    let every = |name: &str, v: &Option<Spanned<i64>>| -> Result<Option<u32>, SpannedError> {
+        let Some(v) = v else { return Ok(None) };
+        let n = *v.get_ref();
+        match u32::try_from(n) {
+            Ok(0) => Ok(None),
+            Ok(n) => Ok(Some(n)),
+            Err(_) => Err(invalid(
+                v,
+                format!(
+                    "{key}.{name}: expected a whole number of writes between two syncs from 0 (none) to {}, found {n}",
+                    u32::MAX
+                ),
+            )),
+        }
+    };
+    let sync_every = match (every("fsync", &p.fsync)?, every("fdatasync", &p.fdatasync)?) {
+        (Some(_), Some(_)) => {
+            let at = p.fdatasync.as_ref().map(|v| v.span()).unwrap_or_default();
+            return Err(SpannedError {
+                span: at,
+                message: format!("{key}.fdatasync: {}", DurabilityError::BothSyncCalls),
+            });
+        }
+        (Some(every), None) => Some(SyncEvery {
+            call: SyncCall::Fsync,
+            every,
+        }),
+        (None, Some(every)) => Some(SyncEvery {
+            call: SyncCall::Fdatasync,
+            every,
+        }),
+        (None, None) => None,
+    };
+    let open_sync = match &p.sync {
+        None => None,
+        Some(v) => match v.get_ref().as_str() {
+            "dsync" => Some(OpenSync::Dsync),
+            "sync" => Some(OpenSync::Sync),
+            "none" => None,
+            other => {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "{key}.sync: expected \"dsync\" (O_DSYNC), \"sync\" (O_SYNC) or \"none\", found {other:?}"
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(Durability {
+        direct: p.direct.as_ref().is_none_or(|d| *d.get_ref()),
+        sync_every,
+        open_sync,
+        fresh_space: false,
+    })
 }
 
 /// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`.
@@ -407,6 +505,38 @@ fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
             format!("{key}: expected a fraction from 0 to 0.5, found {x}"),
         ))
     }
+}
+
+/// Whether `path` is a block device now (a path that does not exist yet is not).
+fn is_block_device(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// A write profile on a block device: needs `allow_device_writes`, and space of its own to
+/// preallocate is a probe file's only.
+fn device_write_check(
+    key: &str,
+    span: std::ops::Range<usize>,
+    p: &Profile,
+    path: &std::path::Path,
+    allow_device_writes: bool,
+) -> Result<(), SpannedError> {
+    let name = &p.name;
+    let message = if !allow_device_writes {
+        format!(
+            "{key}: profile {name:?} writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
+            path.display()
+        )
+    } else if p.durability.fresh_space {
+        format!(
+            "{key}: profile {name:?} writes into space it preallocates in a probe file, and {} is a block device (write-4k-qd1-fdatasync syncs on a device)",
+            path.display()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(SpannedError { span, message })
 }
 
 /// Validates one target; `prefix` names it in messages (`targets[0]`, or `discover[0]` for the
@@ -519,6 +649,15 @@ pub(super) fn target(
                     key("profiles")
                 ),
             });
+        }
+        if p.rw.is_write() && is_block_device(&path) {
+            device_write_check(
+                &key("profiles"),
+                span.clone(),
+                &p,
+                &path,
+                allow_device_writes,
+            )?;
         }
         if p.runtime.is_none() && p.number_ios.is_none() {
             p.runtime = Some(runtime);

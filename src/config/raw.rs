@@ -159,6 +159,14 @@ pub struct RawProfile {
     pub number_ios: Option<Spanned<i64>>,
     /// Cap on I/Os per second.
     pub rate_iops: Option<Spanned<i64>>,
+    /// `fsync` after every N writes (fio's `fsync=N`; 0: none).
+    pub fsync: Option<Spanned<i64>>,
+    /// `fdatasync` after every N writes (fio's `fdatasync=N`; 0: none).
+    pub fdatasync: Option<Spanned<i64>>,
+    /// `dsync` (O_DSYNC), `sync` (O_SYNC) or `none` (fio's `sync=`).
+    pub sync: Option<Spanned<String>>,
+    /// `false`: buffered writes through the page cache (fio's `direct=0`).
+    pub direct: Option<Spanned<bool>>,
 }
 
 /// One `[[discover]]` rule: which block devices or mounts become targets, and the settings those

@@ -4,7 +4,7 @@
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
 use crate::probe::measurement::{LatencySummary, Measurement};
-use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, Profile};
+use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, OpenSync, Profile, SyncCall};
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
 use clap::{Args, ValueEnum};
@@ -103,6 +103,14 @@ pub struct RunRecord {
     pub iodepth: u32,
     /// Rate cap, when set.
     pub rate_iops: Option<u32>,
+    /// O_DIRECT (true) or buffered writes (fio's `direct`).
+    pub direct: bool,
+    /// `fsync` after every N writes, when set.
+    pub fsync: Option<u32>,
+    /// `fdatasync` after every N writes, when set.
+    pub fdatasync: Option<u32>,
+    /// `dsync` (O_DSYNC) or `sync` (O_SYNC), when set.
+    pub sync: Option<&'static str>,
     /// Engine that ran the I/O.
     pub engine: Option<&'static str>,
     /// Completed I/Os.
@@ -115,8 +123,17 @@ pub struct RunRecord {
     pub iops: f64,
     /// Bytes per second.
     pub bandwidth_bytes_per_second: f64,
-    /// Per-I/O latency.
+    /// Per-I/O latency (for rate-capped I/Os the device held back, from their due time).
     pub latency_seconds: LatencySummary,
+    /// Rate-capped profiles: per-I/O latency from submission (fio's `lat`); null otherwise.
+    pub submission_latency_seconds: Option<LatencySummary>,
+    /// Rate-capped profiles: I/Os the device held back past their due time; null otherwise.
+    pub held_back_ios: Option<u64>,
+    /// Profiles with `fsync`/`fdatasync`: syncs completed; null otherwise.
+    pub syncs: Option<u64>,
+    /// Profiles with `fsync`/`fdatasync`: per-sync latency (fio's `sync` section); null
+    /// otherwise.
+    pub sync_latency_seconds: Option<LatencySummary>,
     /// Failed I/Os.
     pub io_errors: u64,
     /// The hard timeout ended the run.
@@ -141,6 +158,10 @@ impl RunRecord {
             block_size: profile.block_size,
             iodepth: profile.iodepth,
             rate_iops: profile.rate_iops,
+            direct: profile.durability.direct,
+            fsync: sync_every(profile, SyncCall::Fsync),
+            fdatasync: sync_every(profile, SyncCall::Fdatasync),
+            sync: profile.durability.open_sync.map(OpenSync::as_str),
             engine: None,
             ios: 0,
             bytes: 0,
@@ -148,6 +169,10 @@ impl RunRecord {
             iops: 0.0,
             bandwidth_bytes_per_second: 0.0,
             latency_seconds: LatencySummary::default(),
+            submission_latency_seconds: None,
+            held_back_ios: None,
+            syncs: None,
+            sync_latency_seconds: None,
             io_errors: 0,
             timed_out: false,
             warnings: open.map(|t| t.warnings.clone()).unwrap_or_default(),
@@ -163,10 +188,23 @@ impl RunRecord {
         self.iops = r.iops();
         self.bandwidth_bytes_per_second = r.bandwidth();
         self.latency_seconds = r.latency_summary();
+        self.submission_latency_seconds = r.submission_latency_summary();
+        self.held_back_ios = r.submission_latency_ns.as_ref().map(|_| r.held_back);
+        self.syncs = r.syncs.as_ref().map(|s| s.count);
+        self.sync_latency_seconds = r.sync_latency_summary();
         self.io_errors = r.errors;
         self.timed_out = r.timed_out;
         self.error = r.failure();
     }
+}
+
+/// N of a profile that calls `call` after every N writes.
+fn sync_every(profile: &Profile, call: SyncCall) -> Option<u32> {
+    profile
+        .durability
+        .sync_every
+        .filter(|s| s.call == call)
+        .map(|s| s.every)
 }
 
 /// Resolves the profiles to run: named built-ins, fio strings, or the read-only defaults.
@@ -323,15 +361,27 @@ fn human(value: f64) -> String {
 
 /// fio-like summary of one run.
 pub fn table(r: &RunRecord) -> String {
+    let mut options = String::new();
+    if let Some(n) = r.rate_iops {
+        options += &format!(", rate_iops={n}");
+    }
+    if !r.direct {
+        options += ", direct=0";
+    }
+    for (key, n) in [("fsync", r.fsync), ("fdatasync", r.fdatasync)] {
+        if let Some(n) = n {
+            options += &format!(", {key}={n}");
+        }
+    }
+    if let Some(sync) = r.sync {
+        options += &format!(", sync={sync}");
+    }
     let mut out = format!(
-        "{}: (rw={}, bs={}, iodepth={}{}, engine={}) target={} device={}\n",
+        "{}: (rw={}, bs={}, iodepth={}{options}, engine={}) target={} device={}\n",
         r.profile,
         r.rw,
         r.block_size,
         r.iodepth,
-        r.rate_iops
-            .map(|n| format!(", rate_iops={n}"))
-            .unwrap_or_default(),
         r.engine.unwrap_or("-"),
         r.target,
         r.device.as_deref().unwrap_or("-"),
@@ -369,6 +419,23 @@ pub fn table(r: &RunRecord) -> String {
             us(l.p999),
             us(l.p9999)
         );
+        if let (Some(syncs), Some(l)) = (r.syncs, &r.sync_latency_seconds) {
+            out += &format!("  fsync/fdatasync: syncs={syncs}\n");
+            out += &format!(
+                "    sync (usec): min={:.0}, max={:.0}, avg={:.2}\n",
+                us(l.min),
+                us(l.max),
+                us(l.mean)
+            );
+            out += &format!(
+                "    sync percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}], 99.99th=[{:.0}]\n",
+                us(l.p50),
+                us(l.p90),
+                us(l.p99),
+                us(l.p999),
+                us(l.p9999)
+            );
+        }
         out += &format!("  ios={}, errors={}\n", r.ios, r.io_errors);
     }
     if let Some(err) = &r.error {

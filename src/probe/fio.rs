@@ -1,12 +1,19 @@
 //! fio-style option strings (`-rw=randread -bs=4k -iodepth=32 -runtime=5s`) → [`Profile`].
 //!
-//! Both `-opt=value` and `--opt=value` are accepted. Only what a single direct-I/O job on one target
-//! means is supported: `rw`, `bs`/`blocksize`, `iodepth`, `runtime`, `size`, `rate_iops`,
-//! `number_ios`, `name`, `direct=1`, `numjobs=1`, `ioengine` (`io_uring`, `libaio`, `psync`,
-//! `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with `--engine`), and
-//! the no-ops `time_based`, `group_reporting`. Anything else is an error that names the option.
+//! Both `-opt=value` and `--opt=value` are accepted. Only what a single job on one target means is
+//! supported: `rw`, `bs`/`blocksize`, `iodepth`, `runtime`, `size`, `rate_iops`, `number_ios`,
+//! `name`, `direct`, `fsync`, `fdatasync`, `sync`, `numjobs=1`, `ioengine` (`io_uring`, `libaio`,
+//! `psync`, `pvsync`, `pvsync2`, `sync`; accepted for compatibility, the engine is chosen with
+//! `--engine`), and the no-ops `time_based`, `group_reporting`. Anything else is an error that
+//! names the option.
+//!
+//! One default differs from fio's: without `direct`, a probe uses O_DIRECT (fio's default is
+//! buffered I/O). A line pasted from a guide that relies on fio's default with a block size
+//! O_DIRECT cannot do (etcd's `--bs=2300`) is refused with the advice to add `-direct=0`.
 
-use crate::probe::profile::{MAX_RATE_IOPS, Profile, Rw};
+use crate::probe::profile::{
+    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncCall, SyncEvery,
+};
 use crate::units;
 use std::time::Duration;
 
@@ -32,33 +39,29 @@ pub enum FioError {
     /// An option required to form a probe is absent.
     #[error("fio options lack {0}")]
     Missing(&'static str),
+    /// An option that names the file or directory fio would use: a probe's target is configured
+    /// apart from its profile.
+    #[error(
+        "fio option {0:?}: the target is not part of a profile (set path in [[targets]], or --target in one-shot mode)"
+    )]
+    TargetOption(String),
+    /// A block size O_DIRECT cannot do, in a line that leaves `direct` at our default.
+    #[error(
+        "fio option bs={0}: O_DIRECT needs a multiple of 512 bytes; probes use O_DIRECT unless told otherwise, fio's default is buffered I/O: add -direct=0 to run this job buffered, as fio does"
+    )]
+    BlockSizeNeedsBuffered(u64),
+    /// Durability options that do not fit the rest of the job.
+    #[error("fio options: {0}")]
+    Durability(#[from] DurabilityError),
 }
 
 /// Parses a fio option string into a profile. `rw` and `bs` are required; `iodepth` defaults to 1
 /// (as in fio); without `runtime` and `number_ios`, the caller's default runtime applies. The name
 /// defaults to the canonical `<rw>-<bs>-qd<N>`.
 pub fn parse(options: &str) -> Result<Profile, FioError> {
-    let mut rw = None;
-    let mut block_size = None;
-    let mut iodepth = 1u32;
-    let mut runtime: Option<Duration> = None;
-    let mut number_ios = None;
-    let mut rate_iops = None;
-    let mut size = None;
-    let mut name = None;
-
+    let mut job = Job::default();
     for word in options.split_whitespace() {
-        let body = word
-            .strip_prefix("--")
-            .or_else(|| word.strip_prefix('-'))
-            .ok_or_else(|| FioError::Syntax(word.to_owned()))?;
-        let (option, value) = match body.split_once('=') {
-            Some((o, v)) => (o, Some(v)),
-            None => (body, None),
-        };
-        if option.is_empty() {
-            return Err(FioError::Syntax(word.to_owned()));
-        }
+        let (option, value) = split_word(word)?;
         let bad = |reason: &str| FioError::Value {
             option: option.to_owned(),
             value: value.unwrap_or("").to_owned(),
@@ -72,104 +75,220 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
             }
         }
         let value = value.ok_or_else(|| bad("a value is required"))?;
+        job.set(option, value).map_err(|reason| match reason {
+            Reject::Unsupported if matches!(option, "filename" | "directory") => {
+                FioError::TargetOption(option.to_owned())
+            }
+            Reject::Unsupported => FioError::Unsupported(option.to_owned()),
+            Reject::Value(reason) => bad(&reason),
+        })?;
+    }
+    job.into_profile()
+}
+
+/// `-opt=value` / `--opt=value` → `(opt, Some(value))`; `-opt` → `(opt, None)`.
+fn split_word(word: &str) -> Result<(&str, Option<&str>), FioError> {
+    let body = word
+        .strip_prefix("--")
+        .or_else(|| word.strip_prefix('-'))
+        .ok_or_else(|| FioError::Syntax(word.to_owned()))?;
+    let (option, value) = match body.split_once('=') {
+        Some((o, v)) => (o, Some(v)),
+        None => (body, None),
+    };
+    if option.is_empty() {
+        return Err(FioError::Syntax(word.to_owned()));
+    }
+    Ok((option, value))
+}
+
+/// Why [`Job::set`] refused an option.
+enum Reject {
+    /// Not an option we know.
+    Unsupported,
+    /// A value we cannot use, and what is expected instead.
+    Value(String),
+}
+
+impl From<&str> for Reject {
+    fn from(reason: &str) -> Reject {
+        Reject::Value(reason.to_owned())
+    }
+}
+
+/// The options of one fio job, as they are read.
+struct Job {
+    rw: Option<Rw>,
+    block_size: Option<u64>,
+    iodepth: u32,
+    runtime: Option<Duration>,
+    number_ios: Option<u64>,
+    rate_iops: Option<u32>,
+    size: Option<u64>,
+    name: Option<String>,
+    /// `direct`, when given (our default is O_DIRECT, fio's is buffered).
+    direct: Option<bool>,
+    /// `fsync=N` / `fdatasync=N` with N > 0.
+    fsync: Option<u32>,
+    fdatasync: Option<u32>,
+    open_sync: Option<OpenSync>,
+}
+
+impl Default for Job {
+    fn default() -> Job {
+        Job {
+            rw: None,
+            block_size: None,
+            iodepth: 1,
+            runtime: None,
+            number_ios: None,
+            rate_iops: None,
+            size: None,
+            name: None,
+            direct: None,
+            fsync: None,
+            fdatasync: None,
+            open_sync: None,
+        }
+    }
+}
+
+impl Job {
+    /// Sets `option` to `value`.
+    fn set(&mut self, option: &str, value: &str) -> Result<(), Reject> {
+        let positive = |n: u64| (n > 0).then_some(n).ok_or(Reject::from("must be positive"));
         match option {
             "rw" | "readwrite" => {
-                rw = Some(Rw::parse(value).ok_or_else(|| {
-                    bad("supported: randread, randwrite, read, write (mixed workloads are not)")
-                })?);
+                self.rw = Some(Rw::parse(value).ok_or(Reject::from(
+                    "supported: randread, randwrite, read, write (mixed workloads are not)",
+                ))?);
             }
             "bs" | "blocksize" => {
-                let bs = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
-                if bs == 0 || bs % 512 != 0 {
-                    return Err(bad("must be a non-zero multiple of 512 bytes"));
+                let bs = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
+                // Whether it must be a multiple of 512 depends on `direct`, which may follow.
+                if bs == 0 {
+                    return Err("must be positive".into());
                 }
                 if bs > u64::from(u32::MAX) {
-                    return Err(bad("must be below 4 GiB"));
+                    return Err("must be below 4 GiB".into());
                 }
-                block_size = Some(bs);
+                self.block_size = Some(bs);
             }
             "iodepth" => {
-                iodepth = value
+                self.iodepth = value
                     .parse::<u32>()
                     .ok()
                     .filter(|d| (1..=4096).contains(d))
-                    .ok_or_else(|| bad("must be an integer from 1 to 4096"))?;
+                    .ok_or(Reject::from("must be an integer from 1 to 4096"))?;
             }
             "runtime" => {
-                let d = units::parse_fio_duration(value).map_err(|e| bad(&e.to_string()))?;
+                let d =
+                    units::parse_fio_duration(value).map_err(|e| Reject::Value(e.to_string()))?;
                 if d.is_zero() {
-                    return Err(bad("must be positive"));
+                    return Err("must be positive".into());
                 }
-                runtime = Some(d);
+                self.runtime = Some(d);
             }
             "number_ios" => {
-                number_ios = Some(
-                    value
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| bad("must be a positive integer"))?,
-                );
+                let n = value
+                    .parse::<u64>()
+                    .map_err(|_| "must be a positive integer")?;
+                self.number_ios = Some(positive(n).map_err(|_| "must be a positive integer")?);
             }
             "rate_iops" => {
-                rate_iops = Some(
+                self.rate_iops = Some(
                     value
                         .parse::<u32>()
                         .ok()
                         .filter(|n| (1..=MAX_RATE_IOPS).contains(n))
                         .ok_or_else(|| {
-                            bad(&format!(
+                            Reject::Value(format!(
                                 "must be an integer from 1 to {MAX_RATE_IOPS} (one value, no read,write pair)"
                             ))
                         })?,
                 );
             }
             "size" => {
-                let s = units::parse_size(value).map_err(|e| bad(&e.to_string()))?;
-                if s == 0 {
-                    return Err(bad("must be positive"));
-                }
-                size = Some(s);
+                let s = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
+                self.size = Some(positive(s)?);
             }
             "name" => {
                 if value.is_empty() {
-                    return Err(bad("must not be empty"));
+                    return Err("must not be empty".into());
                 }
-                name = Some(value.to_owned());
+                self.name = Some(value.to_owned());
             }
             "direct" => {
-                if value != "1" {
-                    return Err(bad(
-                        "only direct=1 is supported: probes always use O_DIRECT",
-                    ));
-                }
+                self.direct = Some(match value {
+                    "1" => true,
+                    "0" => false,
+                    _ => return Err("expected 1 (O_DIRECT) or 0 (buffered)".into()),
+                });
             }
-            "numjobs" => {
-                if value != "1" {
-                    return Err(bad(
-                        "only numjobs=1 is supported: use iodepth for concurrency",
-                    ));
-                }
+            "fsync" | "fdatasync" => {
+                // fio's meaning: a sync after every N writes; 0 (fio's default) is none.
+                let n = value
+                    .parse::<u32>()
+                    .map_err(|_| "expected a whole number of writes between two syncs (0: none)")?;
+                let slot = if option == "fsync" {
+                    &mut self.fsync
+                } else {
+                    &mut self.fdatasync
+                };
+                *slot = (n > 0).then_some(n);
             }
-            "ioengine" => {
-                if !matches!(
-                    value,
-                    "io_uring" | "libaio" | "psync" | "pvsync" | "pvsync2" | "sync"
-                ) {
-                    return Err(bad(
-                        "supported: io_uring, libaio, psync, pvsync, pvsync2, sync (the engine itself is chosen with --engine)",
-                    ));
-                }
+            "sync" => {
+                self.open_sync = match value {
+                    "none" | "0" => None,
+                    "sync" | "1" => Some(OpenSync::Sync),
+                    "dsync" => Some(OpenSync::Dsync),
+                    _ => return Err("expected none, 0, sync, 1 or dsync".into()),
+                };
             }
-            other => return Err(FioError::Unsupported(other.to_owned())),
+            other => return check_fixed(other, value),
         }
+        Ok(())
     }
 
-    let rw = rw.ok_or(FioError::Missing("-rw="))?;
-    let block_size = block_size.ok_or(FioError::Missing("-bs="))?;
-    if let Some(size) = size
-        && size < block_size
-    {
+    /// The durability settings; the block size must suit O_DIRECT unless `direct=0`.
+    fn durability(&self, block_size: u64) -> Result<Durability, FioError> {
+        let direct = self.direct.unwrap_or(true);
+        if direct && !block_size.is_multiple_of(512) {
+            return Err(match self.direct {
+                None => FioError::BlockSizeNeedsBuffered(block_size),
+                Some(_) => FioError::Value {
+                    option: "bs".to_owned(),
+                    value: block_size.to_string(),
+                    reason: "must be a multiple of 512 bytes with direct=1 (O_DIRECT)".to_owned(),
+                },
+            });
+        }
+        let sync_every = match (self.fsync, self.fdatasync) {
+            (Some(_), Some(_)) => return Err(DurabilityError::BothSyncCalls.into()),
+            (Some(every), None) => Some(SyncEvery {
+                call: SyncCall::Fsync,
+                every,
+            }),
+            (None, Some(every)) => Some(SyncEvery {
+                call: SyncCall::Fdatasync,
+                every,
+            }),
+            (None, None) => None,
+        };
+        Ok(Durability {
+            direct,
+            sync_every,
+            open_sync: self.open_sync,
+            fresh_space: false,
+        })
+    }
+
+    /// The profile; `rw` and `bs` must have been given, and `size` hold one block.
+    fn into_profile(self) -> Result<Profile, FioError> {
+        let rw = self.rw.ok_or(FioError::Missing("-rw="))?;
+        let block_size = self.block_size.ok_or(FioError::Missing("-bs="))?;
+        if let Some(size) = self.size
+            && size < block_size
         {
             return Err(FioError::Value {
                 option: "size".to_owned(),
@@ -177,17 +296,67 @@ pub fn parse(options: &str) -> Result<Profile, FioError> {
                 reason: format!("smaller than the block size {block_size}"),
             });
         }
+        let durability = self.durability(block_size)?;
+        let profile = Profile {
+            name: self
+                .name
+                .unwrap_or_else(|| default_name(rw, block_size, self.iodepth, &durability)),
+            rw,
+            block_size,
+            iodepth: self.iodepth,
+            runtime: self.runtime,
+            number_ios: self.number_ios,
+            rate_iops: self.rate_iops,
+            size: self.size,
+            durability,
+        };
+        profile.check_durability()?;
+        Ok(profile)
     }
-    Ok(Profile {
-        name: name.unwrap_or_else(|| Profile::canonical_name(rw, block_size, iodepth)),
-        rw,
-        block_size,
-        iodepth,
-        runtime,
-        number_ios,
-        rate_iops,
-        size,
-    })
+}
+
+/// `<rw>-<bs>-qd<N>`, followed by what sets the durability settings apart from the default:
+/// `-buffered`, `-dsync`/`-sync`, `-fsync`/`-fdatasync` (with N when syncing every N > 1 writes).
+fn default_name(rw: Rw, block_size: u64, iodepth: u32, d: &Durability) -> String {
+    let mut name = Profile::canonical_name(rw, block_size, iodepth);
+    if !d.direct {
+        name.push_str("-buffered");
+    }
+    if let Some(open) = d.open_sync {
+        name.push('-');
+        name.push_str(open.as_str());
+    }
+    if let Some(s) = d.sync_every {
+        name.push('-');
+        name.push_str(s.call.as_str());
+        if s.every > 1 {
+            name.push_str(&s.every.to_string());
+        }
+    }
+    name
+}
+
+/// Options accepted only at the value our probes always have (`numjobs=1`), or only for
+/// compatibility (`ioengine`).
+fn check_fixed(option: &str, value: &str) -> Result<(), Reject> {
+    match option {
+        "numjobs" if value != "1" => {
+            Err("only numjobs=1 is supported: use iodepth for concurrency".into())
+        }
+        "ioengine"
+            if !matches!(
+                value,
+                "io_uring" | "libaio" | "psync" | "pvsync" | "pvsync2" | "sync"
+            ) =>
+        {
+            Err(
+                "supported: io_uring, libaio, psync, pvsync, pvsync2, sync (the engine itself is chosen with --engine)"
+                    .into(),
+            )
+        }
+        "numjobs" | "ioengine" => Ok(()),
+        _ => Err(Reject::Unsupported),
+    }
 }
 
 #[cfg(test)]
@@ -227,12 +396,33 @@ mod tests {
     fn errors_name_the_option() {
         let cases = [
             ("-rw=randread -bs=4k -direct=0", "direct"),
+            ("-rw=randread -bs=4k -direct=2", "direct"),
+            ("-rw=write -bs=4k -direct=0", "direct = false without fsync"),
+            (
+                "-rw=read -bs=4k -fdatasync=1",
+                "fdatasync applies to write profiles",
+            ),
+            (
+                "-rw=read -bs=4k -sync=dsync",
+                "sync applies to write profiles",
+            ),
+            ("-rw=write -bs=4k -fdatasync=-1", "fdatasync"),
+            ("-rw=write -bs=4k -fsync=x", "fsync"),
+            ("-rw=write -bs=4k -sync=always", "sync"),
+            (
+                "-rw=write -bs=4k -fsync=1 -fdatasync=1",
+                "fsync and fdatasync",
+            ),
+            ("-rw=write -bs=4k -fdatasync=1 -iodepth=4", "iodepth 4"),
+            ("-rw=write -bs=2300 -direct=1 -fdatasync=1", "bs"),
+            ("-rw=write -bs=4k -directory=/x", "directory"),
+            ("-rw=randread -bs=4k -bs=0", "bs"),
             ("-rw=randread -bs=4k -numjobs=4", "numjobs"),
             ("-rw=randrw -bs=4k", "rw"),
             ("-rw=randread -bs=4k -filename=/dev/sda", "filename"),
             ("-rw=randread -bs=4k -verify=md5", "verify"),
             ("-rw=randread -bs=4x", "bs"),
-            ("-rw=randread -bs=1000", "bs"),
+            ("-rw=randread -bs=1000", "-direct=0"),
             ("-rw=randread -bs=4k -iodepth=0", "iodepth"),
             ("-rw=randread -bs=4k -iodepth=many", "iodepth"),
             ("-rw=randread -bs=4k -runtime=soon", "runtime"),
@@ -250,5 +440,60 @@ mod tests {
             let err = parse(input).expect_err(input).to_string();
             assert!(err.contains(option), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn durability_options() {
+        // etcd's hardware check, pasted as etcd documents it, with -direct=0 added.
+        let etcd = "--rw=write --ioengine=sync --fdatasync=1 --bs=2300 --name=mytest --direct=0";
+        let p = parse(etcd).unwrap();
+        assert_eq!((p.rw, p.block_size, p.iodepth), (Rw::Write, 2300, 1));
+        assert_eq!(
+            p.durability,
+            Durability {
+                direct: false,
+                sync_every: Some(SyncEvery {
+                    call: SyncCall::Fdatasync,
+                    every: 1
+                }),
+                open_sync: None,
+                fresh_space: false,
+            }
+        );
+        // Without -direct=0 (fio's default is buffered, ours O_DIRECT) the error says what to add.
+        let err = parse("--rw=write --ioengine=sync --fdatasync=1 --bs=2300").unwrap_err();
+        assert_eq!(err, FioError::BlockSizeNeedsBuffered(2300));
+        assert!(err.to_string().contains("add -direct=0"), "{err}");
+        // fio's target options are refused with a pointer to where the target is set.
+        let err = parse(&format!("{etcd} --directory=test-data")).unwrap_err();
+        assert!(err.to_string().contains("--target"), "{err}");
+
+        let p = parse("-rw=randwrite -bs=4k -fsync=8").unwrap();
+        assert_eq!(p.name, "randwrite-4k-qd1-fsync8");
+        assert_eq!(
+            p.durability.sync_every,
+            Some(SyncEvery {
+                call: SyncCall::Fsync,
+                every: 8
+            })
+        );
+        assert!(p.durability.direct);
+        let p = parse("-rw=write -bs=4k -fdatasync=1 -direct=1").unwrap();
+        assert_eq!(p.name, "write-4k-qd1-fdatasync");
+        // fio's "no sync" values.
+        let p = parse("-rw=write -bs=4k -fsync=0 -fdatasync=0 -sync=0").unwrap();
+        assert_eq!(p.durability, Durability::default());
+        assert_eq!(p.name, "write-4k-qd1");
+        // O_DSYNC at any depth, buffered or not.
+        let p = parse("-rw=write -bs=16k -iodepth=8 -sync=dsync -direct=0").unwrap();
+        assert_eq!(p.durability.open_sync, Some(OpenSync::Dsync));
+        assert_eq!(p.name, "write-16k-qd8-buffered-dsync");
+        assert_eq!(
+            parse("-rw=write -bs=4k -sync=1")
+                .unwrap()
+                .durability
+                .open_sync,
+            Some(OpenSync::Sync)
+        );
     }
 }

@@ -1,11 +1,13 @@
 //! What one probe run measured: counts, elapsed time and an HdrHistogram of per-I/O latency.
 //!
 //! IOPS and bandwidth are computed as fio computes them: completed I/Os (bytes) divided by the
-//! elapsed time of the run.
+//! elapsed time of the run. The syncs of a profile with `fsync`/`fdatasync` are counted and timed
+//! apart ([`Syncs`]), as fio's `sync` section; its I/Os are its writes.
 
-use crate::probe::engine::EngineKind;
+use crate::probe::engine::{EngineKind, StuckIos};
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Highest latency the histogram tracks (larger values are clamped): one hour.
@@ -43,6 +45,24 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
+    /// The statistics of a histogram of nanoseconds, in seconds; all zero when it is empty.
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        let at = |q| h.value_at_quantile(q) as f64 / 1e9;
+        LatencySummary {
+            min: h.min() as f64 / 1e9,
+            mean: Duration::from_secs_f64(h.mean() / 1e9).as_secs_f64(),
+            max: h.max() as f64 / 1e9,
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+        }
+    }
+
     /// `(stat label, seconds)` in the order they are published: min, mean, the percentiles, max.
     pub fn stats(&self) -> [(&'static str, f64); 8] {
         [
@@ -77,16 +97,59 @@ pub struct Measurement {
     pub timed_out: bool,
     /// The cancellation flag ended the run.
     pub cancelled: bool,
-    /// The run stopped early because it was asked to yield ([`RunOptions::yield_now`]).
-    ///
-    /// [`RunOptions::yield_now`]: crate::probe::engine::RunOptions::yield_now
+    /// The run stopped issuing early because it was asked to yield
+    /// ([`crate::probe::engine::RunOptions::yield_now`]), and drained what was in flight.
     pub yielded: bool,
+    /// I/Os the kernel still held when the run returned (a hung device), shared with the
+    /// engine's leftovers that free the buffers once the kernel lets go of them; `None` when
+    /// every I/O was reaped.
+    pub stuck: Option<Arc<StuckIos>>,
     /// Per-I/O latency in nanoseconds: completion time minus submission time (fio's `lat`), or
-    /// minus the intended issue time for rate-capped profiles.
+    /// minus the intended issue time for rate-capped I/Os that the device held back.
+    pub latency_ns: Histogram<u64>,
+    /// Rate-capped runs only: per-I/O latency from submission for every I/O (fio's `lat` under
+    /// a rate cap), which differs from `latency_ns` in the I/Os the device held back.
+    pub submission_latency_ns: Option<Histogram<u64>>,
+    /// Rate-capped I/Os the device held back (every queue slot busy when they fell due), whose
+    /// latency counts from their due time.
+    pub held_back: u64,
+    /// Profiles with `fsync`/`fdatasync`: the syncs, recorded apart from the writes (fio's
+    /// `sync` section); `None` for every other profile.
+    pub syncs: Option<Syncs>,
+}
+
+/// The syncs of a run: how many completed, and the latency of each from its submission to its
+/// completion, in nanoseconds. A sync that failed is counted in [`Measurement::errors`].
+#[derive(Debug, Clone)]
+pub struct Syncs {
+    /// Syncs completed.
+    pub count: u64,
+    /// Per-sync latency (ns).
     pub latency_ns: Histogram<u64>,
 }
 
 impl Measurement {
+    /// A run of `engine` that did nothing: the base for building one field by field
+    /// (`Measurement { ios: 5, ..Measurement::empty(engine) }`).
+    pub fn empty(engine: EngineKind) -> Measurement {
+        Measurement {
+            engine,
+            ios: 0,
+            bytes: 0,
+            elapsed: Duration::ZERO,
+            errors: 0,
+            first_error: None,
+            timed_out: false,
+            cancelled: false,
+            yielded: false,
+            stuck: None,
+            latency_ns: new_latency_histogram(),
+            submission_latency_ns: None,
+            held_back: 0,
+            syncs: None,
+        }
+    }
+
     /// Completed I/Os per second of elapsed time.
     pub fn iops(&self) -> f64 {
         per_second(self.ios, self.elapsed)
@@ -105,43 +168,21 @@ impl Measurement {
         Duration::from_nanos(self.latency_ns.value_at_quantile(q))
     }
 
-    /// Smallest latency.
-    pub fn latency_min(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(self.latency_ns.min())
-    }
-
-    /// Largest latency.
-    pub fn latency_max(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(self.latency_ns.max())
-    }
-
-    /// Mean latency.
-    pub fn latency_mean(&self) -> Duration {
-        if self.latency_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        Duration::from_secs_f64(self.latency_ns.mean() / 1e9)
-    }
-
     /// Min, mean, percentiles and max of the run's latency.
     pub fn latency_summary(&self) -> LatencySummary {
-        let at = |q| self.latency_at(q).as_secs_f64();
-        LatencySummary {
-            min: self.latency_min().as_secs_f64(),
-            mean: self.latency_mean().as_secs_f64(),
-            max: self.latency_max().as_secs_f64(),
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-            p999: at(0.999),
-            p9999: at(0.9999),
-        }
+        LatencySummary::of(&self.latency_ns)
+    }
+
+    /// Rate-capped runs: the same statistics of the latency from submission.
+    pub fn submission_latency_summary(&self) -> Option<LatencySummary> {
+        self.submission_latency_ns.as_ref().map(LatencySummary::of)
+    }
+
+    /// Profiles that sync: the same statistics of the syncs' latency.
+    pub fn sync_latency_summary(&self) -> Option<LatencySummary> {
+        self.syncs
+            .as_ref()
+            .map(|s| LatencySummary::of(&s.latency_ns))
     }
 
     /// Whether the run completed without error, timeout or cancellation.
@@ -202,17 +243,21 @@ mod tests {
             timed_out: false,
             cancelled: false,
             yielded: false,
+            stuck: None,
             latency_ns: h,
+            submission_latency_ns: None,
+            held_back: 0,
+            syncs: None,
         };
         assert_eq!(r.iops(), 2000.0);
         assert_eq!(r.bandwidth(), 2000.0 * 4096.0);
         let p50 = r.latency_at(0.5).as_nanos() as f64;
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.002, "{p50}");
-        assert_eq!(r.latency_min(), Duration::from_micros(1));
+        assert_eq!(r.latency_summary().min, 1e-6);
         assert!(r.is_success());
         let summary = r.latency_summary();
         assert_eq!(summary.p50, r.latency_at(0.5).as_secs_f64());
-        assert_eq!(summary.max, r.latency_max().as_secs_f64());
+        assert_eq!(summary.max, r.latency_ns.max() as f64 / 1e9);
         assert!((summary.max - 1e-3).abs() < 1e-6, "{}", summary.max);
         let labels: Vec<&str> = summary.stats().iter().map(|(l, _)| *l).collect();
         assert_eq!(

@@ -9,6 +9,7 @@
 //!
 //! A scheduler opens a target with [`target::open`], then calls [`engine::run`] for each profile
 //! from a dedicated thread.
+#![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod cli;
 pub mod engine;
@@ -25,8 +26,11 @@ pub enum ProbeError {
     #[error(transparent)]
     Target(#[from] target::TargetError),
     /// The profile does not fit the target (alignment, size, writes on a read-only target).
-    #[error("{0}")]
-    Profile(String),
+    #[error(transparent)]
+    Profile(#[from] engine::ProfileError),
+    /// The run's I/O buffers could not be made.
+    #[error(transparent)]
+    Buffer(#[from] engine::buffer::BufferError),
     /// The engine could not be set up (for io_uring this triggers the psync fallback in auto mode).
     #[error("cannot set up the {engine} engine: {source}")]
     EngineSetup {
@@ -36,7 +40,28 @@ pub enum ProbeError {
         #[source]
         source: std::io::Error,
     },
-    /// The engine failed in an unexpected way.
-    #[error("{0}")]
-    Engine(String),
+    /// A rate-capped profile on a kernel whose io_uring cannot wait with a timeout argument (in
+    /// auto mode the psync engine runs it instead).
+    #[error("rate-capped runs on io_uring need IORING_FEAT_EXT_ARG (Linux 5.11 or later)")]
+    RateCapNeedsExtArg,
+    /// The psync engine could not start one thread per queue slot: it does not run at a lower
+    /// depth than the profile asks for.
+    #[error(
+        "the psync engine started {started} of the {wanted} threads its queue depth needs: {source}"
+    )]
+    PsyncShortOfDepth {
+        /// Threads the depth needs.
+        wanted: u32,
+        /// Threads that started (and were stopped again).
+        started: u32,
+        /// Why the next one did not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine's thread panicked.
+    #[error("the {engine} engine's thread panicked")]
+    EnginePanicked {
+        /// The engine.
+        engine: engine::EngineKind,
+    },
 }

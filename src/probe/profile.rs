@@ -1,12 +1,16 @@
 //! Probe profiles: what one probe run does (direction and pattern, block size, queue depth, how
-//! long, how fast), the built-in set that covers the classic six fio jobs, and the gentle
-//! built-ins that sample latency at a capped rate.
+//! long, how fast, how writes are made durable), the built-in set that covers the classic six
+//! fio jobs, the gentle built-ins that sample latency at a capped rate, and the durability
+//! built-ins (`etcd-wal`, `write-4k-qd1-fdatasync`).
 //!
-//! Every profile is one of two [`ProbeClass`]es. A rate-capped profile is *gentle*: it issues a
+//! Every profile is one of three [`ProbeClass`]es. A rate-capped profile is *gentle*: it issues a
 //! fixed number of I/Os per second whatever the device could take, so it measures latency without
 //! loading the device. An uncapped profile is a *capacity* probe: it issues I/O as fast as the
 //! device answers and so takes, while it runs, everything the device (or its IOPS cap) gives,
-//! including what the workload beside it needed. That holds at QD1 too on a capped disk.
+//! including what the workload beside it needed. That holds at QD1 too on a capped disk. An
+//! uncapped profile that makes its writes durable (a sync call, `O_DSYNC`/`O_SYNC`, or buffered
+//! writes) is a *durability* probe: it writes at QD1 and waits for the device's cache flush, so
+//! the flushes pace it.
 
 use std::fmt;
 use std::time::Duration;
@@ -84,6 +88,129 @@ pub struct Profile {
     pub rate_iops: Option<u32>,
     /// Region size in bytes (file targets: the probe file size), when the profile sets one.
     pub size: Option<u64>,
+    /// How writes reach the disk and when they are made durable.
+    pub durability: Durability,
+}
+
+/// The system call that makes writes durable after the fact (fio's `fsync=N` / `fdatasync=N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SyncCall {
+    /// `fsync`: data and all metadata.
+    Fsync,
+    /// `fdatasync`: data and the metadata needed to read it back (size, extents), not times.
+    Fdatasync,
+}
+
+impl SyncCall {
+    /// fio's option name: `fsync` or `fdatasync`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncCall::Fsync => "fsync",
+            SyncCall::Fdatasync => "fdatasync",
+        }
+    }
+}
+
+/// A sync call after every `every` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SyncEvery {
+    /// Which call.
+    pub call: SyncCall,
+    /// Writes between two calls (at least 1).
+    pub every: u32,
+}
+
+/// Synchronous writes: the target opened with `O_DSYNC` or `O_SYNC` (fio's `sync=dsync` /
+/// `sync=sync`), so that each write returns only once it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenSync {
+    /// `O_DSYNC`: each write is durable as after `fdatasync`.
+    Dsync,
+    /// `O_SYNC`: each write is durable as after `fsync`.
+    Sync,
+}
+
+impl OpenSync {
+    /// fio's value: `dsync` or `sync`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenSync::Dsync => "dsync",
+            OpenSync::Sync => "sync",
+        }
+    }
+}
+
+/// How a profile's writes reach the disk and when they are made durable: fio's `direct`, `sync`,
+/// `fsync` and `fdatasync`. The default is what every profile without those keys does: O_DIRECT,
+/// no sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Durability {
+    /// O_DIRECT (the default), or buffered writes through the page cache (`direct = false`).
+    pub direct: bool,
+    /// A sync call after every N writes (`fsync = N`, `fdatasync = N`).
+    pub sync_every: Option<SyncEvery>,
+    /// `O_DSYNC` or `O_SYNC` (`sync = "dsync"`, `sync = "sync"`).
+    pub open_sync: Option<OpenSync>,
+    /// Each run writes into space of its own, preallocated for it (`fallocate`) beyond the
+    /// probe file's pre-filled region and released when the run ends, as a database appends to
+    /// a freshly preallocated log segment: each sync then also commits the conversion of the
+    /// extents written. Only the `etcd-wal` built-in sets it.
+    pub fresh_space: bool,
+}
+
+impl Default for Durability {
+    fn default() -> Durability {
+        Durability {
+            direct: true,
+            sync_every: None,
+            open_sync: None,
+            fresh_space: false,
+        }
+    }
+}
+
+/// Why the durability settings of a profile are refused. [`DurabilityError::key`] names the key at
+/// fault, so that configuration errors can point at it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurabilityError {
+    /// A durability key on a profile that reads.
+    #[error(
+        "{key} applies to write profiles; a {rw} profile reads, and its reads stay O_DIRECT (fio ignores {key} on reads, a probe refuses it)"
+    )]
+    OnRead {
+        /// The key.
+        key: &'static str,
+        /// The profile's pattern.
+        rw: Rw,
+    },
+    /// Both `fsync` and `fdatasync`.
+    #[error("fsync and fdatasync are both set; set one")]
+    BothSyncCalls,
+    /// A sync call with more than one write in flight.
+    #[error(
+        "iodepth {iodepth}: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)"
+    )]
+    SyncDepth {
+        /// The depth asked for.
+        iodepth: u32,
+    },
+    /// Buffered writes that are never made durable.
+    #[error(
+        "direct = false without fsync, fdatasync or sync: buffered writes that are never synced stay in the page cache, and the probe would measure memory, not the disk"
+    )]
+    BufferedWithoutSync,
+}
+
+impl DurabilityError {
+    /// The key at fault (`fsync`, `fdatasync`, `sync`, `direct` or `iodepth`).
+    pub fn key(&self) -> &'static str {
+        match self {
+            DurabilityError::OnRead { key, .. } => key,
+            DurabilityError::BothSyncCalls => "fdatasync",
+            DurabilityError::SyncDepth { .. } => "iodepth",
+            DurabilityError::BufferedWithoutSync => "direct",
+        }
+    }
 }
 
 /// Runtime of the built-in profiles.
@@ -142,17 +269,32 @@ pub enum ProbeClass {
     /// Uncapped: takes all the device gives while it runs. In the agent it is skipped when the
     /// device is busy and stops early when another process's I/O shows up.
     Capacity,
+    /// Uncapped writes made durable, paced by the device's flushes. Runs whether or not the
+    /// device is busy (how long a write takes to become durable under the workload's load is what
+    /// it is for) and does not yield: its own flushes and the journal writes its syncs cause
+    /// cannot be told from another process's I/O.
+    Durability,
 }
 
 impl ProbeClass {
-    /// `gentle` or `capacity`.
+    /// `gentle`, `capacity` or `durability`.
     pub fn as_str(self) -> &'static str {
         match self {
             ProbeClass::Gentle => "gentle",
             ProbeClass::Capacity => "capacity",
+            ProbeClass::Durability => "durability",
         }
     }
 }
+
+/// The durability built-ins: `(name, block size, O_DIRECT, fresh space)`, each a sequential QD1
+/// write with `fdatasync` after every write.
+const DURABILITY_BUILTINS: &[(&str, u64, bool, bool)] = &[
+    // etcd's fio job: --rw=write --ioengine=sync --fdatasync=1 --bs=2300 (buffered), into freshly
+    // preallocated space as etcd's WAL segments are.
+    ("etcd-wal", 2300, false, true),
+    ("write-4k-qd1-fdatasync", 4096, true, false),
+];
 
 /// Names of the read-only built-ins that run when no profile is chosen, in order: latency at QD1,
 /// IOPS at QD32, throughput at QD16.
@@ -162,7 +304,8 @@ impl Profile {
     /// Every built-in profile, each with a [`BUILTIN_RUNTIME`] runtime. The uncapped ones cover
     /// the seed's six fio jobs (4k random read and write at QD128, 1M sequential read and write at
     /// QD64, 4k random read and write at QD1) plus lighter QD32/QD16 variants; the two gentle
-    /// ones read and write 4k at QD1 capped at [`GENTLE_RATE_IOPS`].
+    /// ones read and write 4k at QD1 capped at [`GENTLE_RATE_IOPS`]. The durability built-ins
+    /// follow: `etcd-wal` (etcd's fio job) and `write-4k-qd1-fdatasync`.
     pub fn builtins() -> Vec<Profile> {
         BUILTINS
             .iter()
@@ -175,17 +318,79 @@ impl Profile {
                 number_ios: None,
                 rate_iops,
                 size: None,
+                durability: Durability::default(),
             })
+            .chain(Profile::durability_builtins())
             .collect()
     }
 
-    /// Gentle when rate-capped, a capacity probe otherwise.
+    /// Gentle when rate-capped; otherwise a durability probe when its writes are made durable,
+    /// a capacity probe when not.
     pub fn class(&self) -> ProbeClass {
         if self.rate_iops.is_some() {
             ProbeClass::Gentle
+        } else if self.durability != Durability::default() {
+            ProbeClass::Durability
         } else {
             ProbeClass::Capacity
         }
+    }
+
+    /// The durability built-ins: sequential QD1 writes, each followed by `fdatasync`.
+    fn durability_builtins() -> impl Iterator<Item = Profile> {
+        DURABILITY_BUILTINS
+            .iter()
+            .map(|&(name, block_size, direct, fresh_space)| Profile {
+                name: name.to_owned(),
+                rw: Rw::Write,
+                block_size,
+                iodepth: 1,
+                runtime: Some(BUILTIN_RUNTIME),
+                number_ios: None,
+                rate_iops: None,
+                size: None,
+                durability: Durability {
+                    direct,
+                    sync_every: Some(SyncEvery {
+                        call: SyncCall::Fdatasync,
+                        every: 1,
+                    }),
+                    open_sync: None,
+                    fresh_space,
+                },
+            })
+    }
+
+    /// Whether runs issue sync calls (`fsync`/`fdatasync`), whose latency is recorded apart.
+    pub fn syncs(&self) -> bool {
+        self.durability.sync_every.is_some()
+    }
+
+    /// Checks the durability settings against the rest of the profile: they apply to writes
+    /// only, sync calls run at QD1, buffered writes must be synced.
+    pub fn check_durability(&self) -> Result<(), DurabilityError> {
+        let d = &self.durability;
+        if !self.rw.is_write() {
+            let key = match (d.sync_every, d.open_sync, d.direct) {
+                (Some(s), _, _) => Some(s.call.as_str()),
+                (None, Some(_), _) => Some("sync"),
+                (None, None, false) => Some("direct"),
+                (None, None, true) => None,
+            };
+            return match key {
+                Some(key) => Err(DurabilityError::OnRead { key, rw: self.rw }),
+                None => Ok(()),
+            };
+        }
+        if d.sync_every.is_some() && self.iodepth > 1 {
+            return Err(DurabilityError::SyncDepth {
+                iodepth: self.iodepth,
+            });
+        }
+        if !d.direct && d.sync_every.is_none() && d.open_sync.is_none() {
+            return Err(DurabilityError::BufferedWithoutSync);
+        }
+        Ok(())
     }
 
     /// The built-in profile called `name`.
@@ -217,12 +422,22 @@ mod tests {
     #[test]
     fn builtin_names_follow_the_pattern() {
         for p in Profile::builtins() {
-            let canonical = Profile::canonical_name(p.rw, p.block_size, p.iodepth);
-            match p.class() {
-                ProbeClass::Capacity => assert_eq!(p.name, canonical),
-                ProbeClass::Gentle => assert_eq!(p.name, format!("{canonical}{GENTLE_SUFFIX}")),
-            }
             assert!(p.runtime.is_some());
+            p.check_durability().expect(&p.name);
+            if p.name == "etcd-wal" {
+                continue;
+            }
+            let canonical = Profile::canonical_name(p.rw, p.block_size, p.iodepth);
+            match (p.class(), p.durability.sync_every) {
+                (ProbeClass::Durability, Some(s)) => {
+                    assert_eq!(p.name, format!("{canonical}-{}", s.call.as_str()));
+                }
+                (ProbeClass::Capacity, None) => assert_eq!(p.name, canonical),
+                (ProbeClass::Gentle, None) => {
+                    assert_eq!(p.name, format!("{canonical}{GENTLE_SUFFIX}"));
+                }
+                (class, sync) => panic!("{}: {class:?} with {sync:?}", p.name),
+            }
         }
         for name in DEFAULT_READ_PROFILES {
             let p = Profile::builtin(name).expect(name);
@@ -258,5 +473,85 @@ mod tests {
             assert_eq!(p.rate_iops, Some(GENTLE_RATE_IOPS));
             assert_eq!(p.class(), ProbeClass::Gentle);
         }
+    }
+
+    #[test]
+    fn durability_builtins() {
+        // etcd's fio job: --rw=write --ioengine=sync --fdatasync=1 --bs=2300, buffered.
+        let etcd = Profile::builtin("etcd-wal").unwrap();
+        assert_eq!(etcd.class(), ProbeClass::Durability);
+        assert_eq!(
+            (etcd.rw, etcd.block_size, etcd.iodepth),
+            (Rw::Write, 2300, 1)
+        );
+        assert_eq!(
+            etcd.durability,
+            Durability {
+                direct: false,
+                sync_every: Some(SyncEvery {
+                    call: SyncCall::Fdatasync,
+                    every: 1
+                }),
+                open_sync: None,
+                fresh_space: true,
+            }
+        );
+        let direct = Profile::builtin("write-4k-qd1-fdatasync").unwrap();
+        assert_eq!(
+            (direct.rw, direct.block_size, direct.iodepth),
+            (Rw::Write, 4096, 1)
+        );
+        assert!(direct.durability.direct && !direct.durability.fresh_space);
+        assert!(etcd.syncs() && direct.syncs());
+        assert!(!Profile::builtin("randwrite-4k-qd1").unwrap().syncs());
+    }
+
+    #[test]
+    fn durability_rules() {
+        let write = Profile::builtin("write-4k-qd1-fdatasync").unwrap();
+        let on = |f: &dyn Fn(&mut Profile)| {
+            let mut p = write.clone();
+            f(&mut p);
+            p.check_durability()
+        };
+        let read = |p: &mut Profile| p.rw = Rw::Read;
+        assert_eq!(
+            on(&read),
+            Err(DurabilityError::OnRead {
+                key: "fdatasync",
+                rw: Rw::Read
+            })
+        );
+        assert_eq!(
+            on(&|p| p.iodepth = 2),
+            Err(DurabilityError::SyncDepth { iodepth: 2 })
+        );
+        let buffered_unsynced = |p: &mut Profile| {
+            p.durability.sync_every = None;
+            p.durability.direct = false;
+        };
+        assert_eq!(
+            on(&buffered_unsynced),
+            Err(DurabilityError::BufferedWithoutSync)
+        );
+        assert_eq!(on(&buffered_unsynced).unwrap_err().key(), "direct");
+        // O_DSYNC writes are durable one by one: buffered and deep queues are fine.
+        let dsync = |p: &mut Profile| {
+            buffered_unsynced(p);
+            p.durability.open_sync = Some(OpenSync::Dsync);
+            p.iodepth = 8;
+        };
+        assert_eq!(on(&dsync), Ok(()));
+        assert_eq!(
+            on(&|p: &mut Profile| {
+                dsync(p);
+                read(p);
+            })
+            .unwrap_err()
+            .key(),
+            "sync"
+        );
+        let plain_read = Profile::builtin("randread-4k-qd1").unwrap();
+        assert_eq!(plain_read.check_durability(), Ok(()));
     }
 }

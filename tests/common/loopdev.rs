@@ -30,7 +30,7 @@ pub struct LoopDev {
     numbered: bool,
     /// Still attached to its file.
     attached: bool,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// Counters of one `/proc/diskstats` line.
@@ -50,6 +50,8 @@ pub struct Stats {
     pub write_merges: u64,
     /// Sectors written.
     pub write_sectors: u64,
+    /// Flush requests completed (kernel 5.5+; 0 before).
+    pub flushes: u64,
 }
 
 /// Whether loop devices can be created here.
@@ -114,13 +116,6 @@ impl LoopDev {
         )
     }
 
-    /// A read-only loop device over an existing file (for example one a test's FUSE server
-    /// serves), buffered (no `--direct-io`).
-    pub fn read_only_over(file: &Path) -> LoopDev {
-        let size = fs::metadata(file).expect("stat the backing file").len();
-        LoopDev::attach(tempfile::tempdir().unwrap(), file.to_owned(), size, &["-r"])
-    }
-
     fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
         let backing = dir.path().join("backing.img");
         {
@@ -133,10 +128,21 @@ impl LoopDev {
             assert_eq!(copied, size);
             f.sync_all().expect("sync backing file");
         }
-        LoopDev::attach(dir, backing, size, extra)
+        let mut dev = LoopDev::over_file(&backing, extra);
+        dev._dir = Some(dir);
+        dev
     }
 
-    fn attach(dir: tempfile::TempDir, backing: PathBuf, size: u64, extra: &[&str]) -> LoopDev {
+    /// A read-only loop device over an existing file (for example one a test's FUSE server
+    /// serves), buffered (no `--direct-io`).
+    pub fn read_only_over(file: &Path) -> LoopDev {
+        LoopDev::over_file(file, &["-r"])
+    }
+
+    /// A loop device over an existing file the test made (e.g. one served by a test's FUSE
+    /// filesystem), with `losetup` options `extra`.
+    pub fn over_file(backing: &Path, extra: &[&str]) -> LoopDev {
+        let size = fs::metadata(backing).expect("stat the backing file").len();
         // A device node named in `extra` is set up instead of the first free one.
         let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
         let out = Command::new("losetup")
@@ -146,7 +152,7 @@ impl LoopDev {
                 &["--find", "--show"][..]
             })
             .args(extra)
-            .arg(&backing)
+            .arg(backing)
             .output()
             .expect("run losetup");
         assert!(
@@ -167,11 +173,11 @@ impl LoopDev {
             name,
             major: major.parse().expect("major"),
             minor: minor.parse().expect("minor"),
-            backing,
+            backing: backing.to_owned(),
             size,
             numbered,
             attached: true,
-            _dir: dir,
+            _dir: None,
         }
     }
 
@@ -244,6 +250,7 @@ impl LoopDev {
                     writes: n(7),
                     write_merges: n(8),
                     write_sectors: n(9),
+                    flushes: if f.len() > 18 { n(18) } else { 0 },
                 };
             }
         }

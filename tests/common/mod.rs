@@ -5,9 +5,12 @@
 
 use std::path::PathBuf;
 
-/// The binary under test, built by cargo for the integration tests.
+/// The binary under test, built by cargo for the integration tests; `DISKPROBE_TEST_BINARY`
+/// names another (e.g. a build of an earlier commit, to see a new test fail on it).
 pub fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_diskprobe_exporter"))
+    std::env::var_os("DISKPROBE_TEST_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_diskprobe_exporter")))
 }
 
 /// Whether skips are failures (`DISKPROBE_TEST_STRICT=1`).

@@ -42,6 +42,7 @@ ALERTS = [
     "DiskprobeLatencyRegression",
     "DiskprobeIOPSDrop",
     "DiskprobeThroughputDrop",
+    "DiskprobeSyncLatencyHigh",
     "DiskprobeProbeFailing",
     "DiskprobeIOErrors",
     "DiskprobeTargetVanished",
@@ -75,6 +76,7 @@ class Profile:
     p99: float  # healthy exact p99 of a run, seconds
     iops: float  # healthy IOPS of a run
     rate_iops: int = 0
+    sync_p99: float = 0.0  # healthy exact p99 of a run's syncs (fsync/fdatasync profiles), seconds
 
 
 @dataclass
@@ -91,6 +93,11 @@ class Target:
     def __post_init__(self):
         if not self.path:
             self.path = f"/srv/{self.name}/probe.dat"
+
+
+def etcd_wal(sync_p99):
+    """etcd's WAL job: 2300-byte buffered writes, fdatasync after each (one sync per write)."""
+    return Profile("etcd-wal", "write", 2300, 1, p99=40e-6, iops=1 / (sync_p99 / 2.5), sync_p99=sync_p99)
 
 
 def nvme_qd1():
@@ -135,6 +142,7 @@ class Run:
     p99: float = 0.0
     iops: float = 0.0
     io_errors: int = 0
+    sync_p99: float = 0.0
 
 
 class Effect:
@@ -159,6 +167,7 @@ class Noise(Effect):
 
     def apply(self, run, target, profile, rng, t):
         run.p99 *= rng.uniform(1 - self.pct, 1 + self.pct)
+        run.sync_p99 *= rng.uniform(1 - self.pct, 1 + self.pct)
         if not profile.rate_iops:
             run.iops *= rng.uniform(1 - self.pct / 2, 1 + self.pct / 2)
 
@@ -173,6 +182,7 @@ class Slower(Effect):
 
     def apply(self, run, target, profile, rng, t):
         run.p99 *= self.factor
+        run.sync_p99 *= self.factor
         if not profile.rate_iops:
             run.iops /= self.factor
 
@@ -191,6 +201,21 @@ class OneSlowRun(Effect):
             run.p99 = 0.09
             if not profile.rate_iops:
                 run.iops *= 0.1
+
+
+class SlowSyncs(Effect):
+    """Every `every`-th run's syncs have a p99 of `p99` (a disk whose flushes stall now and then)."""
+
+    def __init__(self, every, p99, **kw):
+        super().__init__(**kw)
+        self.every, self.p99, self.n = every, p99, {}
+
+    def apply(self, run, target, profile, rng, t):
+        key = (target.name, profile.name)
+        self.n[key] = self.n.get(key, 0) + 1
+        if profile.sync_p99 and self.n[key] % self.every == 0:
+            run.sync_p99 = self.p99
+            run.iops = 1 / (self.p99 / 2.5)
 
 
 class Failing(Effect):
@@ -254,6 +279,9 @@ class ProfileState:
     busy: float = 0.0
     buckets: list = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
     latency_sum: float = 0.0
+    syncs: int = 0
+    sync_buckets: list = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
+    sync_sum: float = 0.0
     last: dict = None
 
 
@@ -371,7 +399,7 @@ class Simulation:
             self.scraped(i)
 
     def apply_run(self, state, target, profile, end, rng):
-        run = Run(p99=profile.p99, iops=profile.iops)
+        run = Run(p99=profile.p99, iops=profile.iops, sync_p99=profile.sync_p99)
         for e in self.s.effects:
             if e.applies(target, profile, end):
                 e.apply(run, target, profile, rng, end)
@@ -383,7 +411,8 @@ class Simulation:
         # ones this model computes with.
         p99 = float(f"{run.p99:.4g}")
         iops = float(f"{run.iops:.4g}")
-        st.last = dict(result=run.result, timestamp=end, ran=run.ran, p99=p99, iops=iops)
+        sync_p99 = float(f"{run.sync_p99:.4g}")
+        st.last = dict(result=run.result, timestamp=end, ran=run.ran, p99=p99, iops=iops, sync_p99=sync_p99)
         if not run.ran:
             return
         n = max(1, round(iops))  # 1 s runs
@@ -395,6 +424,11 @@ class Simulation:
         for count, latency in ((n90, p99 / 2.5), (n9, p99 * 0.9), (n - n90 - n9, p99 * 1.2)):
             st.buckets[bisect.bisect_left(BUCKETS, latency)] += count
             st.latency_sum += count * latency
+        if profile.sync_p99:  # one sync after each write, distributed as the writes are
+            st.syncs += n
+            for count, latency in ((n90, sync_p99 / 2.5), (n9, sync_p99 * 0.9), (n - n90 - n9, sync_p99 * 1.2)):
+                st.sync_buckets[bisect.bisect_left(BUCKETS, latency)] += count
+                st.sync_sum += count * latency
 
     def emit(self, base, target, state):
         t = dict(base, target=target.name)
@@ -430,6 +464,14 @@ class Simulation:
                 self.put("diskprobe_io_latency_seconds_bucket", dict(p, le=bound), cumulative)
             self.put("diskprobe_io_latency_seconds_count", p, cumulative)
             self.put("diskprobe_io_latency_seconds_sum", p, round(st.latency_sum, 9))
+            if profile.sync_p99:
+                self.put("diskprobe_syncs_total", p, st.syncs)
+                cumulative = 0
+                for bound, count in zip(BUCKETS + ["+Inf"], st.sync_buckets):
+                    cumulative += count
+                    self.put("diskprobe_sync_latency_seconds_bucket", dict(p, le=bound), cumulative)
+                self.put("diskprobe_sync_latency_seconds_count", p, cumulative)
+                self.put("diskprobe_sync_latency_seconds_sum", p, round(st.sync_sum, 9))
             last = st.last
             if last is None:
                 continue
@@ -441,6 +483,11 @@ class Simulation:
                 ("diskprobe_probe_latency_seconds", dict(p, stat="p50")),
                 ("diskprobe_probe_latency_seconds", dict(p, stat="p99")),
             ]
+            if profile.sync_p99:
+                per_run += [
+                    ("diskprobe_probe_sync_latency_seconds", dict(p, stat="p50")),
+                    ("diskprobe_probe_sync_latency_seconds", dict(p, stat="p99")),
+                ]
             if not last["ran"]:
                 for name, labels in per_run:
                     self.remove(name, labels)
@@ -453,6 +500,10 @@ class Simulation:
                 )
                 self.put("diskprobe_probe_latency_seconds", dict(p, stat="p50"), round(last["p99"] / 2.5, 9))
                 self.put("diskprobe_probe_latency_seconds", dict(p, stat="p99"), last["p99"])
+                if profile.sync_p99:
+                    sync_p50 = round(last["sync_p99"] / 2.5, 9)
+                    self.put("diskprobe_probe_sync_latency_seconds", dict(p, stat="p50"), sync_p50)
+                    self.put("diskprobe_probe_sync_latency_seconds", dict(p, stat="p99"), last["sync_p99"])
 
     def input_series(self):
         out = []
@@ -601,6 +652,12 @@ class Fires:
             ann = dict(
                 summary=f"Disk throughput dropped on {inst} {t.name} ({t.device})",
                 description=f"The median throughput of the last runs of profile {p.name} is {humanize1024(v)}B/s, less than half of its 7-day baseline.",
+            )
+        elif a == "DiskprobeSyncLatencyHigh":
+            v = min(window(sim, sim.values("diskprobe_probe_sync_latency_seconds", stat="p99", **match), ts, 15 * M))
+            ann = dict(
+                summary=f"Slow syncs on {inst} {t.name} ({t.device})",
+                description=f"The p99 sync latency of profile {p.name} has been above 10 ms in every run for 15 minutes (at least {humanize_duration(v)}); etcd and other write-ahead logs wait for it on every commit.",
             )
         elif a == "DiskprobeProbeFailing":
             def delta(result):
@@ -890,6 +947,34 @@ def scenarios():
             focus=ONSET,
             onset=ONSET,
             seed=10,
+        )
+    )
+    a = Agent("node-3:9957", [Target("etcd", "nvme0n1", [etcd_wal(4e-3)], path="/var/lib/etcd/diskprobe.dat")])
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "etcd-slow-syncs",
+            "fdatasync p99 of the etcd-wal profile 4 ms -> 16 ms (x4) from 2 h on, with +-20% noise throughout",
+            [a],
+            4 * H,
+            effects=[Noise(0.2), Slower(4, start=2 * H)],
+            fires=[Fires("DiskprobeSyncLatencyHigh", a, t, t.profiles[0], not_before=2 * H + 15 * M, by=2 * H + 25 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=19,
+        )
+    )
+    a = Agent("node-3:9957", [Target("etcd", "nvme0n1", [etcd_wal(4e-3)], path="/var/lib/etcd/diskprobe.dat")])
+    out.append(
+        Scenario(
+            "etcd-sync-spikes",
+            "every other run of the etcd-wal profile from 2 h on has an fdatasync p99 of 40 ms (4 ms otherwise): never 15 minutes in a row",
+            [a],
+            4 * H,
+            effects=[Noise(0.2), SlowSyncs(2, 40e-3, start=2 * H)],
+            focus=H,
+            onset=2 * H,
+            seed=20,
         )
     )
     a = nvme()

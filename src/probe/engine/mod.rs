@@ -9,25 +9,35 @@
 //! - [`psync`]: `iodepth` threads each doing `pread`/`pwrite` (a true queue depth of `iodepth`),
 //!   the fallback when io_uring cannot be set up (seccomp, `kernel.io_uring_disabled`, old kernels).
 //!
-//! Both stop issuing at the runtime, after `number_ios` I/Os or when asked to yield
-//! ([`RunOptions::yield_now`]) and wait for what is in flight; on the hard timeout or the cancellation flag they stop at once (io_uring cancels in-flight I/O and
-//! drains every completion before a buffer is freed) and report `timed_out` / `cancelled`.
+//! A run goes through the same phases in both: set-up (threads, ring, buffers), issuing (until
+//! the runtime, `number_ios`, a yield request or an I/O error), draining (waiting for what is in
+//! flight), and, on the hard timeout or cancellation, aborting (in-flight I/O cancelled where the
+//! kernel can, and waited for at most [`DRAIN_GRACE`]). What a hung device still holds after that
+//! is left to the engine's leftovers and reported as [`StuckIos`]; no buffer is ever freed while
+//! the kernel may still write into it.
 
+pub mod buffer;
+mod durable;
+mod lateness;
 pub mod psync;
+pub mod stuck;
 pub mod uring;
 
+pub use stuck::StuckIos;
+
 use crate::probe::ProbeError;
-use crate::probe::measurement::Measurement;
-use crate::probe::profile::Profile;
+use crate::probe::measurement::{Measurement, Syncs, new_latency_histogram};
+use crate::probe::profile::{DurabilityError, Profile, Rw, SyncEvery};
 use crate::probe::target::OpenTarget;
+use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 use std::fmt;
-use std::ptr::NonNull;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Which engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -67,6 +77,35 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// How far a run has got: I/Os submitted and completed so far, updated by the engine as they
+/// happen (relaxed atomics, for watchers that want a live view of a run).
+#[derive(Debug, Default)]
+pub struct RunProgress {
+    /// I/Os handed to the kernel (a short transfer's remainder is not a new I/O).
+    pub submitted: AtomicU64,
+    /// I/Os that ended: completed, failed or cancelled.
+    pub completed: AtomicU64,
+}
+
+/// Called once by the engine, from its own thread, when a run stops issuing I/O (runtime over,
+/// `number_ios` reached, yield, error, timeout or cancellation) and only waits for what is in
+/// flight. The scheduler gives the global probe slot back then.
+#[derive(Clone)]
+pub struct DrainingHook(Arc<dyn Fn() + Send + Sync>);
+
+impl DrainingHook {
+    /// A hook calling `f`.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> DrainingHook {
+        DrainingHook(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for DrainingHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DrainingHook")
+    }
+}
+
 /// How to run a probe.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -75,28 +114,19 @@ pub struct RunOptions {
     /// Hard limit on the run, from its start: in-flight I/O is cancelled and the result reports
     /// `timed_out`.
     pub timeout: Duration,
-    /// Set to `true` (e.g. on SIGTERM) to stop the run early; checked at least every 100 ms.
+    /// Set to `true` (e.g. on SIGTERM) to stop the run early; checked at least every
+    /// [`CANCEL_POLL`].
     pub cancel: Arc<AtomicBool>,
     /// Runtime for profiles that set neither a runtime nor a number of I/Os.
     pub default_runtime: Duration,
-    /// I/Os submitted and completed so far, updated by the engine as the run goes on.
+    /// Live counts of the run's I/Os.
     pub progress: Arc<RunProgress>,
-    /// Set to `true` to end the run early without cancelling: the engine stops issuing, waits for
-    /// what is in flight and returns a measurement with `yielded` set.
+    /// Set to `true` to make the run stop issuing, drain what is in flight as usual and return
+    /// with [`Measurement::yielded`]; checked before every issue and at least every
+    /// [`CANCEL_POLL`].
     pub yield_now: Arc<AtomicBool>,
-}
-
-/// What a run has done so far, for whoever watches it from another thread (updated with
-/// `Relaxed` stores). `submitted` counts an I/O before the kernel can see it and `completed` after
-/// the engine has taken its completion, so that at any moment the I/Os the kernel holds or has
-/// finished for the run number at most `submitted`, and those it has finished at least
-/// `completed`.
-#[derive(Debug, Default)]
-pub struct RunProgress {
-    /// I/Os handed to the kernel (resubmissions of short transfers not counted again).
-    pub submitted: AtomicU64,
-    /// I/Os whose completion the engine has taken (successful, failed or cancelled).
-    pub completed: AtomicU64,
+    /// Told when the run stops issuing.
+    pub on_draining: Option<DrainingHook>,
 }
 
 impl Default for RunOptions {
@@ -104,17 +134,19 @@ impl Default for RunOptions {
         RunOptions {
             engine: EngineChoice::Auto,
             timeout: Duration::from_secs(30),
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel: Arc::default(),
             default_runtime: Duration::from_secs(1),
             progress: Arc::default(),
             yield_now: Arc::default(),
+            on_draining: None,
         }
     }
 }
 
 /// Longest an engine waits, after its hard timeout or cancellation, for in-flight I/O to complete
-/// before it returns (leaking what the kernel still holds).
-pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// before it returns. What is still in flight then is left to the engine's leftovers and reported
+/// as [`StuckIos`].
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// How long the io_uring engine waits after setting up a run (starting its thread, creating the
 /// ring, allocating and registering buffers) before the first I/O; not part of the run's elapsed
@@ -125,21 +157,107 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
 /// I/O, about half the IOPS). Which one a run falls into is decided at its first I/Os by what the
 /// CPUs were just doing, and it then lasts for most of the run. Started straight after its set-up,
 /// a run fell into the slow mode most of the time; after a 100 ms pause (as after fio's own
-/// start-up) into the fast one: `bench/qd1_start.sh` shows it with a minimal liburing program, and
-/// `docs/probes.md` has the figures. The psync engine does not wait: its QD1 results matched
-/// fio's psync engine without it, and under blkio throttling a pause before its first I/O let the
-/// throttle's first slice through as a burst (the 2000-IOPS throttle test caught it).
+/// start-up) into the fast one (`bench/qd1_start.sh` shows it with a minimal liburing program).
+/// The psync engine does not wait: under blkio throttling a pause before its first I/O let the
+/// throttle's first slice through as a burst.
 pub const SETTLE: Duration = Duration::from_millis(100);
 
-/// Interval at which a waiting engine checks the cancellation flag.
-pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(100);
+/// Interval at which a waiting engine checks the cancellation and yield flags.
+pub const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// Why a profile cannot run on a target.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The block size is zero or does not fit a single system call.
+    #[error("profile {profile}: block size {block_size} is out of range")]
+    BlockSizeOutOfRange {
+        /// The profile.
+        profile: String,
+        /// Its block size.
+        block_size: u64,
+    },
+    /// The block size is not a multiple of the target's direct-I/O alignment.
+    #[error(
+        "profile {profile}: block size {block_size} is not a multiple of the direct-I/O alignment {align} of {path}"
+    )]
+    Unaligned {
+        /// The profile.
+        profile: String,
+        /// Its block size.
+        block_size: u64,
+        /// The alignment.
+        align: u64,
+        /// The target.
+        path: PathBuf,
+    },
+    /// A write profile on a target opened read-only.
+    #[error(
+        "profile {profile} writes, but {path} was opened read-only (write probes need allow_writes / --allow-writes)"
+    )]
+    ReadOnly {
+        /// The profile.
+        profile: String,
+        /// The target.
+        path: PathBuf,
+    },
+    /// The profile's region is larger than the target's.
+    #[error("profile {profile}: size {size} exceeds the target region of {region} bytes")]
+    SizeBeyondRegion {
+        /// The profile.
+        profile: String,
+        /// Its size.
+        size: u64,
+        /// The target's region.
+        region: u64,
+    },
+    /// Not even one block fits the region.
+    #[error(
+        "profile {profile}: the region of {region} bytes of {path} is smaller than one block of {block_size} bytes"
+    )]
+    RegionBelowOneBlock {
+        /// The profile.
+        profile: String,
+        /// The region's length.
+        region: u64,
+        /// The target.
+        path: PathBuf,
+        /// The block size.
+        block_size: u64,
+    },
+    /// A queue depth of zero.
+    #[error("profile {profile}: iodepth must be at least 1")]
+    ZeroDepth {
+        /// The profile.
+        profile: String,
+    },
+    /// A profile that writes into space of its own (`etcd-wal`) on a block device, which has
+    /// none to preallocate.
+    #[error(
+        "profile {profile} writes into space it preallocates in a probe file; {path} is a block device"
+    )]
+    FreshSpaceOnDevice {
+        /// The profile.
+        profile: String,
+        /// The target.
+        path: PathBuf,
+    },
+    /// Durability settings that do not fit the rest of the profile (the configuration refuses
+    /// them at load; a profile built otherwise is checked here).
+    #[error("profile {profile}: {source}")]
+    Durability {
+        /// The profile.
+        profile: String,
+        /// What does not fit.
+        #[source]
+        source: DurabilityError,
+    },
+}
 
 /// Everything an engine needs, validated.
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
     pub fd: std::os::fd::RawFd,
-    pub write: bool,
-    pub random: bool,
+    pub rw: Rw,
     pub region_offset: u64,
     pub blocks: u64,
     pub block_size: u64,
@@ -149,57 +267,66 @@ pub(crate) struct Job {
     pub number_ios: Option<u64>,
     pub rate_interval: Option<Duration>,
     pub timeout: Duration,
-    pub progress: Arc<RunProgress>,
-    pub yield_now: Arc<AtomicBool>,
+    /// Profiles with `fsync`/`fdatasync`: which, and after how many writes.
+    pub sync: Option<SyncEvery>,
+    /// A descriptor opened for this run (durability profiles' flags), kept open for as long as
+    /// the engine's threads use `fd`.
+    pub file: Option<Arc<std::fs::File>>,
 }
 
 impl Job {
-    fn new(target: &OpenTarget, profile: &Profile, opts: &RunOptions) -> Result<Job, ProbeError> {
+    fn new(target: &OpenTarget, profile: &Profile, opts: &RunOptions) -> Result<Job, ProfileError> {
+        let name = || profile.name.clone();
         let bs = profile.block_size;
         if bs == 0 || bs > u64::from(u32::MAX) {
-            return Err(ProbeError::Profile(format!(
-                "profile {}: block size {bs} is out of range",
-                profile.name
-            )));
+            return Err(ProfileError::BlockSizeOutOfRange {
+                profile: name(),
+                block_size: bs,
+            });
         }
-        if !bs.is_multiple_of(target.offset_align) {
-            return Err(ProbeError::Profile(format!(
-                "profile {}: block size {bs} is not a multiple of the direct-I/O alignment {} of {}",
-                profile.name,
-                target.offset_align,
-                target.path.display()
-            )));
+        profile
+            .check_durability()
+            .map_err(|source| ProfileError::Durability {
+                profile: name(),
+                source,
+            })?;
+        // Buffered writes have no alignment to keep.
+        if profile.durability.direct && !bs.is_multiple_of(target.offset_align) {
+            return Err(ProfileError::Unaligned {
+                profile: name(),
+                block_size: bs,
+                align: target.offset_align,
+                path: target.path.clone(),
+            });
         }
         if profile.rw.is_write() && !target.writable {
-            return Err(ProbeError::Profile(format!(
-                "profile {} writes, but {} was opened read-only (write probes need allow_writes / --allow-writes)",
-                profile.name,
-                target.path.display()
-            )));
+            return Err(ProfileError::ReadOnly {
+                profile: name(),
+                path: target.path.clone(),
+            });
         }
         let region = match profile.size {
             Some(size) if size > target.region_len => {
-                return Err(ProbeError::Profile(format!(
-                    "profile {}: size {size} exceeds the target region of {} bytes",
-                    profile.name, target.region_len
-                )));
+                return Err(ProfileError::SizeBeyondRegion {
+                    profile: name(),
+                    size,
+                    region: target.region_len,
+                });
             }
             Some(size) => size,
             None => target.region_len,
         };
         let blocks = region / bs;
         if blocks == 0 {
-            return Err(ProbeError::Profile(format!(
-                "profile {}: the region of {region} bytes of {} is smaller than one block of {bs} bytes",
-                profile.name,
-                target.path.display()
-            )));
+            return Err(ProfileError::RegionBelowOneBlock {
+                profile: name(),
+                region,
+                path: target.path.clone(),
+                block_size: bs,
+            });
         }
         if profile.iodepth == 0 {
-            return Err(ProbeError::Profile(format!(
-                "profile {}: iodepth must be at least 1",
-                profile.name
-            )));
+            return Err(ProfileError::ZeroDepth { profile: name() });
         }
         let runtime = match (profile.runtime, profile.number_ios) {
             (None, None) => Some(opts.default_runtime),
@@ -207,8 +334,7 @@ impl Job {
         };
         Ok(Job {
             fd: target.fd(),
-            write: profile.rw.is_write(),
-            random: profile.rw.is_random(),
+            rw: profile.rw,
             region_offset: target.region_offset,
             blocks,
             block_size: bs,
@@ -220,9 +346,260 @@ impl Job {
                 .rate_iops
                 .map(|r| Duration::from_nanos(1_000_000_000 / u64::from(r.max(1)))),
             timeout: opts.timeout,
-            progress: Arc::clone(&opts.progress),
-            yield_now: Arc::clone(&opts.yield_now),
+            sync: profile.durability.sync_every,
+            file: None,
         })
+    }
+
+    /// Fresh offsets for a run of this job.
+    pub(crate) fn offsets(&self) -> Offsets {
+        Offsets::new(
+            self.rw.is_random(),
+            self.region_offset,
+            self.blocks,
+            self.block_size,
+        )
+    }
+}
+
+/// The time frame of a run, fixed when its first I/O is about to be issued.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Schedule {
+    /// The run's start: its elapsed time, runtime and rate cap count from here.
+    pub start: Instant,
+    /// The hard timeout.
+    pub deadline: Instant,
+    /// End of the runtime, when the job has one.
+    pub stop_at: Option<Instant>,
+    rate_interval: Option<Duration>,
+    number_ios: Option<u64>,
+}
+
+impl Schedule {
+    pub(crate) fn new(job: &Job, start: Instant) -> Schedule {
+        Schedule {
+            start,
+            deadline: start + job.timeout,
+            stop_at: job.runtime.map(|r| start + r),
+            rate_interval: job.rate_interval,
+            number_ios: job.number_ios,
+        }
+    }
+
+    /// With a rate cap, when I/O number `k` (from 0) is due.
+    pub(crate) fn due(&self, k: u64) -> Option<Instant> {
+        let iv = self.rate_interval?;
+        let ns = u64::try_from(iv.as_nanos()).unwrap_or(u64::MAX);
+        Some(self.start + Duration::from_nanos(ns.saturating_mul(k)))
+    }
+
+    /// Whether the run has a rate cap.
+    pub(crate) fn rate_capped(&self) -> bool {
+        self.rate_interval.is_some()
+    }
+
+    /// Whether `issued` I/Os are all the job may issue.
+    pub(crate) fn out_of_ios(&self, issued: u64) -> bool {
+        self.number_ios.is_some_and(|n| issued >= n)
+    }
+
+    /// Whether the runtime is over at `now`.
+    pub(crate) fn runtime_over(&self, now: Instant) -> bool {
+        self.stop_at.is_some_and(|s| now >= s)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Runtime over or every I/O issued, and everything in flight completed.
+    Finished,
+    /// Stopped issuing on request ([`RunOptions::yield_now`]).
+    Yielded,
+    /// The hard timeout.
+    TimedOut,
+    /// The cancellation flag.
+    Cancelled,
+    /// An I/O or system-call error stopped the run.
+    Failed,
+}
+
+impl Ending {
+    /// Why a run must stop at `now`, if the cancellation flag is set or the deadline has passed.
+    pub(crate) fn abort_due(opts: &RunOptions, now: Instant, deadline: Instant) -> Option<Ending> {
+        if opts.cancel.load(Ordering::Relaxed) {
+            Some(Ending::Cancelled)
+        } else if now >= deadline {
+            Some(Ending::TimedOut)
+        } else {
+            None
+        }
+    }
+}
+
+/// When an I/O was handed to the kernel, and what its latency counts from: the same instant,
+/// or, for a rate-capped I/O the device held back, its due time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Issue {
+    pub origin: Instant,
+    pub submitted: Instant,
+}
+
+impl Issue {
+    /// An I/O submitted at `at` whose latency counts from then.
+    pub(crate) fn at(at: Instant) -> Issue {
+        Issue {
+            origin: at,
+            submitted: at,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What a run (or one psync thread) has measured so far.
+pub(crate) struct Tally {
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    latency_ns: Histogram<u64>,
+    /// Rate-capped runs: latency from submission, and how many I/Os the device held back.
+    submission_ns: Option<Histogram<u64>>,
+    held_back: u64,
+    /// Profiles that sync: syncs completed and their latency.
+    syncs: Option<(u64, Histogram<u64>)>,
+    last_completion: Option<Instant>,
+}
+
+impl Tally {
+    /// An empty tally; `rate_capped` ones also keep the latency from submission.
+    pub(crate) fn new(rate_capped: bool) -> Tally {
+        Tally {
+            ios: 0,
+            bytes: 0,
+            errors: 0,
+            first_error: None,
+            latency_ns: new_latency_histogram(),
+            submission_ns: rate_capped.then(new_latency_histogram),
+            held_back: 0,
+            syncs: None,
+            last_completion: None,
+        }
+    }
+
+    /// The tally of a job: rate-capped jobs also keep the latency from submission, jobs that
+    /// sync the latency of their syncs.
+    pub(crate) fn of(job: &Job) -> Tally {
+        let mut tally = Tally::new(job.rate_interval.is_some());
+        if job.sync.is_some() {
+            tally.syncs = Some((0, new_latency_histogram()));
+        }
+        tally
+    }
+
+    /// A sync submitted at `since` completed at `at`.
+    #[inline]
+    pub(crate) fn synced(&mut self, since: Instant, at: Instant) {
+        if let Some((count, h)) = &mut self.syncs {
+            *count += 1;
+            h.saturating_record(nanos(at.saturating_duration_since(since)));
+        }
+        self.last_completion = Some(at);
+    }
+
+    /// An I/O of `bytes`, issued as `issue` says, completed at `at`.
+    #[inline]
+    pub(crate) fn completed(&mut self, bytes: u64, issue: Issue, at: Instant) {
+        self.ios += 1;
+        self.bytes += bytes;
+        self.latency_ns
+            .saturating_record(nanos(at.saturating_duration_since(issue.origin)));
+        if let Some(h) = &mut self.submission_ns {
+            h.saturating_record(nanos(at.saturating_duration_since(issue.submitted)));
+            if issue.origin < issue.submitted {
+                self.held_back += 1;
+            }
+        }
+        self.last_completion = Some(at);
+    }
+
+    /// An I/O failed at `at` (its completion still ends the run's elapsed time).
+    pub(crate) fn failed(&mut self, error: impl FnOnce() -> String, at: Instant) {
+        self.error(error);
+        self.last_completion = Some(at);
+    }
+
+    /// A failure that is not an I/O's completion (a submission or a system call).
+    pub(crate) fn error(&mut self, error: impl FnOnce() -> String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(error());
+        }
+    }
+
+    /// Notes what went wrong without counting a failed I/O.
+    pub(crate) fn note(&mut self, error: impl FnOnce() -> String) {
+        if self.first_error.is_none() {
+            self.first_error = Some(error());
+        }
+    }
+
+    /// Whether any I/O or system call failed.
+    pub(crate) fn has_errors(&self) -> bool {
+        self.errors > 0
+    }
+
+    /// Adds another thread's tally.
+    pub(crate) fn merge(&mut self, other: Tally) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        let _ = self.latency_ns.add(&other.latency_ns);
+        if let (Some(a), Some(b)) = (&mut self.submission_ns, &other.submission_ns) {
+            let _ = a.add(b);
+        }
+        self.held_back += other.held_back;
+        if let (Some((a, ha)), Some((b, hb))) = (&mut self.syncs, &other.syncs) {
+            *a += b;
+            let _ = ha.add(hb);
+        }
+        self.last_completion = self.last_completion.max(other.last_completion);
+    }
+
+    /// The measurement of a run that started at `start` and ended as `ending`; its elapsed time
+    /// runs to the last completion (or to `now` when nothing completed).
+    pub(crate) fn into_measurement(
+        self,
+        engine: EngineKind,
+        start: Instant,
+        ending: Ending,
+        stuck: Option<Arc<StuckIos>>,
+    ) -> Measurement {
+        let end = self.last_completion.unwrap_or_else(Instant::now);
+        Measurement {
+            engine,
+            ios: self.ios,
+            bytes: self.bytes,
+            elapsed: end.saturating_duration_since(start),
+            errors: self.errors,
+            first_error: self.first_error,
+            timed_out: ending == Ending::TimedOut,
+            cancelled: ending == Ending::Cancelled,
+            yielded: ending == Ending::Yielded,
+            stuck,
+            latency_ns: self.latency_ns,
+            submission_latency_ns: self.submission_ns,
+            held_back: self.held_back,
+            syncs: self
+                .syncs
+                .map(|(count, latency_ns)| Syncs { count, latency_ns }),
+        }
     }
 }
 
@@ -279,101 +656,10 @@ impl Offsets {
     }
 }
 
-/// Bytes between the fresh random words stamped into write buffers.
-pub const STAMP_STRIDE: usize = 512;
-
-/// Makes the data of the next write unique: stores a fresh random 64-bit word at the start of every
-/// 512-byte sector of `buf` (the rest keeps the random bytes the buffer was filled with).
-#[inline]
-pub(crate) fn stamp(buf: &mut [u8], rng: &mut SmallRng) {
-    for chunk in buf.chunks_exact_mut(STAMP_STRIDE) {
-        chunk[..8].copy_from_slice(&rng.next_u64().to_ne_bytes());
-    }
-}
-
-/// A buffer aligned for direct I/O, filled with random bytes.
-///
-/// Mapped with `mmap` rather than taken from the heap: a run's buffers (up to iodepth × block
-/// size, e.g. 64 MiB for a 1M QD64 profile) go back to the system when the run ends instead of
-/// staying in the allocator's arenas, so the agent's memory does not keep the largest run's size.
-pub(crate) struct AlignedBuf {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: AlignedBuf owns its mapping exclusively (like a Box<[u8]>).
-unsafe impl Send for AlignedBuf {}
-
-/// Alignment every mapping has (Linux pages are at least 4 KiB).
-const MAP_ALIGN: usize = 4096;
-
-impl AlignedBuf {
-    /// `len` random bytes aligned to `align` (a power of two, at most 4096).
-    pub(crate) fn new(
-        len: usize,
-        align: usize,
-        rng: &mut SmallRng,
-    ) -> Result<AlignedBuf, ProbeError> {
-        if align > MAP_ALIGN {
-            return Err(ProbeError::Profile(format!(
-                "direct-I/O memory alignment of {align} bytes is above the supported {MAP_ALIGN}"
-            )));
-        }
-        let len = len.max(1);
-        // SAFETY: an anonymous private mapping of len bytes at an address the kernel chooses;
-        // no file descriptor or existing memory is involved.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(ProbeError::Profile(format!(
-                "cannot map {len} bytes for I/O buffers: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        let ptr = NonNull::new(raw.cast::<u8>())
-            .ok_or_else(|| ProbeError::Profile(format!("cannot map {len} bytes")))?;
-        let mut buf = AlignedBuf { ptr, len };
-        rng.fill_bytes(buf.as_mut_slice());
-        Ok(buf)
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is a live mapping of len bytes (zero-filled by the kernel, then written in
-        // new()), borrowed mutably through &mut self only.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len is exactly the mapping made in new(), unmapped once; engines free a
-        // buffer only after every I/O using it has completed (or leak it).
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
-}
-
 static FALLBACK_WARNING: Once = Once::new();
 
 /// Runs `profile` on `target` and returns what it measured. Blocks the calling thread for the run
-/// (at most `opts.timeout` plus the time to drain cancelled I/O).
+/// (at most `opts.timeout` plus [`SETTLE`] and [`DRAIN_GRACE`]).
 ///
 /// Errors are setup problems (profile does not fit the target, engine cannot start); I/O errors
 /// during the run are counted in the result.
@@ -382,19 +668,32 @@ pub fn run(
     profile: &Profile,
     opts: &RunOptions,
 ) -> Result<Measurement, ProbeError> {
-    let job = Job::new(target, profile, opts)?;
+    let mut job = Job::new(target, profile, opts)?;
+    // The descriptor and the fresh space of a durability profile, kept until the run returns
+    // (the space is then given back).
+    let _durable = durable::prepare(target, profile, &mut job)?;
     match opts.engine {
-        EngineChoice::Psync => psync::run(&job, &opts.cancel),
-        EngineChoice::IoUring => uring::run(&job, &opts.cancel),
-        EngineChoice::Auto => match uring::run(&job, &opts.cancel) {
-            Err(ProbeError::EngineSetup { engine, source }) => {
+        EngineChoice::Psync => psync::run(&job, opts),
+        EngineChoice::IoUring => uring::run(&job, opts),
+        EngineChoice::Auto => match uring::run(&job, opts) {
+            Err(err @ (ProbeError::EngineSetup { .. } | ProbeError::RateCapNeedsExtArg)) => {
                 FALLBACK_WARNING.call_once(|| {
-                    tracing::warn!(%engine, err = %source, "io_uring cannot be set up; using the psync engine (pread/pwrite threads)");
+                    tracing::warn!(err = %err, "io_uring cannot be set up; using the psync engine (pread/pwrite threads)");
                 });
-                psync::run(&job, &opts.cancel)
+                psync::run(&job, opts)
             }
             other => other,
         },
+    }
+}
+
+/// Lowers the calling thread's timer slack to 1 ns, so that its timed waits (a rate cap's next
+/// issue time, the pause before the first I/O) end when asked rather than up to 50 µs later.
+pub(crate) fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only the calling thread's slack.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    if rc != 0 {
+        tracing::debug!(err = %std::io::Error::last_os_error(), "cannot lower the engine thread's timer slack");
     }
 }
 
@@ -446,21 +745,5 @@ mod tests {
         let x: Vec<u64> = (0..8).map(|_| a.next_offset()).collect();
         let y: Vec<u64> = (0..8).map(|_| b.next_offset()).collect();
         assert_ne!(x, y);
-    }
-
-    #[test]
-    fn stamps_make_writes_unique_and_nonzero() {
-        let mut rng = SmallRng::from_os_rng();
-        let mut buf = AlignedBuf::new(4096, 4096, &mut rng).unwrap();
-        assert_eq!(buf.as_mut_ptr() as usize % 4096, 0);
-        assert_eq!(buf.len(), 4096);
-        let before = buf.as_mut_slice().to_vec();
-        stamp(buf.as_mut_slice(), &mut rng);
-        let after = buf.as_mut_slice().to_vec();
-        assert_ne!(before, after);
-        for (a, b) in before.chunks(512).zip(after.chunks(512)) {
-            assert_ne!(a[..8], b[..8]);
-            assert_eq!(a[8..], b[8..]);
-        }
     }
 }

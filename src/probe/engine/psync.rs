@@ -1,15 +1,28 @@
 //! The psync engine: `iodepth` threads, each doing one `pread`/`pwrite` at a time, so the device
 //! sees a true queue depth of `iodepth`. Used when io_uring cannot be set up, or on request.
 //!
-//! Latency is the time around the system call (from the intended issue time for rate-capped
-//! profiles). A thread stuck in a system call on a hung device cannot be interrupted: after the
-//! hard timeout the run returns `timed_out` and leaves such threads to finish on their own (each
-//! owns its buffer and its duplicate of the file descriptor, so nothing is freed under them).
+//! The calling thread runs the phases of a [`PsyncRun`]: set-up (start one [`Worker`] per queue
+//! slot; each maps its buffer), issuing (the clock starts once every worker is ready), draining,
+//! and on the hard timeout or cancellation aborting: the workers stop at their next I/O. A
+//! thread stuck in a system call on a hung device cannot be interrupted; after [`DRAIN_GRACE`]
+//! the run returns and leaves it behind (each worker owns its buffer and its duplicate of the
+//! file descriptor, so nothing is freed under it), reported in [`StuckIos`].
+//!
+//! Latency is the time around the system call; with a rate cap, an I/O the device held back counts
+//! from its due time (see [`Clocks`]). A profile with `fsync`/`fdatasync` runs at QD1 (one
+//! worker), which follows every Nth `pwrite` with the call, timed apart
+//! ([`Worker::sync_if_due`]).
 
 use crate::probe::ProbeError;
-use crate::probe::engine::{AlignedBuf, CANCEL_POLL, EngineKind, Job, Offsets, stamp};
-use crate::probe::measurement::{Measurement, new_latency_histogram};
-use hdrhistogram::Histogram;
+use crate::probe::engine::buffer::{AlignedBuf, stamp};
+use crate::probe::engine::lateness::Laps;
+use crate::probe::engine::tighten_timer_slack;
+use crate::probe::engine::{
+    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Issue, Job, RunOptions, RunProgress, Schedule,
+    StuckIos, Tally,
+};
+use crate::probe::measurement::Measurement;
+use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::fs::File;
@@ -21,294 +34,518 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How long to wait for worker threads after a timeout or cancellation before giving up on them.
-const GRACE: Duration = Duration::from_secs(2);
+/// Runs the job on `iodepth` pread/pwrite threads.
+pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeError> {
+    let mut run = PsyncRun::start(job, opts)?;
+    run.wait_until_ready();
+    let start = run.go();
+    let tally = run.collect();
+    Ok(run.finish(tally, start))
+}
 
+/// What the workers of a run share.
 struct Shared {
+    /// I/Os taken so far (the number of the next one).
     issued: AtomicU64,
+    /// Set when the run stops issuing.
     stop: AtomicBool,
     /// The run's start, set once every thread has set up its buffer: the clock (elapsed time, the
     /// runtime and a rate cap's schedule) starts after the set-up, as the io_uring engine's does.
     start: Mutex<Option<Instant>>,
     started: Condvar,
+    /// Per worker, the I/O it has in the kernel.
+    in_kernel: Arc<StuckIos>,
+    /// Per worker, its last I/O's clock: whether the device held every worker when an I/O fell
+    /// due.
+    clocks: Clocks,
+    progress: Arc<RunProgress>,
+    yield_now: Arc<AtomicBool>,
 }
 
-struct WorkerOut {
-    ios: u64,
-    bytes: u64,
-    errors: u64,
-    first_error: Option<String>,
-    hist: Histogram<u64>,
-    last_completion: Option<Instant>,
-    yielded: bool,
+/// Where a run is, as the calling thread sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Issuing,
+    Draining(Ending),
+    Aborting { since: Instant, why: Ending },
 }
 
-/// Runs the job on `iodepth` pread/pwrite threads.
-pub(crate) fn run(job: &Job, cancel: &Arc<AtomicBool>) -> Result<Measurement, ProbeError> {
-    // SAFETY: job.fd belongs to the OpenTarget the caller borrows for the whole run; it is only
-    // borrowed here to duplicate it.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(job.fd) };
-    let shared = Arc::new(Shared {
-        issued: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-        start: Mutex::new(None),
-        started: Condvar::new(),
-    });
-    let (tx, rx) = mpsc::channel::<Result<WorkerOut, String>>();
-    // Each thread drops its sender once its set-up is done (or has failed).
-    let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let mut spawned = 0u32;
-    for i in 0..job.iodepth {
-        let started = borrowed.try_clone_to_owned().and_then(|fd| {
-            let file = File::from(fd);
-            let job = job.clone();
-            let worker_shared = Arc::clone(&shared);
-            let tx = tx.clone();
-            let ready = ready_tx.clone();
-            thread::Builder::new()
-                .name(format!("diskprobe-psync-{i}"))
-                .spawn(move || {
-                    let out = worker(&job, &file, &worker_shared, ready);
-                    let _ = tx.send(out);
-                })
+/// A run, driven from the calling thread.
+struct PsyncRun<'a> {
+    job: &'a Job,
+    opts: &'a RunOptions,
+    shared: Arc<Shared>,
+    results: mpsc::Receiver<Tally>,
+    /// Dropped by every worker once its set-up is done (or has failed).
+    ready: mpsc::Receiver<()>,
+    workers: u32,
+    phase: Phase,
+}
+
+impl<'a> PsyncRun<'a> {
+    /// Starts one worker per queue slot.
+    fn start(job: &'a Job, opts: &'a RunOptions) -> Result<PsyncRun<'a>, ProbeError> {
+        let shared = Arc::new(Shared {
+            issued: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            start: Mutex::new(None),
+            started: Condvar::new(),
+            in_kernel: Arc::new(StuckIos::new(Instant::now(), job.iodepth as usize)),
+            clocks: Clocks::new(Instant::now(), job.iodepth as usize),
+            progress: Arc::clone(&opts.progress),
+            yield_now: Arc::clone(&opts.yield_now),
         });
-        match started {
-            Ok(_) => spawned += 1,
-            Err(source) if spawned == 0 => {
-                return Err(ProbeError::EngineSetup {
-                    engine: EngineKind::Psync,
-                    source,
-                });
+        let (results_tx, results) = mpsc::channel();
+        let (ready_tx, ready) = mpsc::channel();
+        let mut workers = 0u32;
+        for slot in 0..job.iodepth {
+            let worker = Worker {
+                job: job.clone(),
+                file: None,
+                shared: Arc::clone(&shared),
+                slot: slot as usize,
+            };
+            match worker.spawn(job.fd, results_tx.clone(), ready_tx.clone()) {
+                Ok(()) => workers += 1,
+                Err(source) if workers == 0 => {
+                    return Err(ProbeError::EngineSetup {
+                        engine: EngineKind::Psync,
+                        source,
+                    });
+                }
+                Err(source) => {
+                    // A shallower queue would measure another profile: stop the threads that
+                    // started (they do no I/O before the start) and refuse the run.
+                    shared.stop.store(true, Ordering::Relaxed);
+                    *shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                    shared.started.notify_all();
+                    return Err(ProbeError::PsyncShortOfDepth {
+                        wanted: job.iodepth,
+                        started: workers,
+                        source,
+                    });
+                }
             }
-            Err(source) => {
-                // The threads already running carry on: a shallower queue, said in the log.
-                tracing::warn!(err = %source, threads = spawned, "cannot start all psync threads; running with fewer");
+        }
+        Ok(PsyncRun {
+            job,
+            opts,
+            shared,
+            results,
+            ready,
+            workers,
+            phase: Phase::Issuing,
+        })
+    }
+
+    /// Waits until every worker has set up (or given up). Set-up is not expected to take long,
+    /// but cancellation and the hard timeout are watched meanwhile all the same.
+    fn wait_until_ready(&mut self) {
+        let from = Instant::now();
+        loop {
+            match self.ready.recv_timeout(CANCEL_POLL) {
+                Ok(()) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    if let Some(why) = Ending::abort_due(self.opts, now, from + self.job.timeout) {
+                        // The workers do no I/O once they get past their set-up.
+                        self.abort(why, now);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts the run's clock and lets the workers go.
+    fn go(&self) -> Instant {
+        let start = Instant::now();
+        *self.shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
+        self.shared.started.notify_all();
+        start
+    }
+
+    /// Collects every worker's tally, watching the limits; gives up on workers still in a system
+    /// call [`DRAIN_GRACE`] after an abort.
+    fn collect(&mut self) -> Tally {
+        let start = self
+            .shared
+            .start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(Instant::now);
+        let schedule = Schedule::new(self.job, start);
+        let mut tally = Tally::of(self.job);
+        let mut received = 0u32;
+        while received < self.workers {
+            let now = Instant::now();
+            let wait = match (self.phase, schedule.stop_at) {
+                (Phase::Issuing, Some(stop_at)) if stop_at > now => {
+                    (stop_at - now).min(CANCEL_POLL)
+                }
+                _ => CANCEL_POLL,
+            };
+            match self.results.recv_timeout(wait) {
+                Ok(out) => {
+                    received += 1;
+                    tally.merge(out);
+                    if tally.has_errors() {
+                        // Like fio without continue_on_error: the first error ends the run.
+                        self.stop_issuing(Ending::Failed);
+                    }
+                    // A worker stops at the end of the run, or at a yield request: the run has
+                    // stopped issuing then.
+                    self.check_limits(&schedule, Instant::now());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    self.check_limits(&schedule, now);
+                    if let Phase::Aborting { since, .. } = self.phase
+                        && now >= since + DRAIN_GRACE
+                    {
+                        break;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        tally
+    }
+
+    /// Stops issuing on cancellation, the hard timeout, a yield request or the end of the
+    /// runtime or of the job's I/O count.
+    fn check_limits(&mut self, schedule: &Schedule, now: Instant) {
+        if matches!(self.phase, Phase::Aborting { .. }) {
+            return;
+        }
+        if let Some(why) = Ending::abort_due(self.opts, now, schedule.deadline) {
+            self.abort(why, now);
+        } else if self.phase == Phase::Issuing {
+            if self.opts.yield_now.load(Ordering::Relaxed) {
+                self.stop_issuing(Ending::Yielded);
+            } else if schedule.runtime_over(now)
+                || schedule.out_of_ios(self.shared.issued.load(Ordering::Relaxed))
+            {
+                self.stop_issuing(Ending::Finished);
+            }
+        }
+    }
+
+    /// Leaves the issuing phase (telling the caller's hook) for draining.
+    fn stop_issuing(&mut self, why: Ending) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if self.phase == Phase::Issuing {
+            if let Some(hook) = &self.opts.on_draining {
+                (hook.0)();
+            }
+            self.phase = Phase::Draining(why);
+        }
+    }
+
+    /// Stops the workers at their next I/O and starts the drain grace period.
+    fn abort(&mut self, why: Ending, now: Instant) {
+        self.stop_issuing(why);
+        self.phase = Phase::Aborting { since: now, why };
+    }
+
+    /// The measurement; workers still in a system call are reported as stuck.
+    fn finish(self, tally: Tally, start: Instant) -> Measurement {
+        let mut ending = match self.phase {
+            // Every worker stopped before this thread looked: at a yield request, or at the end.
+            Phase::Issuing if self.opts.yield_now.load(Ordering::Relaxed) => Ending::Yielded,
+            Phase::Issuing => Ending::Finished,
+            Phase::Draining(why) | Phase::Aborting { why, .. } => why,
+        };
+        if tally.has_errors() && ending == Ending::Finished {
+            ending = Ending::Failed;
+        }
+        if matches!(ending, Ending::Finished | Ending::Yielded | Ending::Failed)
+            && Instant::now() > start + self.job.timeout
+        {
+            ending = Ending::TimedOut;
+        }
+        let stuck = self.shared.in_kernel.count();
+        let mut tally = tally;
+        let in_kernel = (stuck > 0).then(|| {
+            tracing::warn!(
+                stuck,
+                "psync threads still in a system call after the timeout; leaving them behind"
+            );
+            tally.note(|| {
+                format!("{stuck} I/O threads still blocked in the kernel after the timeout")
+            });
+            Arc::clone(&self.shared.in_kernel)
+        });
+        tally.into_measurement(EngineKind::Psync, start, ending, in_kernel)
+    }
+}
+
+/// An I/O a worker has taken.
+struct NextIo {
+    /// Its number in the run.
+    k: u64,
+    /// When it is due under a rate cap.
+    due: Option<Instant>,
+}
+
+/// Per worker, since when the device has held its last I/O back (its due time when it was held
+/// back, else its submission) and when the kernel completed it (as far as the worker can tell),
+/// so that a worker can tell whether the device held every worker when the I/O it takes fell due
+/// (a backlog: then its latency counts from its due time, plus the worker's lateness in noticing
+/// its last transfer done; otherwise from its submission, since the lateness of a wake-up or a
+/// catch-up is the engine's, not the device's). Times are nanoseconds after `base`, plus one; 0
+/// for none yet.
+struct Clocks {
+    base: Instant,
+    held_from: Box<[AtomicU64]>,
+    freed: Box<[AtomicU64]>,
+}
+
+/// `Clocks::freed` of an I/O still in the kernel.
+const IN_FLIGHT: u64 = u64::MAX;
+
+impl Clocks {
+    fn new(base: Instant, workers: usize) -> Clocks {
+        let zeros = || (0..workers).map(|_| AtomicU64::new(0)).collect();
+        Clocks {
+            base,
+            held_from: zeros(),
+            freed: zeros(),
+        }
+    }
+
+    fn encode(&self, at: Instant) -> u64 {
+        let ns = at.saturating_duration_since(self.base).as_nanos();
+        u64::try_from(ns).unwrap_or(IN_FLIGHT - 1).saturating_add(1)
+    }
+
+    /// Worker `slot` issued an I/O held back since `held_from`.
+    fn issued(&self, slot: usize, held_from: Instant) {
+        self.held_from[slot].store(self.encode(held_from), Ordering::Relaxed);
+        self.freed[slot].store(IN_FLIGHT, Ordering::Relaxed);
+    }
+
+    /// Worker `slot`'s I/O completed at `at`.
+    fn completed(&self, slot: usize, at: Instant) {
+        self.freed[slot].store(self.encode(at), Ordering::Relaxed);
+    }
+
+    /// Whether the device held every worker at `at`: each worker's last I/O was held since `at` or
+    /// earlier (it was issued by then, or was itself held back since then) and had not
+    /// completed by then. A worker that issued only after `at` (catching up) was free at `at`.
+    fn all_held_at(&self, at: Instant) -> bool {
+        let at = self.encode(at);
+        self.held_from.iter().zip(self.freed.iter()).all(|(h, f)| {
+            let held_from = h.load(Ordering::Relaxed);
+            held_from != 0 && held_from <= at && f.load(Ordering::Relaxed) > at
+        })
+    }
+}
+
+/// One queue slot of a run: a thread doing one I/O at a time.
+struct Worker {
+    job: Job,
+    /// The worker's own duplicate of the target's descriptor.
+    file: Option<File>,
+    shared: Arc<Shared>,
+    slot: usize,
+}
+
+impl Worker {
+    /// Starts the worker's thread with its own duplicate of `fd`.
+    fn spawn(
+        mut self,
+        fd: std::os::fd::RawFd,
+        results: mpsc::Sender<Tally>,
+        ready: mpsc::Sender<()>,
+    ) -> io::Result<()> {
+        // SAFETY: fd belongs to the OpenTarget the caller of engine::run borrows for the whole
+        // run; it is only borrowed here to duplicate it.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        self.file = Some(File::from(borrowed.try_clone_to_owned()?));
+        thread::Builder::new()
+            .name(format!("diskprobe-psync-{}", self.slot))
+            .spawn(move || {
+                tighten_timer_slack();
+                let tally = self.run(ready);
+                let _ = results.send(tally);
+            })?;
+        Ok(())
+    }
+
+    /// Sets up the buffer, waits for the run's start and does I/O until the run stops.
+    fn run(self, ready: mpsc::Sender<()>) -> Tally {
+        let mut tally = Tally::of(&self.job);
+        let mut rng = SmallRng::from_os_rng();
+        let mut buf =
+            match AlignedBuf::new(self.job.block_size as usize, self.job.mem_align, &mut rng) {
+                Ok(buf) => buf,
+                Err(err) => {
+                    tally.error(|| err.to_string());
+                    return tally;
+                }
+            };
+        drop(ready);
+        let Some(start) = self.wait_for_start() else {
+            return tally;
+        };
+        let schedule = Schedule::new(&self.job, start);
+        let mut offsets = self.job.offsets();
+        let write = self.job.rw.is_write();
+        // Run delay this thread accumulated up to its last transfer's end: its own lateness in
+        // noticing the transfer done, not the device's.
+        let mut laps = Laps::of_this_thread(schedule.rate_capped());
+        let mut late = Duration::ZERO;
+        while let Some(next) = self.next_io(&schedule) {
+            let offset = if self.job.rw.is_random() {
+                offsets.next_offset()
+            } else {
+                offsets.sequential(next.k)
+            };
+            if write {
+                stamp(buf.as_mut_slice(), offsets.rng());
+            }
+            let now = Instant::now();
+            let held = next.due.filter(|&at| self.shared.clocks.all_held_at(at));
+            let issue = Issue {
+                origin: held.map_or(now, |at| (at + late).min(now)),
+                submitted: now,
+            };
+            let clocks = &self.shared.clocks;
+            clocks.issued(self.slot, held.unwrap_or(now));
+            let res = self.transfer(buf.as_mut_slice(), offset, now);
+            let done = Instant::now();
+            late = laps.lap(done);
+            clocks.completed(self.slot, done.checked_sub(late).unwrap_or(done));
+            match res {
+                Ok(()) => tally.completed(self.job.block_size, issue, done),
+                Err(err) => {
+                    let op = if write { "pwrite" } else { "pread" };
+                    tally.failed(|| format!("{op} at offset {offset}: {err}"), done);
+                    // Like fio without continue_on_error: the first error ends the run.
+                    self.shared.stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+            }
+            if !self.sync_if_due(next.k, &mut tally) {
+                self.shared.stop.store(true, Ordering::Relaxed);
                 break;
             }
         }
+        tally
     }
-    drop(tx);
-    drop(ready_tx);
-    // Every thread has set up (or given up) once all senders are gone. Set-up is not expected to
-    // take long, but cancellation and the hard timeout are watched meanwhile all the same.
-    let (mut timed_out, mut cancelled) = (false, false);
-    let mut stopped_at: Option<Instant> = None;
-    let set_up_from = Instant::now();
-    loop {
-        match ready_rx.recv_timeout(CANCEL_POLL) {
-            Ok(()) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                cancelled = cancel.load(Ordering::Relaxed);
-                timed_out = !cancelled && set_up_from.elapsed() >= job.timeout;
-                if cancelled || timed_out {
-                    // The threads do no I/O once they get past their set-up.
-                    shared.stop.store(true, Ordering::Relaxed);
-                    stopped_at = Some(Instant::now());
-                    break;
-                }
+
+    /// After write number `k` (from 0) has completed: the profile's `fdatasync`/`fsync` when
+    /// this write is the Nth since the last one, timed and recorded in `tally`. Sync profiles
+    /// run at QD1, so this worker's writes are all of the run's. False when the sync failed.
+    fn sync_if_due(&self, k: u64, tally: &mut Tally) -> bool {
+        let Some(sync) = self.job.sync else {
+            return true;
+        };
+        if !(k + 1).is_multiple_of(u64::from(sync.every)) {
+            return true;
+        }
+        let Some(file) = &self.file else {
+            return false;
+        };
+        let progress = &self.shared.progress;
+        progress.submitted.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        self.shared.in_kernel.set(self.slot, Some(since));
+        let result = match sync.call {
+            SyncCall::Fsync => file.sync_all(),
+            SyncCall::Fdatasync => file.sync_data(),
+        };
+        let done = Instant::now();
+        self.shared.in_kernel.set(self.slot, None);
+        progress.completed.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                tally.synced(since, done);
+                true
+            }
+            Err(err) => {
+                let call = sync.call.as_str();
+                tally.failed(|| format!("{call} after write {}: {err}", k + 1), done);
+                false
             }
         }
     }
-    let start = Instant::now();
-    *shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
-    shared.started.notify_all();
 
-    let deadline = start + job.timeout;
-    let mut hist = new_latency_histogram();
-    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
-    let mut first_error: Option<String> = None;
-    let mut last: Option<Instant> = None;
-    let mut received = 0u32;
-    let mut yielded = false;
-    while received < spawned {
-        match rx.recv_timeout(CANCEL_POLL) {
-            Ok(Ok(out)) => {
-                received += 1;
-                yielded |= out.yielded;
-                ios += out.ios;
-                bytes += out.bytes;
-                errors += out.errors;
-                if first_error.is_none() {
-                    first_error = out.first_error;
-                }
-                let _ = hist.add(&out.hist);
-                last = match (last, out.last_completion) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            Ok(Err(err)) => {
-                received += 1;
-                errors += 1;
-                first_error.get_or_insert(err);
-                shared.stop.store(true, Ordering::Relaxed);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                if stopped_at.is_none() {
-                    if cancel.load(Ordering::Relaxed) {
-                        cancelled = true;
-                    } else if now >= deadline {
-                        timed_out = true;
-                    }
-                    if cancelled || timed_out {
-                        shared.stop.store(true, Ordering::Relaxed);
-                        stopped_at = Some(now);
-                    }
-                }
-                if stopped_at.is_some_and(|t| now >= t + GRACE) {
-                    let stuck = spawned - received;
-                    tracing::warn!(
-                        stuck,
-                        "psync threads still in a system call after the timeout; leaving them behind"
-                    );
-                    first_error.get_or_insert(format!(
-                        "{stuck} I/O threads still blocked in the kernel after the timeout"
-                    ));
-                    break;
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    if !timed_out && !cancelled && Instant::now() > deadline {
-        timed_out = true;
-    }
-    let end = last.unwrap_or_else(Instant::now);
-    Ok(Measurement {
-        engine: EngineKind::Psync,
-        ios,
-        bytes,
-        elapsed: end.saturating_duration_since(start),
-        errors,
-        first_error,
-        timed_out,
-        cancelled,
-        yielded,
-        latency_ns: hist,
-    })
-}
-
-fn worker(
-    job: &Job,
-    file: &File,
-    shared: &Shared,
-    ready: mpsc::Sender<()>,
-) -> Result<WorkerOut, String> {
-    let mut rng = SmallRng::from_os_rng();
-    let mut buf = AlignedBuf::new(job.block_size as usize, job.mem_align, &mut rng)
-        .map_err(|e| e.to_string())?;
-    drop(ready);
-    let start = {
-        let guard = shared.start.lock().unwrap_or_else(|e| e.into_inner());
-        let guard = shared
+    /// The run's start, once every worker is ready; `None` when the run was stopped first.
+    fn wait_for_start(&self) -> Option<Instant> {
+        let guard = self.shared.start.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .shared
             .started
             .wait_while(guard, |start| start.is_none())
             .unwrap_or_else(|e| e.into_inner());
-        guard.unwrap_or_else(Instant::now)
-    };
-    let mut offsets = Offsets::new(job.random, job.region_offset, job.blocks, job.block_size);
-    let stop_at = job.runtime.map(|r| start + r);
-    let mut out = WorkerOut {
-        ios: 0,
-        bytes: 0,
-        errors: 0,
-        first_error: None,
-        hist: new_latency_histogram(),
-        last_completion: None,
-        yielded: false,
-    };
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            break;
+        let start = *guard;
+        drop(guard);
+        if self.shared.stop.load(Ordering::Relaxed) {
+            return None;
         }
-        if job.yield_now.load(Ordering::Relaxed) {
-            out.yielded = true;
-            break;
+        start
+    }
+
+    /// The next I/O, once it is due under a rate cap; `None` when the run stops issuing.
+    fn next_io(&self, schedule: &Schedule) -> Option<NextIo> {
+        if self.shared.stop.load(Ordering::Relaxed) || self.shared.yield_now.load(Ordering::Relaxed)
+        {
+            return None;
         }
-        let k = shared.issued.fetch_add(1, Ordering::Relaxed);
-        if job.number_ios.is_some_and(|n| k >= n) {
-            break;
+        let k = self.shared.issued.fetch_add(1, Ordering::Relaxed);
+        if schedule.out_of_ios(k) {
+            return None;
         }
-        let intended = match job.rate_interval {
-            Some(iv) => {
-                let at = start + Duration::from_nanos((iv.as_nanos() as u64).saturating_mul(k));
-                if !sleep_until(at, stop_at, shared, &job.yield_now) {
-                    out.yielded = job.yield_now.load(Ordering::Relaxed);
-                    break;
-                }
-                Some(at)
+        let due = schedule.due(k);
+        if let Some(at) = due
+            && !self.sleep_until(at, schedule.stop_at)
+        {
+            return None;
+        }
+        if schedule.runtime_over(Instant::now()) {
+            return None;
+        }
+        Some(NextIo { k, due })
+    }
+
+    /// Sleeps until `at`; false when the run stops (or its runtime ends) first.
+    fn sleep_until(&self, at: Instant, stop_at: Option<Instant>) -> bool {
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) {
+                return false;
             }
-            None => None,
-        };
-        let now = Instant::now();
-        if stop_at.is_some_and(|s| now >= s) {
-            break;
-        }
-        let offset = if job.random {
-            offsets.next_offset()
-        } else {
-            offsets.sequential(k)
-        };
-        if job.write {
-            stamp(buf.as_mut_slice(), offsets.rng());
-        }
-        let issued = intended.unwrap_or_else(Instant::now);
-        job.progress.submitted.fetch_add(1, Ordering::Relaxed);
-        let res = transfer(file, buf.as_mut_slice(), offset, job.write);
-        let done = Instant::now();
-        job.progress.completed.fetch_add(1, Ordering::Relaxed);
-        match res {
-            Ok(()) => {
-                out.ios += 1;
-                out.bytes += job.block_size;
-                out.hist
-                    .saturating_record(done.saturating_duration_since(issued).as_nanos() as u64);
-                out.last_completion = Some(done);
+            let now = Instant::now();
+            if stop_at.is_some_and(|s| s <= at && now >= s) {
+                return false;
             }
-            Err(err) => {
-                out.errors += 1;
-                out.first_error.get_or_insert_with(|| {
-                    format!(
-                        "{} at offset {offset}: {err}",
-                        if job.write { "pwrite" } else { "pread" }
-                    )
-                });
-                out.last_completion = Some(done);
-                // Like fio without continue_on_error: the first error ends the run.
-                shared.stop.store(true, Ordering::Relaxed);
-                break;
+            if now >= at {
+                return true;
             }
+            thread::sleep((at - now).min(CANCEL_POLL));
         }
     }
-    Ok(out)
-}
 
-/// Sleeps until `at`; false when the run stops, yields (or its runtime ends) first.
-fn sleep_until(
-    at: Instant,
-    stop_at: Option<Instant>,
-    shared: &Shared,
-    yield_now: &AtomicBool,
-) -> bool {
-    loop {
-        if shared.stop.load(Ordering::Relaxed) || yield_now.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if stop_at.is_some_and(|s| s <= at && now >= s) {
-            return false;
-        }
-        if now >= at {
-            return true;
-        }
-        thread::sleep((at - now).min(CANCEL_POLL));
+    /// One full transfer: retries EINTR/EAGAIN and continues short transfers. While it is in the
+    /// kernel, the worker's slot shows it (issued at `issued`) to the run's stuck-I/O report.
+    fn transfer(&self, buf: &mut [u8], offset: u64, issued: Instant) -> io::Result<()> {
+        let Some(file) = &self.file else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
+        let progress = &self.shared.progress;
+        progress.submitted.fetch_add(1, Ordering::Relaxed);
+        self.shared.in_kernel.set(self.slot, Some(issued));
+        let result = transfer_all(file, buf, offset, self.job.rw.is_write());
+        self.shared.in_kernel.set(self.slot, None);
+        progress.completed.fetch_add(1, Ordering::Relaxed);
+        result
     }
 }
 
-/// One full transfer: retries EINTR/EAGAIN and continues short transfers.
-fn transfer(file: &File, buf: &mut [u8], offset: u64, write: bool) -> io::Result<()> {
+/// Transfers all of `buf` at `offset`: retries EINTR/EAGAIN and continues short transfers.
+fn transfer_all(file: &File, buf: &mut [u8], offset: u64, write: bool) -> io::Result<()> {
     let mut done = 0usize;
     while done < buf.len() {
         let res = if write {
@@ -317,12 +554,7 @@ fn transfer(file: &File, buf: &mut [u8], offset: u64, write: bool) -> io::Result
             file.read_at(&mut buf[done..], offset + done as u64)
         };
         match res {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "end of target reached",
-                ));
-            }
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
             Ok(n) => done += n,
             Err(err)
                 if err.kind() == io::ErrorKind::Interrupted

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Rate-capped probes against fio 3.33: latency under an IOPS cap, side by side on a loop device
+# over a file with direct I/O (`losetup --direct-io=on`): by default a file on the root filesystem,
+# so that every read reaches the virtual disk.
+#
+# Usage: sudo bench/probe_vs_fio_rate.sh [ROUNDS] [SECONDS]   (defaults: 3 rounds of 5 s per run)
+#        ONLY=qd1-500 sudo bench/probe_vs_fio_rate.sh         (only the case with that name)
+#        ENGINE=psync sudo bench/probe_vs_fio_rate.sh         (ours and fio with the psync engine)
+#        KEEP=runs.tsv sudo bench/probe_vs_fio_rate.sh        (also keep every run)
+#        OURS_BIN=path/to/diskprobe_exporter sudo bench/...   (that binary instead of building one)
+#        BACKING=tmpfs sudo bench/probe_vs_fio_rate.sh        (the backing file on /dev/shm, still
+#                                                          with direct I/O: no disk in the way)
+# Needs: root, losetup, fio, python3, cargo.
+#
+# Cases: 4k random reads at QD1 capped at 500 and 5000 IOPS, and at QD8 capped at 5000 IOPS.
+# Every round runs each case with ours (`--fio '... -rate_iops=N'`) and fio (`--rate_iops=N
+# --lat_percentiles=1`, so that its percentiles are of `lat`, submission to completion), in an
+# order that alternates per round. The table shows medians over the rounds; under it, per case,
+# the median of the per-round ratios ours / fio for the mean and p99 latency, against the goals
+# (mean within ±15%, p99 at most 1.5×), for two figures of ours:
+# - `sub`: latency from submission (the one-shot JSON's submission_latency_seconds), fio's `lat`
+#   measured the same way: this compares the engines;
+# - `lat`: what the agent exports (latency_seconds): the same, except that an I/O the device held
+#   back past its due time (every queue slot busy then; `held back` counts them) counts from its
+#   due time. fio does not count that (coordinated omission), so on a device that stalls for
+#   longer than the cap's interval `lat` exceeds fio's by design; it equals `sub` when nothing
+#   was held back.
+# A case whose IOPS falls short of its cap in either tool (the device is the limit) is flagged:
+# compare latency only at caps both reach.
+set -euo pipefail
+
+ROUNDS=${1:-3}
+RUNTIME=${2:-5}
+SIZE_MIB=${SIZE_MIB:-256}
+ENGINE=${ENGINE:-io_uring}
+cd "$(dirname "$0")/.."
+source bench/common.sh
+
+need_root "loop devices"
+need fio "apt-get install fio"
+need losetup
+FIO=$(command -v fio)
+if [[ -n "${OURS_BIN:-}" ]]; then OURS=$OURS_BIN; else build_ours; fi
+
+case ${BACKING:-disk} in
+  disk) make_workdir /var/tmp/probe_vs_fio_rate.XXXXXX ;;
+  tmpfs) make_workdir /dev/shm/probe_vs_fio_rate.XXXXXX ;;
+  *) echo "BACKING is disk or tmpfs" >&2; exit 1 ;;
+esac
+head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/backing.img"
+LOOP=$(losetup --find --show --direct-io=on "$WORK/backing.img")
+echo "device: $LOOP (file on $(stat -f -c %T "$WORK"), direct I/O $(cat /sys/block/"${LOOP#/dev/}"/loop/dio), ${SIZE_MIB} MiB); engine $ENGINE; $ROUNDS rounds of ${RUNTIME}s; $("$FIO" --version); kernel $(uname -r); $(nproc) CPUs" >&2
+
+RESULTS="$WORK/results.tsv"
+: > "$RESULTS"
+# name | iodepth | rate_iops
+CASES=(
+  "qd1-500 1 500"
+  "qd1-5000 1 5000"
+  "qd8-5000 8 5000"
+)
+
+run_ours() { # name qd rate round
+  "$OURS" probe --target "$LOOP" --engine "$ENGINE" --format json --runtime "${RUNTIME}s" \
+    --fio "-rw=randread -bs=4k -iodepth=$2 -rate_iops=$3" > "$WORK/out"
+  python3 - "$WORK/out" "$1" "$4" >>"$RESULTS" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+l = r["latency_seconds"]
+s = r["submission_latency_seconds"]
+print("\t".join(map(str, [sys.argv[2], "ours", sys.argv[3], r["iops"], l["mean"] * 1e9, l["p99"] * 1e9,
+                          s["mean"] * 1e9, s["p99"] * 1e9, r["held_back_ios"]])))
+PY
+}
+
+run_fio() { # name qd rate round
+  "$FIO" --name=bench --filename="$LOOP" --direct=1 --ioengine="$ENGINE" --rw=randread --bs=4k \
+    --iodepth="$2" --rate_iops="$3" --time_based --runtime="$RUNTIME" --lat_percentiles=1 \
+    --output-format=json > "$WORK/out"
+  python3 - "$WORK/out" "$1" "$4" >>"$RESULTS" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+lat = j["lat_ns"]
+p99 = lat["percentile"]["99.000000"]
+print("\t".join(map(str, [sys.argv[2], "fio", sys.argv[3], j["iops"], lat["mean"], p99, lat["mean"], p99, 0])))
+PY
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  for c in "${CASES[@]}"; do
+    read -r name qd rate <<<"$c"
+    [[ -n "${ONLY:-}" && $name != "$ONLY" ]] && continue
+    if (( round % 2 )); then
+      run_ours "$name" "$qd" "$rate" "$round"; run_fio "$name" "$qd" "$rate" "$round"
+    else
+      run_fio "$name" "$qd" "$rate" "$round"; run_ours "$name" "$qd" "$rate" "$round"
+    fi
+    echo "round $round/$ROUNDS: $name done" >&2
+  done
+done
+
+[[ -n "${KEEP:-}" ]] && cp "$RESULTS" "$KEEP"
+python3 - "$RESULTS" <<'PY'
+import statistics, sys
+from collections import defaultdict
+rows = defaultdict(list)
+by_round = defaultdict(dict)
+for line in open(sys.argv[1]):
+    case, who, rnd, *v = line.split("\t")
+    v = tuple(map(float, v))  # iops, lat mean, lat p99, sub mean, sub p99, held back
+    rows[(case, who)].append(v)
+    by_round[(case, rnd)][who] = v
+med = lambda case, who, i: statistics.median(v[i] for v in rows[(case, who)])
+cases = list(dict.fromkeys(c for c, _ in rows))
+caps = {"qd1-500": 500, "qd1-5000": 5000, "qd8-5000": 5000}
+print("| case | ours IOPS | fio IOPS | ours sub mean µs | ours lat mean µs | fio mean µs | ours sub p99 µs | ours lat p99 µs | fio p99 µs | held back |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for c in cases:
+    o, f = "ours", "fio"
+    print(f"| {c} | {med(c,o,0):,.0f} | {med(c,f,0):,.0f} "
+          f"| {med(c,o,3)/1e3:.1f} | {med(c,o,1)/1e3:.1f} | {med(c,f,1)/1e3:.1f} "
+          f"| {med(c,o,4)/1e3:.1f} | {med(c,o,2)/1e3:.1f} | {med(c,f,2)/1e3:.1f} | {med(c,o,5):,.0f} |")
+print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per tool and case; held back: I/Os of ours counted from their due time")
+print("\nmedian of the per-round ratios ours / fio (goals: mean 0.85..1.15, p99 <= 1.5):")
+verdict = lambda ok: "met" if ok else "missed"
+for c in cases:
+    pairs = [r for (cc, _), r in by_round.items() if cc == c and "ours" in r and "fio" in r]
+    ratio = lambda i, j: statistics.median(p["ours"][i] / p["fio"][j] for p in pairs)
+    short = [w for w in ("ours", "fio") if med(c, w, 0) < 0.98 * caps.get(c, 0)]
+    note = f"  (cap not reached by {', '.join(short)}: not comparable)" if short else ""
+    sm, sp, lm, lp = ratio(3, 1), ratio(4, 2), ratio(1, 1), ratio(2, 2)
+    print(f"  {c} ({len(pairs)} rounds): sub mean {sm:.3f} {verdict(0.85 <= sm <= 1.15)}, sub p99 {sp:.3f} {verdict(sp <= 1.5)}; "
+          f"lat mean {lm:.3f} {verdict(0.85 <= lm <= 1.15)}, lat p99 {lp:.3f} {verdict(lp <= 1.5)}{note}")
+PY

@@ -1,0 +1,200 @@
+//! Block device targets: size and alignment from the kernel, and the write-safety rules (the
+//! device and its partitions unmounted and without holders, opened with `O_EXCL`, and the same
+//! device as the one checked).
+
+use super::facts::{cache_of, mounted_devices, resolve_device};
+use super::{
+    OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned, fstat, open_direct,
+};
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+))]
+const BLKGETSIZE64: libc::Ioctl = 0x4008_1272;
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(not(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+)))]
+const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
+
+pub(super) fn open_block_device(
+    path: &Path,
+    meta: &fs::Metadata,
+    opts: &TargetOptions,
+) -> Result<OpenTarget, TargetError> {
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let device = resolve_device(&opts.sysfs, major, minor);
+    if opts.write {
+        if !opts.device_writes {
+            return Err(TargetError::WriteRefused {
+                path: path.to_owned(),
+                reason: Refusal::NoDeviceOptIn,
+            });
+        }
+        check_block_write_safety(path, major, minor, opts)?;
+    }
+    let file = open_direct(path, opts.write, opts.write, false, "")?;
+    // The checks above were made on the device the path named then; the descriptor must be that
+    // device (a /dev/disk/by-* link can move in between).
+    let opened = fstat(path, &file)?;
+    if !opened.file_type().is_block_device() || opened.rdev() != meta.rdev() {
+        return Err(TargetError::DeviceChanged {
+            path: path.to_owned(),
+        });
+    }
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(TargetError::Io {
+            path: path.to_owned(),
+            what: "BLKGETSIZE64",
+            source: io::Error::last_os_error(),
+        });
+    }
+    let mut lbs: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live local.
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::BLKSSZGET,
+            &mut lbs as *mut libc::c_int,
+        )
+    };
+    let align = if rc == 0 && lbs > 0 { lbs as u64 } else { 512 };
+    let available = size.saturating_sub(opts.offset);
+    let region_len = opts.size.unwrap_or(available);
+    if opts.offset > size || region_len > available || region_len == 0 {
+        return Err(TargetError::TooSmall {
+            path: path.to_owned(),
+            available,
+            wanted: region_len.max(1),
+        });
+    }
+    check_aligned(path, "region offset", opts.offset, align)?;
+    check_aligned(path, "region size", region_len, align)?;
+    let cache = cache_of(&opts.sysfs, "", Some(&device));
+    let warnings = cache
+        .map(|c| c.warning(path, "", Some(&device)))
+        .into_iter()
+        .collect();
+    Ok(OpenTarget {
+        path: path.to_owned(),
+        file,
+        kind: TargetKind::BlockDevice,
+        region_offset: opts.offset,
+        region_len,
+        offset_align: align,
+        mem_align: align,
+        device: Some(device),
+        fstype: String::new(),
+        cache,
+        warnings,
+        writable: opts.write,
+        filled: false,
+    })
+}
+
+/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory,
+/// or a partition's `dev` in it, cannot be read (writes are then refused: the check cannot be
+/// made).
+pub(super) fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(crate::block_info::device_dir(sysfs, major, minor))? {
+        let dir = entry?.path();
+        if dir.join("partition").exists() {
+            found.push(fs::read_to_string(dir.join("dev"))?.trim().to_owned());
+        }
+    }
+    Ok(found)
+}
+
+/// Whether `<sysfs>/dev/block/MAJ:MIN/holders` lists anything; an error when it cannot be read.
+fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
+    Ok(
+        fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))?
+            .next()
+            .is_some(),
+    )
+}
+
+pub(super) fn check_block_write_safety(
+    path: &Path,
+    major: u32,
+    minor: u32,
+    opts: &TargetOptions,
+) -> Result<(), TargetError> {
+    let refuse = |reason: Refusal| TargetError::WriteRefused {
+        path: path.to_owned(),
+        reason,
+    };
+    let mountinfo_path = opts.procfs.join("self/mountinfo");
+    let mountinfo = fs::read_to_string(&mountinfo_path).map_err(|source| {
+        refuse(Refusal::MountsUnknown {
+            mountinfo: mountinfo_path.clone(),
+            source,
+        })
+    })?;
+    let mounted = mounted_devices(&mountinfo);
+    let me = format!("{major}:{minor}");
+    let unreadable = |source: io::Error| {
+        refuse(Refusal::HoldersUnknown {
+            sysfs: opts.sysfs.clone(),
+            source,
+        })
+    };
+    let mut devices = vec![me.clone()];
+    devices.extend(partitions(&opts.sysfs, major, minor).map_err(unreadable)?);
+    for dev in devices {
+        let partition = dev != me;
+        if mounted.contains(&dev) {
+            return Err(refuse(Refusal::Mounted { dev, partition }));
+        }
+        if has_holders(&opts.sysfs, &dev).map_err(unreadable)? {
+            return Err(refuse(Refusal::Held { dev, partition }));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::target::tests::file_opts;
+
+    #[test]
+    fn device_writes_are_refused_when_sysfs_cannot_be_read() {
+        let empty = tempfile::tempdir().unwrap();
+        let opts = TargetOptions {
+            write: true,
+            device_writes: true,
+            sysfs: empty.path().to_owned(),
+            ..file_opts(None)
+        };
+        let err = check_block_write_safety(Path::new("/dev/loop99"), 7, 99, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
+        assert!(err.to_string().contains("cannot read"), "{err}");
+        // A partition whose `dev` cannot be read is not taken for no partition.
+        let disk = empty.path().join("dev/block/7:99");
+        fs::create_dir_all(disk.join("loop99p1")).unwrap();
+        fs::write(disk.join("loop99p1/partition"), "1\n").unwrap();
+        let err = partitions(empty.path(), 7, 99).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        fs::write(disk.join("loop99p1/dev"), "7:100\n").unwrap();
+        assert_eq!(partitions(empty.path(), 7, 99).unwrap(), vec!["7:100"]);
+    }
+}

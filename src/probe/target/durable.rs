@@ -1,0 +1,235 @@
+//! What durability profiles need of a target besides its O_DIRECT descriptor: a descriptor of the
+//! same file or device opened with the profile's flags (buffered writes, `O_DSYNC`, `O_SYNC`), and
+//! for `etcd-wal` the space it writes into, preallocated beyond a probe file's region for one run
+//! and released when the run ends.
+//!
+//! Preallocation is what etcd does for its WAL segments and what fio does when it lays out the
+//! file of etcd's job (`fallocate(fd, 0, 0, size)`): the extents are unwritten until written, so
+//! each `fdatasync` also commits their conversion. The space lies beyond the probe file's region
+//! (its pre-filled data is never written by it), inside the probe file (the file is extended by
+//! `fallocate` and truncated back to its region afterwards), so nothing outside the probe file
+//! changes. A probe file found longer than its region when it is opened for writing (an agent
+//! stopped in the middle of such a run) is truncated back by [`super::probe_file`].
+
+use super::{OpenTarget, TargetError, TargetKind, fstat};
+use crate::probe::profile::OpenSync;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+
+/// Opens the target again for writes with `O_DIRECT` or without (buffered), and `O_DSYNC` or
+/// `O_SYNC` when `open_sync` asks for it: open flags that cannot be changed on the descriptor the
+/// target was opened with. The new descriptor must be of the same file (device and inode) or
+/// device (device number) as the target's own; a block device is not opened with `O_EXCL` again
+/// (the target's descriptor holds that claim).
+pub fn reopen(
+    target: &OpenTarget,
+    direct: bool,
+    open_sync: Option<OpenSync>,
+) -> Result<File, TargetError> {
+    let path = &target.path;
+    let mut flags = libc::O_CLOEXEC;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    flags |= match open_sync {
+        Some(OpenSync::Dsync) => libc::O_DSYNC,
+        Some(OpenSync::Sync) => libc::O_SYNC,
+        None => 0,
+    };
+    if target.kind == TargetKind::File {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|source| TargetError::Io {
+            path: path.clone(),
+            what: "reopen with the profile's flags",
+            source,
+        })?;
+    let (ours, reopened) = (fstat(path, &target.file)?, fstat(path, &file)?);
+    let same = match target.kind {
+        TargetKind::File => (ours.dev(), ours.ino()) == (reopened.dev(), reopened.ino()),
+        TargetKind::BlockDevice => ours.rdev() == reopened.rdev(),
+    };
+    if !same {
+        return Err(match target.kind {
+            TargetKind::File => TargetError::Replaced { path: path.clone() },
+            TargetKind::BlockDevice => TargetError::DeviceChanged { path: path.clone() },
+        });
+    }
+    Ok(file)
+}
+
+/// Space preallocated beyond a probe file's region for one run; released (the file truncated back
+/// to its region) when dropped.
+#[derive(Debug)]
+pub struct FreshSpace {
+    file: File,
+    path: std::path::PathBuf,
+    /// First byte of the space: the end of the region.
+    pub start: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+impl FreshSpace {
+    /// Preallocates `len` bytes after the region of the probe file `target` (opened for writing)
+    /// with `fallocate(fd, 0, region end, len)`, which extends the file over unwritten extents.
+    pub fn preallocate(target: &OpenTarget, len: u64) -> Result<FreshSpace, TargetError> {
+        let failed = |what: &'static str, source: io::Error| TargetError::Io {
+            path: target.path.clone(),
+            what,
+            source,
+        };
+        if target.kind != TargetKind::File || !target.writable {
+            let why = "only a probe file opened for writing has space of its own";
+            return Err(failed(
+                "preallocate space for the run",
+                io::Error::other(why),
+            ));
+        }
+        let file = target
+            .file
+            .try_clone()
+            .map_err(|e| failed("duplicate the descriptor", e))?;
+        let start = target.region_offset + target.region_len;
+        let (Ok(offset), Ok(length)) = (i64::try_from(start), i64::try_from(len)) else {
+            let too_big = io::Error::from_raw_os_error(libc::EFBIG);
+            return Err(failed("preallocate space for the run", too_big));
+        };
+        // SAFETY: fallocate on an open descriptor with plain integer arguments.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, length) };
+        let err = (rc != 0).then(io::Error::last_os_error);
+        let space = FreshSpace {
+            file,
+            path: target.path.clone(),
+            start,
+            len,
+        };
+        match err {
+            // Whatever part was allocated is given back when `space` drops.
+            Some(err) => Err(failed("preallocate space for the run", err)),
+            None => Ok(space),
+        }
+    }
+}
+
+impl Drop for FreshSpace {
+    fn drop(&mut self) {
+        if let Err(err) = self.file.set_len(self.start) {
+            tracing::warn!(path = %self.path.display(), %err, "cannot give back the space preallocated for a run; the next open for writing truncates the probe file");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::target::tests::{file_opts, no_direct_io_here};
+    use crate::probe::target::{TargetOptions, open};
+    use std::fs;
+
+    /// A probe file of 1 MiB opened for writing, in a fresh temporary directory (`None` where
+    /// the directory's filesystem refuses O_DIRECT).
+    fn writable() -> Option<(tempfile::TempDir, OpenTarget)> {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(Some(1 << 20))
+        };
+        match open(&dir.path().join("probe.dat"), &opts) {
+            Ok(t) => Some((dir, t)),
+            Err(TargetError::NoDirectIo { .. }) => {
+                no_direct_io_here();
+                None
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    #[test]
+    fn reopens_the_same_file_with_the_profiles_flags() {
+        let Some((_dir, t)) = writable() else { return };
+        let file = reopen(&t, false, Some(OpenSync::Dsync)).unwrap();
+        let (a, b) = (t.file().metadata().unwrap(), file.metadata().unwrap());
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        // SAFETY: F_GETFL on an open descriptor only returns its flags.
+        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_DIRECT, 0, "buffered");
+        assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC);
+        // A file put in its place is not taken for it.
+        fs::rename(&t.path, t.path.with_extension("old")).unwrap();
+        fs::write(&t.path, vec![1u8; 4096]).unwrap();
+        let err = reopen(&t, true, None).unwrap_err();
+        assert!(matches!(err, TargetError::Replaced { .. }), "{err}");
+    }
+
+    #[test]
+    fn fresh_space_lies_beyond_the_region_and_is_given_back() {
+        let Some((_dir, t)) = writable() else { return };
+        let before = fs::read(&t.path).unwrap();
+        let blocks = t.file().metadata().unwrap().blocks();
+        {
+            let space = FreshSpace::preallocate(&t, 1 << 20).unwrap();
+            assert_eq!((space.start, space.len), (1 << 20, 1 << 20));
+            let meta = t.file().metadata().unwrap();
+            assert_eq!(meta.len(), 2 << 20, "the file is extended over the space");
+            assert!(meta.blocks() >= blocks + 2048, "and the space is allocated");
+        }
+        let meta = t.file().metadata().unwrap();
+        assert_eq!(meta.len(), 1 << 20);
+        assert_eq!(meta.blocks(), blocks);
+        assert_eq!(
+            fs::read(&t.path).unwrap(),
+            before,
+            "the region is untouched"
+        );
+    }
+
+    #[test]
+    fn space_left_behind_is_truncated_by_the_next_write_open_only() {
+        let Some((_dir, t)) = writable() else { return };
+        let (path, before) = (t.path.clone(), fs::read(&t.path).unwrap());
+        // A run that never gave its space back (the agent stopped during it).
+        std::mem::forget(FreshSpace::preallocate(&t, 1 << 20).unwrap());
+        drop(t);
+        let read_only = open(&path, &file_opts(Some(1 << 20))).unwrap();
+        assert!(!read_only.filled, "intact: not refilled");
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            2 << 20,
+            "a read open leaves it"
+        );
+        drop(read_only);
+        // Without a configured size the mark's size is the region.
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(None)
+        };
+        let t = open(&path, &opts).unwrap();
+        assert!(!t.filled);
+        assert_eq!(
+            (t.region_len, fs::metadata(&path).unwrap().len()),
+            (1 << 20, 1 << 20)
+        );
+        assert_eq!(fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn only_probe_files_opened_for_writing_have_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let t = match open(&path, &file_opts(Some(1 << 20))) {
+            Ok(t) => t,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            Err(err) => panic!("{err}"),
+        };
+        assert!(FreshSpace::preallocate(&t, 4096).is_err());
+        assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
+    }
+}

@@ -1,0 +1,537 @@
+//! Probe files: created at the requested size and filled with random data before they are ever
+//! read, marked as ours with the extended attribute [`OWNER_XATTR`], reused across restarts while
+//! intact, and written to only when they carry that mark (or were created by this process).
+
+use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
+use super::{
+    DEFAULT_FILE_SIZE, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned,
+    fstat, open_direct, set_direct,
+};
+use crate::probe::engine::buffer::AlignedBuf;
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Extended attribute that marks a probe file created by diskprobe_exporter.
+pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
+
+fn get_xattr(file: &File) -> Option<Vec<u8>> {
+    let name = CString::new(OWNER_XATTR).ok()?;
+    let mut buf = [0u8; 128];
+    // SAFETY: the fd is open, `name` is NUL-terminated and `buf` is writable for its length.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    Some(buf[..n as usize].to_vec())
+}
+
+fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
+    let name = CString::new(OWNER_XATTR).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: the fd is open, `name` is NUL-terminated and `value` is readable for its length.
+    let rc = unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Fails unless `file` is the file `checked` describes (device and inode).
+fn same_file(path: &Path, checked: &fs::Metadata, file: &File) -> Result<(), TargetError> {
+    let meta = fstat(path, file)?;
+    if (meta.dev(), meta.ino()) != (checked.dev(), checked.ino()) {
+        return Err(TargetError::Replaced {
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Fails unless the file behind `file` carries the mark of a probe file filled to `size`: the one
+/// just filled through its path, not another put in its place.
+fn check_filled(path: &Path, file: &File, size: u64) -> Result<(), TargetError> {
+    if get_xattr(file) == Some(complete_marker(size)) {
+        return Ok(());
+    }
+    Err(TargetError::ReplacedDuringFill {
+        path: path.to_owned(),
+    })
+}
+
+fn complete_marker(size: u64) -> Vec<u8> {
+    format!("probe-file v1 size={size}").into_bytes()
+}
+
+/// The mark of a fill in progress: names the size being filled, so that a fill that was stopped
+/// is finished at that size (not at the size it had reached).
+fn filling_marker(size: u64) -> Vec<u8> {
+    format!("filling size={size}").into_bytes()
+}
+
+/// The size a mark names (finished or in progress), if any; marks of an older version name none.
+fn marked_size(mark: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(mark).ok()?;
+    let size = text
+        .strip_prefix("probe-file v1 size=")
+        .or_else(|| text.strip_prefix("filling size="))?;
+    size.parse().ok().filter(|&n| n > 0)
+}
+
+/// Bytes written per system call while filling a probe file; progress is reported after each.
+const FILL_CHUNK: usize = 1 << 20;
+
+/// Creates (`existing` is `None`) or refills the probe file at `size` bytes of random data and
+/// returns whether it carries our mark, with the filled file's metadata (to check that a later
+/// open finds the same file). A refill only proceeds on the file `existing` describes (the one
+/// whose mark was checked), not on another put at the path since. The data is written with
+/// O_DIRECT: a fill neither floods the page cache nor leaves the whole file dirty for one final
+/// `fsync`. O_DIRECT support and the size's alignment are checked before the file is truncated;
+/// a file created here that fails them is removed again. `progress` is called after every chunk
+/// and stops the fill when it returns `false`; the file then keeps a mark naming `size`, at which
+/// the next open finishes it.
+fn fill_probe_file(
+    path: &Path,
+    size: u64,
+    existing: Option<&fs::Metadata>,
+    fstype: &str,
+    progress: &dyn Fn() -> bool,
+) -> Result<(bool, fs::Metadata), TargetError> {
+    let io_err = |what: &'static str| {
+        move |source: io::Error| TargetError::Io {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    let mark_filling = |file: &File| match set_xattr(file, &filling_marker(size)) {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot mark the probe file as ours (no user xattrs); write probes will refuse it after a restart");
+            false
+        }
+    };
+    // One descriptor does everything: the fill never reopens the path. A new file is marked at
+    // once; an existing one (already ours) only once the checks below have passed.
+    let (file, marked_at_creation) = match existing {
+        None => {
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(io_err("create the probe file"))?;
+            // Ours from the start: a fill that fails below leaves a file marked as unfinished.
+            let marked = mark_filling(&file);
+            (file, Some(marked))
+        }
+        Some(checked) => {
+            let file = open_direct(path, true, false, true, fstype)?;
+            same_file(path, checked, &file)?;
+            (file, None)
+        }
+    };
+    // A new file gets O_DIRECT here; an existing one was opened with it.
+    let preflight = || {
+        if marked_at_creation.is_some() {
+            set_direct(path, &file, fstype)?;
+        }
+        let (mem_align, offset_align) = dio_alignment(&file).unwrap_or((512, 512));
+        check_aligned(path, "file size", size, offset_align)?;
+        Ok(mem_align)
+    };
+    let mem_align = match preflight() {
+        Ok(mem_align) => mem_align,
+        Err(err) => {
+            if marked_at_creation.is_some() {
+                // Nothing was written: remove the empty file this call created (if the path still
+                // names it), so that the mistake leaves nothing behind.
+                if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
+                    && (now.dev(), now.ino()) == (created.dev(), created.ino())
+                {
+                    let _ = fs::remove_file(path);
+                }
+            }
+            return Err(err);
+        }
+    };
+    let marked = marked_at_creation.unwrap_or_else(|| mark_filling(&file));
+    file.set_len(0).map_err(io_err("truncate the probe file"))?;
+    let mut rng = SmallRng::from_os_rng();
+    let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|source| {
+        TargetError::FillBuffer {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    let mut offset = 0;
+    while offset < size {
+        let n = (size - offset).min(FILL_CHUNK as u64) as usize;
+        let chunk = &mut buf.as_mut_slice()[..n];
+        rng.fill_bytes(chunk);
+        file.write_all_at(chunk, offset)
+            .map_err(io_err("fill the probe file"))?;
+        offset += n as u64;
+        if !progress() {
+            return Err(TargetError::FillStopped {
+                path: path.to_owned(),
+            });
+        }
+    }
+    file.sync_all().map_err(io_err("sync the probe file"))?;
+    if marked {
+        set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
+    }
+    Ok((marked, fstat(path, &file)?))
+}
+
+/// Opens the probe file at `path` (stat'ed as `meta`, `None` when it does not exist): creates and
+/// fills it, refills it when it is ours but incomplete, or probes a foreign file read-only.
+pub(super) fn open_file(
+    path: &Path,
+    meta: Option<fs::Metadata>,
+    opts: &TargetOptions,
+    progress: &dyn Fn() -> bool,
+) -> Result<OpenTarget, TargetError> {
+    if opts.offset != 0 {
+        if meta.is_none() {
+            // An offset means a block device was meant: no probe file is created in its place.
+            return Err(TargetError::NoSuchDevice {
+                path: path.to_owned(),
+            });
+        }
+        return Err(TargetError::OffsetOnFile {
+            path: path.to_owned(),
+            offset: opts.offset,
+        });
+    }
+    let dir = parent_dir(path);
+    let fstype =
+        statfs_type(if meta.is_some() { path } else { dir }).map_err(|source| TargetError::Io {
+            path: path.to_owned(),
+            what: "statfs",
+            source,
+        })?;
+    let ready = match meta {
+        None => create(path, opts, &fstype, progress)?,
+        Some(_) => open_existing(path, opts, &fstype, progress)?,
+    };
+    let (mem_align, offset_align) = dio_alignment(&ready.file).unwrap_or((512, 512));
+    if ready.size == 0 {
+        return Err(TargetError::TooSmall {
+            path: path.to_owned(),
+            available: 0,
+            wanted: 1,
+        });
+    }
+    check_aligned(path, "file size", ready.size, offset_align)?;
+    // Files on a filesystem without a block device (tmpfs, overlayfs) have none.
+    let device = file_device(&opts.procfs, &opts.sysfs, path, ready.dev);
+    let cache = cache_of(&opts.sysfs, &fstype, device.as_ref());
+    let mut warnings = Vec::new();
+    if fstype == "overlay" {
+        warnings.push(format!(
+            "{} is on {fstype}: probes measure the container layer, not a disk",
+            path.display()
+        ));
+    }
+    if let Some(c) = cache {
+        warnings.push(c.warning(path, &fstype, device.as_ref()));
+    }
+    Ok(OpenTarget {
+        path: path.to_owned(),
+        file: ready.file,
+        kind: TargetKind::File,
+        region_offset: 0,
+        region_len: ready.size,
+        offset_align,
+        mem_align,
+        device,
+        fstype,
+        cache,
+        warnings,
+        writable: opts.write,
+        filled: ready.filled,
+    })
+}
+
+/// A probe file opened for probing.
+struct Ready {
+    /// The descriptor to probe.
+    file: File,
+    /// The size of its region.
+    size: u64,
+    /// Its device number.
+    dev: u64,
+    /// Whether this open created or refilled it.
+    filled: bool,
+}
+
+/// Creates the probe file at `path` and fills it.
+fn create(
+    path: &Path,
+    opts: &TargetOptions,
+    fstype: &str,
+    progress: &dyn Fn() -> bool,
+) -> Result<Ready, TargetError> {
+    let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
+    tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
+    let (marked, created) = fill_probe_file(path, size, None, fstype, progress)?;
+    // A read probe gets a read-only descriptor of the file just filled, as it would for one found
+    // at start-up.
+    let file = open_direct(path, opts.write, false, true, fstype)?;
+    same_file(path, &created, &file)?;
+    if marked {
+        check_filled(path, &file, size)?;
+    }
+    Ok(Ready {
+        file,
+        size,
+        dev: created.dev(),
+        filled: true,
+    })
+}
+
+/// Opens the existing file at `path`: ours is refilled unless intact; a foreign one is only
+/// read, whole or as far as the configured size.
+fn open_existing(
+    path: &Path,
+    opts: &TargetOptions,
+    fstype: &str,
+    progress: &dyn Fn() -> bool,
+) -> Result<Ready, TargetError> {
+    // The owner mark is read through a descriptor of the file that will be probed, opened
+    // read-only (opening someone else's file for writing is not harmless: it breaks their
+    // leases); a write descriptor is opened only once the file is known to be ours, and must be
+    // the same file.
+    let probe = open_direct(path, false, false, true, fstype)?;
+    let meta = fstat(path, &probe)?;
+    let marker = get_xattr(&probe);
+    // Without a configured size, a probe file keeps the size its mark names (that of a finished
+    // fill, or of one that was stopped); a foreign file is probed whole.
+    let wanted = opts.size.unwrap_or_else(|| match &marker {
+        Some(m) => marked_size(m).unwrap_or(DEFAULT_FILE_SIZE),
+        None => meta.len(),
+    });
+    let mut filled = false;
+    match marker {
+        Some(m) => {
+            // A file longer than its region holds space a durability run preallocated and
+            // did not give back (the agent stopped during the run): intact all the same, and
+            // truncated back below when opened for writing.
+            let intact = m == complete_marker(wanted)
+                && meta.len() >= wanted
+                && meta.blocks().saturating_mul(512) >= meta.len();
+            if !intact {
+                tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
+                fill_probe_file(path, wanted, Some(&meta), fstype, progress)?;
+                filled = true;
+            }
+        }
+        None if opts.write => {
+            return Err(TargetError::WriteRefused {
+                path: path.to_owned(),
+                reason: Refusal::ForeignFile,
+            });
+        }
+        None if wanted > meta.len() => {
+            return Err(TargetError::TooSmall {
+                path: path.to_owned(),
+                available: meta.len(),
+                wanted,
+            });
+        }
+        None => {}
+    }
+    let file = if opts.write {
+        let file = open_direct(path, true, false, true, fstype)?;
+        same_file(path, &meta, &file)?;
+        if !filled && meta.len() > wanted {
+            tracing::info!(path = %path.display(), size = wanted, beyond = meta.len() - wanted, "probe file holds space beyond its region that a run did not give back; truncating it");
+            file.set_len(wanted).map_err(|source| TargetError::Io {
+                path: path.to_owned(),
+                what: "truncate the probe file to its region",
+                source,
+            })?;
+        }
+        file
+    } else {
+        probe
+    };
+    if filled {
+        check_filled(path, &file, wanted)?;
+    }
+    Ok(Ready {
+        file,
+        size: wanted,
+        dev: meta.dev(),
+        filled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::target::tests::{file_opts, no_direct_io_here};
+    use crate::probe::target::{open, open_reporting};
+
+    #[test]
+    fn creates_fills_and_reuses_a_probe_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = file_opts(Some(1 << 20));
+        let chunks = std::cell::Cell::new(0);
+        let count = || {
+            chunks.set(chunks.get() + 1);
+            true
+        };
+        let t = match open_reporting(&path, &opts, &count) {
+            Ok(t) => t,
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            Err(err) => panic!("{err}"),
+        };
+        assert!(t.filled);
+        assert_eq!(chunks.get(), 1, "progress after each chunk of the fill");
+        assert_eq!(t.region_len, 1 << 20);
+        let data = fs::read(&path).unwrap();
+        assert_eq!(data.len(), 1 << 20);
+        assert!(data.chunks(512).all(|c| c.iter().any(|&b| b != 0)));
+        drop(t);
+        let t = open(&path, &opts).unwrap();
+        assert!(!t.filled, "an intact probe file is reused");
+        let opts2 = TargetOptions {
+            size: Some(2 << 20),
+            ..opts.clone()
+        };
+        let t = open_reporting(&path, &opts2, &count).unwrap();
+        assert!(t.filled, "a size change refills");
+        assert_eq!(chunks.get(), 3);
+        assert_eq!(fs::metadata(&path).unwrap().len(), 2 << 20);
+        // A size the file's direct I/O cannot write is refused before any data is written.
+        let odd = dir.path().join("odd.dat");
+        let opts3 = TargetOptions {
+            size: Some((1 << 20) + 100),
+            ..opts.clone()
+        };
+        let err = open_reporting(&odd, &opts3, &|| panic!("no chunk may be written")).unwrap_err();
+        assert!(matches!(err, TargetError::Alignment { .. }), "{err}");
+        assert!(!odd.exists(), "the empty file created for it is removed");
+    }
+
+    #[test]
+    fn a_stopped_fill_is_finished_at_the_size_it_was_filling() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = file_opts(Some(3 << 20));
+        match open_reporting(&path, &opts, &|| false) {
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            Err(TargetError::FillStopped { .. }) => {}
+            other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
+        // Opened again without a size (the embedded default, a one-shot run without --size):
+        // the fill is finished at the size it was started with, not at the 1 MiB it reached.
+        let unsized_opts = TargetOptions { size: None, ..opts };
+        let t = open(&path, &unsized_opts).unwrap();
+        assert!(t.filled);
+        assert_eq!(t.region_len, 3 << 20);
+        assert_eq!(fs::metadata(&path).unwrap().len(), 3 << 20);
+        drop(t);
+        assert!(!open(&path, &unsized_opts).unwrap().filled, "then reused");
+        // A mark of an older version names no size (the default size is then filled).
+        assert_eq!(marked_size(b"filling"), None);
+        assert_eq!(marked_size(b"probe-file v1 size=0"), None);
+        assert_eq!(marked_size(b"filling size=4096"), Some(4096));
+    }
+
+    #[test]
+    fn a_refill_only_touches_the_checked_file_and_stops_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let fstype = statfs_type(dir.path()).unwrap();
+        let (ours, other) = (dir.path().join("ours.dat"), dir.path().join("other.dat"));
+        match fill_probe_file(&ours, 2 << 20, None, &fstype, &|| false) {
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            Err(TargetError::FillStopped { .. }) => {}
+            other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(
+            fs::metadata(&ours).unwrap().len(),
+            1 << 20,
+            "one chunk, then stop"
+        );
+        // The path now holds another file than the one whose mark was checked: left alone.
+        fs::write(&other, b"not ours").unwrap();
+        let mark = get_xattr(&File::open(&ours).unwrap());
+        let checked = fs::metadata(&other).unwrap();
+        let err = fill_probe_file(&ours, 1 << 20, Some(&checked), &fstype, &|| true).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        assert_eq!(fs::metadata(&ours).unwrap().len(), 1 << 20);
+        assert_eq!(get_xattr(&File::open(&ours).unwrap()), mark);
+    }
+
+    #[test]
+    fn a_file_swapped_in_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&a, b"a").unwrap();
+        fs::write(&b, b"b").unwrap();
+        let fa = File::open(&a).unwrap();
+        let checked = fa.metadata().unwrap();
+        same_file(&a, &checked, &File::open(&a).unwrap()).unwrap();
+        let err = same_file(&a, &checked, &File::open(&b).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        // A file without the mark of a finished fill is not taken for the one just filled.
+        let err = check_filled(&a, &fa, 1).unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+    }
+
+    #[test]
+    fn an_offset_on_a_file_target_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.dat");
+        let opts = TargetOptions {
+            offset: 4096,
+            ..file_opts(Some(1 << 20))
+        };
+        let err = open(&path, &opts).unwrap_err();
+        assert!(err.to_string().contains("no such block device"), "{err}");
+        assert!(!path.exists(), "nothing is created");
+        fs::write(&path, vec![1u8; 8192]).unwrap();
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::OffsetOnFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn foreign_files_are_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("foreign.dat");
+        fs::write(&path, vec![1u8; 8192]).unwrap();
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(None)
+        };
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::WriteRefused { .. }), "{err}");
+        assert_eq!(fs::read(&path).unwrap(), vec![1u8; 8192]);
+    }
+}

@@ -1,0 +1,92 @@
+//! The scheduler in process, against a probe file: what it counts when runs are cut short.
+
+mod common;
+
+use diskprobe_exporter::config::Config;
+use diskprobe_exporter::scheduler::{Roots, Scheduler};
+use diskprobe_exporter::series::SeriesStore;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Whether a thread of this process is called `name`.
+fn thread_named(name: &str) -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks.filter_map(Result::ok).any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_by_shutdown_is_not_counted() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let text = format!(
+        "[[targets]]\nname = \"t\"\npath = \"{}\"\nsize = \"4MiB\"\ninterval = \"1h\"\n\
+         runtime = \"10s\"\ntimeout = \"20s\"\nprofiles = [\"randread-4k-qd1\"]\n",
+        dir.path().join("probe.dat").display()
+    );
+    let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
+    let store = Arc::new(SeriesStore::new());
+    let roots = Roots {
+        procfs: "/proc".into(),
+        sysfs: "/sys".into(),
+    };
+    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
+    scheduler.apply(&config.targets, &config.scheduler).await;
+    // The run is under way once its engine thread exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !thread_named("diskprobe-uring") && !thread_named("diskprobe-psync-0") {
+        assert!(Instant::now() < deadline, "the run did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    scheduler.shutdown(Duration::from_secs(4)).await;
+    let (runs, last) = store.read(|t| {
+        let s = &t["t"].profiles[0].1;
+        (s.runs, s.last.clone())
+    });
+    assert_eq!(runs, [0; 4], "success, error, timeout, skipped");
+    assert!(last.is_none(), "{last:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cycles_of_two_targets_on_one_device_both_complete() {
+    // One global slot, given back while each run drains, and two targets on one device with
+    // several profiles each: a cycle must never wait for the device while holding a slot that
+    // the cycle holding the device needs for its next run.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A short interval puts both first cycles within 0.5 s of each other, so that they overlap.
+    let mut text = String::from(
+        "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nsize = \"4MiB\"\nmax_duty_cycle = 1.0\n\
+         profiles = [\"randread-4k-qd1\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n",
+    );
+    for name in ["a", "b"] {
+        text.push_str(&format!(
+            "[[targets]]\nname = \"{name}\"\npath = \"{}\"\n",
+            dir.path().join(format!("{name}.dat")).display()
+        ));
+    }
+    let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
+    let store = Arc::new(SeriesStore::new());
+    let roots = Roots {
+        procfs: "/proc".into(),
+        sysfs: "/sys".into(),
+    };
+    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
+    scheduler.apply(&config.targets, &config.scheduler).await;
+    let done = || {
+        store.read(|t| {
+            ["a", "b"]
+                .iter()
+                .all(|name| t[*name].profiles.iter().all(|(_, s)| s.runs[0] >= 3))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "the cycles did not complete");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    scheduler.shutdown(Duration::from_secs(4)).await;
+}
