@@ -22,10 +22,13 @@ fn thread_named(name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_cancelled_by_shutdown_is_not_counted() {
+    // Capacity profiles on the machine's shared disk: without busy skip and yield, which could
+    // put the run off while other processes use the disk (not what this test is about).
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let text = format!(
         "[[targets]]\nname = \"t\"\npath = \"{}\"\nsize = \"4MiB\"\ninterval = \"1h\"\n\
-         runtime = \"10s\"\ntimeout = \"20s\"\nprofiles = [\"randread-4k-qd1\"]\n",
+         runtime = \"10s\"\ntimeout = \"20s\"\nprofiles = [\"randread-4k-qd1\"]\n\
+         skip_busy_above = {{}}\nyield_to_other_io = false\n",
         dir.path().join("probe.dat").display()
     );
     let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
@@ -56,11 +59,13 @@ async fn cycles_of_two_targets_on_one_device_both_complete() {
     // One global slot, given back while each run drains, and two targets on one device with
     // several profiles each: a cycle must never wait for the device while holding a slot that
     // the cycle holding the device needs for its next run.
+    // Busy skip and yield are off: the capacity runs on the machine's shared disk must complete.
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     // A short interval puts both first cycles within 0.5 s of each other, so that they overlap.
     let mut text = String::from(
         "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nsize = \"4MiB\"\nmax_duty_cycle = 1.0\n\
-         profiles = [\"randread-4k-qd1\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n",
+         profiles = [\"randread-4k-qd1\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n\
+         skip_busy_above = {}\nyield_to_other_io = false\n",
     );
     for name in ["a", "b"] {
         text.push_str(&format!(
