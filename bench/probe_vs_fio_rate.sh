@@ -74,8 +74,14 @@ PY
 }
 
 run_fio() { # name qd rate round
+  # fio's psync engine runs one I/O at a time per job (it caps iodepth at 1): a depth of N is N
+  # jobs, each at 1/N of the rate, reported as one group, as ours runs N psync threads.
+  local depth=(--iodepth="$2" --rate_iops="$3")
+  if [[ $ENGINE == psync && $2 -gt 1 ]]; then
+    depth=(--iodepth=1 --numjobs="$2" --rate_iops="$(( $3 / $2 ))" --group_reporting)
+  fi
   "$FIO" --name=bench --filename="$LOOP" --direct=1 --ioengine="$ENGINE" --rw=randread --bs=4k \
-    --iodepth="$2" --rate_iops="$3" --time_based --runtime="$RUNTIME" --lat_percentiles=1 \
+    "${depth[@]}" --time_based --runtime="$RUNTIME" --lat_percentiles=1 \
     --output-format=json > "$WORK/out"
   python3 - "$WORK/out" "$1" "$4" >>"$RESULTS" <<'PY'
 import json, sys
