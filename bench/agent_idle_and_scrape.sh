@@ -15,7 +15,10 @@ build_ours
 make_workdir /var/tmp/diskprobe-bench.XXXXXX
 
 {
+  # Busy skip and yield off: every capacity run must run in the first cycles (on the machine's
+  # shared disk they would otherwise be put off, and retried in the idle window).
   printf '[defaults]\ninterval = "90s"\nruntime = "200ms"\njitter = 0.05\nmax_duty_cycle = 0.2\nsize = "16MiB"\n'
+  printf 'skip_busy_above = {}\nyield_to_other_io = false\n'
   printf 'profiles = ["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16", "randwrite-4k-qd1", "randwrite-4k-qd32", "write-1m-qd16"]\n'
   for i in $(seq 1 8); do
     printf '[[targets]]\nname = "t%d"\npath = "%s/t%d.dat"\nallow_writes = true\n' "$i" "$WORK" "$i"

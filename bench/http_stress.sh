@@ -17,6 +17,10 @@ cat > "$WORK/config.toml" <<CFG
 interval = "1s"
 runtime = "200ms"
 max_duty_cycle = 0.5
+# Busy skip (with its 1 s look at the disk before each run) and yield off: the point is whether
+# probes keep their schedule under HTTP load.
+skip_busy_above = {}
+yield_to_other_io = false
 [[targets]]
 name = "stress"
 path = "$WORK/probe.dat"
