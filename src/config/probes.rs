@@ -9,9 +9,7 @@ use super::SpannedError;
 use super::raw::{RawBusyLimits, RawConfig, RawDefaults, RawProfile, RawTarget};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
-use crate::probe::profile::{
-    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncCall, SyncEvery,
-};
+use crate::probe::profile::{Durability, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery};
 use crate::units;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -373,24 +371,12 @@ fn durability(key: &str, p: &RawProfile) -> Result<Durability, SpannedError> {
             )),
         }
     };
-    let sync_every = match (every("fsync", &p.fsync)?, every("fdatasync", &p.fdatasync)?) {
-        (Some(_), Some(_)) => {
-            let at = p.fdatasync.as_ref().map(|v| v.span()).unwrap_or_default();
-            return Err(SpannedError {
-                span: at,
-                message: format!("{key}.fdatasync: {}", DurabilityError::BothSyncCalls),
-            });
-        }
-        (Some(every), None) => Some(SyncEvery {
-            call: SyncCall::Fsync,
-            every,
-        }),
-        (None, Some(every)) => Some(SyncEvery {
-            call: SyncCall::Fdatasync,
-            every,
-        }),
-        (None, None) => None,
-    };
+    let sync_every =
+        SyncEvery::from_options(every("fsync", &p.fsync)?, every("fdatasync", &p.fdatasync)?)
+            .map_err(|err| SpannedError {
+                span: p.fdatasync.as_ref().map(|v| v.span()).unwrap_or_default(),
+                message: format!("{key}.fdatasync: {err}"),
+            })?;
     let open_sync = match &p.sync {
         None => None,
         Some(v) => match v.get_ref().as_str() {

@@ -12,7 +12,7 @@
 //! O_DIRECT cannot do (etcd's `--bs=2300`) is refused with the advice to add `-direct=0`.
 
 use crate::probe::profile::{
-    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncCall, SyncEvery,
+    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery,
 };
 use crate::units;
 use std::time::Duration;
@@ -263,18 +263,7 @@ impl Job {
                 },
             });
         }
-        let sync_every = match (self.fsync, self.fdatasync) {
-            (Some(_), Some(_)) => return Err(DurabilityError::BothSyncCalls.into()),
-            (Some(every), None) => Some(SyncEvery {
-                call: SyncCall::Fsync,
-                every,
-            }),
-            (None, Some(every)) => Some(SyncEvery {
-                call: SyncCall::Fdatasync,
-                every,
-            }),
-            (None, None) => None,
-        };
+        let sync_every = SyncEvery::from_options(self.fsync, self.fdatasync)?;
         Ok(Durability {
             direct,
             sync_every,
@@ -362,6 +351,7 @@ fn check_fixed(option: &str, value: &str) -> Result<(), Reject> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::profile::SyncCall;
 
     #[test]
     fn parses_a_full_job() {

@@ -120,6 +120,27 @@ pub struct SyncEvery {
     pub every: u32,
 }
 
+impl SyncEvery {
+    /// From fio's `fsync = N` and `fdatasync = N` (`None` where unset or 0): at most one of them.
+    pub fn from_options(
+        fsync: Option<u32>,
+        fdatasync: Option<u32>,
+    ) -> Result<Option<SyncEvery>, DurabilityError> {
+        match (fsync, fdatasync) {
+            (Some(_), Some(_)) => Err(DurabilityError::BothSyncCalls),
+            (Some(every), None) => Ok(Some(SyncEvery {
+                call: SyncCall::Fsync,
+                every,
+            })),
+            (None, Some(every)) => Ok(Some(SyncEvery {
+                call: SyncCall::Fdatasync,
+                every,
+            })),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 /// Synchronous writes: the target opened with `O_DSYNC` or `O_SYNC` (fio's `sync=dsync` /
 /// `sync=sync`), so that each write returns only once it is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
