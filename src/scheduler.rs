@@ -27,7 +27,9 @@
 //! - Yield: while any run goes on, a watcher compares the disk's counters with the run's own
 //!   ([`crate::contention::Watch`]); a capacity run (with `yield_to_other_io`) stops issuing at
 //!   the first sight of another process's I/O and counts as skipped, with what was seen as the
-//!   reason. The time every run shared the disk with others is recorded as its cost.
+//!   reason. The time every run shared the disk with others is recorded as its cost. Runs of
+//!   profiles that make their writes durable are not watched: their own flushes and journal
+//!   writes look like another process's I/O. Durability profiles are not busy-skipped either.
 //! - Probes run on a thread of their own, never on a tokio worker; so does the stat of the
 //!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
 //!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
@@ -635,8 +637,9 @@ async fn run_cycle(
             shared.set_stuck(&key, Arc::clone(stuck));
         }
         budget.tokens -= busy.as_secs_f64();
+        let yielded = matches!(outcome, RunOutcome::Yielded { .. });
         let (result, error) = shared.results.record(spec, &profile.name, outcome);
-        if result == RunStatus::Skipped {
+        if yielded && result == RunStatus::Skipped {
             tracing::info!(
                 target = %spec.name,
                 profile = %profile.name,
@@ -850,9 +853,10 @@ fn probe_thread(
         ..RunOptions::default()
     };
     let run = || engine::run(&opened, profile, &opts);
-    // A durability run's own flushes, and the journal writes its syncs cause, cannot be told
-    // from another process's I/O: it is not watched (nor charged a cost).
-    let watched = profile.class() != ProbeClass::Durability;
+    // The own flushes of a run that makes its writes durable (rate-capped or not), and the
+    // journal writes its syncs cause, cannot be told from another process's I/O: it is not
+    // watched (nor charged a cost).
+    let watched = !profile.makes_durable();
     let (ran, report) = match &opened.device {
         Some(device) if watched => {
             watch_of(spec, profile, roots, device).around(&opts.progress, &opts.yield_now, run)

@@ -350,7 +350,7 @@ impl Profile {
     pub fn class(&self) -> ProbeClass {
         if self.rate_iops.is_some() {
             ProbeClass::Gentle
-        } else if self.durability != Durability::default() {
+        } else if self.makes_durable() {
             ProbeClass::Durability
         } else {
             ProbeClass::Capacity
@@ -380,6 +380,13 @@ impl Profile {
                     fresh_space,
                 },
             })
+    }
+
+    /// Whether its writes are made durable (a sync call, `O_DSYNC`/`O_SYNC`, or buffered writes):
+    /// its runs cause cache flushes and, on a filesystem, journal writes of their own, which cannot
+    /// be told from another process's I/O.
+    pub fn makes_durable(&self) -> bool {
+        self.durability != Durability::default()
     }
 
     /// Whether runs issue sync calls (`fsync`/`fdatasync`), whose latency is recorded apart.
@@ -501,6 +508,20 @@ mod tests {
         // etcd's fio job: --rw=write --ioengine=sync --fdatasync=1 --bs=2300, buffered.
         let etcd = Profile::builtin("etcd-wal").unwrap();
         assert_eq!(etcd.class(), ProbeClass::Durability);
+        assert!(etcd.makes_durable());
+        // Rate-capped, it is gentle, and still makes its writes durable (the agent does not
+        // watch it for cost); an ordinary write does not.
+        let capped = Profile {
+            rate_iops: Some(100),
+            ..etcd.clone()
+        };
+        assert_eq!(capped.class(), ProbeClass::Gentle);
+        assert!(capped.makes_durable());
+        assert!(
+            !Profile::builtin("randwrite-4k-qd1-gentle")
+                .unwrap()
+                .makes_durable()
+        );
         assert_eq!(
             (etcd.rw, etcd.block_size, etcd.iodepth),
             (Rw::Write, 2300, 1)
