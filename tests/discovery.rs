@@ -11,12 +11,11 @@ mod fuse;
 #[path = "common/loopdev.rs"]
 mod loopdev;
 
-use common::{Agent, Metrics, runs, samples, serial, wait_until};
+use common::{Agent, Metrics, runs, samples, serial, tree, wait_until};
 use fuse::HungFuse;
 use loopdev::{LoopDev, Mount, free_loop_numbers, mkfs};
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn ready() -> bool {
@@ -256,25 +255,6 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
         gauge(&m, "diskprobe_discovered_targets", "volumes"),
         Some(0.0)
     );
-}
-
-/// Every file under `dir` (relative path → content), directories as empty entries.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(dir).unwrap().to_owned();
-            if path.is_dir() {
-                out.insert(rel, Vec::new());
-                stack.push(path);
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
 }
 
 /// The owner mark of a probe file, if any.

@@ -11,10 +11,9 @@ mod common;
 #[path = "common/loopdev.rs"]
 mod loopdev;
 
-use common::{Agent, serial, sum, wait_until};
+use common::{Agent, serial, sum, tree, wait_until};
 use loopdev::{LoopDev, Mount, mkfs};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -31,14 +30,8 @@ fn probe(args: &[&str]) -> Value {
         .args(["--format", "json"])
         .output()
         .expect("run diskprobe_exporter probe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "probe {args:?} failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let runs: Value = serde_json::from_str(&stdout).expect("JSON output");
-    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{stdout}");
+    let runs = common::one_shot_runs(&out);
+    assert_eq!(runs.len(), 1, "probe {args:?}: {runs:?}");
     runs[0].clone()
 }
 
@@ -156,25 +149,6 @@ fn wait_unclaimed(dev: &LoopDev) {
             Err(err) => panic!("{} still claimed after 10 s: {err}", dev.path.display()),
         }
     }
-}
-
-/// Every file under `dir` (relative path → content), directories as empty entries.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(dir).unwrap().to_owned();
-            if path.is_dir() {
-                out.insert(rel, Vec::new());
-                stack.push(path);
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
 }
 
 /// `st_blocks` × 512 of a file: the space it holds.

@@ -44,14 +44,7 @@ fn one_shot(dev: &Path, profile: &str, runtime: &str, engine: &str) -> serde_jso
         ])
         .output()
         .expect("run the one-shot probe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let runs: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
-    runs[0].clone()
+    common::one_shot_runs(&out)[0].clone()
 }
 
 #[test]

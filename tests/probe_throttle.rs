@@ -21,14 +21,7 @@ fn run_throttled(group: &BlkioGroup, dev: &LoopDev, args: &[&str]) -> serde_json
         .command(&common::binary(), &all)
         .output()
         .expect("run the probe in the cgroup");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let runs: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
-    runs[0].clone()
+    common::one_shot_runs(&out)[0].clone()
 }
 
 #[test]

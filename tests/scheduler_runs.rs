@@ -20,6 +20,20 @@ fn thread_named(name: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A scheduler on the machine's /proc and /sys running the targets of configuration `text`, and
+/// its series store.
+async fn start(text: &str) -> (Scheduler, Arc<SeriesStore>) {
+    let config = Config::from_toml(text, Path::new("test.toml")).unwrap();
+    let store = Arc::new(SeriesStore::new());
+    let roots = Roots {
+        procfs: "/proc".into(),
+        sysfs: "/sys".into(),
+    };
+    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
+    scheduler.apply(&config.targets, &config.scheduler).await;
+    (scheduler, store)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_cancelled_by_shutdown_is_not_counted() {
     // Capacity profiles on the machine's shared disk: without busy skip and yield, which could
@@ -31,14 +45,7 @@ async fn a_run_cancelled_by_shutdown_is_not_counted() {
          skip_busy_above = {{}}\nyield_to_other_io = false\n",
         dir.path().join("probe.dat").display()
     );
-    let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
-    let store = Arc::new(SeriesStore::new());
-    let roots = Roots {
-        procfs: "/proc".into(),
-        sysfs: "/sys".into(),
-    };
-    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
-    scheduler.apply(&config.targets, &config.scheduler).await;
+    let (scheduler, store) = start(&text).await;
     // The run is under way once its engine thread exists.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !thread_named("diskprobe-uring") && !thread_named("diskprobe-psync-0") {
@@ -73,14 +80,7 @@ async fn cycles_of_two_targets_on_one_device_both_complete() {
             dir.path().join(format!("{name}.dat")).display()
         ));
     }
-    let config = Config::from_toml(&text, Path::new("test.toml")).unwrap();
-    let store = Arc::new(SeriesStore::new());
-    let roots = Roots {
-        procfs: "/proc".into(),
-        sysfs: "/sys".into(),
-    };
-    let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
-    scheduler.apply(&config.targets, &config.scheduler).await;
+    let (scheduler, store) = start(&text).await;
     let done = || {
         store.read(|t| {
             ["a", "b"]

@@ -563,3 +563,37 @@ pub fn protobuf_dump(families: &[diskprobe_exporter::exposition::proto::MetricFa
     }
     out
 }
+
+/// The runs a successful one-shot `probe --format json` printed; fails the test with its output
+/// when the probe failed or printed something else.
+pub fn one_shot_runs(out: &std::process::Output) -> Vec<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "probe failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match serde_json::from_str(&stdout).expect("JSON output") {
+        serde_json::Value::Array(runs) => runs,
+        other => panic!("not an array of runs: {other}"),
+    }
+}
+
+/// Every file under `dir` (relative path → content), directories as empty entries.
+pub fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(dir).unwrap().to_owned();
+            if path.is_dir() {
+                out.insert(rel, Vec::new());
+                stack.push(path);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
