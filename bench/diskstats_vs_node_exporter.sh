@@ -2,6 +2,10 @@
 # Scrape throughput, latency, CPU and memory of diskprobe_exporter vs node_exporter (diskstats
 # only), side by side on the same generated 100-device /proc/diskstats fixture, uncompressed and
 # with gzip (`Accept-Encoding: gzip`, as Prometheus asks; both exporters then compress).
+# wrk loads each with 8 connections; under that load our agent answers the requests that arrive
+# while a scrape runs from one shared next scrape (src/coalesce.rs), so its scrapes/s counts
+# answers, not gathers. The "1 conn" rows load each with one connection, one scrape at a time (as
+# Prometheus scrapes a target): what a scrape costs on its own.
 #
 # Usage: bench/diskstats_vs_node_exporter.sh [ROUNDS] [SECONDS]   (defaults: 5 rounds of 5 s)
 #   BASELINE=/path/to/an/older/diskprobe_exporter adds that build, uncompressed, to every round,
@@ -70,12 +74,14 @@ printf 'bytes per scrape: ours %d (gzip %d), node_exporter %d (gzip %d)\n' \
 
 # CPU seconds (user + system) the process has used so far.
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
-# run_wrk PORT PID [HEADER]: prints "scrapes/s p99_ms cpu_us_per_scrape".
+# run_wrk PORT PID [HEADER]: prints "scrapes/s p99_ms cpu_us_per_scrape"; CONNS connections
+# (default 8, on two threads; 1 is one scraper at a time, as Prometheus scrapes a target).
 # wrk prints "Requests/sec: N", "N requests in ..." and, with --latency, "99% X(us|ms|s)".
 run_wrk() {
   local before after out
   before=$(cpu_seconds "$2")
-  out=$(wrk -t2 -c8 -d"${SECONDS_PER_RUN}s" --latency ${3:+-H "$3"} "http://127.0.0.1:$1/metrics")
+  local conns=${CONNS:-8}
+  out=$(wrk -t"$(( conns < 2 ? 1 : 2 ))" -c"$conns" -d"${SECONDS_PER_RUN}s" --latency ${3:+-H "$3"} "http://127.0.0.1:$1/metrics")
   after=$(cpu_seconds "$2")
   local rps p99 n
   rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
@@ -89,6 +95,7 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 GZIP='Accept-Encoding: gzip'
 declare -a O_RPS O_P99 O_CPU N_RPS N_P99 N_CPU OG_RPS OG_P99 OG_CPU NG_RPS NG_P99 NG_CPU B_RPS B_P99
+declare -a O1_RPS O1_P99 O1_CPU N1_RPS N1_P99 N1_CPU
 for r in $(seq "$ROUNDS"); do
   read -r a b c < <(run_wrk "$OURS_PORT" "$OURS_PID"); O_RPS+=("$a"); O_P99+=("$b"); O_CPU+=("$c")
   read -r d e f < <(run_wrk "$NODE_PORT" "$NODE_PID"); N_RPS+=("$d"); N_P99+=("$e"); N_CPU+=("$f")
@@ -96,6 +103,9 @@ for r in $(seq "$ROUNDS"); do
   read -r a b c < <(run_wrk "$OURS_PORT" "$OURS_PID" "$GZIP"); OG_RPS+=("$a"); OG_P99+=("$b"); OG_CPU+=("$c")
   read -r d e f < <(run_wrk "$NODE_PORT" "$NODE_PID" "$GZIP"); NG_RPS+=("$d"); NG_P99+=("$e"); NG_CPU+=("$f")
   printf 'round %d gzip:     ours %8.0f scrapes/s p99 %6.2f ms %5.0f us CPU | node_exporter %8.0f scrapes/s p99 %6.2f ms %6.0f us CPU\n' "$r" "$a" "$b" "$c" "$d" "$e" "$f"
+  read -r a b c < <(CONNS=1 run_wrk "$OURS_PORT" "$OURS_PID" "$GZIP"); O1_RPS+=("$a"); O1_P99+=("$b"); O1_CPU+=("$c")
+  read -r d e f < <(CONNS=1 run_wrk "$NODE_PORT" "$NODE_PID" "$GZIP"); N1_RPS+=("$d"); N1_P99+=("$e"); N1_CPU+=("$f")
+  printf 'round %d gzip, 1 connection: ours %8.0f scrapes/s p99 %6.2f ms %5.0f us CPU | node_exporter %8.0f scrapes/s p99 %6.2f ms %6.0f us CPU\n' "$r" "$a" "$b" "$c" "$d" "$e" "$f"
   if [[ -n "${BASELINE:-}" ]]; then
     read -r a b c < <(run_wrk "$BASE_PORT" "$BASE_PID"); B_RPS+=("$a"); B_P99+=("$b")
     printf 'round %d baseline: %8.0f scrapes/s p99 %6.2f ms (identity)\n' "$r" "$a" "$b"
@@ -115,6 +125,9 @@ row "p99 latency (ms)" "$(median "${O_P99[@]}")" "$(median "${N_P99[@]}")" .2f "
 row "p99 latency (ms), gzip" "$(median "${OG_P99[@]}")" "$(median "${NG_P99[@]}")" .2f ""
 row "CPU per scrape (us)" "$(median "${O_CPU[@]}")" "$(median "${N_CPU[@]}")" .0f ""
 row "CPU per scrape (us), gzip" "$(median "${OG_CPU[@]}")" "$(median "${NG_CPU[@]}")" .0f ""
+row "1 conn, gzip: scrapes/s" "$(median "${O1_RPS[@]}")" "$(median "${N1_RPS[@]}")" .0f ""
+row "1 conn, gzip: p99 (ms)" "$(median "${O1_P99[@]}")" "$(median "${N1_P99[@]}")" .2f ""
+row "1 conn, gzip: CPU (us)" "$(median "${O1_CPU[@]}")" "$(median "${N1_CPU[@]}")" .0f ""
 row "RSS after load (KiB)" "$O_RSS" "$N_RSS" .0f "(goal <= 0.5x)"
 if [[ -n "${BASELINE:-}" ]]; then
   bp=$(median "${B_P99[@]}"); og=$(median "${OG_P99[@]}")

@@ -130,7 +130,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     tracing::info!(address = %local, telemetry_path = %telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
 
     let app = Arc::new(App {
-        registry: Arc::new(registry),
+        scrapes: server::scrapes(Arc::new(registry)),
         telemetry_path,
         max_connections: cli.max_connections,
         results,

@@ -13,6 +13,7 @@
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
 //! - [`block_info`]: static facts about a block device from sysfs.
+//! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
 //! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
 //! - [`exposition`]: metric families and their wire formats (text, OpenMetrics, protobuf with
 //!   native histograms), negotiated per scrape, gzip-compressed when accepted.
@@ -35,6 +36,7 @@
 pub mod agent;
 pub mod block_info;
 pub mod cli;
+pub mod coalesce;
 pub mod collectors;
 pub mod config;
 pub mod contention;

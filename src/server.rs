@@ -5,9 +5,12 @@
 //! its request headers within [`HEADER_READ_TIMEOUT`], headers larger than [`MAX_HEADER_BYTES`] get
 //! a 431, and at most `max_connections` connections are served at once (the accept loop waits for
 //! a free slot). The metrics endpoint answers in the format and compression that the request's
-//! `Accept` and `Accept-Encoding` prefer ([`exposition::Negotiated`]); any header gets an answer. [`run`] returns once `shutdown` fires and every in-flight request has finished,
-//! or after [`SHUTDOWN_GRACE`].
+//! `Accept` and `Accept-Encoding` prefer ([`exposition::Negotiated`]); any header gets an answer.
+//! Requests for the same format that arrive while a scrape runs share the next one
+//! ([`crate::coalesce`]). [`run`] returns once `shutdown` fires and every in-flight request has
+//! finished, or after [`SHUTDOWN_GRACE`].
 
+use crate::coalesce::Coalescer;
 use crate::collectors::Registry;
 use crate::exposition::{self, Negotiated};
 use crate::web_config::{Auth, WebConfig, verify_off_thread};
@@ -36,10 +39,25 @@ pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 
+/// A scrape's answer: the body and how it is compressed.
+pub type Encoded = (Bytes, exposition::ContentCoding);
+
+/// Scrapes of the metrics endpoint, shared by requests that arrive together
+/// ([`crate::coalesce`]).
+pub type Scrapes = Coalescer<Negotiated, Encoded>;
+
+/// The scrapes of `registry`: gather, encode as negotiated, compress.
+pub fn scrapes(registry: Arc<Registry>) -> Scrapes {
+    Coalescer::new(move |negotiated| {
+        let (body, coding) = exposition::encode_for(&registry.gather(), negotiated);
+        (Bytes::from(body), coding)
+    })
+}
+
 /// What the server needs to answer requests.
 pub struct App {
-    /// Collectors run on each scrape.
-    pub registry: Arc<Registry>,
+    /// Collectors run on each scrape ([`scrapes`]).
+    pub scrapes: Scrapes,
     /// Path of the metrics endpoint.
     pub telemetry_path: String,
     /// Maximum simultaneous connections.
@@ -162,15 +180,12 @@ fn serve(
 fn respond(
     status: StatusCode,
     content_type: &str,
-    body: Vec<u8>,
+    body: impl Into<Bytes>,
     head: bool,
 ) -> Response<Full<Bytes>> {
+    let body = body.into();
     let len = body.len();
-    let body = if head {
-        Bytes::new()
-    } else {
-        Bytes::from(body)
-    };
+    let body = if head { Bytes::new() } else { body };
     let mut resp = Response::new(Full::new(body));
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
@@ -251,15 +266,11 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
             let negotiated = Negotiated::from_headers(header(ACCEPT), header(ACCEPT_ENCODING));
             // Collectors read files (/proc, /sys) that can block, and encoding and compressing
-            // take CPU; keep them off the runtime's worker threads so signals and other
-            // connections are always served.
-            let registry = app.registry.clone();
-            let encoded = tokio::task::spawn_blocking(move || {
-                exposition::encode_for(&registry.gather(), negotiated)
-            })
-            .await;
-            match encoded {
-                Ok((body, coding)) => {
+            // take CPU; the scrape runs off the runtime's worker threads so signals and other
+            // connections are always served. Requests that arrive while another scrape runs
+            // share the next one.
+            match app.scrapes.share(negotiated).await {
+                Some((body, coding)) => {
                     let content_type = negotiated.format.content_type();
                     let mut resp = respond(StatusCode::OK, content_type, body, head);
                     let headers = resp.headers_mut();
@@ -269,8 +280,10 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                     headers.insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
                     resp
                 }
-                Err(err) => {
-                    tracing::error!(%err, "scrape task failed");
+                None => {
+                    tracing::error!(
+                        "scrape failed (the collector panicked or the agent is stopping)"
+                    );
                     respond(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         text,

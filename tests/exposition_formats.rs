@@ -282,3 +282,79 @@ fn hostile_accept_headers_get_a_valid_answer() {
     assert_eq!(r.status, 431);
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
+
+/// Requests that arrive together share a scrape only with requests for the same format and
+/// compression: under concurrent load in four formats every answer is complete and in the format
+/// its request negotiated.
+#[test]
+fn concurrent_scrapes_in_mixed_formats_each_get_their_own_format() {
+    let agent = Agent::start(&[]);
+    let addr = agent.addr;
+    let kinds: [(&str, &str, &str, Option<&str>); 4] = [
+        (
+            "*/*",
+            "identity",
+            "text/plain; version=0.0.4; charset=utf-8",
+            None,
+        ),
+        (
+            "*/*",
+            "gzip",
+            "text/plain; version=0.0.4; charset=utf-8",
+            Some("gzip"),
+        ),
+        (
+            PROTOBUF,
+            "identity",
+            "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited",
+            None,
+        ),
+        (
+            "application/openmetrics-text; version=1.0.0",
+            "gzip",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Some("gzip"),
+        ),
+    ];
+    let start = std::sync::Arc::new(std::sync::Barrier::new(kinds.len() * 4));
+    let threads: Vec<_> = (0..kinds.len() * 4)
+        .map(|i| {
+            let (accept, encoding, content_type, coding) = kinds[i % kinds.len()];
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                for _ in 0..10 {
+                    let (resp, body) = http_request_bytes(
+                        addr,
+                        "GET",
+                        "/metrics",
+                        &[("Accept", accept), ("Accept-Encoding", encoding)],
+                    );
+                    assert_eq!(resp.status, 200);
+                    assert_eq!(resp.header("content-type"), Some(content_type), "{accept}");
+                    assert_eq!(
+                        resp.header("content-encoding"),
+                        coding,
+                        "{accept} {encoding}"
+                    );
+                    let body = if coding.is_some() {
+                        gunzip(&body)
+                    } else {
+                        body
+                    };
+                    if accept == PROTOBUF {
+                        let families = decode_protobuf(&body);
+                        assert!(families.iter().any(|f| f.name() == "diskprobe_build_info"));
+                    } else {
+                        let text = String::from_utf8(body).unwrap();
+                        assert!(text.contains("diskprobe_build_info{"), "{accept}");
+                        assert_eq!(text.ends_with("# EOF\n"), accept.contains("openmetrics"));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a scraping thread failed");
+    }
+}

@@ -9,7 +9,7 @@
 use mediatype::{MediaType, MediaTypeList, ReadParams, names};
 
 /// A wire format for `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     /// `text/plain; version=0.0.4`.
     Text,
@@ -140,7 +140,7 @@ fn quality(q: Option<&str>) -> Option<u16> {
 }
 
 /// A content coding for the response body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ContentCoding {
     /// Uncompressed.
     Identity,
@@ -204,7 +204,7 @@ impl ContentCoding {
 }
 
 /// What a scrape gets: a format and a compression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Negotiated {
     /// The wire format.
     pub format: Format,
