@@ -16,17 +16,15 @@ use tokio::sync::watch;
 
 type Work<K, V> = dyn Fn(K) -> V + Send + Sync;
 
+/// The run queued but not yet started for each key: where its answer will appear. Only the run's
+/// own [`Ticket`] removes it, so an entry is always that of the key's latest run.
+type Queued<K, V> = HashMap<K, watch::Receiver<Option<V>>>;
+
 /// Runs `work` on the blocking pool for a key, shared by every request for that key that arrives
 /// before the run starts.
 pub struct Coalescer<K, V> {
     work: Arc<Work<K, V>>,
     queued: Arc<Mutex<Queued<K, V>>>,
-}
-
-/// The run queued but not yet started for each key, and a counter that tells runs apart.
-struct Queued<K, V> {
-    next_id: u64,
-    runs: HashMap<K, (u64, watch::Receiver<Option<V>>)>,
 }
 
 impl<K, V> Coalescer<K, V>
@@ -38,10 +36,7 @@ where
     pub fn new(work: impl Fn(K) -> V + Send + Sync + 'static) -> Self {
         Self {
             work: Arc::new(work),
-            queued: Arc::new(Mutex::new(Queued {
-                next_id: 0,
-                runs: HashMap::new(),
-            })),
+            queued: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -51,17 +46,14 @@ where
     pub fn share(&self, key: K) -> impl Future<Output = Option<V>> + Send + 'static {
         let mut rx = {
             let mut queued = lock(&self.queued);
-            if let Some((_, rx)) = queued.runs.get(&key) {
+            if let Some(rx) = queued.get(&key) {
                 rx.clone()
             } else {
-                let id = queued.next_id;
-                queued.next_id += 1;
                 let (tx, rx) = watch::channel(None);
-                queued.runs.insert(key.clone(), (id, rx.clone()));
+                queued.insert(key.clone(), rx.clone());
                 let mut ticket = Ticket {
                     queued: self.queued.clone(),
                     key: Some(key),
-                    id,
                 };
                 let work = self.work.clone();
                 // If the pool drops the closure unrun, the ticket's drop dequeues the run and the
@@ -83,38 +75,27 @@ where
     }
 }
 
-/// A queued run's claim on its slot in [`Queued::runs`].
+/// A queued run's claim on its entry in the queue; `key` is `None` once the run has started.
 struct Ticket<K: Eq + Hash, V> {
     queued: Arc<Mutex<Queued<K, V>>>,
     key: Option<K>,
-    id: u64,
 }
 
 impl<K: Eq + Hash, V> Ticket<K, V> {
     /// Takes the run out of the queue (no request joins it from now on) and returns its key.
     fn start(&mut self) -> K {
         let key = self.key.take().expect("a run starts once");
-        dequeue(&self.queued, &key, self.id);
+        lock(&self.queued).remove(&key);
         key
     }
 }
 
 impl<K: Eq + Hash, V> Drop for Ticket<K, V> {
     fn drop(&mut self) {
+        // The run never started (the pool dropped it): its requests must not wait on it.
         if let Some(key) = self.key.take() {
-            dequeue(&self.queued, &key, self.id);
+            lock(&self.queued).remove(&key);
         }
-    }
-}
-
-fn dequeue<K: Eq + Hash, V>(queued: &Mutex<Queued<K, V>>, key: &K, id: u64) {
-    let mut queued = lock(queued);
-    if queued
-        .runs
-        .get(key)
-        .is_some_and(|(queued_id, _)| *queued_id == id)
-    {
-        queued.runs.remove(key);
     }
 }
 
@@ -167,6 +148,13 @@ mod tests {
         started.recv_timeout(Duration::from_secs(10)).unwrap()
     }
 
+    /// Waits for the next run to start, lets it finish and returns its number.
+    fn finish_next(started: &mpsc::Receiver<u32>, go: &mpsc::Sender<()>) -> u32 {
+        let n = wait_started(started);
+        go.send(()).unwrap();
+        n
+    }
+
     #[test]
     fn requests_during_a_run_share_the_next_one_and_never_the_running_one() {
         runtime().block_on(async {
@@ -177,18 +165,15 @@ mod tests {
             let (b, d, other) = (c.share("text"), c.share("text"), c.share("protobuf"));
             go.send(()).unwrap();
             assert_eq!(a.await, Some(Some(("text", 1))));
-            assert_eq!(wait_started(&started), 2);
-            go.send(()).unwrap();
-            assert_eq!(wait_started(&started), 3);
-            go.send(()).unwrap();
+            assert_eq!(finish_next(&started, &go), 2);
+            assert_eq!(finish_next(&started, &go), 3);
             let (b, d, other) = (b.await.unwrap(), d.await.unwrap(), other.await.unwrap());
             assert_eq!(b, Some(("text", 2)), "the next run, in queue order");
             assert_eq!(d, b, "requests queued together share one run");
             assert_eq!(other, Some(("protobuf", 3)), "formats never share a run");
             // Nothing is left queued: the next request starts run 4.
             let e = c.share("text");
-            assert_eq!(wait_started(&started), 4);
-            go.send(()).unwrap();
+            assert_eq!(finish_next(&started, &go), 4);
             assert_eq!(e.await, Some(Some(("text", 4))));
         });
     }
@@ -199,8 +184,7 @@ mod tests {
             let (c, started, go) = gated();
             for n in 1..=3 {
                 let r = c.share("text");
-                assert_eq!(wait_started(&started), n);
-                go.send(()).unwrap();
+                assert_eq!(finish_next(&started, &go), n);
                 assert_eq!(r.await, Some(Some(("text", n))));
             }
         });
@@ -215,13 +199,11 @@ mod tests {
             let (first, joined) = (c.share("panic"), c.share("panic"));
             go.send(()).unwrap();
             assert!(busy.await.is_some());
-            assert_eq!(wait_started(&started), 2);
-            go.send(()).unwrap();
+            assert_eq!(finish_next(&started, &go), 2);
             assert_eq!(first.await, None);
             assert_eq!(joined.await, None);
             let after = c.share("text");
-            assert_eq!(wait_started(&started), 3);
-            go.send(()).unwrap();
+            assert_eq!(finish_next(&started, &go), 3);
             assert_eq!(after.await, Some(Some(("text", 3))));
         });
     }

@@ -56,7 +56,7 @@ pub fn scrapes(registry: Arc<Registry>) -> Scrapes {
 
 /// What the server needs to answer requests.
 pub struct App {
-    /// Collectors run on each scrape ([`scrapes`]).
+    /// Scrapes of the collectors, shared by requests that arrive together ([`scrapes`]).
     pub scrapes: Scrapes,
     /// Path of the metrics endpoint.
     pub telemetry_path: String,
