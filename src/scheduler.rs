@@ -285,7 +285,8 @@ impl Scheduler {
         let n = added.len();
         let mut labelled = Vec::new();
         for (k, spec) in added.into_iter().enumerate() {
-            let first = first_cycle_delay(k, n, spec.interval, rand::rng().random::<f64>());
+            let first =
+                first_cycle_delay(k, n, spec.settings.interval, rand::rng().random::<f64>());
             let (stop, stop_rx) = watch::channel(false);
             let cancel = Arc::new(AtomicBool::new(false));
             let (label_tx, label_rx) = tokio::sync::oneshot::channel();
@@ -302,9 +303,9 @@ impl Scheduler {
             tracing::info!(
                 target = %spec.name,
                 path = %spec.path.display(),
-                interval = %humantime::format_duration(spec.interval),
-                profiles = %spec.profiles.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
-                capacity_profiles = %spec.profiles.iter().filter(|p| p.class() == ProbeClass::Capacity)
+                interval = %humantime::format_duration(spec.settings.interval),
+                profiles = %spec.settings.profiles.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
+                capacity_profiles = %spec.settings.profiles.iter().filter(|p| p.class() == ProbeClass::Capacity)
                     .map(|p| p.name.as_str()).collect::<Vec<_>>().join(","),
                 "scheduling probes"
             );
@@ -482,14 +483,15 @@ async fn run_target(
         if *stop.borrow() {
             return;
         }
-        grid += spec.interval;
+        grid += spec.settings.interval;
         let now = Instant::now();
         if grid < now {
             // The cycle overran a whole interval: restart the grid from now.
             grid = now;
         }
-        let shift =
-            spec.interval.as_secs_f64() * spec.jitter * rand::rng().random_range(-1.0..=1.0);
+        let shift = spec.settings.interval.as_secs_f64()
+            * spec.settings.jitter
+            * rand::rng().random_range(-1.0..=1.0);
         next = if shift >= 0.0 {
             grid + Duration::from_secs_f64(shift)
         } else {
@@ -510,7 +512,7 @@ async fn run_cycle(
 ) {
     // Records the same outcome for every profile of the cycle.
     let record_all = |outcome: &dyn Fn() -> RunOutcome| {
-        for p in &spec.profiles {
+        for p in &spec.settings.profiles {
             shared.results.record(spec, &p.name, outcome());
         }
     };
@@ -559,17 +561,17 @@ async fn run_cycle(
         _ = stop.changed() => return,
     };
     let mut slot = None;
-    let capacity = (2.0 * spec.busy_per_cycle().as_secs_f64())
-        .max(2.0 * spec.max_duty_cycle * spec.interval.as_secs_f64());
+    let capacity = (2.0 * spec.settings.busy_per_cycle().as_secs_f64())
+        .max(2.0 * spec.settings.max_duty_cycle * spec.settings.interval.as_secs_f64());
     let budget = budget.get_or_insert_with(|| Budget {
         tokens: capacity,
         last: Instant::now(),
     });
-    for profile in &spec.profiles {
+    for profile in &spec.settings.profiles {
         if *stop.borrow() {
             return;
         }
-        budget.refill(Instant::now(), spec.max_duty_cycle, capacity);
+        budget.refill(Instant::now(), spec.settings.max_duty_cycle, capacity);
         if budget.tokens < 0.0 {
             tracing::info!(target = %spec.name, profile = %profile.name, device = %key,
                 "skipping run: the device's duty-cycle budget is used up");
@@ -582,11 +584,12 @@ async fn run_cycle(
             );
             continue;
         }
-        let busy_check = profile.class() == ProbeClass::Capacity && !spec.skip_busy_above.is_off();
+        let busy_check =
+            profile.class() == ProbeClass::Capacity && !spec.settings.skip_busy_above.is_off();
         if let (true, Some(dev)) = (busy_check, device.as_ref()) {
             let disk = dev.parent.as_deref().unwrap_or(&dev.name);
-            let load = disk_load(&shared.roots.sysfs, disk, spec.busy_window, stop).await;
-            if let Some(why) = load.and_then(|l| l.above(&spec.skip_busy_above)) {
+            let load = disk_load(&shared.roots.sysfs, disk, spec.settings.busy_window, stop).await;
+            if let Some(why) = load.and_then(|l| l.above(&spec.settings.skip_busy_above)) {
                 tracing::info!(target = %spec.name, profile = %profile.name, device = %disk,
                     load = %why, "skipping run: device busy");
                 shared.results.record(
@@ -751,7 +754,7 @@ async fn run_on_thread(
             Duration::ZERO,
         );
     }
-    let patience = spec.timeout + GRACE;
+    let patience = spec.settings.timeout + GRACE;
     let mut opened: Option<Instant> = None;
     let mut deadline = tokio::time::Instant::now() + patience;
     loop {
@@ -820,10 +823,10 @@ fn probe_thread(
         ))
     };
     let options = TargetOptions {
-        size: spec.size,
+        size: spec.settings.size,
         offset: spec.offset,
         write: profile.rw.is_write(),
-        device_writes: spec.allow_device_writes,
+        device_writes: spec.settings.writes.to_device(),
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
     };
@@ -841,8 +844,8 @@ fn probe_thread(
     }
     let draining = tx.clone();
     let opts = RunOptions {
-        engine: spec.engine,
-        timeout: spec.timeout,
+        engine: spec.settings.engine,
+        timeout: spec.settings.timeout,
         cancel,
         // Configured profiles always carry a runtime (config::probes fills in the default).
         default_runtime: crate::config::probes::DEFAULT_RUNTIME,
@@ -903,7 +906,7 @@ fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &Device
         },
         disk,
         disk_name,
-        yield_on_others: spec.yield_to_other_io && profile.class() == ProbeClass::Capacity,
+        yield_on_others: spec.settings.yield_to_other_io && profile.class() == ProbeClass::Capacity,
     }
 }
 

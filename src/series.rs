@@ -344,6 +344,7 @@ impl SeriesStore {
                     spec: spec.clone(),
                     info: None,
                     profiles: spec
+                        .settings
                         .profiles
                         .iter()
                         .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
@@ -581,7 +582,7 @@ mod tests {
         store.set_targets(std::slice::from_ref(&spec));
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 100);
         let mut changed = (*spec).clone();
-        changed.interval = Duration::from_secs(600);
+        changed.settings.interval = Duration::from_secs(600);
         store.set_targets(&[Arc::new(changed)]);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
         // A run of the old spec, cancelled by that reload, ends up in no series.

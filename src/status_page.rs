@@ -63,7 +63,7 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
     }
     facts.push(format!(
         "every {}",
-        humantime::format_duration(t.spec.interval)
+        humantime::format_duration(t.spec.settings.interval)
     ));
     let _ = write!(
         html,

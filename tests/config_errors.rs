@@ -359,11 +359,16 @@ fn example_config_loads_and_means_the_defaults() {
     assert_eq!(config.targets.len(), 1);
     let t = &config.targets[0];
     assert_eq!(t.name, "data");
-    assert_eq!(t.size, Some(1 << 30));
-    let names: Vec<&str> = t.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(t.settings.size, Some(1 << 30));
+    let names: Vec<&str> = t
+        .settings
+        .profiles
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
     assert_eq!(names, ["randread-4k-qd1-gentle", "randread-4k-qd32"]);
-    assert_eq!(t.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
-    assert!(t.yield_to_other_io);
+    assert_eq!(t.settings.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert!(t.settings.yield_to_other_io);
     assert_eq!(config.scheduler.max_concurrent_probes, 1);
     let rules: Vec<(&str, &str, &str)> = config
         .discover
@@ -390,11 +395,24 @@ fn embedded_default_probes_a_scratch_file_with_the_gentle_profiles() {
     assert_eq!(config.targets.len(), 1);
     let t = &config.targets[0];
     assert_eq!(t.path, Path::new("/var/lib/x/probe.dat"));
-    let names: Vec<&str> = t.profiles.iter().map(|p| p.name.as_str()).collect();
+    let names: Vec<&str> = t
+        .settings
+        .profiles
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
     assert_eq!(names, ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]);
-    assert!(t.profiles.iter().all(|p| p.class() == ProbeClass::Gentle));
-    assert!(t.allow_writes && !t.allow_device_writes);
-    assert!(t.busy_per_cycle().as_secs_f64() / t.interval.as_secs_f64() <= t.max_duty_cycle);
+    assert!(
+        t.settings
+            .profiles
+            .iter()
+            .all(|p| p.class() == ProbeClass::Gentle)
+    );
+    assert!(t.settings.writes == diskprobe_exporter::config::Writes::ProbeFile);
+    assert!(
+        t.settings.busy_per_cycle().as_secs_f64() / t.settings.interval.as_secs_f64()
+            <= t.settings.max_duty_cycle
+    );
 }
 
 #[test]
@@ -404,8 +422,9 @@ fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in()
             .unwrap()
             .targets
     };
-    let names =
-        |t: &TargetSpec| -> Vec<String> { t.profiles.iter().map(|p| p.name.clone()).collect() };
+    let names = |t: &TargetSpec| -> Vec<String> {
+        t.settings.profiles.iter().map(|p| p.name.clone()).collect()
+    };
     let t = load(
         "[[targets]]\nname = \"r\"\npath = \"/x\"\n\
          [[targets]]\nname = \"w\"\npath = \"/y\"\nallow_writes = true\n",
@@ -416,9 +435,9 @@ fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in()
         ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
     );
     // Busy skip and yield are on by default, with limits in I/Os rather than utilisation.
-    assert_eq!(t[0].skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert_eq!(t[0].settings.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
     assert!(DEFAULT_SKIP_BUSY_ABOVE.iops.is_some() && DEFAULT_SKIP_BUSY_ABOVE.in_flight.is_some());
-    assert!(t[0].yield_to_other_io);
+    assert!(t[0].settings.yield_to_other_io);
     // Listed capacity probes run; a target overrides the busy limits as a whole, `{}` turns
     // busy skip off, and a bare number is the utilisation limit of the key's earlier form.
     let t = load(
@@ -429,19 +448,19 @@ fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in()
          [[targets]]\nname = \"c\"\npath = \"/z\"\nskip_busy_above = 0.5\n",
     );
     assert_eq!(names(&t[0]), ["randread-4k-qd32"]);
-    assert_eq!(t[0].profiles[0].class(), ProbeClass::Capacity);
+    assert_eq!(t[0].settings.profiles[0].class(), ProbeClass::Capacity);
     assert_eq!(
-        t[0].skip_busy_above,
+        t[0].settings.skip_busy_above,
         BusyLimits {
             iops: Some(50.0),
             in_flight: None,
             utilisation: None
         }
     );
-    assert!(!t[0].yield_to_other_io);
-    assert!(t[1].skip_busy_above.is_off() && t[1].yield_to_other_io);
+    assert!(!t[0].settings.yield_to_other_io);
+    assert!(t[1].settings.skip_busy_above.is_off() && t[1].settings.yield_to_other_io);
     assert_eq!(
-        t[2].skip_busy_above,
+        t[2].settings.skip_busy_above,
         BusyLimits {
             utilisation: Some(0.5),
             ..BusyLimits::default()
@@ -495,7 +514,7 @@ fn write_profiles_on_a_block_device_are_checked_at_load() {
         Path::new("ok.toml"),
     )
     .expect("a device write with the opt-in");
-    assert!(ok.targets[0].profiles[0].syncs());
+    assert!(ok.targets[0].settings.profiles[0].syncs());
     // A file path that does not exist yet is a probe file to be: etcd-wal is fine there.
     let file = dir.path().join("probe.dat");
     let text = format!(
@@ -516,7 +535,7 @@ fn durability_keys_mean_fios_options() {
                 [[targets]]\nname = \"f\"\npath = \"/var/lib/x/probe.dat\"\nallow_writes = true\n\
                 interval = \"10m\"\nprofiles = [\"wal\", \"batch\", \"dsync\", \"pasted\", \"etcd-wal\"]\n";
     let config = Config::from_toml(text, Path::new("ok.toml")).unwrap();
-    let p = &config.targets[0].profiles;
+    let p = &config.targets[0].settings.profiles;
     let fdatasync1 = Some(SyncEvery {
         call: SyncCall::Fdatasync,
         every: 1,

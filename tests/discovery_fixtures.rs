@@ -146,8 +146,8 @@ fn a_block_rule_takes_whole_disks_and_says_why_it_skips_the_rest() {
     );
     let t = &found.targets[0];
     assert_eq!(t.rule.as_deref(), Some("0"));
-    assert!(t.profiles.iter().all(|p| !p.rw.is_write()));
-    assert!(!t.allow_writes && !t.allow_device_writes);
+    assert!(t.settings.profiles.iter().all(|p| !p.rw.is_write()));
+    assert!(t.settings.writes == diskprobe_exporter::config::Writes::Forbidden);
 }
 
 #[test]
@@ -305,7 +305,12 @@ fn a_mount_rule_with_file_probes_a_file_inside_each_volume() {
             ),
         ]
     );
-    assert!(found.targets.iter().all(|t| t.size == Some(16 << 20)));
+    assert!(
+        found
+            .targets
+            .iter()
+            .all(|t| t.settings.size == Some(16 << 20))
+    );
     // The default name is the kernel name, which an NFS volume does not have.
     let found = find(
         &rule(&format!(

@@ -152,9 +152,9 @@ impl Collector for ProbesCollector {
                 );
                 interval.push(
                     &labels(&[("target", name)]),
-                    target.spec.interval.as_secs_f64(),
+                    target.spec.settings.interval.as_secs_f64(),
                 );
-                for p in &target.spec.profiles {
+                for p in &target.spec.settings.profiles {
                     profile_info.push(
                         &labels(&[
                             ("target", name),

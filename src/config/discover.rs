@@ -2,19 +2,17 @@
 //! become targets, how each is named, and the settings every target found gets.
 //!
 //! A rule's probe settings are those of a `[[targets]]` entry (inheriting `[defaults]`) and are
-//! checked the same way, once, for the rule ([`super::probes::target`]). On top of that: block
+//! checked the same way, once, for the rule (`probes::Defaults::settings`). On top of that: block
 //! rules are read-only by construction (a write profile is an error); a mount rule probes the
 //! device under each mount, read-only, unless it sets `file`; keys of the other kind are errors;
 //! at most one of `device_include` and `device_exclude`; a name template may only use capture
 //! groups its regex has.
 
-use super::SpannedError;
-use super::probes::{Defaults, TargetSpec, custom_profiles, target};
-use super::raw::{RawConfig, RawDiscover, RawTarget};
+use super::probes::{Defaults, ProbeSettings, ProbeTable, TargetSpec, Writes};
+use super::raw::{RawConfig, RawDiscover};
+use super::spanned::{SpannedError, invalid, regex};
 use crate::device_filter::DeviceFilter;
-use crate::probe::profile::Profile;
 use regex::Regex;
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -48,9 +46,8 @@ pub struct DiscoverRule {
     pub rescan: Duration,
     /// Most targets the rule may find; beyond it, the first by name are kept.
     pub max_targets: usize,
-    /// The settings of every target found, with an empty name and path ([`DiscoverRule::target`]
-    /// fills them in) and `rule` set to [`DiscoverRule::id`].
-    pub settings: TargetSpec,
+    /// How every target found is probed.
+    pub settings: ProbeSettings,
 }
 
 impl DiscoverRule {
@@ -59,7 +56,9 @@ impl DiscoverRule {
         TargetSpec {
             name,
             path,
-            ..self.settings.clone()
+            offset: 0,
+            rule: Some(self.id.clone()),
+            settings: self.settings.clone(),
         }
     }
 }
@@ -277,23 +276,15 @@ impl NameTemplate {
     }
 }
 
-fn invalid<T>(value: &Spanned<T>, message: String) -> SpannedError {
-    SpannedError {
-        span: value.span(),
-        message,
-    }
-}
-
 /// Validates every `[[discover]]` rule.
 pub(super) fn validate(raw: &RawConfig) -> Result<Vec<DiscoverRule>, SpannedError> {
     if raw.discover.is_empty() {
         return Ok(Vec::new());
     }
-    let customs = custom_profiles(&raw.profiles)?;
-    let defaults = Defaults::from_raw(&raw.defaults)?;
+    let defaults = Defaults::from_raw(raw)?;
     let mut rules: Vec<DiscoverRule> = Vec::new();
     for (i, table) in raw.discover.iter().enumerate() {
-        let rule = rule(i, table, &defaults, &customs)?;
+        let rule = rule(i, table, &defaults)?;
         if rules.iter().any(|r| r.id == rule.id) {
             let at = table
                 .get_ref()
@@ -318,7 +309,6 @@ fn rule(
     i: usize,
     table: &Spanned<RawDiscover>,
     defaults: &Defaults<'_>,
-    customs: &BTreeMap<String, Profile>,
 ) -> Result<DiscoverRule, SpannedError> {
     let r = table.get_ref();
     let prefix = format!("discover[{i}]");
@@ -359,7 +349,7 @@ fn rule(
         Some(text) => name_template(&key("name"), text, groups)?,
         None => NameTemplate::parse(DEFAULT_NAME).expect("the default name parses"),
     };
-    read_only(&prefix, r, &source, defaults, customs)?;
+    read_only(&prefix, r, &source, defaults)?;
     let rescan = match &r.rescan {
         Some(v) => {
             let d = crate::units::parse_duration(v.get_ref())
@@ -395,7 +385,19 @@ fn rule(
         }
         None => DEFAULT_MAX_TARGETS,
     };
-    let settings = settings(&prefix, &id, table, defaults, customs)?;
+    // A mount rule may only set allow_writes with file (mount_source checks).
+    let writes = match &r.allow_writes {
+        Some(allow) if *allow.get_ref() => Writes::ProbeFile,
+        _ => Writes::Forbidden,
+    };
+    let settings = defaults.settings(&ProbeTable {
+        prefix: &prefix,
+        keys: r.probe_keys(),
+        writes,
+        span: table.span(),
+        anchor: table.span(),
+        device: None,
+    })?;
     Ok(DiscoverRule {
         id,
         source,
@@ -473,10 +475,10 @@ fn block_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), S
             ));
         }
         (Some(include), None) => {
-            DeviceFilter::Include(super::regex(&format!("{prefix}.device_include"), include)?)
+            DeviceFilter::Include(regex(&format!("{prefix}.device_include"), include)?)
         }
         (None, Some(exclude)) => {
-            DeviceFilter::Exclude(super::regex(&format!("{prefix}.device_exclude"), exclude)?)
+            DeviceFilter::Exclude(regex(&format!("{prefix}.device_exclude"), exclude)?)
         }
         (None, None) => DeviceFilter::Include(
             Regex::new(DEFAULT_BLOCK_INCLUDE).expect("the default block include compiles"),
@@ -505,11 +507,11 @@ fn mount_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), S
             ),
         ));
     };
-    let mountpoint = super::regex(&key("mountpoint_include"), mountpoint)?;
+    let mountpoint = regex(&key("mountpoint_include"), mountpoint)?;
     let fstype = r
         .fstype_include
         .as_ref()
-        .map(|f| super::regex(&key("fstype_include"), f))
+        .map(|f| regex(&key("fstype_include"), f))
         .transpose()?;
     let file = r
         .file
@@ -557,47 +559,6 @@ fn name_template(
     Ok(template)
 }
 
-/// The probe settings of every target a rule finds, checked as a `[[targets]]` entry's would be
-/// (with the rule's location in messages), with an empty name and path and `rule` set to `id`.
-fn settings(
-    prefix: &str,
-    id: &str,
-    table: &Spanned<RawDiscover>,
-    defaults: &Defaults<'_>,
-    customs: &BTreeMap<String, Profile>,
-) -> Result<TargetSpec, SpannedError> {
-    let r = table.get_ref();
-    let placeholder = |value: &str| Spanned::new(table.span(), value.to_owned());
-    let as_target = RawTarget {
-        name: placeholder(id),
-        path: placeholder("/"),
-        size: r.size.clone(),
-        offset: None,
-        profiles: r.profiles.clone(),
-        interval: r.interval.clone(),
-        runtime: r.runtime.clone(),
-        timeout: r.timeout.clone(),
-        engine: r.engine.clone(),
-        jitter: r.jitter.clone(),
-        max_duty_cycle: r.max_duty_cycle.clone(),
-        skip_busy_above: r.skip_busy_above.clone(),
-        busy_window: r.busy_window.clone(),
-        yield_to_other_io: r.yield_to_other_io.clone(),
-        allow_writes: r.allow_writes.clone(),
-        allow_device_writes: None,
-    };
-    let mut settings = target(
-        prefix,
-        &Spanned::new(table.span(), as_target),
-        defaults,
-        customs,
-    )?;
-    settings.name = String::new();
-    settings.path = PathBuf::new();
-    settings.rule = Some(id.to_owned());
-    Ok(settings)
-}
-
 /// A `file` key: a path relative to the mountpoint that stays inside the mount.
 fn probe_file(key: &str, v: &Spanned<String>) -> Result<PathBuf, SpannedError> {
     let path = Path::new(v.get_ref());
@@ -624,7 +585,6 @@ fn read_only(
     r: &RawDiscover,
     source: &RuleSource,
     defaults: &Defaults<'_>,
-    customs: &BTreeMap<String, Profile>,
 ) -> Result<(), SpannedError> {
     let why = match source {
         RuleSource::Block(_) => {
@@ -644,10 +604,8 @@ fn read_only(
         return Ok(()); // the default profiles read
     };
     for name in list.get_ref() {
-        let writes = customs
-            .get(name.get_ref())
-            .cloned()
-            .or_else(|| Profile::builtin(name.get_ref()))
+        let writes = defaults
+            .profile(name.get_ref())
             .is_some_and(|p| p.rw.is_write());
         if writes {
             return Err(invalid(

@@ -5,8 +5,8 @@
 //! resolution is fixed ([`crate::histogram::NATIVE_SCHEMA`]) and a Prometheus server that wants
 //! fewer can reduce it on its side.
 
-use super::SpannedError;
 use super::raw::RawHistograms;
+use super::spanned::SpannedError;
 use crate::histogram::ClassicBuckets;
 
 /// `[histograms]`, validated.

@@ -8,11 +8,13 @@ pub mod discover;
 pub mod histograms;
 pub mod probes;
 pub mod raw;
+mod spanned;
 
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
-pub use probes::{BusyLimits, SchedulerConfig, TargetSpec};
+pub use probes::{BusyLimits, ProbeSettings, SchedulerConfig, TargetSpec, Writes};
+use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -175,19 +177,6 @@ impl Config {
     }
 }
 
-/// A validation error before it is given a file name and line.
-pub(crate) struct SpannedError {
-    pub(crate) span: Range<usize>,
-    pub(crate) message: String,
-}
-
-fn invalid<T>(value: &toml::Spanned<T>, message: String) -> SpannedError {
-    SpannedError {
-        span: value.span(),
-        message,
-    }
-}
-
 fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
     let listen_address = raw
         .web
@@ -234,19 +223,6 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         scheduler,
         discover,
         histograms,
-    })
-}
-
-/// Compiles the regular expression at `key`.
-fn regex(key: &str, value: &toml::Spanned<String>) -> Result<regex::Regex, SpannedError> {
-    regex::Regex::new(value.get_ref()).map_err(|e| {
-        // regex errors span several lines (pattern, caret, reason); keep the reason.
-        let e = e.to_string();
-        let reason = e.lines().last().unwrap_or(&e).trim_start_matches("error: ");
-        invalid(
-            value,
-            format!("{key}: expected a regular expression, {reason}"),
-        )
     })
 }
 

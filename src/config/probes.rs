@@ -1,18 +1,27 @@
 //! Validation of the probing part of the configuration: `[defaults]`, `[scheduler]`,
 //! `[[targets]]` and `[profiles.NAME]`, into [`TargetSpec`]s the scheduler can run as they are.
 //!
+//! The probe keys (`profiles`, `interval`, `runtime`, `timeout`, `size`, `engine`, `jitter`,
+//! `max_duty_cycle`, `skip_busy_above`, `busy_window`, `yield_to_other_io`) are one
+//! [`ProbeSettings`], shared by a `[[targets]]` entry's [`TargetSpec`] and a `[[discover]]` rule's
+//! [`super::DiscoverRule`]: `Defaults` merges `[defaults]` over the built-in values once, and
+//! `Defaults::settings` merges each table's keys over that and resolves its profiles. A new
+//! probe key is a line in `raw::with_probe_keys!`, a field of [`ProbeSettings`] and a line in
+//! `ProbeSettings::overridden`.
+//!
 //! Everything that cannot work is rejected here with the location of the offending value: an
-//! unknown profile, a write profile on a target without `allow_writes`, a schedule whose probing
-//! time exceeds the duty-cycle budget, durations and sizes that do not parse.
+//! unknown profile, a write profile on a target without `allow_writes` ([`Writes`]), a schedule
+//! whose probing time exceeds the duty-cycle budget, durations and sizes that do not parse.
 
-use super::SpannedError;
-use super::raw::{RawBusyLimits, RawConfig, RawDefaults, RawProfile, RawTarget};
+use super::raw::{RawBusyLimits, RawConfig, RawProbeKeys, RawProfile, RawTarget};
+use super::spanned::{SpannedError, invalid};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
 use crate::probe::profile::{Durability, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery};
 use crate::units;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -64,23 +73,45 @@ impl BusyLimits {
     }
 }
 
-/// A target, validated and with every default applied.
+/// Which writes a target's profiles may make: `allow_writes` and `allow_device_writes`, the
+/// second a further opt-in on top of the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Writes {
+    /// Read profiles only (neither key set).
+    #[default]
+    Forbidden,
+    /// Write profiles may write the target's probe file (`allow_writes = true`).
+    ProbeFile,
+    /// Write profiles may also write a block device (`allow_device_writes = true` as well).
+    Device,
+}
+
+impl Writes {
+    /// Whether write profiles are allowed at all.
+    pub fn allowed(self) -> bool {
+        self != Writes::Forbidden
+    }
+
+    /// Whether write profiles may write a block device.
+    pub fn to_device(self) -> bool {
+        self == Writes::Device
+    }
+}
+
+/// How a target is probed: the probe keys of a `[[targets]]` entry or a `[[discover]]` rule,
+/// validated, merged over `[defaults]` and the built-in values, with its profiles resolved.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TargetSpec {
-    /// The `target` label.
-    pub name: String,
-    /// File or block device.
-    pub path: PathBuf,
+pub struct ProbeSettings {
+    /// Profiles run in this order every cycle, with runtimes resolved.
+    pub profiles: Vec<Profile>,
     /// Probe file size / device region length. `None`: the target module's default size for
     /// files ([`crate::probe::target::DEFAULT_FILE_SIZE`]), the rest of the device for block
     /// devices.
     pub size: Option<u64>,
-    /// First byte of the region (block devices).
-    pub offset: u64,
-    /// Profiles run in this order every cycle, with runtimes resolved.
-    pub profiles: Vec<Profile>,
     /// Time between the starts of cycles.
     pub interval: Duration,
+    /// Runtime of the profiles that set none (already filled into [`Self::profiles`]).
+    pub runtime: Duration,
     /// Hard limit per run.
     pub timeout: Duration,
     /// Engine choice.
@@ -95,15 +126,31 @@ pub struct TargetSpec {
     pub busy_window: Duration,
     /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
     pub yield_to_other_io: bool,
-    /// Write profiles allowed on the probe file.
-    pub allow_writes: bool,
-    /// Write profiles allowed on a block device.
-    pub allow_device_writes: bool,
-    /// The id of the `[[discover]]` rule that found the target; `None` for a `[[targets]]` entry.
-    pub rule: Option<String>,
+    /// Which writes the profiles may make.
+    pub writes: Writes,
 }
 
-impl TargetSpec {
+impl Default for ProbeSettings {
+    /// The built-in values, under `[defaults]`; no profiles yet.
+    fn default() -> Self {
+        ProbeSettings {
+            profiles: Vec::new(),
+            size: None,
+            interval: DEFAULT_INTERVAL,
+            runtime: DEFAULT_RUNTIME,
+            timeout: DEFAULT_TIMEOUT,
+            engine: EngineChoice::default(),
+            jitter: DEFAULT_JITTER,
+            max_duty_cycle: DEFAULT_MAX_DUTY_CYCLE,
+            skip_busy_above: DEFAULT_SKIP_BUSY_ABOVE,
+            busy_window: DEFAULT_BUSY_WINDOW,
+            yield_to_other_io: true,
+            writes: Writes::Forbidden,
+        }
+    }
+}
+
+impl ProbeSettings {
     /// Time one cycle is expected to keep the device busy: the sum of the profiles' runtimes (or
     /// timeouts, for profiles bounded only by an I/O count).
     pub fn busy_per_cycle(&self) -> Duration {
@@ -112,6 +159,52 @@ impl TargetSpec {
             .map(|p| p.runtime.unwrap_or(self.timeout).min(self.timeout))
             .sum()
     }
+
+    /// These settings with the keys a table sets (validated; `prefix` names the table in
+    /// messages) in place of their values. Profiles and writes are left as they are: they are
+    /// resolved per table ([`Defaults::settings`]).
+    fn overridden(&self, prefix: &str, keys: &RawProbeKeys<'_>) -> Result<Self, SpannedError> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        Ok(ProbeSettings {
+            profiles: self.profiles.clone(),
+            size: or(keys.size, self.size, |v| size(&key("size"), v).map(Some))?,
+            interval: or(keys.interval, self.interval, |v| {
+                duration(&key("interval"), v)
+            })?,
+            runtime: or(keys.runtime, self.runtime, |v| duration(&key("runtime"), v))?,
+            timeout: or(keys.timeout, self.timeout, |v| duration(&key("timeout"), v))?,
+            engine: or(keys.engine, self.engine, |v| engine(&key("engine"), v))?,
+            jitter: or(keys.jitter, self.jitter, |v| jitter(&key("jitter"), v))?,
+            max_duty_cycle: or(keys.max_duty_cycle, self.max_duty_cycle, |v| {
+                fraction(&key("max_duty_cycle"), v, MIN_DUTY_CYCLE, 1.0)
+            })?,
+            skip_busy_above: or(keys.skip_busy_above, self.skip_busy_above, |v| {
+                busy_limits(&key("skip_busy_above"), v)
+            })?,
+            busy_window: or(keys.busy_window, self.busy_window, |v| {
+                duration(&key("busy_window"), v)
+            })?,
+            yield_to_other_io: keys
+                .yield_to_other_io
+                .map_or(self.yield_to_other_io, |b| *b.get_ref()),
+            writes: self.writes,
+        })
+    }
+}
+
+/// A target, validated and with every default applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// The `target` label.
+    pub name: String,
+    /// File or block device.
+    pub path: PathBuf,
+    /// First byte of the region (block devices).
+    pub offset: u64,
+    /// The id of the `[[discover]]` rule that found the target; `None` for a `[[targets]]` entry.
+    pub rule: Option<String>,
+    /// How it is probed.
+    pub settings: ProbeSettings,
 }
 
 /// `[scheduler]`, validated.
@@ -126,13 +219,6 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             max_concurrent_probes: 1,
         }
-    }
-}
-
-fn invalid<T>(value: &Spanned<T>, message: String) -> SpannedError {
-    SpannedError {
-        span: value.span(),
-        message,
     }
 }
 
@@ -405,9 +491,7 @@ fn durability(key: &str, p: &RawProfile) -> Result<Durability, SpannedError> {
 pub(super) fn validate(
     raw: &RawConfig,
 ) -> Result<(Vec<TargetSpec>, SchedulerConfig), SpannedError> {
-    let customs = custom_profiles(&raw.profiles)?;
-    let d = &raw.defaults;
-    let defaults = Defaults::from_raw(d)?;
+    let defaults = Defaults::from_raw(raw)?;
     let scheduler = SchedulerConfig {
         max_concurrent_probes: match &raw.scheduler.max_concurrent_probes {
             Some(n) => positive("scheduler.max_concurrent_probes", n, 1024)? as usize,
@@ -416,7 +500,7 @@ pub(super) fn validate(
     };
     let mut targets: Vec<TargetSpec> = Vec::new();
     for (i, t) in raw.targets.iter().enumerate() {
-        let spec = target(&format!("targets[{i}]"), t, &defaults, &customs)?;
+        let spec = target(&format!("targets[{i}]"), t, &defaults)?;
         if targets.iter().any(|other| other.name == spec.name) {
             return Err(invalid(
                 &t.get_ref().name,
@@ -431,54 +515,184 @@ pub(super) fn validate(
     Ok((targets, scheduler))
 }
 
-/// `[defaults]` with built-in values filled in.
+/// What every table inherits: `[defaults]` merged over the built-in values (once), its profile
+/// names, and the custom profiles a table may name.
 pub(super) struct Defaults<'a> {
-    interval: Duration,
-    runtime: Duration,
-    timeout: Duration,
-    size: Option<u64>,
-    engine: EngineChoice,
+    settings: ProbeSettings,
     pub(super) profiles: Option<&'a Spanned<Vec<Spanned<String>>>>,
-    jitter: f64,
-    max_duty_cycle: f64,
-    skip_busy_above: BusyLimits,
-    busy_window: Duration,
-    yield_to_other_io: bool,
+    customs: BTreeMap<String, Profile>,
+}
+
+/// A table whose probe settings [`Defaults::settings`] resolves: a `[[targets]]` entry or a
+/// `[[discover]]` rule.
+pub(super) struct ProbeTable<'a> {
+    /// Names the table in messages: `targets[0]`, `discover[1]`.
+    pub(super) prefix: &'a str,
+    /// Its probe keys.
+    pub(super) keys: RawProbeKeys<'a>,
+    /// The writes it allows.
+    pub(super) writes: Writes,
+    /// The whole table: where errors about profiles it does not list point.
+    pub(super) span: Range<usize>,
+    /// Where an error about its inherited interval points (the target's name, or the rule).
+    pub(super) anchor: Range<usize>,
+    /// The block device it probes, when its path is one now (write profiles need
+    /// [`Writes::Device`] there).
+    pub(super) device: Option<&'a Path>,
 }
 
 impl<'a> Defaults<'a> {
-    pub(super) fn from_raw(d: &'a RawDefaults) -> Result<Self, SpannedError> {
+    pub(super) fn from_raw(raw: &'a RawConfig) -> Result<Self, SpannedError> {
+        let customs = custom_profiles(&raw.profiles)?;
+        let d = &raw.defaults;
         Ok(Defaults {
-            interval: opt(&d.interval, |v| duration("defaults.interval", v))?
-                .unwrap_or(DEFAULT_INTERVAL),
-            runtime: opt(&d.runtime, |v| duration("defaults.runtime", v))?
-                .unwrap_or(DEFAULT_RUNTIME),
-            timeout: opt(&d.timeout, |v| duration("defaults.timeout", v))?
-                .unwrap_or(DEFAULT_TIMEOUT),
-            size: opt(&d.size, |v| size("defaults.size", v))?,
-            engine: opt(&d.engine, |v| engine("defaults.engine", v))?.unwrap_or_default(),
+            settings: ProbeSettings::default().overridden("defaults", &d.probe_keys())?,
             profiles: d.profiles.as_ref(),
-            jitter: opt(&d.jitter, |v| jitter("defaults.jitter", v))?.unwrap_or(DEFAULT_JITTER),
-            max_duty_cycle: opt(&d.max_duty_cycle, |v| {
-                fraction("defaults.max_duty_cycle", v, MIN_DUTY_CYCLE, 1.0)
-            })?
-            .unwrap_or(DEFAULT_MAX_DUTY_CYCLE),
-            skip_busy_above: opt(&d.skip_busy_above, |v| {
-                busy_limits("defaults.skip_busy_above", v)
-            })?
-            .unwrap_or(DEFAULT_SKIP_BUSY_ABOVE),
-            busy_window: opt(&d.busy_window, |v| duration("defaults.busy_window", v))?
-                .unwrap_or(DEFAULT_BUSY_WINDOW),
-            yield_to_other_io: d.yield_to_other_io.as_ref().is_none_or(|b| *b.get_ref()),
+            customs,
         })
+    }
+
+    /// A table's probe settings: its keys over these defaults, its profiles resolved and checked
+    /// against its writes, timeout and duty-cycle budget.
+    pub(super) fn settings(&self, table: &ProbeTable<'_>) -> Result<ProbeSettings, SpannedError> {
+        let mut settings = self.settings.overridden(table.prefix, &table.keys)?;
+        settings.writes = table.writes;
+        settings.profiles = self.profiles(table, &settings)?;
+        duty_cycle_check(table, &settings)?;
+        Ok(settings)
+    }
+
+    /// The profile names a table lists (or inherits), each with where it is written.
+    fn names(&self, table: &ProbeTable<'_>) -> Result<Vec<(String, Range<usize>)>, SpannedError> {
+        let key = format!("{}.profiles", table.prefix);
+        let Some(list) = table.keys.profiles.or(self.profiles) else {
+            let writes: &[&str] = if table.writes.allowed() {
+                DEFAULT_WRITE_PROFILES
+            } else {
+                &[]
+            };
+            return Ok(DEFAULT_PROFILES
+                .iter()
+                .chain(writes)
+                .map(|n| ((*n).to_owned(), table.span.clone()))
+                .collect());
+        };
+        if list.get_ref().is_empty() {
+            return Err(invalid(
+                list,
+                format!("{key}: expected at least one profile"),
+            ));
+        }
+        Ok(list
+            .get_ref()
+            .iter()
+            .map(|n| (n.get_ref().clone(), n.span()))
+            .collect())
+    }
+
+    /// The profile named `name`: a custom one, or a built-in that takes the target's runtime.
+    pub(super) fn profile(&self, name: &str) -> Option<Profile> {
+        self.customs.get(name).cloned().or_else(|| {
+            Profile::builtin(name).map(|mut b| {
+                b.runtime = None;
+                b
+            })
+        })
+    }
+
+    /// The table's profiles, resolved, with the target's runtime filled in and checked against
+    /// its writes and timeout.
+    fn profiles(
+        &self,
+        table: &ProbeTable<'_>,
+        settings: &ProbeSettings,
+    ) -> Result<Vec<Profile>, SpannedError> {
+        let key = format!("{}.profiles", table.prefix);
+        let mut profiles: Vec<Profile> = Vec::new();
+        for (pname, span) in self.names(table)? {
+            let fail = |message: String| SpannedError {
+                span: span.clone(),
+                message,
+            };
+            let Some(mut p) = self.profile(&pname) else {
+                let mut known: Vec<String> =
+                    Profile::builtins().into_iter().map(|p| p.name).collect();
+                known.extend(self.customs.keys().cloned());
+                return Err(fail(format!(
+                    "{key}: unknown profile {pname:?}; expected one of: {}",
+                    known.join(", ")
+                )));
+            };
+            if profiles.iter().any(|q| q.name == p.name) {
+                return Err(fail(format!("{key}: profile {pname:?} is listed twice")));
+            }
+            if p.rw.is_write() && !settings.writes.allowed() {
+                return Err(fail(format!(
+                    "{key}: profile {pname:?} writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)"
+                )));
+            }
+            if let (true, Some(device)) = (p.rw.is_write(), table.device) {
+                device_write_check(&key, span.clone(), &p, device, settings.writes)?;
+            }
+            if p.runtime.is_none() && p.number_ios.is_none() {
+                p.runtime = Some(settings.runtime);
+            }
+            if p.runtime.is_some_and(|rt| rt >= settings.timeout) {
+                let at = table.keys.timeout.map_or(span, Spanned::span);
+                return Err(SpannedError {
+                    span: at,
+                    message: format!(
+                        "{}.timeout: timeout {} must be longer than the runtime {} of profile {pname:?}",
+                        table.prefix,
+                        humantime::format_duration(settings.timeout),
+                        humantime::format_duration(p.runtime.unwrap_or_default())
+                    ),
+                });
+            }
+            profiles.push(p);
+        }
+        Ok(profiles)
     }
 }
 
-fn opt<T, U>(
-    v: &Option<T>,
+/// A table's settings whose profiles would keep the device busier than its duty-cycle budget
+/// are an error, which says the shortest interval that fits.
+fn duty_cycle_check(table: &ProbeTable<'_>, settings: &ProbeSettings) -> Result<(), SpannedError> {
+    let busy = settings.busy_per_cycle().as_secs_f64();
+    let share = busy / settings.interval.as_secs_f64();
+    if share <= settings.max_duty_cycle {
+        return Ok(());
+    }
+    let min_interval = Duration::from_secs_f64(busy / settings.max_duty_cycle).as_secs() + 1;
+    Err(SpannedError {
+        span: table
+            .keys
+            .interval
+            .map_or(table.anchor.clone(), Spanned::span),
+        message: format!(
+            "{}.interval: profiles {:?} run for {} every {} ({:.2}% of the time), above max_duty_cycle {}%; set interval to at least {}, shorten runtime or raise max_duty_cycle",
+            table.prefix,
+            settings
+                .profiles
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>(),
+            humantime::format_duration(settings.busy_per_cycle()),
+            humantime::format_duration(settings.interval),
+            share * 100.0,
+            settings.max_duty_cycle * 100.0,
+            humantime::format_duration(Duration::from_secs(min_interval)),
+        ),
+    })
+}
+
+/// A key's validated value, or `inherited` where the table leaves it out.
+fn or<T, U>(
+    v: Option<&T>,
+    inherited: U,
     f: impl FnOnce(&T) -> Result<U, SpannedError>,
-) -> Result<Option<U>, SpannedError> {
-    v.as_ref().map(f).transpose()
+) -> Result<U, SpannedError> {
+    v.map_or(Ok(inherited), f)
 }
 
 fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
@@ -494,22 +708,22 @@ fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
 }
 
 /// Whether `path` is a block device now (a path that does not exist yet is not).
-fn is_block_device(path: &std::path::Path) -> bool {
+fn is_block_device(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }
 
-/// A write profile on a block device: needs `allow_device_writes`, and space of its own to
+/// A write profile on a block device: needs [`Writes::Device`], and space of its own to
 /// preallocate is a probe file's only.
 fn device_write_check(
     key: &str,
-    span: std::ops::Range<usize>,
+    span: Range<usize>,
     p: &Profile,
-    path: &std::path::Path,
-    allow_device_writes: bool,
+    path: &Path,
+    writes: Writes,
 ) -> Result<(), SpannedError> {
     let name = &p.name;
-    let message = if !allow_device_writes {
+    let message = if !writes.to_device() {
         format!(
             "{key}: profile {name:?} writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
             path.display()
@@ -525,21 +739,34 @@ fn device_write_check(
     Err(SpannedError { span, message })
 }
 
-/// Validates one target; `prefix` names it in messages (`targets[0]`, or `discover[0]` for the
-/// settings a discovery rule gives the targets it finds).
-pub(super) fn target(
+/// `allow_writes` and `allow_device_writes` of a `[[targets]]` entry.
+fn target_writes(prefix: &str, r: &RawTarget) -> Result<Writes, SpannedError> {
+    let set = |b: &Option<Spanned<bool>>| b.as_ref().is_some_and(|b| *b.get_ref());
+    match (set(&r.allow_writes), &r.allow_device_writes) {
+        (false, Some(device)) if *device.get_ref() => Err(invalid(
+            device,
+            format!(
+                "{prefix}.allow_device_writes: also needs allow_writes = true (device writes are a further opt-in on top of it)"
+            ),
+        )),
+        (true, device) if set(device) => Ok(Writes::Device),
+        (true, _) => Ok(Writes::ProbeFile),
+        (false, _) => Ok(Writes::Forbidden),
+    }
+}
+
+/// Validates one `[[targets]]` entry; `prefix` names it in messages (`targets[0]`).
+fn target(
     prefix: &str,
     t: &Spanned<RawTarget>,
-    d: &Defaults<'_>,
-    customs: &BTreeMap<String, Profile>,
+    defaults: &Defaults<'_>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
-    let key = |k: &str| format!("{prefix}.{k}");
     let name = r.name.get_ref().trim().to_owned();
     if name.is_empty() {
         return Err(invalid(
             &r.name,
-            format!("{}: expected a non-empty name", key("name")),
+            format!("{prefix}.name: expected a non-empty name"),
         ));
     }
     let path = PathBuf::from(r.path.get_ref());
@@ -547,176 +774,26 @@ pub(super) fn target(
         return Err(invalid(
             &r.path,
             format!(
-                "{}: expected an absolute path, found {:?}",
-                key("path"),
+                "{prefix}.path: expected an absolute path, found {:?}",
                 r.path.get_ref()
             ),
         ));
     }
-    let interval = opt(&r.interval, |v| duration(&key("interval"), v))?.unwrap_or(d.interval);
-    let runtime = opt(&r.runtime, |v| duration(&key("runtime"), v))?.unwrap_or(d.runtime);
-    let timeout = opt(&r.timeout, |v| duration(&key("timeout"), v))?.unwrap_or(d.timeout);
-    let allow_writes = r.allow_writes.as_ref().is_some_and(|b| *b.get_ref());
-    let allow_device_writes = r.allow_device_writes.as_ref().is_some_and(|b| *b.get_ref());
-    if allow_device_writes && !allow_writes {
-        let at = r
-            .allow_device_writes
-            .as_ref()
-            .map(|b| b.span())
-            .unwrap_or(t.span());
-        return Err(SpannedError {
-            span: at,
-            message: format!(
-                "{}: also needs allow_writes = true (device writes are a further opt-in on top of it)",
-                key("allow_device_writes")
-            ),
-        });
-    }
-
-    let names: Vec<(String, Option<std::ops::Range<usize>>)> =
-        match r.profiles.as_ref().or(d.profiles) {
-            Some(list) => {
-                if list.get_ref().is_empty() {
-                    return Err(invalid(
-                        list,
-                        format!("{}: expected at least one profile", key("profiles")),
-                    ));
-                }
-                list.get_ref()
-                    .iter()
-                    .map(|n| (n.get_ref().clone(), Some(n.span())))
-                    .collect()
-            }
-            None => DEFAULT_PROFILES
-                .iter()
-                .chain(if allow_writes {
-                    DEFAULT_WRITE_PROFILES
-                } else {
-                    &[]
-                })
-                .map(|n| ((*n).to_owned(), None))
-                .collect(),
-        };
-    let mut profiles = Vec::new();
-    for (pname, span) in names {
-        let span = span.unwrap_or(t.span());
-        let mut p = match customs.get(&pname).cloned().or_else(|| {
-            Profile::builtin(&pname).map(|mut b| {
-                b.runtime = None; // built-ins take the target's runtime
-                b
-            })
-        }) {
-            Some(p) => p,
-            None => {
-                let mut known: Vec<String> =
-                    Profile::builtins().into_iter().map(|p| p.name).collect();
-                known.extend(customs.keys().cloned());
-                return Err(SpannedError {
-                    span,
-                    message: format!(
-                        "{}: unknown profile {pname:?}; expected one of: {}",
-                        key("profiles"),
-                        known.join(", ")
-                    ),
-                });
-            }
-        };
-        if profiles.iter().any(|q: &Profile| q.name == p.name) {
-            return Err(SpannedError {
-                span,
-                message: format!("{}: profile {pname:?} is listed twice", key("profiles")),
-            });
-        }
-        if p.rw.is_write() && !allow_writes {
-            return Err(SpannedError {
-                span,
-                message: format!(
-                    "{}: profile {pname:?} writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
-                    key("profiles")
-                ),
-            });
-        }
-        if p.rw.is_write() && is_block_device(&path) {
-            device_write_check(
-                &key("profiles"),
-                span.clone(),
-                &p,
-                &path,
-                allow_device_writes,
-            )?;
-        }
-        if p.runtime.is_none() && p.number_ios.is_none() {
-            p.runtime = Some(runtime);
-        }
-        if p.runtime.is_some_and(|rt| rt >= timeout) {
-            let at = r.timeout.as_ref().map(|v| v.span()).unwrap_or(span);
-            return Err(SpannedError {
-                span: at,
-                message: format!(
-                    "{}: timeout {} must be longer than the runtime {} of profile {pname:?}",
-                    key("timeout"),
-                    humantime::format_duration(timeout),
-                    humantime::format_duration(p.runtime.unwrap_or_default())
-                ),
-            });
-        }
-        profiles.push(p);
-    }
-
-    let max_duty_cycle = opt(&r.max_duty_cycle, |v| {
-        fraction(&key("max_duty_cycle"), v, MIN_DUTY_CYCLE, 1.0)
-    })?
-    .unwrap_or(d.max_duty_cycle);
-    let spec = TargetSpec {
+    let settings = defaults.settings(&ProbeTable {
+        prefix,
+        keys: r.probe_keys(),
+        writes: target_writes(prefix, r)?,
+        span: t.span(),
+        anchor: r.name.span(),
+        device: is_block_device(&path).then_some(path.as_path()),
+    })?;
+    Ok(TargetSpec {
+        offset: or(r.offset.as_ref(), 0, |v| {
+            size(&format!("{prefix}.offset"), v)
+        })?,
         name,
         path,
-        size: opt(&r.size, |v| size(&key("size"), v))?.or(d.size),
-        offset: opt(&r.offset, |v| size(&key("offset"), v))?.unwrap_or(0),
-        profiles,
-        interval,
-        timeout,
-        engine: opt(&r.engine, |v| engine(&key("engine"), v))?.unwrap_or(d.engine),
-        jitter: opt(&r.jitter, |v| jitter(&key("jitter"), v))?.unwrap_or(d.jitter),
-        max_duty_cycle,
-        skip_busy_above: opt(&r.skip_busy_above, |v| {
-            busy_limits(&key("skip_busy_above"), v)
-        })?
-        .unwrap_or(d.skip_busy_above),
-        busy_window: opt(&r.busy_window, |v| duration(&key("busy_window"), v))?
-            .unwrap_or(d.busy_window),
-        yield_to_other_io: r
-            .yield_to_other_io
-            .as_ref()
-            .map_or(d.yield_to_other_io, |b| *b.get_ref()),
-        allow_writes,
-        allow_device_writes,
         rule: None,
-    };
-    let busy = spec.busy_per_cycle().as_secs_f64();
-    let share = busy / spec.interval.as_secs_f64();
-    if share > spec.max_duty_cycle {
-        let at = r
-            .interval
-            .as_ref()
-            .map(|v| v.span())
-            .unwrap_or(r.name.span());
-        let min_interval = Duration::from_secs_f64(busy / spec.max_duty_cycle).as_secs() + 1;
-        return Err(SpannedError {
-            span: at,
-            message: format!(
-                "{}: profiles {:?} run for {} every {} ({:.2}% of the time), above max_duty_cycle {}%; set interval to at least {}, shorten runtime or raise max_duty_cycle",
-                key("interval"),
-                spec.profiles
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>(),
-                humantime::format_duration(spec.busy_per_cycle()),
-                humantime::format_duration(spec.interval),
-                share * 100.0,
-                spec.max_duty_cycle * 100.0,
-                humantime::format_duration(Duration::from_secs(min_interval)),
-            ),
-        });
-    }
-    Ok(spec)
+        settings,
+    })
 }

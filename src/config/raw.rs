@@ -67,33 +67,85 @@ pub struct RawDiskstats {
     pub device_exclude: Option<Spanned<String>>,
 }
 
-/// `[defaults]`: what every target inherits unless it overrides it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDefaults {
-    /// Time between the starts of a target's probe cycles.
-    pub interval: Option<Spanned<String>>,
-    /// Runtime of each profile run.
-    pub runtime: Option<Spanned<String>>,
-    /// Hard limit of each profile run.
-    pub timeout: Option<Spanned<String>>,
-    /// Probe file size / device region length.
-    pub size: Option<Spanned<String>>,
-    /// `auto`, `io_uring` or `psync`.
-    pub engine: Option<Spanned<String>>,
-    /// Profiles of targets that list none.
-    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Fraction of the interval by which cycle starts are randomly shifted.
-    pub jitter: Option<Spanned<f64>>,
-    /// Largest fraction of wall time probes may occupy a device.
-    pub max_duty_cycle: Option<Spanned<f64>>,
-    /// Skip a capacity profile's run when the disk is busier than this.
-    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
-    /// How long the disk's load is measured before a capacity profile's run.
-    pub busy_window: Option<Spanned<String>>,
-    /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
-    pub yield_to_other_io: Option<Spanned<bool>>,
+/// The probe settings keys that `[defaults]`, `[[targets]]` and `[[discover]]` all accept, given
+/// to `$table!` with the table's own tokens first. A key added here is accepted in all three
+/// tables, seen by [`RawProbeKeys`], and inherited from `[defaults]` once
+/// `config::probes::ProbeSettings::overridden` merges it. (serde's `flatten` would share them
+/// too, but it loses the spans errors point at and does not work with `deny_unknown_fields`.)
+macro_rules! with_probe_keys {
+    ($table:ident { $($own:tt)* }) => {
+        $table! { { $($own)* }
+            /// Profile names.
+            profiles: Spanned<Vec<Spanned<String>>>,
+            /// Probe file size / device region length.
+            size: Spanned<String>,
+            /// Time between the starts of a target's probe cycles.
+            interval: Spanned<String>,
+            /// Runtime of each profile run (of profiles that set none).
+            runtime: Spanned<String>,
+            /// Hard limit of each profile run.
+            timeout: Spanned<String>,
+            /// `auto`, `io_uring` or `psync`.
+            engine: Spanned<String>,
+            /// Fraction of the interval by which cycle starts are randomly shifted.
+            jitter: Spanned<f64>,
+            /// Largest fraction of wall time probes may occupy a device.
+            max_duty_cycle: Spanned<f64>,
+            /// Skip a capacity profile's run when the disk is busier than this.
+            skip_busy_above: Spanned<RawBusyLimits>,
+            /// How long the disk's load is measured before a capacity profile's run.
+            busy_window: Spanned<String>,
+            /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
+            yield_to_other_io: Spanned<bool>,
+        }
+    };
 }
+
+/// Declares a table struct with its own fields followed by the probe keys, and its
+/// [`RawProbeKeys`] view.
+macro_rules! probe_table {
+    (
+        {
+            $(#[$attr:meta])*
+            pub struct $name:ident { $( $(#[$own_attr:meta])* pub $own:ident: $own_ty:ty, )* }
+        }
+        $( $(#[$key_attr:meta])* $key:ident: $key_ty:ty, )*
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $( $(#[$own_attr])* pub $own: $own_ty, )*
+            $( $(#[$key_attr])* pub $key: Option<$key_ty>, )*
+        }
+
+        impl $name {
+            /// The probe settings keys this table sets.
+            pub fn probe_keys(&self) -> RawProbeKeys<'_> {
+                RawProbeKeys { $( $key: self.$key.as_ref(), )* }
+            }
+        }
+    };
+}
+
+/// Declares [`RawProbeKeys`].
+macro_rules! probe_keys_view {
+    ({} $( $(#[$key_attr:meta])* $key:ident: $key_ty:ty, )*) => {
+        /// The probe settings keys of one table (`[defaults]`, a `[[targets]]` entry or a
+        /// `[[discover]]` rule), each `None` where the table leaves it out.
+        #[derive(Debug, Clone, Copy)]
+        pub struct RawProbeKeys<'a> {
+            $( $(#[$key_attr])* pub $key: Option<&'a $key_ty>, )*
+        }
+    };
+}
+
+with_probe_keys!(probe_keys_view {});
+
+with_probe_keys!(probe_table {
+    /// `[defaults]`: the probe settings every target inherits unless it sets its own.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawDefaults {}
+});
 
 /// `[scheduler]`: limits across all targets.
 #[derive(Debug, Default, Deserialize)]
@@ -103,43 +155,23 @@ pub struct RawScheduler {
     pub max_concurrent_probes: Option<Spanned<i64>>,
 }
 
-/// One `[[targets]]` entry.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTarget {
-    /// The `target` label.
-    pub name: Spanned<String>,
-    /// File or block device.
-    pub path: Spanned<String>,
-    /// Probe file size / device region length.
-    pub size: Option<Spanned<String>>,
-    /// Block devices: first byte of the probe region.
-    pub offset: Option<Spanned<String>>,
-    /// Profile names.
-    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Overrides `[defaults]`.
-    pub interval: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub runtime: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub timeout: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub engine: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub jitter: Option<Spanned<f64>>,
-    /// Overrides `[defaults]`.
-    pub max_duty_cycle: Option<Spanned<f64>>,
-    /// Overrides `[defaults]`.
-    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
-    /// Overrides `[defaults]`.
-    pub busy_window: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub yield_to_other_io: Option<Spanned<bool>>,
-    /// Write profiles are allowed on this target's probe file.
-    pub allow_writes: Option<Spanned<bool>>,
-    /// Write profiles are allowed on this block device (also needs `allow_writes`).
-    pub allow_device_writes: Option<Spanned<bool>>,
-}
+with_probe_keys!(probe_table {
+    /// One `[[targets]]` entry: its own keys, then the probe keys (overriding `[defaults]`).
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawTarget {
+        /// The `target` label.
+        pub name: Spanned<String>,
+        /// File or block device.
+        pub path: Spanned<String>,
+        /// Block devices: first byte of the probe region.
+        pub offset: Option<Spanned<String>>,
+        /// Write profiles are allowed on this target's probe file.
+        pub allow_writes: Option<Spanned<bool>>,
+        /// Write profiles are allowed on this block device (also needs `allow_writes`).
+        pub allow_device_writes: Option<Spanned<bool>>,
+    }
+});
 
 /// One `[profiles.NAME]` table: explicit keys or a fio option string.
 #[derive(Debug, Deserialize)]
@@ -169,62 +201,40 @@ pub struct RawProfile {
     pub direct: Option<Spanned<bool>>,
 }
 
-/// One `[[discover]]` rule: which block devices or mounts become targets, and the settings those
-/// targets get (the same keys as `[[targets]]`, inheriting `[defaults]`). The probe keys are
-/// repeated from [`RawTarget`] rather than shared: serde's `flatten` does not work with
-/// `deny_unknown_fields`, and unknown keys must stay errors.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDiscover {
-    /// The `rule` label (default: the rule's index).
-    pub id: Option<Spanned<String>>,
-    /// `block` or `mount`.
-    pub kind: Spanned<String>,
-    /// Block rules: regex of kernel names to probe (exclusive with `device_exclude`).
-    pub device_include: Option<Spanned<String>>,
-    /// Block rules: regex of kernel names not to probe.
-    pub device_exclude: Option<Spanned<String>>,
-    /// Block rules: partitions are candidates too.
-    pub include_partitions: Option<Spanned<bool>>,
-    /// Block rules: devices with holders (RAID, multipath, device-mapper members) are candidates.
-    pub include_held: Option<Spanned<bool>>,
-    /// Mount rules: regex of mountpoints (its capture groups are `$1`.. in `name`).
-    pub mountpoint_include: Option<Spanned<String>>,
-    /// Mount rules: regex of filesystem types.
-    pub fstype_include: Option<Spanned<String>>,
-    /// Mount rules: probe this file inside each mount instead of the device under it.
-    pub file: Option<Spanned<String>>,
-    /// Mount rules with `file`: write profiles are allowed on the probe file.
-    pub allow_writes: Option<Spanned<bool>>,
-    /// The `target` label of each target found: `$1`.., `{kname}`, `{serial}`, `{wwn}`.
-    pub name: Option<Spanned<String>>,
-    /// Time between rescans.
-    pub rescan: Option<Spanned<String>>,
-    /// Most targets the rule may find; the rest (by name) are dropped.
-    pub max_targets: Option<Spanned<i64>>,
-    /// Probe file size / device region length.
-    pub size: Option<Spanned<String>>,
-    /// Profile names.
-    pub profiles: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Overrides `[defaults]`.
-    pub interval: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub runtime: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub timeout: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub engine: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub jitter: Option<Spanned<f64>>,
-    /// Overrides `[defaults]`.
-    pub max_duty_cycle: Option<Spanned<f64>>,
-    /// Overrides `[defaults]`.
-    pub skip_busy_above: Option<Spanned<RawBusyLimits>>,
-    /// Overrides `[defaults]`.
-    pub busy_window: Option<Spanned<String>>,
-    /// Overrides `[defaults]`.
-    pub yield_to_other_io: Option<Spanned<bool>>,
-}
+with_probe_keys!(probe_table {
+    /// One `[[discover]]` rule: which block devices or mounts become targets, and the probe
+    /// settings those targets get (the probe keys of `[[targets]]`, inheriting `[defaults]`).
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawDiscover {
+        /// The `rule` label (default: the rule's index).
+        pub id: Option<Spanned<String>>,
+        /// `block` or `mount`.
+        pub kind: Spanned<String>,
+        /// Block rules: regex of kernel names to probe (exclusive with `device_exclude`).
+        pub device_include: Option<Spanned<String>>,
+        /// Block rules: regex of kernel names not to probe.
+        pub device_exclude: Option<Spanned<String>>,
+        /// Block rules: partitions are candidates too.
+        pub include_partitions: Option<Spanned<bool>>,
+        /// Block rules: devices with holders (RAID, multipath, device-mapper members) are candidates.
+        pub include_held: Option<Spanned<bool>>,
+        /// Mount rules: regex of mountpoints (its capture groups are `$1`.. in `name`).
+        pub mountpoint_include: Option<Spanned<String>>,
+        /// Mount rules: regex of filesystem types.
+        pub fstype_include: Option<Spanned<String>>,
+        /// Mount rules: probe this file inside each mount instead of the device under it.
+        pub file: Option<Spanned<String>>,
+        /// Mount rules with `file`: write profiles are allowed on the probe file.
+        pub allow_writes: Option<Spanned<bool>>,
+        /// The `target` label of each target found: `$1`.., `{kname}`, `{serial}`, `{wwn}`.
+        pub name: Option<Spanned<String>>,
+        /// Time between rescans.
+        pub rescan: Option<Spanned<String>>,
+        /// Most targets the rule may find; the rest (by name) are dropped.
+        pub max_targets: Option<Spanned<i64>>,
+    }
+});
 
 /// `skip_busy_above`: a table of limits (`{ iops = 10, in_flight = 0.1 }`, any of `iops`,
 /// `in_flight`, `utilisation`; `{}` for none), or a bare number, read as `{ utilisation = N }` (the
