@@ -42,10 +42,11 @@
 
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::contention::{DiskReader, Load, OwnIo, Watch, WatchReport};
-use crate::probe::engine::{self, DrainingHook, RunOptions, StuckIos};
+use crate::probe::engine::{self, DrainingHook, RunOptions};
+use crate::probe::measurement::{RunStatus, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::probe::target::{self, DeviceId, TargetFacts, TargetOptions};
-use crate::series::{RunCost, RunOutcome, RunStatus, SeriesStore, TargetInfo};
+use crate::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 use rand::Rng;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -511,9 +512,9 @@ async fn run_cycle(
     stat: Option<Result<Option<TargetFacts>, StatFailure>>,
 ) {
     // Records the same outcome for every profile of the cycle.
-    let record_all = |outcome: &dyn Fn() -> RunOutcome| {
+    let record_all = |outcome: RunOutcome| {
         for p in &spec.settings.profiles {
-            shared.results.record(spec, &p.name, outcome());
+            shared.results.record(spec, &p.name, &outcome);
         }
     };
     let still_in_flight = || RunOutcome::Skipped {
@@ -523,7 +524,7 @@ async fn run_cycle(
         Some(stat) => stat,
         None if threads.load(Ordering::SeqCst) > 0 => {
             tracing::warn!(target = %spec.name, "an earlier run or stat of the target has not returned; skipping this cycle");
-            record_all(&still_in_flight);
+            record_all(still_in_flight());
             return;
         }
         None => stat_and_label(spec, shared, threads).await,
@@ -536,20 +537,17 @@ async fn run_cycle(
             waited: duration,
         }) => {
             tracing::error!(target = %spec.name, "{error}; abandoning this cycle");
-            record_all(&|| {
-                let error = error.clone();
-                if timed_out {
-                    RunOutcome::Abandoned { error, duration }
-                } else {
-                    RunOutcome::Failed { error, duration }
-                }
+            record_all(if timed_out {
+                RunOutcome::Abandoned { error, duration }
+            } else {
+                RunOutcome::Failed { error, duration }
             });
             return;
         }
     };
     let key = lock_key(spec, device.as_ref());
     if let Some(stuck) = shared.stuck_on(&key) {
-        record_all(&|| held_by_kernel(&stuck, &key));
+        record_all(held_by_kernel(&stuck, &key));
         return;
     }
     // The device first, then a global slot for each run: a run gives its slot back while it only
@@ -578,7 +576,7 @@ async fn run_cycle(
             shared.results.record(
                 spec,
                 &profile.name,
-                RunOutcome::Skipped {
+                &RunOutcome::Skipped {
                     reason: format!("duty-cycle budget of {key} used up"),
                 },
             );
@@ -595,7 +593,7 @@ async fn run_cycle(
                 shared.results.record(
                     spec,
                     &profile.name,
-                    RunOutcome::Skipped {
+                    &RunOutcome::Skipped {
                         reason: format!("{disk} is busy: {why}"),
                     },
                 );
@@ -610,13 +608,13 @@ async fn run_cycle(
             // An earlier profile's run was abandoned and its thread still holds the target.
             shared
                 .results
-                .record(spec, &profile.name, still_in_flight());
+                .record(spec, &profile.name, &still_in_flight());
             continue;
         }
         if let Some(stuck) = shared.stuck_on(&key) {
             shared
                 .results
-                .record(spec, &profile.name, held_by_kernel(&stuck, &key));
+                .record(spec, &profile.name, &held_by_kernel(&stuck, &key));
             continue;
         }
         if slot.is_none() {
@@ -632,7 +630,7 @@ async fn run_cycle(
             tracing::info!(target = %spec.name, profile = %profile.name, "probe run cancelled");
             return;
         }
-        if let RunOutcome::Ran { result, .. } | RunOutcome::Yielded { result, .. } = &outcome
+        if let RunOutcome::Ran { result, .. } = &outcome
             && let Some(stuck) = &result.stuck
         {
             tracing::warn!(target = %spec.name, profile = %profile.name, device = %key, ios = stuck.count(),
@@ -640,23 +638,23 @@ async fn run_cycle(
             shared.set_stuck(&key, Arc::clone(stuck));
         }
         budget.tokens -= busy.as_secs_f64();
-        let yielded = matches!(outcome, RunOutcome::Yielded { .. });
-        let (result, error) = shared.results.record(spec, &profile.name, outcome);
-        if yielded && result == RunStatus::Skipped {
-            tracing::info!(
+        shared.results.record(spec, &profile.name, &outcome);
+        match outcome.status() {
+            RunStatus::Success => {}
+            // A run that started is skipped only when it yielded.
+            RunStatus::Skipped => tracing::info!(
                 target = %spec.name,
                 profile = %profile.name,
-                reason = error.as_deref().unwrap_or_default(),
+                reason = outcome.reason().unwrap_or_default(),
                 "capacity run stopped early"
-            );
-        } else if result != RunStatus::Success {
-            tracing::warn!(
+            ),
+            result => tracing::warn!(
                 target = %spec.name,
                 profile = %profile.name,
                 result = result.as_str(),
-                error = error.as_deref().unwrap_or("no I/O completed"),
+                error = outcome.reason().as_deref().unwrap_or("no I/O completed"),
                 "probe run did not succeed"
-            );
+            ),
         }
     }
 }
@@ -873,20 +871,11 @@ fn probe_thread(
     match ran {
         Ok(result) => {
             let busy = result.elapsed;
-            let outcome = if result.yielded {
-                RunOutcome::Yielded {
-                    result: Box::new(result),
-                    cost,
-                    reason: report
-                        .yielded_for
-                        .unwrap_or_else(|| "asked to yield".to_owned()),
-                }
-            } else {
-                RunOutcome::Ran {
-                    result: Box::new(result),
-                    duration: started.elapsed(),
-                    cost,
-                }
+            let outcome = RunOutcome::Ran {
+                result: Box::new(result),
+                duration: started.elapsed(),
+                cost,
+                yielded_to: report.yielded_for,
             };
             Some((outcome, busy))
         }

@@ -2,7 +2,8 @@
 //! engine, error) and a small server-rendered SVG chart of recent p50/p99 latency per target and
 //! profile, so a person can glance at the agent without Grafana. No scripts, no external assets.
 
-use crate::series::{HistoryPoint, RunStatus, SeriesStore, TargetSeries};
+use crate::probe::measurement::RunStatus;
+use crate::series::{HistoryPoint, SeriesStore, TargetSeries};
 use std::collections::VecDeque;
 use std::fmt::Write;
 

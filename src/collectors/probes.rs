@@ -10,7 +10,8 @@
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Labels, labels};
 use crate::probe::measurement::LatencySummary;
-use crate::series::{RunStatus, SeriesStore};
+use crate::probe::measurement::RunStatus;
+use crate::series::SeriesStore;
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 

@@ -3,7 +3,7 @@
 
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
-use crate::probe::measurement::{LatencySummary, Measurement};
+use crate::probe::measurement::{Ending, LatencySummary, Measurement};
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, OpenSync, Profile, SyncCall};
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
@@ -193,7 +193,7 @@ impl RunRecord {
         self.syncs = r.syncs.as_ref().map(|s| s.count);
         self.sync_latency_seconds = r.sync_latency_summary();
         self.io_errors = r.errors;
-        self.timed_out = r.timed_out;
+        self.timed_out = r.ending == Ending::TimedOut;
         self.error = r.failure();
     }
 }

@@ -35,7 +35,7 @@ pub enum ProbeError {
     #[error("cannot set up the {engine} engine: {source}")]
     EngineSetup {
         /// The engine.
-        engine: engine::EngineKind,
+        engine: measurement::EngineKind,
         /// The system error.
         #[source]
         source: std::io::Error,
@@ -62,6 +62,6 @@ pub enum ProbeError {
     #[error("the {engine} engine's thread panicked")]
     EnginePanicked {
         /// The engine.
-        engine: engine::EngineKind,
+        engine: measurement::EngineKind,
     },
 }

@@ -20,13 +20,12 @@ pub mod buffer;
 mod durable;
 mod lateness;
 pub mod psync;
-pub mod stuck;
 pub mod uring;
 
-pub use stuck::StuckIos;
-
 use crate::probe::ProbeError;
-use crate::probe::measurement::{Measurement, Syncs, new_latency_histogram};
+use crate::probe::measurement::{
+    Ending, EngineKind, Measurement, StuckIos, Syncs, new_latency_histogram,
+};
 use crate::probe::profile::{DurabilityError, Profile, Rw, SyncEvery};
 use crate::probe::target::OpenTarget;
 use hdrhistogram::Histogram;
@@ -50,31 +49,6 @@ pub enum EngineChoice {
     IoUring,
     /// psync only.
     Psync,
-}
-
-/// The engine that ran a probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    /// io_uring with registered buffers and file.
-    IoUring,
-    /// Threads doing pread/pwrite.
-    Psync,
-}
-
-impl EngineKind {
-    /// `io_uring` or `psync` (the `engine` label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::IoUring => "io_uring",
-            EngineKind::Psync => "psync",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// How far a run has got: I/Os submitted and completed so far, updated by the engine as they
@@ -409,31 +383,14 @@ impl Schedule {
     }
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ending {
-    /// Runtime over or every I/O issued, and everything in flight completed.
-    Finished,
-    /// Stopped issuing on request ([`RunOptions::yield_now`]).
-    Yielded,
-    /// The hard timeout.
-    TimedOut,
-    /// The cancellation flag.
-    Cancelled,
-    /// An I/O or system-call error stopped the run.
-    Failed,
-}
-
-impl Ending {
-    /// Why a run must stop at `now`, if the cancellation flag is set or the deadline has passed.
-    pub(crate) fn abort_due(opts: &RunOptions, now: Instant, deadline: Instant) -> Option<Ending> {
-        if opts.cancel.load(Ordering::Relaxed) {
-            Some(Ending::Cancelled)
-        } else if now >= deadline {
-            Some(Ending::TimedOut)
-        } else {
-            None
-        }
+/// Why a run must stop at `now`, if the cancellation flag is set or the deadline has passed.
+pub(crate) fn abort_due(opts: &RunOptions, now: Instant, deadline: Instant) -> Option<Ending> {
+    if opts.cancel.load(Ordering::Relaxed) {
+        Some(Ending::Cancelled)
+    } else if now >= deadline {
+        Some(Ending::TimedOut)
+    } else {
+        None
     }
 }
 
@@ -589,9 +546,7 @@ impl Tally {
             elapsed: end.saturating_duration_since(start),
             errors: self.errors,
             first_error: self.first_error,
-            timed_out: ending == Ending::TimedOut,
-            cancelled: ending == Ending::Cancelled,
-            yielded: ending == Ending::Yielded,
+            ending,
             stuck,
             latency_ns: self.latency_ns,
             submission_latency_ns: self.submission_ns,

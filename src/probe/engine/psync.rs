@@ -18,10 +18,9 @@ use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
 use crate::probe::engine::tighten_timer_slack;
 use crate::probe::engine::{
-    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Issue, Job, RunOptions, RunProgress, Schedule,
-    StuckIos, Tally,
+    CANCEL_POLL, DRAIN_GRACE, Issue, Job, RunOptions, RunProgress, Schedule, Tally, abort_due,
 };
-use crate::probe::measurement::Measurement;
+use crate::probe::measurement::{Ending, EngineKind, Measurement, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -148,7 +147,7 @@ impl<'a> PsyncRun<'a> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
-                    if let Some(why) = Ending::abort_due(self.opts, now, from + self.job.timeout) {
+                    if let Some(why) = abort_due(self.opts, now, from + self.job.timeout) {
                         // The workers do no I/O once they get past their set-up.
                         self.abort(why, now);
                         return;
@@ -219,7 +218,7 @@ impl<'a> PsyncRun<'a> {
         if matches!(self.phase, Phase::Aborting { .. }) {
             return;
         }
-        if let Some(why) = Ending::abort_due(self.opts, now, schedule.deadline) {
+        if let Some(why) = abort_due(self.opts, now, schedule.deadline) {
             self.abort(why, now);
         } else if self.phase == Phase::Issuing {
             if self.opts.yield_now.load(Ordering::Relaxed) {

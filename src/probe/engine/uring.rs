@@ -44,11 +44,10 @@ use crate::probe::ProbeError;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
 use crate::probe::engine::{
-    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Job, Offsets, RunOptions, SETTLE, Schedule,
-    StuckIos, Tally,
+    CANCEL_POLL, DRAIN_GRACE, Job, Offsets, RunOptions, SETTLE, Schedule, Tally, abort_due,
 };
 use crate::probe::engine::{Issue, RunProgress, tighten_timer_slack};
-use crate::probe::measurement::Measurement;
+use crate::probe::measurement::{Ending, EngineKind, Measurement, StuckIos};
 use crate::probe::profile::SyncCall;
 use io_uring::{IoUring, opcode, squeue, types};
 use rand::SeedableRng;
@@ -656,7 +655,7 @@ impl UringRun {
         if matches!(self.phase, Phase::Aborting { .. }) {
             return;
         }
-        if let Some(why) = Ending::abort_due(&self.opts, self.now, self.schedule.deadline) {
+        if let Some(why) = abort_due(&self.opts, self.now, self.schedule.deadline) {
             self.abort(why);
         } else if self.phase == Phase::Issuing {
             if self.opts.yield_now.load(Ordering::Relaxed) {
