@@ -6,51 +6,54 @@
 //! The sync calls themselves are issued by the engines (`pwrite` then `fdatasync`/`fsync` in a
 //! psync worker; `IORING_OP_FSYNC` after the write's completion in the io_uring engine).
 
-use crate::probe::ProbeError;
-use crate::probe::engine::{Job, ProfileError};
+use crate::probe::error::ProbeError;
 use crate::probe::profile::Profile;
+use crate::probe::target::OpenTarget;
 use crate::probe::target::durable::{FreshSpace, reopen};
-use crate::probe::target::{OpenTarget, TargetKind};
-use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-/// What a durability profile's run holds until it returns: the fresh space is given back when
+/// What a durability profile's run writes through and into; the fresh space is given back when
 /// this is dropped.
-pub(super) struct Durable {
-    _space: Option<FreshSpace>,
+pub(crate) struct Durable {
+    fd: Option<Arc<OwnedFd>>,
+    space: Option<FreshSpace>,
 }
 
-/// Points `job` at the descriptor and the region a durability profile's run uses; nothing to do
-/// for other profiles.
-pub(super) fn prepare(
-    target: &OpenTarget,
-    profile: &Profile,
-    job: &mut Job,
-) -> Result<Durable, ProbeError> {
-    let d = profile.durability;
-    if !profile.rw.is_write() {
-        return Ok(Durable { _space: None });
-    }
-    if !d.direct || d.open_sync.is_some() {
-        let file = Arc::new(reopen(target, d.direct, d.open_sync)?);
-        job.fd = file.as_raw_fd();
-        job.file = Some(file);
-    }
-    if !d.fresh_space {
-        return Ok(Durable { _space: None });
-    }
-    if target.kind == TargetKind::BlockDevice {
-        return Err(ProfileError::FreshSpaceOnDevice {
-            profile: profile.name.clone(),
-            path: target.path.clone(),
+impl Durable {
+    /// Reopens the target and preallocates `bytes` of fresh space when `profile` asks for them;
+    /// nothing for other profiles. (A block device has no space of its own: `Job::new` refuses
+    /// fresh space there first.)
+    pub(super) fn prepare(
+        target: &OpenTarget,
+        profile: &Profile,
+        bytes: u64,
+    ) -> Result<Durable, ProbeError> {
+        let d = profile.durability;
+        let mut durable = Durable {
+            fd: None,
+            space: None,
+        };
+        if !profile.rw.is_write() {
+            return Ok(durable);
         }
-        .into());
+        if !d.direct || d.open_sync.is_some() {
+            let file = reopen(target, d.direct, d.open_sync)?;
+            durable.fd = Some(Arc::new(OwnedFd::from(file)));
+        }
+        if d.fresh_space {
+            durable.space = Some(FreshSpace::preallocate(target, bytes)?);
+        }
+        Ok(durable)
     }
-    // As much space as the region (the target's size), written once from its start.
-    let space = FreshSpace::preallocate(target, job.blocks * job.block_size)?;
-    job.region_offset = space.start;
-    job.number_ios = Some(job.number_ios.map_or(job.blocks, |n| n.min(job.blocks)));
-    Ok(Durable {
-        _space: Some(space),
-    })
+
+    /// The descriptor the run writes through, when it is not the target's own.
+    pub(super) fn fd(&self) -> Option<Arc<OwnedFd>> {
+        self.fd.clone()
+    }
+
+    /// Where the fresh space starts, when the run writes into fresh space.
+    pub(super) fn fresh_space_start(&self) -> Option<u64> {
+        self.space.as_ref().map(|s| s.start)
+    }
 }

@@ -13,20 +13,19 @@
 //! worker), which follows every Nth `pwrite` with the call, timed apart
 //! ([`Worker::sync_if_due`]).
 
-use crate::probe::ProbeError;
+use super::job::Job;
+use super::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, RunProgress};
+use super::schedule::{Issue, Schedule, abort_due, tighten_timer_slack};
+use super::tally::Tally;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
-use crate::probe::engine::tighten_timer_slack;
-use crate::probe::engine::{
-    CANCEL_POLL, DRAIN_GRACE, Issue, Job, RunOptions, RunProgress, Schedule, Tally, abort_due,
-};
+use crate::probe::error::ProbeError;
 use crate::probe::measurement::{Ending, EngineKind, Measurement, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::fs::File;
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -104,7 +103,7 @@ impl<'a> PsyncRun<'a> {
                 shared: Arc::clone(&shared),
                 slot: slot as usize,
             };
-            match worker.spawn(job.fd, results_tx.clone(), ready_tx.clone()) {
+            match worker.spawn(results_tx.clone(), ready_tx.clone()) {
                 Ok(()) => workers += 1,
                 Err(source) if workers == 0 => {
                     return Err(ProbeError::EngineSetup {
@@ -236,7 +235,7 @@ impl<'a> PsyncRun<'a> {
         self.shared.stop.store(true, Ordering::Relaxed);
         if self.phase == Phase::Issuing {
             if let Some(hook) = &self.opts.on_draining {
-                (hook.0)();
+                hook.call();
             }
             self.phase = Phase::Draining(why);
         }
@@ -352,17 +351,9 @@ struct Worker {
 }
 
 impl Worker {
-    /// Starts the worker's thread with its own duplicate of `fd`.
-    fn spawn(
-        mut self,
-        fd: std::os::fd::RawFd,
-        results: mpsc::Sender<Tally>,
-        ready: mpsc::Sender<()>,
-    ) -> io::Result<()> {
-        // SAFETY: fd belongs to the OpenTarget the caller of engine::run borrows for the whole
-        // run; it is only borrowed here to duplicate it.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        self.file = Some(File::from(borrowed.try_clone_to_owned()?));
+    /// Starts the worker's thread with its own duplicate of the job's descriptor.
+    fn spawn(mut self, results: mpsc::Sender<Tally>, ready: mpsc::Sender<()>) -> io::Result<()> {
+        self.file = Some(File::from(self.job.fd.try_clone()?));
         thread::Builder::new()
             .name(format!("diskprobe-psync-{}", self.slot))
             .spawn(move || {
