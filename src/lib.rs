@@ -25,7 +25,9 @@
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
 //! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
-//!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
+//!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads; in
+//!   parts: tasks, cycles, admission gates (a typed skip reason), global slots, per-device state,
+//!   the probe thread, logging.
 //! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
 //!   histogram), written by the scheduler, read by the probes collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
