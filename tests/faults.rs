@@ -85,6 +85,14 @@ fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
         runs(&m, "steady", "success") > steady_before,
         "the other target goes on"
     );
+    // Each failed run says the device is empty, not that it is smaller than one byte.
+    agent.expect_log(
+        &format!(
+            "{}: the block device is empty (0 bytes: a loop device detached from its file",
+            a.path.display()
+        ),
+        Duration::from_secs(5),
+    );
     assert_eq!(
         m.get(&format!(
             "diskprobe_probe_success{{target=\"vanishing\",profile=\"randread-4k-qd1\",device=\"{}\"}}",

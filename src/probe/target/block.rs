@@ -4,7 +4,8 @@
 
 use super::facts::{cache_of, mounted_devices, resolve_device};
 use super::{
-    OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned, fstat, open_direct,
+    DirectOpen, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned, fstat,
+    open_direct,
 };
 use std::fs;
 use std::io;
@@ -47,7 +48,7 @@ pub(super) fn open_block_device(
         }
         check_block_write_safety(path, major, minor, opts)?;
     }
-    let file = open_direct(path, opts.write, opts.write, false, "")?;
+    let file = open_direct(path, DirectOpen::Device { write: opts.write })?;
     // The checks above were made on the device the path named then; the descriptor must be that
     // device (a /dev/disk/by-* link can move in between).
     let opened = fstat(path, &file)?;
@@ -76,6 +77,11 @@ pub(super) fn open_block_device(
         )
     };
     let align = if rc == 0 && lbs > 0 { lbs as u64 } else { 512 };
+    if size == 0 {
+        return Err(TargetError::EmptyDevice {
+            path: path.to_owned(),
+        });
+    }
     let available = size.saturating_sub(opts.offset);
     let region_len = opts.size.unwrap_or(available);
     if opts.offset > size || region_len > available || region_len == 0 {

@@ -78,6 +78,14 @@ pub enum TargetError {
         /// The target.
         path: PathBuf,
     },
+    /// A block device of 0 bytes: a loop device detached from its file, removed media.
+    #[error(
+        "{path}: the block device is empty (0 bytes: a loop device detached from its file, or removed media)"
+    )]
+    EmptyDevice {
+        /// The target.
+        path: PathBuf,
+    },
     /// The target is smaller than what was asked for.
     #[error("{path}: target is {available} bytes, smaller than the {wanted} bytes requested")]
     TooSmall {
@@ -331,13 +339,30 @@ pub fn open_reporting(
     }
 }
 
-pub(super) fn open_direct(
-    path: &Path,
-    write: bool,
-    excl: bool,
-    nofollow: bool,
-    fstype: &str,
-) -> Result<File, TargetError> {
+/// How [`open_direct`] opens a target.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum DirectOpen<'a> {
+    /// A block device: read-only, or for writes read-write and exclusive (`O_EXCL`: no one else
+    /// may have it open exclusively, no filesystem mounted on it).
+    Device {
+        /// Open it read-write.
+        write: bool,
+    },
+    /// A probe file, never through a symbolic link (`O_NOFOLLOW`).
+    File {
+        /// Open it read-write.
+        write: bool,
+        /// Its filesystem, named when that filesystem refuses O_DIRECT.
+        fstype: &'a str,
+    },
+}
+
+/// Opens `path` with `O_DIRECT` as `how` says; the errors name what the kernel refused.
+pub(super) fn open_direct(path: &Path, how: DirectOpen<'_>) -> Result<File, TargetError> {
+    let (write, excl, nofollow, fstype) = match how {
+        DirectOpen::Device { write } => (write, write, false, ""),
+        DirectOpen::File { write, fstype } => (write, false, true, fstype),
+    };
     let mut options = OpenOptions::new();
     options.read(true).write(write);
     let mut flags = libc::O_DIRECT | libc::O_CLOEXEC;

@@ -4,8 +4,8 @@
 
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
 use super::{
-    DEFAULT_FILE_SIZE, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned,
-    fstat, open_direct, set_direct,
+    DEFAULT_FILE_SIZE, DirectOpen, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions,
+    check_aligned, fstat, open_direct, set_direct,
 };
 use crate::probe::engine::buffer::AlignedBuf;
 use rand::rngs::SmallRng;
@@ -146,7 +146,13 @@ fn fill_probe_file(
             (file, Some(marked))
         }
         Some(checked) => {
-            let file = open_direct(path, true, false, true, fstype)?;
+            let file = open_direct(
+                path,
+                DirectOpen::File {
+                    write: true,
+                    fstype,
+                },
+            )?;
             same_file(path, checked, &file)?;
             (file, None)
         }
@@ -299,7 +305,13 @@ fn create(
     let (marked, created) = fill_probe_file(path, size, None, fstype, progress)?;
     // A read probe gets a read-only descriptor of the file just filled, as it would for one found
     // at start-up.
-    let file = open_direct(path, opts.write, false, true, fstype)?;
+    let file = open_direct(
+        path,
+        DirectOpen::File {
+            write: opts.write,
+            fstype,
+        },
+    )?;
     same_file(path, &created, &file)?;
     if marked {
         check_filled(path, &file, size)?;
@@ -324,7 +336,13 @@ fn open_existing(
     // read-only (opening someone else's file for writing is not harmless: it breaks their
     // leases); a write descriptor is opened only once the file is known to be ours, and must be
     // the same file.
-    let probe = open_direct(path, false, false, true, fstype)?;
+    let probe = open_direct(
+        path,
+        DirectOpen::File {
+            write: false,
+            fstype,
+        },
+    )?;
     let meta = fstat(path, &probe)?;
     let marker = get_xattr(&probe);
     // Without a configured size, a probe file keeps the size its mark names (that of a finished
@@ -364,7 +382,13 @@ fn open_existing(
         None => {}
     }
     let file = if opts.write {
-        let file = open_direct(path, true, false, true, fstype)?;
+        let file = open_direct(
+            path,
+            DirectOpen::File {
+                write: true,
+                fstype,
+            },
+        )?;
         same_file(path, &meta, &file)?;
         if !filled && meta.len() > wanted {
             tracing::info!(path = %path.display(), size = wanted, beyond = meta.len() - wanted, "probe file holds space beyond its region that a run did not give back; truncating it");
