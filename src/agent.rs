@@ -27,6 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
+/// their I/O) while in-flight scrapes finish.
+pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
+
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
@@ -93,13 +97,13 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     }
     let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
-    let results = Arc::new(SeriesStore::new());
-    results.set_histogram_layout(&config.histograms.classic_buckets);
+    let series = Arc::new(SeriesStore::new());
+    series.set_histogram_layout(&config.histograms.classic_buckets);
     let roots = Roots {
         procfs: cli.procfs.clone(),
         sysfs: cli.sysfs.clone(),
     };
-    let mut scheduler = Scheduler::new(results.clone(), roots.clone(), &config.scheduler);
+    let mut scheduler = Scheduler::new(series.clone(), roots.clone(), &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler).await;
     let discovered = Arc::new(discovery::Status::default());
     let mut discovery = Discovery::start(
@@ -114,11 +118,11 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
             cli.sysfs.clone(),
             config.diskstats.filter.clone(),
         )
-        .with_probe_targets(results.clone()),
+        .with_probe_targets(series.clone()),
     );
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
-    registry.register(Arc::new(ProbesCollector::new(results.clone())));
+    registry.register(Arc::new(ProbesCollector::new(series.clone())));
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
@@ -133,7 +137,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         scrapes: server::scrapes(Arc::new(registry)),
         telemetry_path,
         max_connections: cli.max_connections,
-        results,
+        series,
         web: std::sync::RwLock::new(Arc::new(web)),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -159,7 +163,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &cli.config_file,
                     current,
                     &diskstats,
-                    &app.results,
+                    &app.series,
                     &mut scheduler,
                     &discovery,
                     &reload,
@@ -188,7 +192,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     discovery.stop();
     // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
     let _ = stop_tx.send(());
-    let (_, server) = tokio::join!(scheduler.shutdown(Duration::from_secs(4)), server);
+    let (_, server) = tokio::join!(scheduler.shutdown(PROBE_STOP_PATIENCE), server);
     if let Err(err) = server {
         tracing::error!(%err, "server task failed");
     }
@@ -201,7 +205,7 @@ async fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
     diskstats: &DiskstatsCollector,
-    results: &SeriesStore,
+    series: &SeriesStore,
     scheduler: &mut Scheduler,
     discovery: &Discovery,
     status: &ReloadStatus,
@@ -227,7 +231,7 @@ async fn reload_config(
                     "[histograms] changed: probe counters and histograms start again from zero"
                 );
             }
-            results.set_histogram_layout(&new.histograms.classic_buckets);
+            series.set_histogram_layout(&new.histograms.classic_buckets);
             // Targets found by the old rules stay until the new rules' first rescan, which starts
             // now; those whose names a configured target now uses are stopped at once.
             let found: Arc<Vec<TargetSpec>> = discovery.current();

@@ -5,6 +5,10 @@ use diskprobe_exporter::agent::{self, EXIT_CONFIG};
 use diskprobe_exporter::cli::{Cli, Command};
 use std::process::ExitCode;
 
+/// How long the exit waits for blocking work still running (a scrape stuck on an
+/// unresponsive file) once the agent has stopped.
+const BLOCKING_WORK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn main() -> ExitCode {
     let mut cli = Cli::parse();
     diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
@@ -51,7 +55,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(agent::run(cli, config));
     // Do not wait for blocking work (a scrape stuck on an unresponsive file) beyond this.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    runtime.shutdown_timeout(BLOCKING_WORK_PATIENCE);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
