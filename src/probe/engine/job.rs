@@ -2,7 +2,7 @@
 //! descriptor and the fresh space of a durability profile), and the [`Offsets`] its I/Os go to.
 //! Nothing changes a job after [`Job::new`].
 
-use super::durable::Durable;
+use super::durability_setup::DurabilitySetup;
 use super::options::RunOptions;
 use crate::probe::error::{ProbeError, ProfileError};
 use crate::probe::profile::{Profile, Rw, SyncEvery};
@@ -35,16 +35,16 @@ pub(crate) struct Job {
 
 impl Job {
     /// The job of `profile` on `target`, checked, with the descriptor and, for `etcd-wal`, the
-    /// fresh space a durability profile writes through; the [`Durable`] must be kept until the
+    /// fresh space a durability profile writes through; the [`DurabilitySetup`] must be kept until the
     /// run returns (the space is then given back).
     pub(crate) fn new(
         target: &OpenTarget,
         profile: &Profile,
         opts: &RunOptions,
-    ) -> Result<(Job, Durable), ProbeError> {
+    ) -> Result<(Job, DurabilitySetup), ProbeError> {
         let blocks = fit(target, profile)?;
         let bs = profile.block_size;
-        let durable = Durable::prepare(target, profile, blocks * bs)?;
+        let durable = DurabilitySetup::prepare(target, profile, blocks * bs)?;
         let runtime = match (profile.runtime, profile.number_ios) {
             (None, None) => Some(opts.default_runtime),
             (r, _) => r,

@@ -18,12 +18,12 @@
 //! the kernel may still write into it.
 //!
 //! Files: [`options`] (what a caller asks for), `job` (the profile checked against the target,
-//! and its offsets), `durable` (a durability profile's descriptor and fresh space), `schedule`
+//! and its offsets), `durability_setup` (a durability profile's descriptor and fresh space), `schedule`
 //! (a run's clock), `tally` (what a run has measured so far), [`buffer`] (aligned I/O buffers),
 //! `lateness` (the thread's own delays), and the two engines.
 
 pub mod buffer;
-mod durable;
+mod durability_setup;
 mod job;
 mod lateness;
 pub mod options;

@@ -6,8 +6,9 @@
 //!   before every cycle.
 //! - [`block`]: block devices (size, alignment, and the write-safety rules: not mounted, no
 //!   holders, opened with `O_EXCL`, inside the configured region).
-//! - [`durable`]: for durability profiles, the target reopened with their flags (buffered,
-//!   `O_DSYNC`, `O_SYNC`), and the space `etcd-wal` preallocates beyond a probe file's region.
+//! - [`reopen`]: for durability profiles, the target reopened with their flags (buffered,
+//!   `O_DSYNC`, `O_SYNC`).
+//! - [`fresh_space`]: the space `etcd-wal` preallocates beyond a probe file's region for a run.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
 //!   marked as ours with the extended attribute [`OWNER_XATTR`] and reused across restarts while
 //!   intact (same size, no holes, filling finished); writes only to files carrying that mark.
@@ -16,9 +17,10 @@
 //! descriptors of durability profiles that write through the page cache.
 
 pub mod block;
-pub mod durable;
 pub mod facts;
+pub mod fresh_space;
 pub mod probe_file;
+pub mod reopen;
 
 pub use facts::{Cache, DeviceId, TargetFacts, facts};
 pub use probe_file::OWNER_XATTR;
@@ -75,6 +77,15 @@ pub enum TargetError {
     /// Not a regular file or block device.
     #[error("{path}: not a regular file or block device")]
     Kind {
+        /// The target.
+        path: PathBuf,
+    },
+    /// Fresh space asked of a target that has none of its own: only a probe file opened for
+    /// writing has.
+    #[error(
+        "{path}: preallocate space for the run: only a probe file opened for writing has space of its own"
+    )]
+    NoSpaceOfItsOwn {
         /// The target.
         path: PathBuf,
     },
@@ -453,6 +464,24 @@ pub(super) fn fstat(path: &Path, file: &File) -> Result<fs::Metadata, TargetErro
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A probe file of 1 MiB opened for writing, in a fresh temporary directory (`None` where
+    /// the directory's filesystem refuses O_DIRECT).
+    pub(crate) fn writable() -> Option<(tempfile::TempDir, OpenTarget)> {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = TargetOptions {
+            write: true,
+            ..file_opts(Some(1 << 20))
+        };
+        match open(&dir.path().join("probe.dat"), &opts) {
+            Ok(t) => Some((dir, t)),
+            Err(TargetError::NoDirectIo { .. }) => {
+                no_direct_io_here();
+                None
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
 
     /// Read-only options for a file of `size` bytes, with the machine's procfs and sysfs.
     pub(crate) fn file_opts(size: Option<u64>) -> TargetOptions {

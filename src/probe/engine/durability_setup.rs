@@ -9,18 +9,19 @@
 use crate::probe::error::ProbeError;
 use crate::probe::profile::Profile;
 use crate::probe::target::OpenTarget;
-use crate::probe::target::durable::{FreshSpace, reopen};
+use crate::probe::target::fresh_space::FreshSpace;
+use crate::probe::target::reopen::reopen;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// What a durability profile's run writes through and into; the fresh space is given back when
 /// this is dropped.
-pub(crate) struct Durable {
+pub(crate) struct DurabilitySetup {
     fd: Option<Arc<OwnedFd>>,
     space: Option<FreshSpace>,
 }
 
-impl Durable {
+impl DurabilitySetup {
     /// Reopens the target and preallocates `bytes` of fresh space when `profile` asks for them;
     /// nothing for other profiles. (A block device has no space of its own: `Job::new` refuses
     /// fresh space there first.)
@@ -28,9 +29,9 @@ impl Durable {
         target: &OpenTarget,
         profile: &Profile,
         bytes: u64,
-    ) -> Result<Durable, ProbeError> {
+    ) -> Result<DurabilitySetup, ProbeError> {
         let d = profile.durability;
-        let mut durable = Durable {
+        let mut durable = DurabilitySetup {
             fd: None,
             space: None,
         };
