@@ -158,8 +158,106 @@ impl RunStatus {
     }
 }
 
+/// What went wrong first in a run: a failed I/O or sync, a failed system call of the engine, or
+/// what the run left in the kernel. Its text is the run's error in the one-shot output, the
+/// status page and the log.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A read or write failed (`op`: `read`/`write` on io_uring, `pread`/`pwrite` on psync).
+    #[error("{op} at offset {offset}: {cause}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// Where it was.
+        offset: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// The `fsync`/`fdatasync` after write number `write` (from 1) failed (psync).
+    #[error("{call} after write {write}: {cause}")]
+    SyncAfterWrite {
+        /// `fsync` or `fdatasync`.
+        call: &'static str,
+        /// The write it followed.
+        write: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// The `fsync`/`fdatasync` after the write at `offset` failed (io_uring).
+    #[error("{call} after the write at offset {offset}: {cause}")]
+    SyncAfterWriteAt {
+        /// `fsync` or `fdatasync`.
+        call: &'static str,
+        /// Where the write was.
+        offset: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// A system call of the engine failed (`io_uring_enter`, a submission, a cancellation).
+    #[error("{call}: {source}")]
+    Engine {
+        /// What was called.
+        call: &'static str,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// A worker's I/O buffer could not be made.
+    #[error(transparent)]
+    Buffer(Box<dyn std::error::Error + Send + Sync>),
+    /// I/Os still in the kernel after the run cancelled them (io_uring).
+    #[error("{ios} I/Os still in flight after cancellation")]
+    StillInFlight {
+        /// How many.
+        ios: usize,
+    },
+    /// Worker threads still blocked in a system call after the timeout (psync).
+    #[error("{threads} I/O threads still blocked in the kernel after the timeout")]
+    ThreadsBlocked {
+        /// How many.
+        threads: usize,
+    },
+}
+
+/// Why an I/O or a sync failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoCause {
+    /// The system error it returned (errno).
+    Os(i32),
+    /// An io_uring transfer ended at the end of the target after `after` of its bytes.
+    ShortAtEnd {
+        /// `read` or `write`.
+        op: &'static str,
+        /// Bytes transferred.
+        after: u32,
+    },
+    /// A `pread`/`pwrite` transferred nothing: the end of the target.
+    EndOfFile,
+}
+
+impl From<&std::io::Error> for IoCause {
+    fn from(err: &std::io::Error) -> IoCause {
+        match err.raw_os_error() {
+            Some(errno) => IoCause::Os(errno),
+            None if err.kind() == std::io::ErrorKind::UnexpectedEof => IoCause::EndOfFile,
+            None => IoCause::Os(libc::EIO),
+        }
+    }
+}
+
+impl fmt::Display for IoCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IoCause::Os(errno) => std::io::Error::from_raw_os_error(*errno).fmt(f),
+            IoCause::ShortAtEnd { op, after } => {
+                write!(f, "short {op}: end of the target after {after} bytes")
+            }
+            IoCause::EndOfFile => std::io::Error::from(std::io::ErrorKind::UnexpectedEof).fmt(f),
+        }
+    }
+}
+
 /// The outcome of one probe run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Measurement {
     /// The engine that ran the I/O.
     pub engine: EngineKind,
@@ -172,7 +270,7 @@ pub struct Measurement {
     /// I/Os that failed (errors other than EINTR/EAGAIN, which are retried).
     pub errors: u64,
     /// The first I/O error, when there was one.
-    pub first_error: Option<String>,
+    pub first_error: Option<RunError>,
     /// How the run ended.
     pub ending: Ending,
     /// I/Os the kernel still held when the run returned (a hung device), shared with the
@@ -294,7 +392,7 @@ impl Measurement {
         } else if self.ending == Ending::Cancelled {
             Some("cancelled".to_owned())
         } else if let Some(err) = &self.first_error {
-            Some(err.clone())
+            Some(err.to_string())
         } else if self.ios == 0 {
             Some("no I/O completed".to_owned())
         } else if self.errors > 0 {
@@ -428,5 +526,45 @@ mod tests {
         assert_eq!(stuck.oldest(), Some(base + Duration::from_millis(5)));
         stuck.set(2, None);
         assert!(stuck.is_clear());
+    }
+
+    #[test]
+    fn run_errors_read_as_the_strings_they_replace() {
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        let io = RunError::Io {
+            op: "pread",
+            offset: 4096,
+            cause: IoCause::from(&eio),
+        };
+        assert_eq!(io.to_string(), format!("pread at offset 4096: {eio}"));
+        let short = RunError::Io {
+            op: "read",
+            offset: 0,
+            cause: IoCause::ShortAtEnd {
+                op: "read",
+                after: 512,
+            },
+        };
+        assert_eq!(
+            short.to_string(),
+            "read at offset 0: short read: end of the target after 512 bytes"
+        );
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        let sync = RunError::SyncAfterWrite {
+            call: "fdatasync",
+            write: 3,
+            cause: IoCause::from(&eof),
+        };
+        assert_eq!(sync.to_string(), format!("fdatasync after write 3: {eof}"));
+        let enter = RunError::Engine {
+            call: "io_uring_enter",
+            source: std::io::Error::from_raw_os_error(libc::EBADF),
+        };
+        let ebadf = std::io::Error::from_raw_os_error(libc::EBADF);
+        assert_eq!(enter.to_string(), format!("io_uring_enter: {ebadf}"));
+        assert_eq!(
+            RunError::StillInFlight { ios: 2 }.to_string(),
+            "2 I/Os still in flight after cancellation"
+        );
     }
 }

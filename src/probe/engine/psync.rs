@@ -20,7 +20,7 @@ use super::tally::Tally;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
 use crate::probe::error::ProbeError;
-use crate::probe::measurement::{Ending, EngineKind, Measurement, StuckIos};
+use crate::probe::measurement::{Ending, EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -270,9 +270,7 @@ impl<'a> PsyncRun<'a> {
                 stuck,
                 "psync threads still in a system call after the timeout; leaving them behind"
             );
-            tally.note(|| {
-                format!("{stuck} I/O threads still blocked in the kernel after the timeout")
-            });
+            tally.note(|| RunError::ThreadsBlocked { threads: stuck });
             Arc::clone(&self.shared.in_kernel)
         });
         tally.into_measurement(EngineKind::Psync, start, ending, in_kernel)
@@ -372,7 +370,7 @@ impl Worker {
             match AlignedBuf::new(self.job.block_size as usize, self.job.mem_align, &mut rng) {
                 Ok(buf) => buf,
                 Err(err) => {
-                    tally.error(|| err.to_string());
+                    tally.error(|| RunError::Buffer(Box::new(err)));
                     return tally;
                 }
             };
@@ -412,7 +410,8 @@ impl Worker {
                 Ok(()) => tally.completed(self.job.block_size, issue, done),
                 Err(err) => {
                     let op = if write { "pwrite" } else { "pread" };
-                    tally.failed(|| format!("{op} at offset {offset}: {err}"), done);
+                    let cause = IoCause::from(&err);
+                    tally.failed(|| RunError::Io { op, offset, cause }, done);
                     // Like fio without continue_on_error: the first error ends the run.
                     self.shared.stop.store(true, Ordering::Relaxed);
                     break;
@@ -456,8 +455,12 @@ impl Worker {
                 true
             }
             Err(err) => {
-                let call = sync.call.as_str();
-                tally.failed(|| format!("{call} after write {}: {err}", k + 1), done);
+                let error = RunError::SyncAfterWrite {
+                    call: sync.call.as_str(),
+                    write: k + 1,
+                    cause: IoCause::from(&err),
+                };
+                tally.failed(|| error, done);
                 false
             }
         }

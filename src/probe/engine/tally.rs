@@ -4,7 +4,7 @@
 use super::job::Job;
 use super::schedule::Issue;
 use crate::probe::measurement::{
-    Ending, EngineKind, Measurement, StuckIos, Syncs, new_latency_histogram,
+    Ending, EngineKind, Measurement, RunError, StuckIos, Syncs, new_latency_histogram,
 };
 use hdrhistogram::Histogram;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub(crate) struct Tally {
     ios: u64,
     bytes: u64,
     errors: u64,
-    first_error: Option<String>,
+    first_error: Option<RunError>,
     latency_ns: Histogram<u64>,
     /// Rate-capped runs: latency from submission, and how many I/Os the device held back.
     submission_ns: Option<Histogram<u64>>,
@@ -82,13 +82,13 @@ impl Tally {
     }
 
     /// An I/O failed at `at` (its completion still ends the run's elapsed time).
-    pub(crate) fn failed(&mut self, error: impl FnOnce() -> String, at: Instant) {
+    pub(crate) fn failed(&mut self, error: impl FnOnce() -> RunError, at: Instant) {
         self.error(error);
         self.last_completion = Some(at);
     }
 
     /// A failure that is not an I/O's completion (a submission or a system call).
-    pub(crate) fn error(&mut self, error: impl FnOnce() -> String) {
+    pub(crate) fn error(&mut self, error: impl FnOnce() -> RunError) {
         self.errors += 1;
         if self.first_error.is_none() {
             self.first_error = Some(error());
@@ -96,7 +96,7 @@ impl Tally {
     }
 
     /// Notes what went wrong without counting a failed I/O.
-    pub(crate) fn note(&mut self, error: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, error: impl FnOnce() -> RunError) {
         if self.first_error.is_none() {
             self.first_error = Some(error());
         }

@@ -8,12 +8,11 @@ use crate::probe::engine::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, SETTLE
 use crate::probe::engine::schedule::{Issue, Schedule, abort_due, tighten_timer_slack};
 use crate::probe::engine::tally::Tally;
 use crate::probe::error::ProbeError;
-use crate::probe::measurement::{Ending, EngineKind, Measurement, StuckIos};
+use crate::probe::measurement::{Ending, EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::collections::VecDeque;
-use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -68,7 +67,7 @@ enum Completion {
     /// Cancelled by us, or cut short by the abort: not counted.
     Dropped,
     /// Failed: counted, and the run stops.
-    Failed(String),
+    Failed(IoCause),
 }
 
 /// One run on the engine thread.
@@ -194,7 +193,10 @@ impl UringRun {
     fn abort(&mut self, why: Ending) {
         self.stop_issuing(why);
         if let Err(err) = self.io.cancel_all() {
-            self.tally.note(|| format!("io_uring cancel: {err}"));
+            self.tally.note(|| RunError::Engine {
+                call: "io_uring cancel",
+                source: err,
+            });
         }
         self.phase = Phase::Aborting {
             since: self.now,
@@ -225,7 +227,10 @@ impl UringRun {
             let held_from = held.map_or(self.now, |(at, _)| at);
             if let Err(err) = self.io.start(index, offset, issue, held_from) {
                 self.free.push_front(index);
-                self.tally.error(|| format!("io_uring submit: {err}"));
+                self.tally.error(|| RunError::Engine {
+                    call: "io_uring submit",
+                    source: err,
+                });
                 self.fail();
                 return None;
             }
@@ -285,7 +290,10 @@ impl UringRun {
         self.late = self.laps.lap(self.now);
         match result {
             Err(err) if !wait_ended(&err) => {
-                self.tally.error(|| format!("io_uring_enter: {err}"));
+                self.tally.error(|| RunError::Engine {
+                    call: "io_uring_enter",
+                    source: err,
+                });
                 match self.phase {
                     Phase::Aborting { why, .. } => return Err(why),
                     _ => self.abort(Ending::Failed),
@@ -325,12 +333,11 @@ impl UringRun {
             }
             n if n > 0 => Completion::Retry,
             _ if interrupted => Completion::Retry,
-            0 => Completion::Failed(format!(
-                "short {}: end of the target after {} bytes",
-                self.op(),
-                slot.done
-            )),
-            n => Completion::Failed(io::Error::from_raw_os_error(-n).to_string()),
+            0 => Completion::Failed(IoCause::ShortAtEnd {
+                op: self.op(),
+                after: slot.done,
+            }),
+            n => Completion::Failed(IoCause::Os(-n)),
         }
     }
 
@@ -361,7 +368,10 @@ impl UringRun {
             match self.io.resubmit(index) {
                 Ok(()) => return,
                 Err(err) => {
-                    self.tally.error(|| format!("io_uring resubmit: {err}"));
+                    self.tally.error(|| RunError::Engine {
+                        call: "io_uring resubmit",
+                        source: err,
+                    });
                     self.fail();
                 }
             }
@@ -387,11 +397,11 @@ impl UringRun {
                     self.sync_after_write(index);
                 }
             }
-            Completion::Failed(what) => {
+            Completion::Failed(cause) => {
                 let offset = slot.offset;
                 let op = self.op();
                 self.tally
-                    .failed(|| format!("{op} at offset {offset}: {what}"), now);
+                    .failed(|| RunError::Io { op, offset, cause }, now);
                 self.fail();
             }
             Completion::Retry | Completion::Dropped => {}
@@ -421,8 +431,10 @@ impl UringRun {
     fn sync_after_write(&mut self, index: usize) {
         let now = self.now;
         if let Err(err) = self.io.start_sync(index, now) {
-            self.tally
-                .error(|| format!("io_uring submit of the sync: {err}"));
+            self.tally.error(|| RunError::Engine {
+                call: "io_uring submit of the sync",
+                source: err,
+            });
             self.io.release(index, now, self.late);
             self.free.push_back(index);
             self.fail();
@@ -439,8 +451,10 @@ impl UringRun {
             match self.io.resubmit(index) {
                 Ok(()) => return,
                 Err(err) => {
-                    self.tally
-                        .error(|| format!("io_uring resubmit of the sync: {err}"));
+                    self.tally.error(|| RunError::Engine {
+                        call: "io_uring resubmit of the sync",
+                        source: err,
+                    });
                     self.fail();
                 }
             }
@@ -457,10 +471,14 @@ impl UringRun {
             _ if aborting && (res == -libc::ECANCELED || interrupted) => {}
             _ if interrupted => {}
             n => {
-                let err = io::Error::from_raw_os_error(-n);
                 let offset = self.io.slots()[index].offset;
+                let cause = IoCause::Os(-n);
                 self.tally.failed(
-                    || format!("{call} after the write at offset {offset}: {err}"),
+                    || RunError::SyncAfterWriteAt {
+                        call,
+                        offset,
+                        cause,
+                    },
                     now,
                 );
                 self.fail();
@@ -494,7 +512,7 @@ impl UringRun {
             in_kernel,
             "io_uring: I/O still in flight {DRAIN_GRACE:?} after cancellation; a thread keeps the ring and frees it once the kernel completes the I/O"
         );
-        tally.note(|| format!("{in_kernel} I/Os still in flight after cancellation"));
+        tally.note(|| RunError::StillInFlight { ios: in_kernel });
         let m = tally.into_measurement(
             EngineKind::IoUring,
             schedule.start,
