@@ -10,6 +10,8 @@
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
+//! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
+//!   device, the write-safety check).
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
 //! - [`block_info`]: static facts about a block device from sysfs.
@@ -48,6 +50,7 @@ pub mod diskstats;
 pub mod exposition;
 pub mod histogram;
 pub mod logging;
+pub mod mountinfo;
 pub mod probe;
 pub mod scheduler;
 pub mod series;

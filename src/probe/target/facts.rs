@@ -1,9 +1,10 @@
 //! What a target is, from a stat of its path without opening it: its kind, the kernel block
 //! device under it (also for btrfs, whose files have anonymous device numbers), the filesystem
 //! type, the direct-I/O alignment, and whether its probes would measure a cache rather than a disk.
-//! Also the parsers of `/proc/self/mountinfo` these need.
+//! Also what these need of `/proc/self/mountinfo` (parsed by [`crate::mountinfo`]).
 
 use super::TargetKind;
+use crate::mountinfo;
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io;
@@ -197,7 +198,7 @@ pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)
     if !source.starts_with("/dev/") {
         return None;
     }
-    let meta = fs::metadata(source).ok()?;
+    let meta = fs::metadata(&source).ok()?;
     let rdev = meta.file_type().is_block_device().then(|| meta.rdev())?;
     Some((libc::major(rdev), libc::minor(rdev)))
 }
@@ -220,21 +221,19 @@ fn mount_id(path: &Path) -> Option<u64> {
     (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
 }
 
-/// The source of the mount with ID `mount_id` in a mountinfo text.
-pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<&str> {
-    mountinfo.lines().find_map(|line| {
-        let (mount, fs) = line.split_once(" - ")?;
-        let id = mount.split_whitespace().next()?.parse::<u64>().ok()?;
-        (id == mount_id).then(|| fs.split_whitespace().nth(1))?
-    })
+/// The source of the mount with ID `mount_id` in a mountinfo text (unescaped).
+pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<String> {
+    mountinfo::parse(mountinfo)
+        .into_iter()
+        .find(|m| m.id == mount_id)
+        .map(|m| m.source)
 }
 
-/// Devices (`MAJ:MIN`) that appear as a mount source in a mountinfo text.
+/// The devices (`MAJ:MIN`) of the filesystems mounted in a mountinfo text.
 pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
-    mountinfo
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(2))
-        .map(str::to_owned)
+    mountinfo::parse(mountinfo)
+        .iter()
+        .map(|m| format!("{}:{}", m.major, m.minor))
         .collect()
 }
 
@@ -307,9 +306,15 @@ mod tests {
                     30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n\
                     41 22 0:48 /@home /home rw,relatime shared:9 - btrfs /dev/sda2 rw,subvol=/@home\n";
         assert_eq!(mounted_devices(text), vec!["254:1", "0:25", "0:48"]);
-        assert_eq!(mount_source(text, 41), Some("/dev/sda2"));
-        assert_eq!(mount_source(text, 30), Some("tmpfs"));
+        assert_eq!(mount_source(text, 41).as_deref(), Some("/dev/sda2"));
+        assert_eq!(mount_source(text, 30).as_deref(), Some("tmpfs"));
         assert_eq!(mount_source(text, 99), None);
+        // Sources are unescaped as the kernel escapes them (a space is \040).
+        let escaped = "50 22 8:17 / /mnt/a\\040b rw - ext4 /dev/disk/by-label/my\\040disk rw\n";
+        assert_eq!(
+            mount_source(escaped, 50).as_deref(),
+            Some("/dev/disk/by-label/my disk")
+        );
     }
 
     #[test]
