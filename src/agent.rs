@@ -80,6 +80,50 @@ pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     }
 }
 
+/// The collectors every scrape runs, registered in exposition order; the diskstats one is also
+/// returned, for reloads of its device filter.
+fn collectors(
+    cli: &Cli,
+    config: &Config,
+    series: &Arc<SeriesStore>,
+    discovered: Arc<discovery::Status>,
+    reload: &Arc<ReloadStatus>,
+) -> (Registry, Arc<DiskstatsCollector>) {
+    let diskstats = Arc::new(
+        DiskstatsCollector::new(
+            cli.procfs.clone(),
+            cli.sysfs.clone(),
+            config.diskstats.filter.clone(),
+        )
+        .with_probe_targets(series.clone()),
+    );
+    let mut registry = Registry::new();
+    registry.register(diskstats.clone());
+    registry.register(Arc::new(ProbesCollector::new(series.clone())));
+    registry.register(Arc::new(DiscoveryCollector::new(discovered)));
+    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
+    registry.register(Arc::new(ProcessMetrics::new()));
+    (registry, diskstats)
+}
+
+/// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
+/// the previous configuration and counts as a failed reload.
+fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus) {
+    if cli.web_config_file.is_none() {
+        return;
+    }
+    match load_web_config(cli) {
+        Ok(web) => {
+            app.set_web(web);
+            tracing::info!("web configuration reloaded");
+        }
+        Err(err) => {
+            reload.record_failure();
+            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
+        }
+    }
+}
+
 /// Runs the agent until SIGTERM or SIGINT. Returns an error for startup failures.
 pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
@@ -112,20 +156,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         Plan::new(&config),
         discovered.clone(),
     );
-    let diskstats = Arc::new(
-        DiskstatsCollector::new(
-            cli.procfs.clone(),
-            cli.sysfs.clone(),
-            config.diskstats.filter.clone(),
-        )
-        .with_probe_targets(series.clone()),
-    );
-    let mut registry = Registry::new();
-    registry.register(diskstats.clone());
-    registry.register(Arc::new(ProbesCollector::new(series.clone())));
-    registry.register(Arc::new(DiscoveryCollector::new(discovered)));
-    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
-    registry.register(Arc::new(ProcessMetrics::new()));
+    let (registry, diskstats) = collectors(&cli, &config, &series, discovered, &reload);
 
     let listener = bind(&address)
         .await
@@ -169,18 +200,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &reload,
                 )
                 .await;
-                if cli.web_config_file.is_some() {
-                    match load_web_config(&cli) {
-                        Ok(web) => {
-                            app.set_web(web);
-                            tracing::info!("web configuration reloaded");
-                        }
-                        Err(err) => {
-                            reload.record_failure();
-                            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
-                        }
-                    }
-                }
+                reload_web_config(&cli, &app, &reload);
             }
             _ => {
                 tracing::info!(signal, "shutting down");

@@ -36,6 +36,9 @@
 //! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 #![deny(missing_docs)]
+// Functions a reader can take in at once (clippy.toml: at most 100 lines); choices are types,
+// not rows of booleans.
+#![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod agent;
 pub mod block_info;

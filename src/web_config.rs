@@ -290,6 +290,24 @@ fn bcrypt_cost(hash: &str) -> Option<u32> {
     (4..=31).contains(&cost).then_some(cost)
 }
 
+/// The verifier of client certificates signed by the CAs in `ca` (PEM).
+fn client_verifier(
+    ca: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let failed = |e: &dyn std::fmt::Display| {
+        format!("tls_server_config.client_ca_file {}: {e}", ca.display())
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| failed(&e))? {
+        let cert = cert.map_err(|e| failed(&e))?;
+        roots.add(cert).map_err(|e| failed(&e))?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))
+}
+
 fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
     for (key, set) in [
         ("cipher_suites", t.cipher_suites.is_some()),
@@ -364,24 +382,7 @@ fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, Str
             let ca = resolve(t.client_ca_file.as_deref().ok_or(
                 "tls_server_config.client_ca_file is required with RequireAndVerifyClientCert",
             )?);
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(&ca)
-                .map_err(|e| format!("tls_server_config.client_ca_file {}: {e}", ca.display()))?
-            {
-                let cert = cert.map_err(|e| {
-                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
-                })?;
-                roots.add(cert).map_err(|e| {
-                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
-                })?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?;
-            builder.with_client_cert_verifier(verifier)
+            builder.with_client_cert_verifier(client_verifier(&ca, provider)?)
         }
         other => {
             return Err(format!(

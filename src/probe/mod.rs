@@ -10,7 +10,6 @@
 //!
 //! A scheduler opens a target with [`target::open`], then calls [`engine::run`] for each profile
 //! from a dedicated thread.
-#![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod cli;
 pub mod engine;
