@@ -2,11 +2,11 @@
 //! device and its partitions unmounted and without holders, opened with `O_EXCL`, and the same
 //! device as the one checked).
 
+use super::direct::{DirectOpen, check_aligned, fstat, open_direct};
+use super::error::{Refusal, TargetError};
+use super::facts::TargetKind;
 use super::facts::{cache_of, mounted_devices, resolve_device};
-use super::{
-    DirectOpen, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned, fstat,
-    open_direct,
-};
+use super::opened::{OpenTarget, TargetOptions};
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;

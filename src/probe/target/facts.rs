@@ -3,7 +3,6 @@
 //! type, the direct-I/O alignment, and whether its probes would measure a cache rather than a disk.
 //! Also what these need of `/proc/self/mountinfo` (parsed by [`crate::mountinfo`]).
 
-use super::TargetKind;
 use crate::mountinfo;
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -12,6 +11,25 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
+
+/// What kind of object a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A block device, probed directly.
+    BlockDevice,
+    /// A regular file on a filesystem.
+    File,
+}
+
+impl TargetKind {
+    /// `block_device` or `file` (the `kind` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::BlockDevice => "block_device",
+            TargetKind::File => "file",
+        }
+    }
+}
 
 /// The kernel block device under a target.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,9 @@
 //! changes. A probe file found longer than its region when it is opened for writing (an agent
 //! stopped in the middle of such a run) is truncated back by [`super::probe_file`].
 
-use super::{OpenTarget, TargetError, TargetKind};
+use super::error::TargetError;
+use super::facts::TargetKind;
+use super::opened::OpenTarget;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -41,7 +43,7 @@ impl FreshSpace {
             });
         }
         let file = target
-            .file
+            .file()
             .try_clone()
             .map_err(|e| failed("duplicate the descriptor", e))?;
         let start = target.region_offset + target.region_len;

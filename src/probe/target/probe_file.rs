@@ -2,11 +2,11 @@
 //! read, marked as ours with the extended attribute [`OWNER_XATTR`], reused across restarts while
 //! intact, and written to only when they carry that mark (or were created by this process).
 
+use super::direct::{DirectOpen, check_aligned, fstat, open_direct, set_direct};
+use super::error::{Refusal, TargetError};
+use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
-use super::{
-    DEFAULT_FILE_SIZE, DirectOpen, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions,
-    check_aligned, fstat, open_direct, set_direct,
-};
+use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use crate::probe::engine::buffer::AlignedBuf;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
@@ -16,9 +16,6 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
-
-/// Extended attribute that marks a probe file created by diskprobe_exporter.
-pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
 
 fn get_xattr(file: &File) -> Option<Vec<u8>> {
     let name = CString::new(OWNER_XATTR).ok()?;

@@ -2,7 +2,10 @@
 //! (buffered writes, `O_DSYNC`, `O_SYNC`), which cannot be set on the descriptor the target was
 //! opened with; checked to be the same file or device.
 
-use super::{OpenTarget, TargetError, TargetKind, fstat};
+use super::direct::fstat;
+use super::error::TargetError;
+use super::facts::TargetKind;
+use super::opened::OpenTarget;
 use crate::probe::profile::OpenSync;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -40,7 +43,7 @@ pub fn reopen(
             what: "reopen with the profile's flags",
             source,
         })?;
-    let (ours, reopened) = (fstat(path, &target.file)?, fstat(path, &file)?);
+    let (ours, reopened) = (fstat(path, target.file())?, fstat(path, &file)?);
     let same = match target.kind {
         TargetKind::File => (ours.dev(), ours.ino()) == (reopened.dev(), reopened.ino()),
         TargetKind::BlockDevice => ours.rdev() == reopened.rdev(),
