@@ -467,18 +467,17 @@ mod tests {
     use crate::probe::measurement::{Ending, new_latency_histogram};
 
     /// A store with one target `t` at `/x` (default profiles), and its spec.
-    fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
+    /// A store with the one target `[[targets]]` of `toml` configures, named "t".
+    fn store_with(toml: &str) -> (SeriesStore, Arc<TargetSpec>) {
         let store = SeriesStore::new();
-        let spec = crate::config::Config::from_toml(
-            "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
-            std::path::Path::new("t.toml"),
-        )
-        .unwrap()
-        .targets
-        .remove(0);
-        let spec = Arc::new(spec);
+        let config = crate::config::Config::from_toml(toml, std::path::Path::new("t.toml"));
+        let spec = Arc::new(config.unwrap().targets.remove(0));
         store.set_targets(std::slice::from_ref(&spec));
         (store, spec)
+    }
+
+    fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
+        store_with("[[targets]]\nname = \"t\"\npath = \"/x\"\n")
     }
 
     #[test]
@@ -492,18 +491,11 @@ mod tests {
             h.record(2_000_000).unwrap(); // 2 ms
         }
         let result = Measurement {
-            engine: EngineKind::IoUring,
             ios: 100,
             bytes: 409_600,
             elapsed: Duration::from_millis(500),
-            errors: 0,
-            first_error: None,
-            ending: Ending::Finished,
-            stuck: None,
             latency_ns: h,
-            submission_latency_ns: None,
-            held_back: 0,
-            syncs: None,
+            ..Measurement::empty(EngineKind::IoUring)
         };
         let ran = RunOutcome::Ran {
             result: Box::new(result),
@@ -660,17 +652,10 @@ mod tests {
 
     #[test]
     fn the_syncs_of_a_profile_that_syncs_are_recorded_apart() {
-        let store = SeriesStore::new();
-        let spec = crate::config::Config::from_toml(
+        let (store, spec) = store_with(
             "[[targets]]\nname = \"t\"\npath = \"/x\"\nallow_writes = true\n\
              profiles = [\"etcd-wal\", \"randwrite-4k-qd1\"]\n",
-            std::path::Path::new("t.toml"),
-        )
-        .unwrap()
-        .targets
-        .remove(0);
-        let spec = Arc::new(spec);
-        store.set_targets(std::slice::from_ref(&spec));
+        );
         let series = |i: usize| store.read(|t| t["t"].profiles[i].1.clone());
         // From the start, before any run: the sync series of etcd-wal only, at zero.
         let fresh = series(0).syncs.expect("etcd-wal has sync series");

@@ -480,18 +480,11 @@ mod tests {
             h.record(v * 1000).unwrap();
         }
         let r = Measurement {
-            engine: EngineKind::Psync,
             ios: 1000,
             bytes: 1000 * 4096,
             elapsed: Duration::from_millis(500),
-            errors: 0,
-            first_error: None,
-            ending: Ending::Finished,
-            stuck: None,
             latency_ns: h,
-            submission_latency_ns: None,
-            held_back: 0,
-            syncs: None,
+            ..Measurement::empty(EngineKind::Psync)
         };
         assert_eq!(r.iops(), 2000.0);
         assert_eq!(r.bandwidth(), 2000.0 * 4096.0);

@@ -53,6 +53,24 @@ fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The probe file at `path` opened for writes with O_DIRECT, and checked to be the file `checked`
+/// describes (not swapped in between).
+fn open_checked_for_writes(
+    path: &Path,
+    checked: &fs::Metadata,
+    fstype: &str,
+) -> Result<File, TargetError> {
+    let file = open_direct(
+        path,
+        DirectOpen::File {
+            write: true,
+            fstype,
+        },
+    )?;
+    same_file(path, checked, &file)?;
+    Ok(file)
+}
+
 /// Fails unless `file` is the file `checked` describes (device and inode).
 fn same_file(path: &Path, checked: &fs::Metadata, file: &File) -> Result<(), TargetError> {
     let meta = fstat(path, file)?;
@@ -142,17 +160,7 @@ fn fill_probe_file(
             let marked = mark_filling(&file);
             (file, Some(marked))
         }
-        Some(checked) => {
-            let file = open_direct(
-                path,
-                DirectOpen::File {
-                    write: true,
-                    fstype,
-                },
-            )?;
-            same_file(path, checked, &file)?;
-            (file, None)
-        }
+        Some(checked) => (open_checked_for_writes(path, checked, fstype)?, None),
     };
     // A new file gets O_DIRECT here; an existing one was opened with it.
     let preflight = || {
@@ -379,14 +387,7 @@ fn open_existing(
         None => {}
     }
     let file = if opts.write {
-        let file = open_direct(
-            path,
-            DirectOpen::File {
-                write: true,
-                fstype,
-            },
-        )?;
-        same_file(path, &meta, &file)?;
+        let file = open_checked_for_writes(path, &meta, fstype)?;
         if !filled && meta.len() > wanted {
             tracing::info!(path = %path.display(), size = wanted, beyond = meta.len() - wanted, "probe file holds space beyond its region that a run did not give back; truncating it");
             file.set_len(wanted).map_err(|source| TargetError::Io {
