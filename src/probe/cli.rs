@@ -326,19 +326,27 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         }
         records.push(record);
     }
-    if args.format == OutputFormat::Json {
-        match serde_json::to_string_pretty(&records) {
-            Ok(s) => emit(&format!("{s}\n")),
-            Err(err) => {
-                eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
+    if args.format == OutputFormat::Json && !emit_json(&records) {
+        return ExitCode::FAILURE;
     }
     if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Prints the records as one JSON array; false when they cannot be encoded.
+fn emit_json(records: &[RunRecord]) -> bool {
+    match serde_json::to_string_pretty(records) {
+        Ok(s) => {
+            emit(&format!("{s}\n"));
+            true
+        }
+        Err(err) => {
+            eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
+            false
+        }
     }
 }
 
