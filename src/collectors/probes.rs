@@ -7,8 +7,8 @@
 //! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe
 //! results with diskstats. A target removed by a reload disappears with all its series.
 //!
-//! The families are one table, [`FAMILIES`], in exposition order: a row names a family and says
-//! where its samples come from ([`Source`]); adding a metric is adding a row.
+//! The families are one table, `FAMILIES`, in exposition order: a row names a family and says
+//! where its samples come from (`Source`); adding a metric is adding a row.
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Kind, Labels, Value, labels};

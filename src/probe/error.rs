@@ -9,7 +9,7 @@ use crate::probe::target::TargetError;
 use std::path::PathBuf;
 
 /// Why a probe could not run. I/O errors during a run are not errors here: they are counted in the
-/// [`measurement::Measurement`].
+/// [`Measurement`](crate::probe::measurement::Measurement).
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The target could not be opened or failed a preflight or safety check.
