@@ -20,7 +20,8 @@
 //! Files: [`options`] (what a caller asks for), `job` (the profile checked against the target,
 //! and its offsets), `durability_setup` (a durability profile's descriptor and fresh space), `schedule`
 //! (a run's clock), `tally` (what a run has measured so far), [`buffer`] (aligned I/O buffers),
-//! `lateness` (the thread's own delays), and the two engines.
+//! `lateness` (the thread's own delays), `sys` (the system calls std does not wrap, for the
+//! engines and the targets), and the two engines.
 
 pub mod buffer;
 mod durability_setup;
@@ -29,6 +30,7 @@ mod lateness;
 pub mod options;
 pub mod psync;
 mod schedule;
+pub(crate) mod sys;
 mod tally;
 pub mod uring;
 

@@ -7,30 +7,11 @@ use super::error::{Refusal, TargetError};
 use super::facts::TargetKind;
 use super::facts::{cache_of, mounted_devices, resolve_device};
 use super::opened::{OpenTarget, TargetOptions};
+use crate::probe::engine::sys;
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-
-/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
-#[cfg(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64"
-))]
-const BLKGETSIZE64: libc::Ioctl = 0x4008_1272;
-/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
-#[cfg(not(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64"
-)))]
-const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
 
 pub(super) fn open_block_device(
     path: &Path,
@@ -57,26 +38,12 @@ pub(super) fn open_block_device(
             path: path.to_owned(),
         });
     }
-    let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
-    if rc != 0 {
-        return Err(TargetError::Io {
-            path: path.to_owned(),
-            what: "BLKGETSIZE64",
-            source: io::Error::last_os_error(),
-        });
-    }
-    let mut lbs: libc::c_int = 0;
-    // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live local.
-    let rc = unsafe {
-        libc::ioctl(
-            file.as_raw_fd(),
-            libc::BLKSSZGET,
-            &mut lbs as *mut libc::c_int,
-        )
-    };
-    let align = if rc == 0 && lbs > 0 { lbs as u64 } else { 512 };
+    let size = sys::block_device_size(&file).map_err(|source| TargetError::Io {
+        path: path.to_owned(),
+        what: "BLKGETSIZE64",
+        source,
+    })?;
+    let align = sys::logical_block_size(&file).unwrap_or(512);
     if size == 0 {
         return Err(TargetError::EmptyDevice {
             path: path.to_owned(),

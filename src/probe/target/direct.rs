@@ -2,9 +2,8 @@
 //! makes of what it got (alignment, the descriptor's stat).
 
 use super::error::{Refusal, TargetError};
+use crate::probe::engine::sys;
 use std::fs::{self, File, OpenOptions};
-use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -71,12 +70,7 @@ pub(crate) fn open_direct(path: &Path, how: DirectOpen<'_>) -> Result<File, Targ
 /// Turns on O_DIRECT for a descriptor opened without it (a file just created with `O_EXCL`,
 /// which must not be reopened by path); a filesystem that refuses it is [`TargetError::NoDirectIo`].
 pub(crate) fn set_direct(path: &Path, file: &File, fstype: &str) -> Result<(), TargetError> {
-    let fd = file.as_raw_fd();
-    // SAFETY: F_GETFL on an open descriptor takes no argument and only returns its flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: F_SETFL on an open descriptor with an int argument changes only its status flags.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) } < 0 {
-        let err = io::Error::last_os_error();
+    if let Err(err) = sys::add_status_flags(file, libc::O_DIRECT) {
         return Err(if err.raw_os_error() == Some(libc::EINVAL) {
             TargetError::NoDirectIo {
                 path: path.to_owned(),

@@ -4,11 +4,9 @@
 //! Also what these need of `/proc/self/mountinfo` (parsed by [`crate::mountinfo`]).
 
 use crate::mountinfo;
-use std::ffi::CString;
+use crate::probe::engine::sys;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
@@ -210,7 +208,7 @@ pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)
     if major != 0 {
         return Some((major, minor));
     }
-    let mount_id = mount_id(path)?;
+    let mount_id = sys::mount_id(path)?;
     let mountinfo = fs::read_to_string(procfs.join("self/mountinfo")).ok()?;
     let source = mount_source(&mountinfo, mount_id)?;
     if !source.starts_with("/dev/") {
@@ -219,24 +217,6 @@ pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)
     let meta = fs::metadata(&source).ok()?;
     let rdev = meta.file_type().is_block_device().then(|| meta.rdev())?;
     Some((libc::major(rdev), libc::minor(rdev)))
-}
-
-/// The ID of the mount `path` is on (`statx` `STATX_MNT_ID`, Linux 5.8), as in mountinfo.
-fn mount_id(path: &Path) -> Option<u64> {
-    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: an all-zero statx is a valid value of this plain C struct.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is NUL-terminated and `stx` is a live, writable statx.
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            0,
-            libc::STATX_MNT_ID,
-            &mut stx,
-        )
-    };
-    (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
 }
 
 /// The source of the mount with ID `mount_id` in a mountinfo text (unescaped).
@@ -275,43 +255,14 @@ fn fstype_name(magic: i64) -> String {
     .to_owned()
 }
 
+/// The filesystem type of `path`, by its statfs magic number.
 pub(super) fn statfs_type(path: &Path) -> io::Result<String> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statfs.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::unnecessary_cast)]
-    Ok(fstype_name(buf.f_type as i64))
+    sys::statfs_magic(path).map(fstype_name)
 }
 
 /// statx DIO alignment `(memory, offset)`, when the kernel and filesystem report it.
 pub(super) fn dio_alignment(file: &File) -> Option<(u64, u64)> {
-    // SAFETY: an all-zero statx is a valid value of this plain C struct.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let empty = c"";
-    // SAFETY: the fd is open, the path is an empty NUL-terminated string used with
-    // AT_EMPTY_PATH, and `stx` is a live, writable statx.
-    let rc = unsafe {
-        libc::statx(
-            file.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
-        return None;
-    }
-    Some((
-        u64::from(stx.stx_dio_mem_align),
-        u64::from(stx.stx_dio_offset_align),
-    ))
+    sys::dio_alignment(file)
 }
 
 #[cfg(test)]

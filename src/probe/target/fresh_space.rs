@@ -12,9 +12,9 @@
 use super::error::TargetError;
 use super::facts::TargetKind;
 use super::opened::OpenTarget;
+use crate::probe::engine::sys;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 
 /// Space preallocated beyond a probe file's region for one run; released (the file truncated back
 /// to its region) when dropped.
@@ -51,9 +51,7 @@ impl FreshSpace {
             let too_big = io::Error::from_raw_os_error(libc::EFBIG);
             return Err(failed("preallocate space for the run", too_big));
         };
-        // SAFETY: fallocate on an open descriptor with plain integer arguments.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, length) };
-        let err = (rc != 0).then(io::Error::last_os_error);
+        let err = sys::fallocate(&file, offset, length).err();
         let space = FreshSpace {
             file,
             path: target.path.clone(),

@@ -8,49 +8,20 @@ use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
 use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use crate::probe::engine::buffer::AlignedBuf;
+use crate::probe::engine::sys;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
-use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 fn get_xattr(file: &File) -> Option<Vec<u8>> {
-    let name = CString::new(OWNER_XATTR).ok()?;
-    let mut buf = [0u8; 128];
-    // SAFETY: the fd is open, `name` is NUL-terminated and `buf` is writable for its length.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return None;
-    }
-    Some(buf[..n as usize].to_vec())
+    sys::get_xattr(file, OWNER_XATTR)
 }
 
 fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
-    let name = CString::new(OWNER_XATTR).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: the fd is open, `name` is NUL-terminated and `value` is readable for its length.
-    let rc = unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::set_xattr(file, OWNER_XATTR, value)
 }
 
 /// The probe file at `path` opened for writes with O_DIRECT, and checked to be the file `checked`

@@ -62,7 +62,6 @@ mod tests {
     use super::*;
     use crate::probe::target::tests::writable;
     use std::fs;
-    use std::os::fd::AsRawFd;
 
     #[test]
     fn reopens_the_same_file_with_the_profiles_flags() {
@@ -70,8 +69,7 @@ mod tests {
         let file = reopen(&t, false, Some(OpenSync::Dsync)).unwrap();
         let (a, b) = (t.file().metadata().unwrap(), file.metadata().unwrap());
         assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
-        // SAFETY: F_GETFL on an open descriptor only returns its flags.
-        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        let flags = crate::probe::engine::sys::status_flags(&file).unwrap();
         assert_eq!(flags & libc::O_DIRECT, 0, "buffered");
         assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC);
         // A file put in its place is not taken for it.
