@@ -371,7 +371,7 @@ fn rule(
         writes,
         span: table.span(),
         anchor: table.span(),
-        device: None,
+        path: None,
     })?;
     Ok(DiscoverRule {
         id,
