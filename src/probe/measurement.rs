@@ -369,9 +369,12 @@ impl Measurement {
         }
     }
 
-    /// Whether the run completed without error, timeout, cancellation or yield.
+    /// Whether the run did I/O without error, timeout or cancellation (a run that yielded may
+    /// have: its I/O was fine, it only stopped early; its `result` label is still `skipped`).
     pub fn is_success(&self) -> bool {
-        self.status() == RunStatus::Success
+        self.errors == 0
+            && !matches!(self.ending, Ending::TimedOut | Ending::Cancelled)
+            && self.ios > 0
     }
 
     /// Why the run did not succeed, or `None` when it did: the one wording for the one-shot
@@ -559,5 +562,24 @@ mod tests {
             RunError::StillInFlight { ios: 2 }.to_string(),
             "2 I/Os still in flight after cancellation"
         );
+    }
+
+    #[test]
+    fn a_run_that_yielded_did_its_io_well_but_is_counted_as_skipped() {
+        let yielded = Measurement {
+            ios: 10,
+            ending: Ending::Yielded,
+            ..Measurement::empty(EngineKind::IoUring)
+        };
+        assert!(yielded.is_success());
+        assert_eq!(yielded.status(), RunStatus::Skipped);
+        for ending in [Ending::TimedOut, Ending::Cancelled] {
+            let m = Measurement {
+                ios: 10,
+                ending,
+                ..Measurement::empty(EngineKind::IoUring)
+            };
+            assert!(!m.is_success(), "{ending:?}");
+        }
     }
 }
