@@ -26,6 +26,8 @@
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
 //! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
 //!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
+//! - [`sandbox`]: self-confinement with Landlock, applied in `main` before any thread starts;
+//!   reloads that need more are refused.
 //! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
 //!   histogram), written by the scheduler, read by the probes collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
@@ -47,6 +49,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod logging;
 pub mod probe;
+pub mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;
