@@ -278,7 +278,11 @@ pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, Req
                 _ => Enforcement::No,
             };
             let why = match status.landlock {
-                LandlockStatus::NotImplemented => "the kernel has no Landlock (ENOSYS)",
+                // The crate maps every error of the version query but EOPNOTSUPP here: ENOSYS
+                // from a kernel without Landlock, or whatever a seccomp filter answers.
+                LandlockStatus::NotImplemented => {
+                    "Landlock is not available (a kernel without it, or a seccomp filter that refuses it)"
+                }
                 LandlockStatus::NotEnabled => {
                     "Landlock is not enabled in this kernel (EOPNOTSUPP; see lsm= at boot)"
                 }
