@@ -35,30 +35,12 @@ fn landlock_abi() -> i64 {
     abi.max(0)
 }
 
-fn python_seccomp() -> Option<&'static Path> {
-    let python = Path::new("/usr/bin/python3");
-    let found = python.exists()
-        && Command::new(python)
-            .args(["-c", "import seccomp"])
-            .status()
-            .is_ok_and(|s| s.success());
-    found.then_some(python)
-}
-
 /// A workspace on a disk-backed filesystem (probe files need O_DIRECT).
 fn workspace() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("sandbox-test")
         .tempdir_in("/var/tmp")
         .unwrap()
-}
-
-fn write_tls_files(dir: &Path) {
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("generate certificate");
-    std::fs::write(dir.join("server.crt"), cert.cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), cert.key_pair.serialize_pem()).unwrap();
 }
 
 /// The names in `dir`.
@@ -136,7 +118,7 @@ fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
     let elsewhere = ws.path().join("elsewhere");
     std::fs::create_dir(&probes).unwrap();
     std::fs::create_dir(&elsewhere).unwrap();
-    write_tls_files(ws.path());
+    common::write_tls_files(ws.path());
     let web = ws.path().join("web.yml");
     std::fs::write(
         &web,
@@ -283,27 +265,15 @@ fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
     );
 }
 
-/// A python3 wrapper that installs a seccomp filter failing `landlock_create_ruleset` with ENOSYS
-/// (as on a kernel without Landlock), then runs its arguments.
+/// The binary under a seccomp filter that fails `landlock_create_ruleset` with ENOSYS, as a
+/// kernel without Landlock does.
 fn without_landlock(dir: &Path, python: &Path) -> Command {
-    let wrapper = dir.join("no_landlock.py");
-    std::fs::write(
-        &wrapper,
-        "import errno, os, sys, seccomp\n\
-         f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n\
-         f.add_rule(seccomp.ERRNO(errno.ENOSYS), 'landlock_create_ruleset')\n\
-         f.load()\n\
-         os.execv(sys.argv[1], sys.argv[1:])\n",
-    )
-    .unwrap();
-    let mut cmd = Command::new(python);
-    cmd.arg(wrapper).arg(common::binary());
-    cmd
+    common::binary_without_syscall(python, dir, "landlock_create_ruleset", "ENOSYS")
 }
 
 #[test]
 fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
-    let Some(python) = python_seccomp() else {
+    let Some(python) = common::python_seccomp() else {
         common::require(false, "python3-seccomp (Debian package)");
         return;
     };
