@@ -13,9 +13,11 @@ use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
+use crate::collectors::sandbox::SandboxCollector;
 use crate::config::{self, Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
+use crate::sandbox::{self as confinement, Sandbox};
 use crate::scheduler::{Roots, Scheduler};
 use crate::series::SeriesStore;
 use crate::server::{self, App};
@@ -68,6 +70,32 @@ pub fn listen_address(cli: &Cli, config: &Config) -> Result<ListenAddress, Strin
     }
 }
 
+/// Confines the agent ([`crate::sandbox::confine`]) for `config` and the flags. Call from `main`
+/// before any thread starts. The embedded default's state directory is made first: the ruleset
+/// is attached to directories that exist.
+pub fn sandbox(
+    cli: &Cli,
+    config: &Config,
+    web: &WebConfig,
+) -> Result<Arc<Sandbox>, confinement::RequiredError> {
+    if cli.config_file.is_none() && cli.sandbox != confinement::Mode::Off {
+        // Errors are reported by `run`, which prepares it again.
+        let _ = state_dir(cli).map(|dir| crate::state_dir::prepare(&dir, &cli.procfs));
+    }
+    let listen = listen_address(cli, config).ok();
+    let inputs = confinement::Inputs {
+        mode: cli.sandbox,
+        procfs: &cli.procfs,
+        sysfs: &cli.sysfs,
+        devfs: &cli.devfs,
+        config_file: cli.config_file.as_deref(),
+        web_config_file: cli.web_config_file.as_deref(),
+        web_files: &web.files,
+        listen: listen.as_ref(),
+    };
+    confinement::confine(&inputs, config)
+}
+
 /// Binds `address`; an empty host binds every interface (IPv6 and IPv4 where available).
 pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
@@ -88,6 +116,7 @@ fn collectors(
     series: &Arc<SeriesStore>,
     discovered: Arc<discovery::Status>,
     reload: &Arc<ReloadStatus>,
+    sandbox: &Arc<Sandbox>,
 ) -> (Registry, Arc<DiskstatsCollector>) {
     let diskstats = Arc::new(
         DiskstatsCollector::new(
@@ -103,6 +132,7 @@ fn collectors(
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
+    registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
     (registry, diskstats)
 }
 
@@ -124,8 +154,9 @@ fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus) {
     }
 }
 
-/// Runs the agent until SIGTERM or SIGINT. Returns an error for startup failures.
-pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
+/// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
+/// failures.
+pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let address = listen_address(&cli, &config).map_err(anyhow::Error::msg)?;
@@ -156,7 +187,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         Plan::new(&config),
         discovered.clone(),
     );
-    let (registry, diskstats) = collectors(&cli, &config, &series, discovered, &reload);
+    let (registry, diskstats) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
 
     let listener = bind(&address)
         .await
@@ -198,6 +229,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &mut scheduler,
                     &discovery,
                     &reload,
+                    &sandbox,
                 )
                 .await;
                 reload_web_config(&cli, &app, &reload);
@@ -220,7 +252,10 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Re-reads the configuration file; applies it only when it is valid as a whole.
+/// Re-reads the configuration file; applies it only when it is valid as a whole and the sandbox
+/// allows what it needs.
+// One argument per part a reload touches; grouping them would only move the list.
+#[allow(clippy::too_many_arguments)]
 async fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
@@ -229,13 +264,23 @@ async fn reload_config(
     scheduler: &mut Scheduler,
     discovery: &Discovery,
     status: &ReloadStatus,
+    sandbox: &Sandbox,
 ) -> Config {
     let Some(path) = path else {
         tracing::info!("SIGHUP: no --config.file, the embedded default stays in force");
         status.record_success();
         return current;
     };
-    match Config::load(path) {
+    // What the running sandbox does not allow cannot be granted any more.
+    let loaded = match Config::load(path) {
+        Ok(new) => sandbox
+            .admits(&new)
+            .await
+            .map(|()| new)
+            .map_err(anyhow::Error::from),
+        Err(err) => Err(err.into()),
+    };
+    match loaded {
         Ok(mut new) => {
             if new.web != current.web {
                 tracing::warn!(

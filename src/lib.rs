@@ -30,6 +30,8 @@
 //!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads; in
 //!   parts: tasks, cycles, admission gates (a typed skip reason), global slots, per-device state,
 //!   the probe thread, logging.
+//! - [`sandbox`]: self-confinement with Landlock, applied in `main` before any thread starts;
+//!   reloads that need more are refused.
 //! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
 //!   histogram), written by the scheduler, read by the probes collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
@@ -77,6 +79,7 @@ pub mod histogram;
 pub mod logging;
 pub mod mountinfo;
 pub mod probe;
+pub mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;

@@ -10,6 +10,7 @@ pub mod diskstats;
 pub mod exporter;
 pub mod probes;
 pub mod process;
+pub mod sandbox;
 
 use crate::exposition::{Family, labels};
 use std::sync::Arc;

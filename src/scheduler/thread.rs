@@ -142,6 +142,7 @@ fn probe_thread(
     cancel: Arc<AtomicBool>,
     tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
 ) -> Option<(RunOutcome, Duration)> {
+    crate::sandbox::check_on_this_thread();
     let started = Instant::now();
     let fail = |error: String| {
         Some((

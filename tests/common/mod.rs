@@ -597,3 +597,49 @@ pub fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8
     }
     out
 }
+
+/// A self-signed certificate for 127.0.0.1 and localhost in `dir`: `server.crt`, `server.key`.
+pub fn write_tls_files(dir: &std::path::Path) {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("generate certificate");
+    std::fs::write(dir.join("server.crt"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), cert.key_pair.serialize_pem()).unwrap();
+}
+
+/// Debian's python3 with its seccomp bindings (`python3-seccomp`), if installed.
+pub fn python_seccomp() -> Option<&'static std::path::Path> {
+    let python = std::path::Path::new("/usr/bin/python3");
+    let found = python.exists()
+        && std::process::Command::new(python)
+            .args(["-c", "import seccomp"])
+            .status()
+            .is_ok_and(|s| s.success());
+    found.then_some(python)
+}
+
+/// A command that runs the binary under a seccomp filter failing `syscall` with `errno` (a name
+/// of Python's `errno` module, e.g. `EPERM`): a python3 wrapper written to `dir` loads the filter
+/// and then executes the binary. Arguments added to the command go to the binary.
+pub fn binary_without_syscall(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    syscall: &str,
+    errno: &str,
+) -> std::process::Command {
+    let wrapper = dir.join(format!("without_{syscall}.py"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "import errno, os, sys, seccomp\n\
+             f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n\
+             f.add_rule(seccomp.ERRNO(errno.{errno}), '{syscall}')\n\
+             f.load()\n\
+             os.execv(sys.argv[1], sys.argv[1:])\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(wrapper).arg(binary());
+    cmd
+}
