@@ -246,7 +246,7 @@ fn kubernetes_manifests_are_valid_and_hardened() {
     assert_eq!(
         find(&resources, "PrometheusRule")["spec"]["groups"],
         rules["groups"],
-        "prometheusrule.yaml is out of date: python3 deploy/kubernetes/gen_prometheusrule.py"
+        "prometheusrule.yaml is out of date: deploy/mixin/render"
     );
 }
 

@@ -30,10 +30,12 @@ fn read(path: &str) -> String {
 
 /// Alert names in rules.yml, in order.
 fn alerts(rules: &str) -> Vec<String> {
-    rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- alert: "))
-        .map(str::to_owned)
+    let rules: serde_yaml_ng::Value = serde_yaml_ng::from_str(rules).expect("rules.yml");
+    let groups = rules["groups"].as_sequence().expect("groups");
+    groups
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().expect("rules"))
+        .filter_map(|r| r["alert"].as_str().map(str::to_owned))
         .collect()
 }
 
