@@ -9,6 +9,7 @@ local rows = [
 ];
 
 function(c)
+  local s = (import '../lib/selectors.libsonnet')(c);
   g.dashboard(
     c,
     'target',
@@ -16,11 +17,11 @@ function(c)
     "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, IOPS and throughput per profile, sync latency of durability profiles, and diskstats of its device.",
     [
       g.datasourceVariable(c),
-      g.labelVariable('job', 'Job', 'diskprobe_build_info'),
-      g.labelVariable('instance', 'Instance', 'diskprobe_build_info{job=~"$job"}'),
-      g.labelVariable('target', 'Target', 'diskprobe_target_info{job=~"$job",instance=~"$instance"}'),
-      g.labelVariable('profile', 'Profile', 'diskprobe_profile_info{job=~"$job",instance=~"$instance",target=~"$target"}', multi=true),
-      g.labelVariable('device', 'Device', 'diskprobe_target_info{job=~"$job",instance=~"$instance",target=~"$target"}'),
+      g.clusterVariable(c),
+      g.labelVariable('instance', 'Instance', s.panel('diskprobe_build_info')),
+      g.labelVariable('target', 'Target', s.panel('diskprobe_target_info', ['instance=~"$instance"'])),
+      g.labelVariable('profile', 'Profile', s.panel('diskprobe_profile_info', ['instance=~"$instance"', 'target=~"$target"']), multi=true),
+      g.labelVariable('device', 'Device', s.panel('diskprobe_target_info', ['instance=~"$instance"', 'target=~"$target"'])),
       {
         name: 'probe_window',
         label: 'Window (>= 2 probe intervals)',

@@ -20,7 +20,7 @@
     links: [{
       title: 'diskprobe',
       type: 'dashboards',
-      tags: [c.dashboardTags[0]],
+      tags: c.dashboardTags,
       asDropdown: true,
       includeVars: true,
       keepTime: true,
@@ -96,6 +96,12 @@
     format: format,
   } + (if legend == null then {} else { legendFormat: legend }),
 
+  // The cluster variable: every cluster the job selector finds, "All" by default.
+  clusterVariable(c):: $.labelVariable(
+    'cluster', 'Cluster', 'diskprobe_build_info{%s}' % std.join(', ', [m for m in [c.jobSelector, c.clusterSelector] if m != '']),
+    multi=true, labelName=c.clusterLabel,
+  ),
+
   datasourceVariable(c):: {
     name: 'datasource',
     label: 'Data source',
@@ -107,13 +113,14 @@
     options: [],
   } + (if c.datasourceRegex == '' then {} else { regex: c.datasourceRegex }),
 
-  // A variable whose values are label_values(`selector`, `label`); `multi` adds "All" (.*).
-  labelVariable(name, label, selector, multi=false):: {
+  // A variable whose values are label_values(`selector`, `labelName`); `multi` lets several be
+  // chosen and adds "All" (.*, which also matches series without the label).
+  labelVariable(name, label, selector, multi=false, labelName=name):: {
     name: name,
     label: label,
     type: 'query',
     datasource: $.datasource,
-    query: { query: 'label_values(%s, %s)' % [selector, name], refId: 'StandardVariableQuery' },
+    query: { query: 'label_values(%s, %s)' % [selector, labelName], refId: 'StandardVariableQuery' },
     refresh: 2,
     multi: multi,
     includeAll: multi,

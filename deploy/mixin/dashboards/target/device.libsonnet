@@ -2,8 +2,8 @@
 local g = import '../../lib/dashboards.libsonnet';
 
 function(c)
-  local sel = 'job=~"$job",instance=~"$instance",device=~"$device"';
-  local rate(metric) = 'rate(%s{%s}[$__rate_interval])' % [metric, sel];
+  local s = (import '../../lib/selectors.libsonnet')(c);
+  local rate(metric) = 'rate(%s[$__rate_interval])' % s.panel(metric, ['instance=~"$instance"', 'device=~"$device"']);
   [
     g.row(13, 'Device (diskstats)'),
     g.panel(
@@ -26,7 +26,7 @@ function(c)
     ) + g.unit('Bps'),
     g.panel(
       16, 'timeseries', 'Device queue size',
-      'Average number of I/Os in flight (aqu-sz): DiskprobeDiskSaturated fires above 10 for 30 minutes.',
+      'Average number of I/Os in flight (aqu-sz): DiskprobeDiskSaturated fires above %g for 30 minutes.' % c.diskSaturationQueue,
       12, 8,
       [g.query('A', rate('diskprobe_disk_io_time_weighted_seconds_total'), '{{device}}')],
     ) + g.unit('short'),
