@@ -7,6 +7,7 @@ mod common;
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::config::discover::RuleSource;
+use diskprobe_exporter::probe::profile::ProbeClass;
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -27,6 +28,13 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     assert_eq!(kinds, [("disks", "block"), ("pvcs", "mount")]);
     for rule in &config.discover {
         assert!(rule.settings.profiles.iter().all(|p| !p.rw.is_write()));
+        assert!(
+            rule.settings
+                .profiles
+                .iter()
+                .all(|p| p.class() == ProbeClass::Gentle),
+            "gentle profiles only"
+        );
         if let RuleSource::Mount(m) = &rule.source {
             assert!(
                 m.file.is_none(),

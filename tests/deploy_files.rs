@@ -1,15 +1,17 @@
 //! The deployment files are valid and say what the README says: Kubernetes YAML passes the
 //! Kubernetes schema (`kubernetes-validate --strict`, for the core kinds) and is hardened
-//! (non-root, read-only root, no capabilities, read-only host /proc and /sys only) and fit for a
-//! fleet (one monitor, instance = node name, every taint tolerated, a priority class, no CPU
-//! limit, a memory limit above the largest profile's buffers); the PrometheusRule carries exactly
-//! deploy/prometheus/rules.yml; the example configurations load; every flag used in the unit and
-//! the DaemonSet exists; the scrape config passes promtool.
+//! (non-root, read-only root, no capabilities, no host path) and fit for a fleet (one monitor,
+//! instance = node name, every taint tolerated, a priority class, no CPU limit, a memory limit
+//! above the largest profile's buffers); the PrometheusRule carries exactly
+//! deploy/prometheus/rules.yml; the example configurations load and use gentle profiles only;
+//! every flag used in the unit and the DaemonSet exists; the scrape config passes promtool.
+//! tests/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Pod Security
+//! levels, prometheus-operator's CRD schemas).
 
 mod common;
 
 use diskprobe_exporter::config::Config;
-use diskprobe_exporter::probe::profile::Profile;
+use diskprobe_exporter::probe::profile::{ProbeClass, Profile};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,7 +116,8 @@ fn quantity(q: &str) -> u64 {
     }
 }
 
-/// The monitor's relabelings set job="diskprobe" and instance to the node name.
+/// The monitor's relabelings set job="diskprobe" and instance to the node name, and drop the
+/// pod, container and endpoint labels.
 fn assert_monitor_labels(monitor: &Value, endpoints: &str) {
     let relabelings = monitor["spec"][endpoints][0]["relabelings"]
         .as_sequence()
@@ -132,6 +135,29 @@ fn assert_monitor_labels(monitor: &Value, endpoints: &str) {
         sets("instance", Some("__meta_kubernetes_pod_node_name"), None),
         "instance from the node name"
     );
+    assert!(
+        relabelings
+            .iter()
+            .any(|r| r["action"] == "labeldrop" && r["regex"] == "pod|container|endpoint"),
+        "pod, container and endpoint dropped"
+    );
+}
+
+/// Every target and discovery rule of a shipped configuration runs gentle profiles only: a
+/// capacity profile is skipped on a busy disk (and the stale alerts fire instead of a
+/// measurement) and takes a cloud disk's whole IOPS cap while it runs.
+fn assert_gentle(config: &Config, source: &str) {
+    let profiles = config
+        .targets
+        .iter()
+        .flat_map(|t| &t.profiles)
+        .chain(config.discover.iter().flat_map(|r| &r.settings.profiles));
+    let mut n = 0;
+    for p in profiles {
+        n += 1;
+        assert_eq!(p.class(), ProbeClass::Gentle, "{source}: {}", p.name);
+    }
+    assert!(n > 0, "{source}: no profile");
 }
 
 #[test]
@@ -143,25 +169,26 @@ fn kubernetes_manifests_are_valid_and_hardened() {
         "PriorityClass",
         "ConfigMap",
         "DaemonSet",
-        "Service",
-        "ServiceMonitor",
+        "PodMonitor",
         "PrometheusRule",
     ] {
         find(&resources, kind);
     }
-    // One monitor by default; the overlay swaps it for a PodMonitor (and drops the Service).
-    assert!(!resources.iter().any(|r| r.kind == "PodMonitor"));
-    assert_monitor_labels(find(&resources, "ServiceMonitor"), "endpoints");
-    let overlay = kustomize(&dir.join("podmonitor"));
+    // One monitor by default, a PodMonitor; the ServiceMonitor variant swaps it for a
+    // ServiceMonitor and its Service.
     assert!(
-        !overlay
+        !resources
             .iter()
             .any(|r| r.kind == "ServiceMonitor" || r.kind == "Service")
     );
-    assert_monitor_labels(find(&overlay, "PodMonitor"), "podMetricsEndpoints");
-    assert_eq!(overlay.len(), resources.len() - 1);
+    assert_monitor_labels(find(&resources, "PodMonitor"), "podMetricsEndpoints");
+    let overlay = kustomize(&deploy("kubernetes-servicemonitor"));
+    assert!(!overlay.iter().any(|r| r.kind == "PodMonitor"));
+    find(&overlay, "Service");
+    assert_monitor_labels(find(&overlay, "ServiceMonitor"), "endpoints");
+    assert_eq!(overlay.len(), resources.len() + 1);
 
-    // The DaemonSet: non-root, no privileges, read-only host paths only.
+    // The DaemonSet: non-root, no privileges, no host path.
     let ds = find(&resources, "DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], Value::Bool(true));
@@ -185,23 +212,7 @@ fn kubernetes_manifests_are_valid_and_hardened() {
             )
         })
         .collect();
-    assert_eq!(
-        host_paths,
-        [
-            ("proc".into(), "/proc".into()),
-            ("sys".into(), "/sys".into())
-        ]
-    );
-    for mount in container["volumeMounts"].as_sequence().unwrap() {
-        let name = mount["name"].as_str().unwrap();
-        if host_paths.iter().any(|(n, _)| n == name) {
-            assert_eq!(
-                mount["readOnly"],
-                Value::Bool(true),
-                "host path {name} must be read-only"
-            );
-        }
-    }
+    assert_eq!(host_paths, [], "the container's own /proc and /sys");
     let args: Vec<String> = container["args"]
         .as_sequence()
         .unwrap()
@@ -236,10 +247,12 @@ fn kubernetes_manifests_are_valid_and_hardened() {
         "memory limit {memory} is not above {largest} bytes of buffers plus 64 MiB"
     );
 
-    // The ConfigMap's configuration is valid.
+    // The ConfigMap's configuration is valid and gentle.
     let cm = find(&resources, "ConfigMap");
     let toml = cm["data"]["config.toml"].as_str().unwrap();
-    Config::from_toml(toml, Path::new("configmap.yaml")).expect("ConfigMap config.toml is valid");
+    let config = Config::from_toml(toml, Path::new("configmap.yaml"))
+        .expect("ConfigMap config.toml is valid");
+    assert_gentle(&config, "configmap.yaml");
 
     // The PrometheusRule is rules.yml.
     let rules: Value = yaml_docs(&deploy("prometheus/rules.yml")).remove(0);
@@ -261,7 +274,7 @@ fn kubernetes_manifests_pass_the_kubernetes_schema() {
     let dir = deploy("kubernetes");
     let mut files: Vec<PathBuf> = kustomize(&dir)
         .into_iter()
-        .chain(kustomize(&dir.join("podmonitor")))
+        .chain(kustomize(&deploy("kubernetes-servicemonitor")))
         .filter(|r| {
             !r.doc["apiVersion"]
                 .as_str()
@@ -306,7 +319,9 @@ fn systemd_unit_and_example_configs() {
     ] {
         assert!(unit.contains(hardening), "unit lacks {hardening:?}");
     }
-    Config::load(&deploy("systemd/config.toml")).expect("deploy/systemd/config.toml is valid");
+    let config =
+        Config::load(&deploy("systemd/config.toml")).expect("deploy/systemd/config.toml is valid");
+    assert_gentle(&config, "systemd/config.toml");
     if let Some(analyze) = common::which("systemd-analyze") {
         let out = Command::new(analyze)
             .args(["verify", "--man=no"])
