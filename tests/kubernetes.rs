@@ -749,3 +749,96 @@ fn the_kube_prometheus_stack_variant_labels_monitors_and_rules_with_release() {
         }
     }
 }
+
+/// What the base DaemonSet relies on instead of host paths: in new mount, PID and network
+/// namespaces with a procfs and a sysfs of their own (as a container runtime mounts them) and the
+/// probe file in a bind-mounted directory (as an emptyDir is), the agent finds the same device
+/// under its probe file as outside them, and `/proc/diskstats` lists the same devices.
+#[test]
+fn the_containers_own_proc_and_sys_show_the_nodes_disks() {
+    let ready = common::require(common::is_root(), "root (namespaces, mounts)")
+        && common::require(common::which("unshare").is_some(), "unshare (util-linux)");
+    if !ready {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (state, mnt) = (dir.path().join("state"), dir.path().join("mnt"));
+    std::fs::create_dir(&state).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let probe = |file: &std::path::Path| {
+        format!(
+            "{} probe --target {} --profile randread-4k-qd1-gentle --runtime 100ms --size 8MiB \
+             --format json",
+            common::binary().display(),
+            file.display()
+        )
+    };
+    let devices = |diskstats: &str| -> Vec<String> {
+        let mut d: Vec<String> = diskstats
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
+            .collect();
+        d.sort();
+        d
+    };
+    let device = |json: &str| -> String {
+        let runs: serde_json::Value = serde_json::from_str(json).expect("probe JSON");
+        assert_eq!(runs[0]["error"], serde_json::Value::Null, "{json}");
+        runs[0]["device"].as_str().unwrap_or("").to_owned()
+    };
+    // Outside: the node's view.
+    let out = Command::new("sh")
+        .args(["-c", &probe(&state.join("probe.dat"))])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node_device = device(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !node_device.is_empty(),
+        "no device under {}",
+        state.display()
+    );
+    let node_disks = devices(&std::fs::read_to_string("/proc/diskstats").unwrap());
+
+    // Inside: fresh procfs (PID 1 is the shell) and sysfs (only the new namespace's loopback).
+    let script = format!(
+        "set -e; mount -t sysfs sysfs /sys; mount --bind {state} {mnt}; \
+         test \"$(cat /proc/1/comm)\" = sh; test \"$(ls /sys/class/net)\" = lo; \
+         {probe}; echo ---; cat /proc/diskstats",
+        state = state.display(),
+        mnt = mnt.display(),
+        probe = probe(&mnt.join("probe.dat")),
+    );
+    let out = Command::new("unshare")
+        .args([
+            "--mount",
+            "--pid",
+            "--net",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+        ])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (json, diskstats) = text
+        .split_once("---\n")
+        .expect("probe output, then diskstats");
+    assert_eq!(device(json), node_device, "the device under the probe file");
+    assert_eq!(
+        devices(diskstats),
+        node_disks,
+        "/proc/diskstats in the namespaces"
+    );
+}
