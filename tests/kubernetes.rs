@@ -28,29 +28,9 @@ const VARIANTS: [&str; 4] = [
     "kubernetes-discovery",
 ];
 
-/// The documents `kubectl kustomize deploy/<variant>` renders; None (or a failure under
-/// `DISKPROBE_TEST_STRICT=1`) without kubectl.
+/// The documents `kubectl kustomize deploy/<variant>` renders.
 fn render(variant: &str) -> Option<Vec<Value>> {
-    let Some(kubectl) = common::which("kubectl") else {
-        common::require(false, "kubectl (kustomize)");
-        return None;
-    };
-    let out = Command::new(kubectl)
-        .arg("kustomize")
-        .arg(common::repo_root().join("deploy").join(variant))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{variant}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    Some(
-        serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect(),
-    )
+    common::kustomize(&common::repo_root().join("deploy").join(variant))
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
