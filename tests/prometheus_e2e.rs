@@ -387,8 +387,10 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         );
     }
 
+    // The cluster variable at "All" (`.*`): this Prometheus has no cluster label, as a single
+    // cluster's does not.
     let vars = [
-        ("job", "diskprobe".to_owned()),
+        ("cluster", ".*".to_owned()),
         ("instance", agent.addr.to_string()),
         ("target", "e2e".to_owned()),
         ("profile", "randread-4k-qd1".to_owned()),
@@ -396,7 +398,7 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     ];
     // The durability row's panels have data for the durability target.
     let sync_vars = [
-        ("job", "diskprobe".to_owned()),
+        ("cluster", ".*".to_owned()),
         ("instance", agent.addr.to_string()),
         ("target", "e2e-sync".to_owned()),
         ("profile", "etcd-wal".to_owned()),

@@ -60,6 +60,32 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The documents `kubectl kustomize DIR` renders; None (a failure under
+/// `DISKPROBE_TEST_STRICT=1`) without kubectl.
+pub fn kustomize(dir: &std::path::Path) -> Option<Vec<serde_yaml_ng::Value>> {
+    let Some(kubectl) = which("kubectl") else {
+        require(false, "kubectl (kustomize)");
+        return None;
+    };
+    let out = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    Some(
+        serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect(),
+    )
+}
+
 /// A running agent process, killed when dropped.
 pub struct Agent {
     /// The child process.
