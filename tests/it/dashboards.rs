@@ -14,7 +14,7 @@
 //! `tests/prometheus_e2e.rs` runs every query against a real Prometheus that keeps the classic
 //! buckets and one that keeps only the native histogram.
 
-mod common;
+use crate::common;
 
 use regex::Regex;
 use serde_json::Value;

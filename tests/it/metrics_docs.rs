@@ -1,7 +1,7 @@
 //! Every metric family the binary exposes is documented in docs/metrics.md, and the whole
 //! exposition (probe results included) passes `promtool check metrics` with no findings.
 
-mod common;
+use crate::common;
 
 use common::Agent;
 use std::time::{Duration, Instant};

@@ -2,9 +2,8 @@
 //! diskstats, bytes, clear errors, write safety (checksums outside the region), timeouts and
 //! cancellation.
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::loopdev;
 
 use diskprobe_exporter::probe::engine::{self, EngineChoice, EngineKind, RunOptions};
 use diskprobe_exporter::probe::profile::Profile;

@@ -2,7 +2,7 @@
 //! the first run: built-ins and a custom rate-capped profile, with the labels the alert rules
 //! select on (`rw`, `block_size` in bytes, `iodepth`, `rate_iops`).
 
-mod common;
+use crate::common;
 
 use common::Agent;
 

@@ -6,7 +6,7 @@
 //! deploy/prometheus/rules.yml; the example configurations load; every flag used in the unit and
 //! the DaemonSet exists; the scrape config passes promtool.
 
-mod common;
+use crate::common;
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::probe::profile::Profile;

@@ -18,11 +18,9 @@
 //! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
 //! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
-#[path = "common/prometheus.rs"]
-mod prometheus;
+use crate::common;
+use crate::common::loopdev;
+use crate::common::prometheus;
 
 use common::{Agent, require, which};
 use loopdev::{BlkioGroup, LoopDev};

@@ -5,11 +5,9 @@
 //! creates at numbers of its choosing (far from those `losetup --find` hands out to other tests),
 //! mount rules match mountpoints under a directory of the test's own.
 
-mod common;
-#[path = "common/fuse.rs"]
-mod fuse;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::fuse;
+use crate::common::loopdev;
 
 use common::{Agent, Metrics, runs, samples, serial, tree, wait_until};
 use fuse::HungFuse;

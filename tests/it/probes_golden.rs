@@ -4,7 +4,7 @@
 //! that every value is reproducible. Regenerate with `UPDATE_GOLDEN=1 cargo test --test
 //! probes_golden` and review the diff; `promtool check metrics` must accept the text outputs.
 
-mod common;
+use crate::common;
 
 use common::{check_golden, decode_protobuf, promtool_check_metrics, protobuf_dump};
 use diskprobe_exporter::collectors::Collector;

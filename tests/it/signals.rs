@@ -2,7 +2,7 @@
 //! configuration and says where it is wrong; `[web]` changes are reported as waiting for a
 //! restart), SIGTERM lets an in-flight scrape finish and exits 0.
 
-mod common;
+use crate::common;
 
 use common::{Agent, samples};
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! without or with a wrong one, plain HTTP is not served, and min_version is enforced; a flood
 //! of wrong passwords does not hold up scrapes with verified credentials.
 
-mod common;
+use crate::common;
 
 use common::{Agent, which};
 use std::path::Path;

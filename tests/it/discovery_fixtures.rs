@@ -7,7 +7,7 @@
 //! The rules come from TOML, as users write them; what they find is checked target by target,
 //! with the notes that say why each other match is not probed.
 
-mod common;
+use crate::common;
 
 use diskprobe_exporter::config::{Config, DiscoverRule};
 use diskprobe_exporter::discovery::matching::{Found, Scan, assemble, find};

@@ -5,6 +5,10 @@
 
 use std::path::PathBuf;
 
+pub mod fuse;
+pub mod loopdev;
+pub mod prometheus;
+
 /// The binary under test, built by cargo for the integration tests; `DISKPROBE_TEST_BINARY`
 /// names another (e.g. a build of an earlier commit, to see a new test fail on it).
 pub fn binary() -> PathBuf {

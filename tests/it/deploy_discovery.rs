@@ -3,7 +3,7 @@
 //! the README states: privileged, read-only host `/proc`, `/sys` and `/dev` and no other host
 //! path (no kubelet volume directory), no RBAC and no service account token, existing flags.
 
-mod common;
+use crate::common;
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::config::discover::RuleSource;

@@ -7,9 +7,8 @@
 //!   sync (one per write), every sync reached the device, and nothing outside the probe file
 //!   changes (nor inside its pre-filled region).
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::loopdev;
 
 use common::{Agent, serial, sum, tree, wait_until};
 use loopdev::{LoopDev, Mount, mkfs};

@@ -1,8 +1,7 @@
 //! The one-shot `diskprobe_exporter probe` command, run as a real process.
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::loopdev;
 
 use loopdev::LoopDev;
 use std::process::Command;

@@ -11,9 +11,8 @@
 //! - the classic buckets, which this Prometheus does not keep, are checked on `/metrics` itself,
 //!   in the text and the protobuf format.
 
-mod common;
-#[path = "common/prometheus.rs"]
-mod prometheus;
+use crate::common;
+use crate::common::prometheus;
 
 use common::{Agent, decode_protobuf, http_request_bytes, require, samples, which};
 use diskprobe_exporter::exposition::proto;

@@ -4,7 +4,7 @@
 //! `protoc` binary is needed. This test generates them again and fails when the checked-in code
 //! differs; `UPDATE_GENERATED=1 cargo test --test protobuf_codegen` rewrites it.
 
-mod common;
+use crate::common;
 
 #[test]
 fn generated_code_matches_metrics_proto() {

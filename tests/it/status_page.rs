@@ -1,7 +1,7 @@
 //! The landing page, rendered by a real browser (Debian's headless Chromium): it shows each
 //! target's last results and an SVG latency chart, and a screenshot of it is produced.
 
-mod common;
+use crate::common;
 
 use common::{Agent, which};
 use std::process::Command;

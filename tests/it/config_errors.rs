@@ -1,7 +1,7 @@
 //! Configuration errors: each bad file must be reported with its exact location and message,
 //! and `--config.check` must exit 2 for it (0 for good files).
 
-mod common;
+use crate::common;
 
 use diskprobe_exporter::config::probes::DEFAULT_SKIP_BUSY_ABOVE;
 use diskprobe_exporter::config::{BusyLimits, Config, TargetSpec};

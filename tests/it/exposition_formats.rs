@@ -3,7 +3,7 @@
 //! decodes for any `Accept`/`Accept-Encoding` header, however malformed (431 only for oversized
 //! request heads).
 
-mod common;
+use crate::common;
 
 use common::{Agent, decode_protobuf, http_request_bytes, samples};
 use std::io::{Read, Write};

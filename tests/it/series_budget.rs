@@ -6,7 +6,7 @@
 //! The real binary probes 8 files of its own on the machine's disk, one run of each profile;
 //! the machine's own devices are exported as diskstats beside them.
 
-mod common;
+use crate::common;
 
 use common::{Agent, http_request_bytes, runs, wait_until};
 use std::collections::BTreeMap;

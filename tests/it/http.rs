@@ -1,6 +1,6 @@
 //! HTTP behaviour over real loopback TCP: routes, methods, content types, HEAD, header limits.
 
-mod common;
+use crate::common;
 
 use common::{Agent, http_request};
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! rules`. Every alert fires in at least one scenario, has a runbook section, a `runbook_url` that
 //! points at it, and the scenario table in docs/runbook.md is the one the generator prints.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,9 +2,8 @@
 //! so the probe's IOPS and QD1 mean latency must match the cap (the real binary runs inside the
 //! cgroup from its first instruction).
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::loopdev;
 
 use loopdev::{BlkioGroup, LoopDev};
 

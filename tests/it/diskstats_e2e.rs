@@ -7,7 +7,7 @@
 //! - node_exporter 1.5.0 (Debian's `prometheus-node-exporter`) run on the same fixture must report
 //!   the same values for every `node_disk_*` series.
 
-mod common;
+use crate::common;
 
 use common::{Agent, check_golden, http_request, require, samples, which};
 use std::collections::BTreeMap;

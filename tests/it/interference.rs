@@ -3,11 +3,9 @@
 //! reads the test delays); a capacity run stops early when another process starts reading the
 //! device, and is skipped while the whole disk (not only the probed partition) is busy.
 
-mod common;
-#[path = "common/fuse.rs"]
-mod fuse;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::fuse;
+use crate::common::loopdev;
 
 use common::{Agent, Metrics, runs, scrape, serial, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};

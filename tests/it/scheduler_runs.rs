@@ -1,7 +1,5 @@
 //! The scheduler in process, against a probe file: what it counts when runs are cut short.
 
-mod common;
-
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::scheduler::{Roots, Scheduler};
 use diskprobe_exporter::series::SeriesStore;

@@ -5,9 +5,8 @@
 //! duty-cycle budget holds, reloads add and remove targets, and the embedded default works from a
 //! clean directory.
 
-mod common;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::loopdev;
 
 use common::{Agent, Metrics, scrape, serial, sum, wait_until};
 use loopdev::{LoopDev, Mount, mkfs};

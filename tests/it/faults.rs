@@ -6,11 +6,9 @@
 //! on a device, a filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in
 //! the middle of a write probe.
 
-mod common;
-#[path = "common/fuse.rs"]
-mod fuse;
-#[path = "common/loopdev.rs"]
-mod loopdev;
+use crate::common;
+use crate::common::fuse;
+use crate::common::loopdev;
 
 use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
 use fuse::{FuseFs, Mode};
