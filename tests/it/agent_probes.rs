@@ -8,33 +8,22 @@
 use crate::common;
 use crate::common::loopdev;
 
-use common::{Agent, Metrics, scrape, serial, sum, wait_until};
+use common::{Agent, Metrics, scrape, shared, sum, wait_until};
 use loopdev::{LoopDev, Mount, mkfs};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn loops_ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
 #[test]
 fn probes_loop_devices_and_a_file_with_consistent_metrics() {
-    if !loops_ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let a = LoopDev::tmpfs(64 << 20);
     let b = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let file = dir.path().join("probe.dat");
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             r#"
@@ -68,7 +57,7 @@ profiles = ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
             file.display()
         ),
     );
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let agent = Agent::start(&[&config]);
     let m = wait_until(
         &agent,
         Duration::from_secs(60),
@@ -153,17 +142,18 @@ profiles = ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
 fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
     let btrfs = common::which("mkfs.btrfs").is_some()
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("\tbtrfs\n"));
-    if !loops_ready() || !common::require(btrfs, "mkfs.btrfs (btrfs-progs) and btrfs in the kernel")
+    if !loopdev::ready()
+        || !common::require(btrfs, "mkfs.btrfs (btrfs-progs) and btrfs in the kernel")
     {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // btrfs gives its files an anonymous st_dev (major 0); the device is the mount's source.
     let disk = LoopDev::tmpfs(256 << 20);
     mkfs(&disk, "btrfs");
     let fs = Mount::new(&[disk.path.to_str().unwrap()]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"500ms\"\nruntime = \"100ms\"\nmax_duty_cycle = 1.0\n\
@@ -172,7 +162,7 @@ fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
             fs.path().join("probe.dat").display()
         ),
     );
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let agent = Agent::start(&[&config]);
     let m = wait_until(&agent, Duration::from_secs(20), "a successful run", |m| {
         common::runs(m, "btrfs", "success") >= 2.0
     });
@@ -213,16 +203,16 @@ fn series_of<'a>(m: &'a Metrics, target: &str) -> std::collections::BTreeSet<&'a
 
 #[test]
 fn series_carry_their_final_labels_from_the_first_scrape() {
-    if !loops_ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // A target on a loop device (device="loopN") and one on tmpfs (no block device: device="").
     // Their first runs take over 2 s, so the first scrape comes before any run has ended.
     let dev = LoopDev::tmpfs(32 << 20);
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1h\"\nruntime = \"2s\"\nprofiles = [\"randread-4k-qd1\"]\n\
@@ -233,7 +223,7 @@ fn series_carry_their_final_labels_from_the_first_scrape() {
             shm.path().join("probe.dat").display()
         ),
     );
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let agent = Agent::start(&[&config]);
     let first = scrape(&agent);
     let device = format!("device=\"{}\"", dev.name);
     let counters = [
@@ -296,13 +286,13 @@ fn busy_devices_are_skipped_under_a_concurrent_fio_load() {
     // Busy skip alone: fio's QD1 reads (tens of thousands per second here) are far above the
     // limit of 100 I/Os per second from others, whatever its utilisation; yield is off, so that
     // a run fio starts beside does not end as a skip of another kind.
-    if !loops_ready() || !common::require(common::which("fio").is_some(), "fio") {
+    if !loopdev::ready() || !common::require(common::which("fio").is_some(), "fio") {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             r#"
@@ -320,7 +310,7 @@ yield_to_other_io = false
             dev.path.display()
         ),
     );
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let agent = Agent::start(&[&config]);
     let success = "diskprobe_probe_runs_total";
     wait_until(
         &agent,
@@ -360,16 +350,16 @@ yield_to_other_io = false
 
 #[test]
 fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
-    if !loops_ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     // Each target alone uses 25% of the device; together they would need 50%, twice the budget.
     // (The default, gentle, profile: a capacity profile would wait for the device's load to be
     // measured before each run.)
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             r#"
@@ -391,13 +381,20 @@ path = "{0}"
         ),
     );
     let start = Instant::now();
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
-    std::thread::sleep(Duration::from_secs(8));
-    let m = scrape(&agent);
+    let agent = Agent::start(&[&config]);
+    // 20 runs are 2 s of probing at the 25% budget: about 8 s, long enough that the bucket's
+    // initial capacity and one overrun are small beside the budget.
+    let skipped = |m: &Metrics| sum(m, "diskprobe_probe_runs_total", &["result=\"skipped\""]);
+    let ok = |m: &Metrics| sum(m, "diskprobe_probe_runs_total", &["result=\"success\""]);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "20 runs and a refusal by the budget",
+        |m| ok(m) >= 20.0 && skipped(m) >= 1.0,
+    );
     let wall = start.elapsed().as_secs_f64();
     let busy = sum(&m, "diskprobe_probe_busy_seconds_total", &[]);
-    let skipped = sum(&m, "diskprobe_probe_runs_total", &["result=\"skipped\""]);
-    let ok = sum(&m, "diskprobe_probe_runs_total", &["result=\"success\""]);
+    let (skipped, ok) = (skipped(&m), ok(&m));
     eprintln!(
         "wall {wall:.2}s busy {busy:.2}s ({:.1}%), {ok} runs, {skipped} skipped",
         100.0 * busy / wall
@@ -413,10 +410,10 @@ path = "{0}"
 
 #[test]
 fn reload_adds_and_removes_targets() {
-    if !loops_ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let a = LoopDev::tmpfs(32 << 20);
     let b = LoopDev::tmpfs(32 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -426,8 +423,8 @@ fn reload_adds_and_removes_targets() {
             dev.path.display()
         )
     };
-    let config = write_config(dir.path(), &cfg("first", &a));
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let config = common::config_flag(dir.path(), &cfg("first", &a));
+    let agent = Agent::start(&[&config]);
     let has = |m: &Metrics, t: &str| m.keys().any(|k| k.contains(&format!("target=\"{t}\"")));
     let first_runs = |m: &Metrics| {
         sum(
@@ -453,7 +450,7 @@ fn reload_adds_and_removes_targets() {
         "an unchanged target keeps its series"
     );
 
-    std::fs::write(&config, cfg("second", &b)).unwrap();
+    common::config_flag(dir.path(), &cfg("second", &b));
     agent.signal("HUP");
     let m = wait_until(
         &agent,
@@ -489,7 +486,7 @@ fn reload_adds_and_removes_targets() {
 
 #[test]
 fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
-    let _guard = serial();
+    let _guard = shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let state = dir.path().join("state");
     let agent = Agent::start(&[&format!("--state.dir={}", state.display())]);
@@ -515,10 +512,10 @@ fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
 
 #[test]
 fn a_target_that_probably_measures_a_cache_is_flagged() {
-    if !loops_ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // A loop device without direct I/O reads its backing file through the page cache: its probes
     // measure memory. One with direct I/O reaches the file's disk.
     let buffered = LoopDev::tmpfs(16 << 20);
@@ -532,7 +529,7 @@ fn a_target_that_probably_measures_a_cache_is_flagged() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
+    let config = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1h\"\nprofiles = [\"randread-4k-qd1\"]\n\
@@ -542,7 +539,7 @@ fn a_target_that_probably_measures_a_cache_is_flagged() {
             direct.path.display()
         ),
     );
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    let agent = Agent::start(&[&config]);
     let m = scrape(&agent);
     let info = |target: &str| -> String {
         m.keys()

@@ -2,7 +2,7 @@
 //!
 //! - Golden files: the exposition for each fixture is diffed against `tests/golden/` (text; for
 //!   one fixture also OpenMetrics and protobuf, the latter as decoded messages). Regenerate them
-//!   with `UPDATE_GOLDEN=1 cargo test --test diskstats_e2e` and review the diff.
+//!   with `UPDATE_GOLDEN=1 cargo test --test it diskstats_e2e::` and review the diff.
 //! - `promtool check metrics` must report nothing for the live exposition.
 //! - node_exporter 1.5.0 (Debian's `prometheus-node-exporter`) run on the same fixture must report
 //!   the same values for every `node_disk_*` series.

@@ -10,29 +10,12 @@
 use crate::common;
 use crate::common::loopdev;
 
-use common::{Agent, serial, sum, tree, wait_until};
+use common::{Agent, one_shot_run, shared, sum, tree, wait_until};
 use loopdev::{LoopDev, Mount, mkfs};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-fn ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
-/// Runs the one-shot probe with `args` (JSON output) and returns its one run.
-fn probe(args: &[&str]) -> Value {
-    let out = Command::new(common::binary())
-        .arg("probe")
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .expect("run diskprobe_exporter probe");
-    let runs = common::one_shot_runs(&out);
-    assert_eq!(runs.len(), 1, "probe {args:?}: {runs:?}");
-    runs[0].clone()
-}
 
 fn count(run: &Value, key: &str) -> u64 {
     run[key]
@@ -48,10 +31,10 @@ fn count(run: &Value, key: &str) -> u64 {
 /// writes x 8, flushes completed = syncs, exactly.
 #[test]
 fn syncs_are_the_devices_flushes() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let cache = std::fs::read_to_string(format!("/sys/block/{}/queue/write_cache", dev.name))
         .expect("write_cache");
@@ -75,7 +58,7 @@ fn syncs_are_the_devices_flushes() {
             let mut args = vec!["--target", path, "--allow-writes", "--engine", engine];
             args.extend(["--runtime", "300ms"]);
             args.extend(&profile_args);
-            let run = probe(&args);
+            let run = one_shot_run(&args);
             let after = dev.stats();
             assert_eq!(run["engine"], engine, "{run}");
             assert!(run["error"].is_null(), "{engine} {what}: {run}");
@@ -110,7 +93,7 @@ fn syncs_are_the_devices_flushes() {
         }
         // Without a separate sync there are no sync figures.
         wait_unclaimed(&dev);
-        let run = probe(&[
+        let run = one_shot_run(&[
             "--target",
             path,
             "--allow-writes",
@@ -161,17 +144,17 @@ fn allocated(path: &Path) -> u64 {
 /// the probe file keeps its size, its blocks and its content.
 #[test]
 fn etcd_wal_writes_its_own_fresh_space_and_gives_it_back() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     mkfs(&dev, "ext4");
     let volume = Mount::new(&[dev.path.to_str().unwrap()]);
     let file = volume.path().join("probe.dat");
     let file_arg = file.to_str().unwrap();
     // Creates and fills the probe file (a read run).
-    probe(&[
+    one_shot_run(&[
         "--target",
         file_arg,
         "--size",
@@ -185,7 +168,7 @@ fn etcd_wal_writes_its_own_fresh_space_and_gives_it_back() {
     assert_eq!(content.len(), 1 << 20);
     for engine in ["io_uring", "psync"] {
         let before = dev.stats();
-        let run = probe(&[
+        let run = one_shot_run(&[
             "--target",
             file_arg,
             "--size",
@@ -238,10 +221,10 @@ fn etcd_wal_writes_its_own_fresh_space_and_gives_it_back() {
 /// pre-filled region is never written by `etcd-wal`), and the volume's free space is as before.
 #[test]
 fn the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     mkfs(&dev, "ext4");
     let volume = Mount::new(&[dev.path.to_str().unwrap()]);
@@ -257,7 +240,7 @@ fn the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else() {
         .map(|f| volume.path().join(f))
         .collect();
     for f in &files {
-        probe(&[
+        one_shot_run(&[
             "--target",
             f.to_str().unwrap(),
             "--size",

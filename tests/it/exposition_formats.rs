@@ -92,20 +92,19 @@ fn gzip_when_accepted_identity_otherwise() {
 
 #[test]
 fn protobuf_carries_native_and_classic_buckets_of_the_configured_layout() {
+    let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = common::config_flag(
+        dir.path(),
+        &format!(
             "[histograms]\nclassic_buckets = [0.00005, 0.0001, 0.001, 0.01]\n\
              [defaults]\ninterval = \"1h\"\nruntime = \"200ms\"\nsize = \"16MiB\"\nmax_duty_cycle = 0.5\n\
              skip_busy_above = {{}}\nyield_to_other_io = false\n\
              [[targets]]\nname = \"f\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\n",
             dir.path().join("probe.dat").display()
         ),
-    )
-    .unwrap();
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    );
+    let agent = Agent::start(&[&config]);
     let m = common::wait_until(&agent, Duration::from_secs(60), "a probe run", |m| {
         common::runs(m, "f", "success") >= 1.0
     });

@@ -10,7 +10,9 @@ use crate::common;
 use crate::common::fuse;
 use crate::common::loopdev;
 
-use common::{Agent, Metrics, runs, samples, scrape, serial, wait_until, which};
+use common::{
+    Agent, Metrics, exclusive, process, runs, samples, scrape, shared, wait_until, which,
+};
 use fuse::{FuseFs, Mode};
 use loopdev::{BlkioGroup, LoopDev, Mount, mkfs};
 use std::io::Read;
@@ -26,27 +28,16 @@ fn open_tempdir() -> tempfile::TempDir {
     dir
 }
 
-fn config(dir: &Path, text: &str) -> String {
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    format!("--config.file={}", path.display())
-}
-
-fn ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
 #[test]
 fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let a = LoopDev::tmpfs(32 << 20);
     let b = LoopDev::tmpfs(32 << 20);
     let dir = open_tempdir();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"400ms\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1\"]\n\
@@ -104,30 +95,6 @@ fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
 
-/// `anon_inode:[io_uring]` descriptors of process `pid`: its io_uring instances.
-fn io_uring_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|dir| {
-            dir.filter_map(Result::ok)
-                .filter(|e| {
-                    std::fs::read_link(e.path())
-                        .is_ok_and(|l| l.as_os_str() == "anon_inode:[io_uring]")
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// A number from `/proc/PID/status` (`Threads:`, `VmRSS:` in KiB).
-fn proc_status(pid: u32, key: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 /// `diskprobe_probe_{name}` of `target` (one profile per target here).
 fn gauge(m: &Metrics, name: &str, target: &str) -> f64 {
     common::sum(m, name, &[&format!("target=\"{target}\"")])
@@ -144,13 +111,11 @@ impl Drop for LiftReadCap<'_> {
 
 #[test]
 fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
-    if !ready()
-        || !common::require(loopdev::blkio_available(), "cgroup v1 blkio")
-        || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse")
-    {
+    if !loopdev::blkio_ready() || !fuse::ready() {
         return;
     }
-    let _guard = serial();
+    // Scrape latency and the healthy target's schedule are measured.
+    let _guard = exclusive();
     // A device stalled at 1 IOPS, one that never completes (a loop device over a file on a FUSE
     // filesystem whose server stops answering reads), and a healthy one probed every second.
     let stalled = LoopDev::tmpfs(32 << 20);
@@ -161,7 +126,7 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     let healthy = LoopDev::tmpfs(16 << 20);
     fs.set_mode(Mode::HangReads);
     let dir = open_tempdir();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"200ms\"\ntimeout = \"2s\"\njitter = 0.0\nmax_duty_cycle = 1.0\n\
@@ -175,7 +140,7 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
         ),
     );
     let mut agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
-    let pid = agent.child.id();
+    let pid = agent.pid();
     // Dropped before the agent, so that a failing test still lets the stuck I/O end (the agent
     // cannot exit while the kernel holds its I/O) and the loop device be detached.
     let _aborted = fs.abort_on_drop();
@@ -189,13 +154,16 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
                 && gauge(m, "diskprobe_probe_stuck_ios", "hung") > 0.0
         },
     );
-    let (threads_before, rss_before) = (proc_status(pid, "Threads:"), proc_status(pid, "VmRSS:"));
+    let (threads_before, rss_before) = (
+        process::status(pid, "Threads:"),
+        process::status(pid, "VmRSS:"),
+    );
     let healthy_before = runs(&m, "healthy", "success");
     let (mut rings, mut scrape_times) = (0, Vec::new());
     let (mut stalled_stuck_max, mut stalled_cleared) = (0.0f64, false);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) {
-        rings = rings.max(io_uring_fds(pid));
+        rings = rings.max(process::io_uring_fds(pid));
         let t = Instant::now();
         let (code, body) = agent.get("/metrics");
         scrape_times.push(t.elapsed());
@@ -208,7 +176,10 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     }
     let elapsed = started.elapsed();
     let m = scrape(&agent);
-    let (threads_after, rss_after) = (proc_status(pid, "Threads:"), proc_status(pid, "VmRSS:"));
+    let (threads_after, rss_after) = (
+        process::status(pid, "Threads:"),
+        process::status(pid, "VmRSS:"),
+    );
     let healthy_runs = runs(&m, "healthy", "success") - healthy_before;
     scrape_times.sort();
     let p90 = scrape_times[scrape_times.len() * 9 / 10];
@@ -302,17 +273,17 @@ fn throttled_ext4(size: u64, bps: u64) -> (LoopDev, Mount, BlkioGroup) {
 
 #[test]
 fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
-    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // The probe file lives on ext4 on a loop device whose writes the agent's blkio group may not
     // make at all (1 byte/s): its O_DIRECT fill stalls in the kernel on the first chunk.
     let (disk, fs, group) = throttled_ext4(64 << 20, 1);
     let other = LoopDev::tmpfs(16 << 20);
     let dir = open_tempdir();
     let probe_file = fs.path().join("probe.dat");
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
@@ -383,14 +354,14 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
 
 #[test]
 fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
-    if !ready() || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse") {
+    if !loopdev::ready() || !fuse::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let other = LoopDev::tmpfs(16 << 20);
     let dir = open_tempdir();
     let hung = FuseFs::hung();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\ntimeout = \"300ms\"\njitter = 0.0\n\
@@ -404,22 +375,31 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     let mut agent = Agent::start(&[&arg]);
     // The stat of the hung target's path never returns. Scrapes and the other target go on; the
     // hung target's cycle is given up after 5 s, and its later cycles are skipped while the stat
-    // is stuck.
+    // is stuck: watched, scraping every 100 ms, until five of them were.
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
-    let mut healthy_runs = 0.0;
-    while started.elapsed() < Duration::from_secs(12) {
+    let mut healthy_runs;
+    loop {
         let t = Instant::now();
         let (code, body) = agent.get("/metrics");
         slowest = slowest.max(t.elapsed());
         assert_eq!(code, 200);
         let m: Metrics = samples(&body).into_iter().collect();
         healthy_runs = runs(&m, "healthy", "success");
+        if runs(&m, "hung", "timeout") >= 1.0 && runs(&m, "hung", "skipped") >= 5.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the hung target was not given up and skipped:\n{}",
+            agent.log.lock().unwrap()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let m = scrape(&agent);
+    let elapsed = started.elapsed();
     eprintln!(
-        "after 12 s: healthy {healthy_runs} successes, hung {} timeouts / {} skipped; slowest scrape {slowest:?}",
+        "after {elapsed:?}: healthy {healthy_runs} successes, hung {} timeouts / {} skipped; slowest scrape {slowest:?}",
         runs(&m, "hung", "timeout"),
         runs(&m, "hung", "skipped")
     );
@@ -427,7 +407,10 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
         slowest < Duration::from_secs(1),
         "a scrape took {slowest:?}"
     );
-    assert!(healthy_runs >= 5.0, "{healthy_runs} healthy runs in 12 s");
+    assert!(
+        healthy_runs >= 5.0,
+        "{healthy_runs} healthy runs in {elapsed:?}"
+    );
     assert_eq!(runs(&m, "hung", "timeout"), 1.0, "one abandoned cycle");
     assert!(runs(&m, "hung", "skipped") >= 1.0);
     assert_eq!(runs(&m, "hung", "success") + runs(&m, "hung", "error"), 0.0);
@@ -449,11 +432,12 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
 
 #[test]
 fn sigint_stops_a_one_shot_probe_file_fill() {
-    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _guard = serial();
-    // A 64 MiB fill at 1 MiB/s would take a minute; SIGINT after 2 s must end it at once.
+    let _guard = shared();
+    // A 64 MiB fill at 1 MiB/s would take a minute; SIGINT once it is under way must end it at
+    // once.
     let (disk, fs, group) = throttled_ext4(128 << 20, 1 << 20);
     let probe_file = fs.path().join("probe.dat");
     let target = probe_file.to_str().unwrap();
@@ -479,7 +463,9 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
     // Dropped before the child: its writes are let through, so that it can be killed.
     let _lift = LiftWriteCap(&group, &disk);
     let child = &mut child.0;
-    std::thread::sleep(Duration::from_secs(2));
+    common::wait_for("the fill's first MiB", Duration::from_secs(20), || {
+        common::file_len(&probe_file) >= 1 << 20
+    });
     let sent = Instant::now();
     common::signal_process(child, "INT");
     let exit = common::wait_exit(child, Duration::from_secs(10))
@@ -503,10 +489,10 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
 
 #[test]
 fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
-    if !ready() || !common::require(loopdev::blkio_available(), "cgroup v1 blkio") {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // The probe file's fill runs at 1 MiB/s; a reload that changes the target cancels it.
     let (disk, fs, group) = throttled_ext4(64 << 20, 1 << 20);
     let dir = open_tempdir();
@@ -519,20 +505,23 @@ fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
             probe_file.display()
         )
     };
-    let arg = config(dir.path(), &text("2s"));
+    let arg = common::config_flag(dir.path(), &text("2s"));
     let agent = Agent::start_command(group.command(&common::binary(), &[&arg]));
     let _lift = LiftWriteCap(&group, &disk);
     agent.expect_log("creating the probe file", Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(1500));
-    config(dir.path(), &text("3s"));
+    common::wait_for("the fill's first MiB", Duration::from_secs(20), || {
+        common::file_len(&probe_file) >= 1 << 20
+    });
+    common::config_flag(dir.path(), &text("3s"));
     agent.signal("HUP");
     agent.expect_log(
         "stopping probes of removed or changed target",
         Duration::from_secs(5),
     );
-    // The cancelled fill stops at its next chunk (a second at most). Its failure belongs to the
-    // target as it was, not to the series the reload started afresh.
-    std::thread::sleep(Duration::from_secs(2));
+    // The cancelled fill stops at its next chunk (a second at most), and the run ends as
+    // cancelled. Its failure belongs to the target as it was, not to the series the reload
+    // started afresh.
+    agent.expect_log("probe run cancelled", Duration::from_secs(5));
     let m = scrape(&agent);
     assert_eq!(
         runs(&m, "t", "error"),
@@ -560,7 +549,7 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
     if !common::require(has_seccomp, "python3-seccomp (Debian package)") {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dir = open_tempdir();
     let wrapper = dir.path().join("no_io_uring.py");
     std::fs::write(
@@ -572,7 +561,7 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
          os.execv(sys.argv[1], sys.argv[1:])\n",
     )
     .unwrap();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"seccomp\"\npath = \"{}\"\nsize = \"16MiB\"\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
@@ -601,10 +590,10 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
 
 #[test]
 fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // ENOSPC: a 16 MiB ext4 on a loop device cannot hold a 64 MiB probe file.
     let small = LoopDev::tmpfs(16 << 20);
     mkfs(&small, "ext4");
@@ -612,7 +601,7 @@ fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     // No O_DIRECT: ramfs refuses it.
     let ramfs = Mount::new(&["-t", "ramfs", "ramfs"]);
     let dir = open_tempdir();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\nprofiles = [\"randread-4k-qd1-gentle\"]\n\
@@ -651,7 +640,7 @@ fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
 
     // EACCES: an unprivileged agent cannot open a root-owned device node.
     let dev = LoopDev::tmpfs(16 << 20);
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"denied\"\npath = \"{}\"\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n",
@@ -684,10 +673,10 @@ fn sha(bytes: &[u8]) -> u64 {
 
 #[test]
 fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // A mounted ext4 loop device is refused for writes, visibly.
     let mounted = LoopDev::tmpfs(32 << 20);
     mkfs(&mounted, "ext4");
@@ -696,7 +685,7 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
     let before = dev.content();
     let (lo, hi) = (16usize << 20, 32usize << 20);
     let dir = open_tempdir();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"mounted\"\npath = \"{}\"\nallow_writes = true\nallow_device_writes = true\n\
@@ -760,7 +749,7 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
 
 #[test]
 fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
-    let _guard = serial();
+    let _guard = shared();
     let dir = open_tempdir();
     // Someone else's file, and a probe path that points at it.
     let victim = dir.path().join("precious.db");
@@ -768,7 +757,7 @@ fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
     std::fs::write(&victim, &content).unwrap();
     let link = dir.path().join("probe.dat");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"link\"\npath = \"{}\"\nsize = \"8MiB\"\nallow_writes = true\n\
@@ -798,48 +787,31 @@ fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
 
 #[test]
 fn symlinks_to_block_devices_are_followed() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(16 << 20);
     let dir = open_tempdir();
     let link = dir.path().join("by-id-style");
     std::os::unix::fs::symlink(&dev.path, &link).unwrap();
-    let out = Command::new(common::binary())
-        .args(["probe", "--target"])
-        .arg(&link)
-        .args([
-            "--profile",
-            "randread-4k-qd1",
-            "--runtime",
-            "200ms",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!("\"device\":\"{}\"", dev.name))
-            || text.contains(&format!("\"device\": \"{}\"", dev.name)),
-        "{text}"
-    );
+    let run = common::one_shot_run(&[
+        "--target",
+        link.to_str().unwrap(),
+        "--profile",
+        "randread-4k-qd1",
+        "--runtime",
+        "200ms",
+    ]);
+    assert_eq!(run["device"], dev.name.as_str(), "{run}");
 }
 
 #[test]
 fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
-    if !common::require(common::is_root(), "root")
-        || !common::require(Path::new("/dev/fuse").exists(), "/dev/fuse")
-    {
+    if !fuse::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // A file on a FUSE filesystem whose server leaves reads waiting, and fails a waiting read with
     // EINTR when the kernel passes on an interrupt (as FUSE daemons do). The io_uring engine's
     // thread waits in the read itself (FUSE direct I/O is issued inline), so SIGINT delivered to
@@ -864,17 +836,11 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let engine_thread = loop {
         assert!(Instant::now() < deadline, "the probe never read");
-        let engine = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .filter_map(Result::ok)
-            .find(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.trim() == "diskprobe-uring")
-            });
-        if let Some(task) = engine
+        let engine = process::threads_named(pid, "diskprobe-uring");
+        if let Some(task) = engine.first()
             && fs.reads() >= 1
         {
-            break task.file_name().to_string_lossy().parse::<i32>().unwrap();
+            break *task;
         }
         std::thread::sleep(Duration::from_millis(50));
     };

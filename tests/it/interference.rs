@@ -7,7 +7,7 @@ use crate::common;
 use crate::common::fuse;
 use crate::common::loopdev;
 
-use common::{Agent, Metrics, runs, scrape, serial, sum, wait_until};
+use common::{Agent, Metrics, exclusive, runs, scrape, shared, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
 use diskprobe_exporter::probe::target::{self, TargetOptions};
@@ -19,38 +19,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
 const ENGINES: [&str; 2] = ["io_uring", "psync"];
 
 /// One-shot run of `profile` on `dev` with `engine`, as JSON.
 fn one_shot(dev: &Path, profile: &str, runtime: &str, engine: &str) -> serde_json::Value {
-    let out = Command::new(common::binary())
-        .args(["probe", "--target"])
-        .arg(dev)
-        .args([
-            "--profile",
-            profile,
-            "--runtime",
-            runtime,
-            "--engine",
-            engine,
-            "--format",
-            "json",
-        ])
-        .output()
-        .expect("run the one-shot probe");
-    common::one_shot_runs(&out)[0].clone()
+    common::one_shot_run(&[
+        "--target",
+        dev.to_str().unwrap(),
+        "--profile",
+        profile,
+        "--runtime",
+        runtime,
+        "--engine",
+        engine,
+    ])
 }
 
 #[test]
 fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    // The rate is measured within 2%.
+    let _guard = exclusive();
     // A tmpfs-backed loop device answers QD1 reads tens of thousands of times a second; the
     // gentle profile takes 200 of them.
     let dev = LoopDev::tmpfs(64 << 20);
@@ -75,15 +66,11 @@ fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
 
 #[test]
 fn a_gentle_probe_reports_a_device_four_times_slower() {
-    if !ready()
-        || !common::require(
-            Path::new("/dev/fuse").exists(),
-            "/dev/fuse (FUSE in the kernel)",
-        )
-    {
+    if !loopdev::ready() || !fuse::ready() {
         return;
     }
-    let _guard = serial();
+    // Latencies of about a millisecond are compared.
+    let _guard = exclusive();
     let fuse = FuseFs::mount(16 << 20);
     fuse.set_read_delay(Duration::from_micros(800));
     // Dropped before the filesystem: the loop device holds its file open.
@@ -136,10 +123,10 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
 
 #[test]
 fn an_engine_asked_to_yield_stops_issuing_and_drains() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let target = target::open(
         &dev.path,
@@ -248,26 +235,21 @@ fn block_device_size(dev: &Path) -> u64 {
     sectors * 512
 }
 
-fn config(dir: &Path, text: &str) -> String {
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    format!("--config.file={}", path.display())
-}
-
 fn labelled(m: &Metrics, name: &str, target: &str) -> f64 {
     sum(m, name, &[&format!("target=\"{target}\"")])
 }
 
 #[test]
 fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = serial();
+    // How soon the run stops, and the time it shared the device, are measured.
+    let _guard = exclusive();
     let dev = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     // Runs of 5 s, one right after the other (1 s busy window in between).
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"cap\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd32\"]\n\
@@ -360,10 +342,11 @@ fn write_partition_table(dev: &Path, parts: &[(u32, u32)]) {
 
 #[test]
 fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
-    if !ready() || !common::require(common::which("partx").is_some(), "partx (util-linux)") {
+    if !loopdev::ready() || !common::require(common::which("partx").is_some(), "partx (util-linux)")
+    {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
     // Two partitions; the probe's target is the first, the other process reads the second.
     let dev = LoopDev::tmpfs_partitionable(64 << 20);
     write_partition_table(&dev.path, &[(2048, 30 << 11), (32 << 11, 30 << 11)]);
@@ -380,7 +363,7 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"p1\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1\"]\n\
@@ -415,7 +398,7 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         .arg(&dev.path)
         .status();
     // A gentle profile runs whatever the load: skipping it would hide latency under load.
-    let arg = config(
+    let arg = common::config_flag(
         dir.path(),
         &format!(
             "[[targets]]\nname = \"gentle\"\npath = \"{}\"\n\

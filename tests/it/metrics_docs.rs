@@ -8,19 +8,18 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn every_exposed_family_is_documented_and_promtool_clean() {
+    let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = common::config_flag(
+        dir.path(),
+        &format!(
             "[diskstats]\ndevice_exclude = \"^$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
              [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\n\
              [[discover]]\nid = \"docs\"\nkind = \"mount\"\nmountpoint_include = \"^/nonexistent-diskprobe-docs$\"\n",
             dir.path().join("probe.dat").display()
         ),
-    )
-    .unwrap();
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    );
+    let agent = Agent::start(&[&config]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
         let (_, body) = agent.get("/metrics");

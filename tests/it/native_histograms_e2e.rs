@@ -25,6 +25,7 @@ const PROTOBUF: &str =
 
 #[test]
 fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
+    let _guard = common::shared();
     if !require(
         which("prometheus").is_some(),
         "prometheus (Debian package prometheus)",

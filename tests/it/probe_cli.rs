@@ -21,17 +21,13 @@ fn probe(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn json_has_the_contract_fields_for_each_builtin_read_profile() {
-    if !common::require(loopdev::loop_available(), "root and losetup (loop devices)") {
+    if !loopdev::ready() {
         return;
     }
-    let _g = common::serial();
+    let _g = common::shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let path = dev.path.to_string_lossy().into_owned();
-    let (code, stdout, stderr) =
-        probe(&["--target", &path, "--runtime", "300ms", "--format", "json"]);
-    assert_eq!(code, Some(0), "{stderr}");
-    let runs: serde_json::Value = serde_json::from_str(&stdout).expect("JSON output");
-    let runs = runs.as_array().expect("an array");
+    let runs = common::one_shot(&["--target", &path, "--runtime", "300ms"]);
     let names: Vec<&str> = runs
         .iter()
         .map(|r| r["profile"].as_str().unwrap())
@@ -81,10 +77,10 @@ fn json_has_the_contract_fields_for_each_builtin_read_profile() {
 
 #[test]
 fn every_builtin_runs_and_writes_need_allow_writes() {
-    if !common::require(loopdev::loop_available(), "root and losetup (loop devices)") {
+    if !loopdev::ready() {
         return;
     }
-    let _g = common::serial();
+    let _g = common::shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let path = dev.path.to_string_lossy().into_owned();
     let (code, _, stderr) = probe(&["--target", &path, "--profile", "randwrite-4k-qd1"]);
@@ -145,7 +141,7 @@ fn usage_errors_and_failed_runs_exit_non_zero() {
 
 #[test]
 fn tmpfs_probe_file_is_created_and_warned_about() {
-    let _g = common::serial();
+    let _g = common::shared();
     let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir on tmpfs");
     let file = dir.path().join("probe.dat");
     let path = file.to_string_lossy().into_owned();
@@ -209,7 +205,9 @@ fn psync_refuses_to_run_short_of_its_depth() {
     let Some((prlimit, setpriv)) = tools else {
         return;
     };
-    let _g = common::serial();
+    // The limit counts the threads of every process of the user: no other test may start or
+    // end one meanwhile (faults' EACCES agent runs as the same user).
+    let _g = common::exclusive();
     // A file the unprivileged user may read, probed at QD32 by psync under a process limit that
     // lets it start a few threads but not 32: the kernel refuses the rest (EAGAIN).
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -15,10 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-}
-
 const ENGINES: [(EngineChoice, EngineKind); 2] = [
     (EngineChoice::IoUring, EngineKind::IoUring),
     (EngineChoice::Psync, EngineKind::Psync),
@@ -138,30 +134,30 @@ fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
 
 #[test]
 fn counts_match_diskstats_on_a_tmpfs_backed_loop_device() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(256 << 20);
     counts_match_diskstats(&dev, "700ms");
 }
 
 #[test]
 fn counts_match_diskstats_on_a_disk_backed_loop_device() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::disk(128 << 20);
     counts_match_diskstats(&dev, "500ms");
 }
 
 #[test]
 fn writes_change_nothing_outside_the_region() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let (start, len) = (16u64 << 20, 8u64 << 20);
     let before = dev.content();
@@ -188,10 +184,10 @@ fn writes_change_nothing_outside_the_region() {
 
 #[test]
 fn write_probes_use_fresh_data_each_time() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(8 << 20);
     let target = open(&dev.path, true, 0, Some(4096)).expect("open one block");
     let p = profile("-rw=write -bs=4k -iodepth=1 -number_ios=1");
@@ -207,10 +203,10 @@ fn write_probes_use_fresh_data_each_time() {
 
 #[test]
 fn alignment_and_short_device_errors_are_clear() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs_sector(4 << 20, 4096);
     let t = open(&dev.path, false, 0, None).expect("open");
     assert_eq!(t.offset_align, 4096);
@@ -255,10 +251,10 @@ fn alignment_and_short_device_errors_are_clear() {
 
 #[test]
 fn write_safety_refuses_mounted_or_held_devices() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(4 << 20);
     let root = tempfile::tempdir().expect("tempdir");
     // A procfs whose mountinfo says the device is mounted.
@@ -315,10 +311,10 @@ fn write_safety_refuses_mounted_or_held_devices() {
 
 #[test]
 fn cancellation_and_timeout_stop_a_run_promptly() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let target = open(&dev.path, false, 0, None).expect("open");
     let p = profile("-rw=randread -bs=4k -iodepth=32 -runtime=30s");
@@ -329,8 +325,14 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
             cancel: Arc::clone(&cancel),
             ..RunOptions::default()
         };
+        let progress = Arc::clone(&o.progress);
         let setter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
+            // Cancel once the run is under way (or has failed to get going: then the asserts
+            // below say how).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while progress.completed.load(Ordering::Relaxed) < 100 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             cancel.store(true, Ordering::Relaxed);
         });
         let t0 = Instant::now();
@@ -364,10 +366,10 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
 
 #[test]
 fn number_ios_stops_exactly() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(16 << 20);
     let target = open(&dev.path, false, 0, None).expect("open");
     for (choice, _) in ENGINES {
@@ -389,10 +391,10 @@ fn number_ios_stops_exactly() {
 
 #[test]
 fn a_yield_request_stops_issuing_drains_and_reports_progress() {
-    if !ready() {
+    if !loopdev::ready() {
         return;
     }
-    let _guard = common::serial();
+    let _guard = common::shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let target = open(&dev.path, false, 0, None).expect("open");
     let p = profile("-rw=randread -bs=4k -iodepth=16 -runtime=30s");

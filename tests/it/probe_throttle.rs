@@ -1,34 +1,26 @@
 //! Ground truth from the kernel: cgroup v1 blkio throttling caps a loop device at a known IOPS,
 //! so the probe's IOPS and QD1 mean latency must match the cap (the real binary runs inside the
-//! cgroup from its first instruction).
+//! cgroup from its first instruction). Each test holds the machine to itself
+//! ([`common::exclusive`]): they measure rates within 2% and latencies within 5%.
 
 use crate::common;
 use crate::common::loopdev;
 
 use loopdev::{BlkioGroup, LoopDev};
 
-fn ready() -> bool {
-    common::require(loopdev::loop_available(), "root and losetup (loop devices)")
-        && common::require(loopdev::blkio_available(), "cgroup v1 blkio throttling")
-}
-
 fn run_throttled(group: &BlkioGroup, dev: &LoopDev, args: &[&str]) -> serde_json::Value {
     let path = dev.path.to_string_lossy().into_owned();
-    let mut all = vec!["probe", "--target", path.as_str(), "--format", "json"];
+    let mut all = vec!["--target", path.as_str()];
     all.extend_from_slice(args);
-    let out = group
-        .command(&common::binary(), &all)
-        .output()
-        .expect("run the probe in the cgroup");
-    common::one_shot_runs(&out)[0].clone()
+    group.one_shot(&all).remove(0)
 }
 
 #[test]
 fn iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines() {
-    if !ready() {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _g = common::serial();
+    let _g = common::exclusive();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 2000);
@@ -57,10 +49,10 @@ fn iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines() {
 
 #[test]
 fn mean_latency_at_a_500_iops_cap_with_qd1_is_2ms() {
-    if !ready() {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _g = common::serial();
+    let _g = common::exclusive();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 500);
@@ -94,10 +86,10 @@ fn mean_latency_at_a_500_iops_cap_with_qd1_is_2ms() {
 fn rate_capped_profile_is_not_fooled_by_a_slower_device() {
     // Coordinated omission: a 1000 IOPS target on a device capped at 500 IOPS falls behind, and
     // latency measured from the intended issue time grows instead of staying at 2 ms.
-    if !ready() {
+    if !loopdev::blkio_ready() {
         return;
     }
-    let _g = common::serial();
+    let _g = common::exclusive();
     let dev = LoopDev::tmpfs(64 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, 500);

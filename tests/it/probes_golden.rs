@@ -1,8 +1,8 @@
 //! Golden outputs of the probe series (`diskprobe_probe_*`, `diskprobe_io_*`, the sync series,
 //! the latency histograms' classic and native buckets) for fixed runs, in each classic bucket layout and
 //! each format: the store is filled through the library with runs whose latencies are fixed, so
-//! that every value is reproducible. Regenerate with `UPDATE_GOLDEN=1 cargo test --test
-//! probes_golden` and review the diff; `promtool check metrics` must accept the text outputs.
+//! that every value is reproducible. Regenerate with `UPDATE_GOLDEN=1 cargo test --test it
+//! probes_golden::` and review the diff; `promtool check metrics` must accept the text outputs.
 
 use crate::common;
 

@@ -8,22 +8,21 @@ use common::Agent;
 
 #[test]
 fn profile_info_describes_each_profile_of_each_target() {
+    let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let config = dir.path().join("config.toml");
     // An interval of an hour: the first run may or may not have happened; the family does not
     // depend on it.
-    std::fs::write(
-        &config,
-        format!(
+    let config = common::config_flag(
+        dir.path(),
+        &format!(
             "[diskstats]\ndevice_exclude = \"^$\"\n[defaults]\ninterval = \"1h\"\nruntime = \"100ms\"\n\
              [profiles.gentle]\nfio = \"-rw=randread -bs=4k -iodepth=1 -rate_iops=150\"\n\
              [[targets]]\nname = \"a\"\npath = \"{}\"\nsize = \"16MiB\"\n\
              profiles = [\"gentle\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n",
             dir.path().join("probe.dat").display()
         ),
-    )
-    .unwrap();
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    );
+    let agent = Agent::start(&[&config]);
     let (status, body) = agent.get("/metrics");
     assert_eq!(status, 200);
     let mut info: Vec<&str> = body

@@ -17,6 +17,12 @@
 //!
 //! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
 //! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
+//!
+//! It holds no machine lock ([`common::shared`]): its probes are capped at 20 reads a second and
+//! the durability target's take 50 ms a second, the two Prometheus servers scrape and evaluate
+//! once a second, and what it checks (rule windows of seconds, latencies the cap holds at 100 ms
+//! or more) does not depend on the machine being quiet. Most of its minute and a half is waiting
+//! for those windows, beside the other tests.
 
 use crate::common;
 use crate::common::loopdev;

@@ -39,6 +39,8 @@ fn alerts(rules: &str) -> Vec<String> {
 
 #[test]
 fn rules_pass_promtool_and_every_scenario() {
+    // promtool evaluates the whole scenario suite.
+    let _guard = common::shared();
     let ready = common::require(
         common::which("promtool").is_some(),
         "promtool (Debian package prometheus)",

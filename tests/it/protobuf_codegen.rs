@@ -2,7 +2,7 @@
 //! generated from the checked-in `src/exposition/proto/metrics.proto` (Prometheus' official
 //! `io.prometheus.client` data model) by prost-build, with protox as the compiler so that no
 //! `protoc` binary is needed. This test generates them again and fails when the checked-in code
-//! differs; `UPDATE_GENERATED=1 cargo test --test protobuf_codegen` rewrites it.
+//! differs; `UPDATE_GENERATED=1 cargo test --test it protobuf_codegen::` rewrites it.
 
 use crate::common;
 
@@ -27,7 +27,7 @@ fn generated_code_matches_metrics_proto() {
     assert!(
         current == generated,
         "{} is not what prost-build generates from metrics.proto; run \
-         UPDATE_GENERATED=1 cargo test --test protobuf_codegen and review the diff",
+         UPDATE_GENERATED=1 cargo test --test it protobuf_codegen:: and review the diff",
         checked_in.display()
     );
 }

@@ -35,6 +35,7 @@ fn documented(what: &str) -> usize {
 
 #[test]
 fn eight_targets_by_six_profiles_fit_the_budget() {
+    let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let config = dir.path().join("config.toml");
     // The six are capacity profiles, run once an hour: without busy skip and yield, so that a

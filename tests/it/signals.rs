@@ -6,6 +6,8 @@ use crate::common;
 
 use common::{Agent, samples};
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -134,9 +136,24 @@ fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     assert!(status.success());
     let mut agent = Agent::start(&[&format!("--path.procfs={}", tmp.path().display())]);
     let addr = agent.addr;
-    // The scrape blocks reading the FIFO until we write to it.
+    // The scrape blocks reading the FIFO until we write to it and close it. It has opened the
+    // FIFO once a writer can open it without waiting (ENXIO while no reader has); the writer
+    // stays open, so the scrape waits for the content.
     let scrape = std::thread::spawn(move || common::http_request(addr, "GET", "/metrics", &[]));
-    std::thread::sleep(Duration::from_millis(300));
+    let mut writer = None;
+    common::wait_for(
+        "the scrape to open the FIFO",
+        Duration::from_secs(10),
+        || {
+            writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .ok();
+            writer.is_some()
+        },
+    );
+    let mut writer = writer.unwrap();
     assert!(
         !scrape.is_finished(),
         "scrape should be waiting on the FIFO"
@@ -146,7 +163,9 @@ fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     let content =
         std::fs::read_to_string(Path::new(&fixture("proc-6.1")).join("diskstats")).unwrap();
     let started = Instant::now();
-    std::fs::write(&fifo, content).unwrap();
+    // Less than PIPE_BUF: written whole into the empty pipe, without blocking.
+    writer.write_all(content.as_bytes()).unwrap();
+    drop(writer);
     let resp = scrape.join().unwrap();
     assert_eq!(resp.status, 200);
     assert!(

@@ -34,18 +34,18 @@ fn status_page_renders_results_and_charts_in_chromium() {
         common::require(false, "chromium (Debian package chromium)");
         return;
     };
+    // The agent probes a file, and a browser starts twice.
+    let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = common::config_flag(
+        dir.path(),
+        &format!(
             "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
              [[targets]]\nname = \"page-<test>\"\npath = \"{}\"\nsize = \"16MiB\"\nallow_writes = true\n",
             dir.path().join("probe.dat").display()
         ),
-    )
-    .unwrap();
-    let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
+    );
+    let agent = Agent::start(&[&config]);
     let deadline = Instant::now() + Duration::from_secs(60);
     // Both default profiles have succeeded once.
     while agent.get("/").1.matches("class=\"ok\"").count() < 2 {
@@ -56,7 +56,17 @@ fn status_page_renders_results_and_charts_in_chromium() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(2)); // a few points for the chart
+    // A few points for each chart.
+    for profile in ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"] {
+        let p = format!("profile=\"{profile}\"");
+        common::wait_until(&agent, Duration::from_secs(60), "three runs", |m| {
+            common::sum(
+                m,
+                "diskprobe_probe_runs_total",
+                &["target=\"page-<test>\"", &p, "result=\"success\""],
+            ) >= 3.0
+        });
+    }
     let url = format!("http://{}/", agent.addr);
 
     let dom = headless(&browser, &dir.path().join("profile-dom"))

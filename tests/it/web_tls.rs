@@ -174,19 +174,33 @@ fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     assert_eq!(scrape(&good).status, 200, "first check, then cached");
     // The 16 clients start together, so that they all arrive while the first check runs.
     let start = std::sync::Arc::new(std::sync::Barrier::new(16));
+    let (answered, statuses) = std::sync::mpsc::channel();
     let flood: Vec<_> = (0..16)
         .map(|i| {
             let auth = basic(&format!("prom:wrong{i}"));
             let start = start.clone();
+            let answered = answered.clone();
             std::thread::spawn(move || {
                 start.wait();
                 let resp =
                     common::http_request(addr, "GET", "/metrics", &[("Authorization", &auth)]);
+                let _ = answered.send(resp.status);
                 (resp.status, std::time::Instant::now())
             })
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    drop(answered);
+    // The bcrypt thread is busy and its queue full once the clients beyond them are turned away
+    // (at once, with 503); the asserts below say what happened when that never comes.
+    let full = 16 - 1 - diskprobe_exporter::web_config::BCRYPT_QUEUE;
+    let mut refused = 0;
+    while refused < full {
+        match statuses.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(503) => refused += 1,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
     let resp = scrape(&good);
     let scraped = std::time::Instant::now();
     assert_eq!(resp.status, 200);

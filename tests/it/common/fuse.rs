@@ -7,7 +7,6 @@
 //! The server is a thread speaking the FUSE protocol on `/dev/fuse` (protocol 7.x, no optional
 //! features). [`FuseFs::abort`] closes `/dev/fuse`: every waiting and later request then fails
 //! with ENOTCONN, as on a FUSE mount whose server died. Dropping it aborts and unmounts.
-#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -71,6 +70,17 @@ const BATCH_FORGET: u32 = 42;
 const FOPEN_DIRECT_IO: u32 = 1;
 const ROOT: u64 = 1;
 const DATA: u64 = 2;
+
+/// Whether a test that mounts a FUSE filesystem of its own can run (root and `/dev/fuse`);
+/// otherwise the test is skipped, loudly (or fails, in strict mode: see
+/// [`crate::common::require`]).
+pub fn ready() -> bool {
+    crate::common::require(crate::common::is_root(), "root")
+        && crate::common::require(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse (FUSE in the kernel)",
+        )
+}
 
 impl FuseFs {
     /// Mounts a filesystem serving `data` of `size` bytes, in [`Mode::Serve`], on a new
@@ -197,21 +207,11 @@ impl Drop for FuseFs {
 pub struct HungFuse(FuseFs);
 
 impl HungFuse {
-    /// Mounts it on a new directory under /var/tmp.
-    pub fn mount() -> HungFuse {
-        HungFuse(FuseFs::hung())
-    }
-
     /// Mounts it on `dir`, an empty directory the test created.
     pub fn mount_at(dir: &Path) -> HungFuse {
         let fs = FuseFs::mount_at(dir, 0);
         fs.set_mode(Mode::HangAll);
         HungFuse(fs)
-    }
-
-    /// The mountpoint.
-    pub fn path(&self) -> &Path {
-        self.0.path()
     }
 
     /// Closes `/dev/fuse` and leaves the filesystem mounted: every waiting and later request fails

@@ -3,7 +3,6 @@
 //!
 //! Every device here is backed by a file the test created (under /dev/shm or a temporary
 //! directory on the root filesystem); nothing else is ever written.
-#![allow(dead_code)]
 
 use std::fs;
 use std::io::Read;
@@ -23,8 +22,6 @@ pub struct LoopDev {
     pub minor: u32,
     /// The backing file.
     pub backing: PathBuf,
-    /// Size in bytes.
-    pub size: u64,
     /// Created at a number of the test's choosing ([`LoopDev::tmpfs_at`]): the device itself is
     /// removed again, so that no other test's `losetup --find` is handed it.
     numbered: bool,
@@ -52,6 +49,17 @@ pub struct Stats {
     pub write_sectors: u64,
     /// Flush requests completed (kernel 5.5+; 0 before).
     pub flushes: u64,
+}
+
+/// Whether a test that makes loop devices can run: `true` when it can; otherwise the test is
+/// skipped, loudly (or fails, in strict mode: see [`crate::common::require`]).
+pub fn ready() -> bool {
+    crate::common::require(loop_available(), "root and losetup (loop devices)")
+}
+
+/// [`ready`] for a test that also throttles its devices with cgroup v1 blkio.
+pub fn blkio_ready() -> bool {
+    ready() && crate::common::require(blkio_available(), "cgroup v1 blkio")
 }
 
 /// Whether loop devices can be created here.
@@ -142,7 +150,6 @@ impl LoopDev {
     /// A loop device over an existing file the test made (e.g. one served by a test's FUSE
     /// filesystem), with `losetup` options `extra`.
     pub fn over_file(backing: &Path, extra: &[&str]) -> LoopDev {
-        let size = fs::metadata(backing).expect("stat the backing file").len();
         // A device node named in `extra` is set up instead of the first free one.
         let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
         let out = Command::new("losetup")
@@ -174,7 +181,6 @@ impl LoopDev {
             major: major.parse().expect("major"),
             minor: minor.parse().expect("minor"),
             backing: backing.to_owned(),
-            size,
             numbered,
             attached: true,
             _dir: None,
@@ -329,16 +335,23 @@ impl BlkioGroup {
             .expect("set blkio.throttle.read_iops_device");
     }
 
-    /// Caps writes of `dev` at `iops` per second for the group.
-    pub fn throttle_write_iops(&self, dev: &LoopDev, iops: u32) {
-        self.set_throttle("write_iops_device", dev, iops.into())
-            .expect("set blkio.throttle.write_iops_device");
-    }
-
     /// Caps write bandwidth to `dev` at `bps` bytes per second for the group.
     pub fn throttle_write_bps(&self, dev: &LoopDev, bps: u64) {
         self.set_throttle("write_bps_device", dev, bps)
             .expect("set blkio.throttle.write_bps_device");
+    }
+
+    /// The one-shot `probe ARGS --format json` of the binary under test, run inside the group
+    /// to its end: the runs it printed ([`crate::common::one_shot_runs`]).
+    pub fn one_shot(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let out = self
+            .command(
+                &crate::common::binary(),
+                &crate::common::one_shot_args(args),
+            )
+            .output()
+            .expect("run the one-shot probe in the cgroup");
+        crate::common::one_shot_runs(&out)
     }
 
     /// A command that runs `program args` inside the group from its first instruction.

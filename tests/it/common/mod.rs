@@ -1,12 +1,20 @@
-//! Helpers shared by the integration tests: locating the binary and tools, and skipping tests
-//! whose prerequisites are missing — loudly, and never under `DISKPROBE_TEST_STRICT=1` (set by
-//! `.ci/run`), where a missing prerequisite fails the test instead.
-#![allow(dead_code)]
+//! The harness the integration tests share:
+//! - here: locating the binary and tools, and skipping tests whose prerequisites are missing —
+//!   loudly, and never under `DISKPROBE_TEST_STRICT=1` (set by `.ci/run`), where a missing
+//!   prerequisite fails the test instead ([`require`]); the machine lock ([`exclusive`],
+//!   [`shared`]); the agent as a child process ([`Agent`]), its metrics ([`scrape`],
+//!   [`wait_until`]) and HTTP ([`http_request`]); the one-shot probe's JSON runs ([`one_shot`]);
+//!   golden files ([`check_golden`]); waiting for a condition ([`wait_for`]);
+//! - [`loopdev`]: loop devices, filesystems on them, blkio throttles ([`loopdev::ready`]);
+//! - [`fuse`]: a FUSE filesystem served by the test, to hang or slow I/O for real;
+//! - [`prometheus`]: a real Prometheus scraping an agent;
+//! - [`process`]: what /proc says of one process (threads, io_uring instances, status).
 
 use std::path::PathBuf;
 
 pub mod fuse;
 pub mod loopdev;
+pub mod process;
 pub mod prometheus;
 
 /// The binary under test, built by cargo for the integration tests; `DISKPROBE_TEST_BINARY`
@@ -151,6 +159,11 @@ impl Agent {
         }
     }
 
+    /// The agent's process ID (what [`process`] asks /proc about).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// GET `path` and return the status and body.
     pub fn get(&self, path: &str) -> (u16, String) {
         let resp = http_request(self.addr, "GET", path, &[]);
@@ -203,6 +216,23 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Polls `cond` every 20 ms until it holds; fails the test with `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Length of the file at `path`, 0 while it does not exist.
+pub fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// Sends `signal` (e.g. `"INT"`) to `child` with kill(1).
@@ -420,10 +450,33 @@ pub fn wait_until(
     }
 }
 
-/// Serialises the heavy tests of one test binary, which time probes against each other.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// The machine, as the tests of this binary share it. Tests run side by side in the threads of
+/// one process (`RUST_TEST_THREADS`, set in `.cargo/config.toml`), and on 2 cores what one of
+/// them does can show in what another measures:
+/// - a test whose assertions are about time or rate, with a tolerance that other tests' load
+///   could break, holds [`exclusive`]: probes against blkio caps (IOPS within 2%, a mean latency
+///   within 5%), a gentle profile's rate cap, a device made slower by a known delay, scrape
+///   latency and a schedule kept while devices hang;
+/// - a test that loads the machine (probes running back to back or at queue depth, fio, a
+///   browser, Prometheus, promtool over the scenario suite) holds [`shared`]: any number of
+///   those run together, never beside an exclusive one;
+/// - a test that neither measures time nor loads the machine holds neither: configuration,
+///   fixtures and golden files, an idle agent's HTTP and signals, and checks that keep one core
+///   busy for a second or two (a schema validator, node_exporter on fixtures, promtool over one
+///   exposition).
+///
+/// std's lock on Linux prefers writers: once an exclusive test waits, no further shared one
+/// starts, and the exclusive tests run one after the other before the shared ones go on.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Holds the machine for a test that measures time or rates (see [`MACHINE`]).
+pub fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Holds the machine for a test that loads it, beside other such tests (see [`MACHINE`]).
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `promtool check metrics` over `exposition` must succeed and report nothing. Skips (or fails
@@ -475,9 +528,9 @@ pub fn decode_protobuf(
 }
 
 /// Compares `actual` with `tests/golden/NAME`, or writes it there under `UPDATE_GOLDEN=1`; on a
-/// difference, fails with the first differing lines and the command (`cargo test --test TEST`)
-/// that regenerates the file.
-pub fn check_golden(name: &str, actual: &str, test: &str) {
+/// difference, fails with the first differing lines and the command (`cargo test --test it
+/// MODULE::`) that regenerates the file.
+pub fn check_golden(name: &str, actual: &str, module: &str) {
     let path = repo_root().join("tests/golden").join(name);
     if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
         std::fs::write(&path, actual).unwrap();
@@ -500,7 +553,7 @@ pub fn check_golden(name: &str, actual: &str, test: &str) {
             .collect();
         panic!(
             "{} differs from the output ({} vs {} lines); first differences:\n{}\n\
-             If the change is intended, run UPDATE_GOLDEN=1 cargo test --test {test}",
+             If the change is intended, run UPDATE_GOLDEN=1 cargo test --test it {module}::",
             path.display(),
             expected.lines().count(),
             actual.lines().count(),
@@ -581,6 +634,41 @@ pub fn one_shot_runs(out: &std::process::Output) -> Vec<serde_json::Value> {
         serde_json::Value::Array(runs) => runs,
         other => panic!("not an array of runs: {other}"),
     }
+}
+
+/// Writes the agent configuration `text` to `DIR/config.toml` (readable by all, for an agent run
+/// as another user) and returns the flag that names it, `--config.file=DIR/config.toml`.
+pub fn config_flag(dir: &std::path::Path, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    format!("--config.file={}", path.display())
+}
+
+/// The arguments of the one-shot `probe ARGS --format json`.
+pub fn one_shot_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once("probe")
+        .chain(args.iter().copied())
+        .chain(["--format", "json"])
+        .collect()
+}
+
+/// Runs the binary's one-shot `probe ARGS --format json` to its end and returns the runs it
+/// printed ([`one_shot_runs`]).
+pub fn one_shot(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = std::process::Command::new(binary())
+        .args(one_shot_args(args))
+        .output()
+        .expect("run the one-shot probe");
+    one_shot_runs(&out)
+}
+
+/// The one run of [`one_shot`]: fails the test when the probe printed another number of runs.
+pub fn one_shot_run(args: &[&str]) -> serde_json::Value {
+    let mut runs = one_shot(args);
+    assert_eq!(runs.len(), 1, "probe {args:?}: {runs:?}");
+    runs.remove(0)
 }
 
 /// Every file under `dir` (relative path → content), directories as empty entries.

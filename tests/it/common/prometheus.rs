@@ -1,7 +1,6 @@
 //! A real Prometheus server (Debian's `prometheus`) for end-to-end tests: started on a free
 //! loopback port with its data in a test's temporary directory, scraping the agent every second,
-//! killed when dropped. Include with `#[path = "common/prometheus.rs"] mod prometheus;`.
-#![allow(dead_code)]
+//! killed when dropped.
 
 use crate::common::{http_request, which};
 use serde_json::Value;
