@@ -7,12 +7,14 @@
 // of the configuration returning rule groups (groups of the same name from several files become
 // one group, their rules in list order); a file of dashboards/ returns one dashboard.
 local recordingRules = [
+  import 'rules/fleet.libsonnet',
   import 'rules/current.libsonnet',
   import 'rules/baseline.libsonnet',
 ];
 local alerts = [
   import 'alerts/probes.libsonnet',
   import 'alerts/health.libsonnet',
+  import 'alerts/fleet.libsonnet',
 ];
 local dashboards = {
   'diskprobe-overview.json': import 'dashboards/overview.libsonnet',

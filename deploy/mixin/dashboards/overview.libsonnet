@@ -45,7 +45,7 @@ function(c)
       ) + g.organize(['Time'], 'x baseline'),
       g.panel(
         6, 'table', 'Highest failure share (last hour)',
-        'The 20 targets with the highest share of failed or timed-out runs in the last hour (DiskprobeProbeFailing fires above %g%%).' % (c.probeFailingShare * 100),
+        'The 20 targets with the highest share of failed or timed-out runs in the last hour (DiskprobeProbeFailing fires at %d of the last 10 runs).' % c.probeFailingRuns,
         12, 9,
         [g.query('A', 'topk(20, %s / %s)' % [runs('error|timeout'), runs('success|error|timeout')], instant=true, format='table')],
       ) + g.unit('percentunit') + g.organize(['Time'], 'failed'),
