@@ -34,21 +34,32 @@ use prometheus::{Prometheus, urlencode, wait_for};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-/// The bundled rules with windows shortened for a test that lasts minutes, not days: the current
-/// window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs at one a second), the hourly
-/// window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the baseline `[7d]` 10 min, its
-/// read `[2h]` 20 s, the minimum history `offset 1d` 30 s, `[5m]` 15 s, every `for:` 5 s.
+/// The bundled rules with windows shortened for a test that lasts minutes, not days: the 5-minute
+/// groups run every second and the 30-minute group every 2 s, so the `[10m]` reads of their
+/// recordings become 5 s; the current window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs
+/// at one a second), the hourly window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the
+/// daily median's `[1d]` 1 min and its minimum history `offset 20h` 25 s, the best day
+/// `[7d:1d]` the best 10-second step of 10 min, the reads `[2h]` of hourly recordings 20 s, the
+/// peer windows `[6h]` and `[12h]` 1 min and their minimum history `offset 3h` 10 s, `[5m]` 15 s,
+/// every `for:` and `keep_firing_for:` 5 s.
 fn shortened_rules() -> String {
     let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
         .expect("read rules.yml");
     let mut rules = rules;
     for (from, to) in [
+        ("interval: 5m", "interval: 1s"),
+        ("interval: 30m", "interval: 2s"),
+        ("[10m]", "[5s]"),
         ("[30m]", "[20s]"),
         ("[1h]", "[20s]"),
         ("interval: 1h", "interval: 5s"),
-        ("[7d]", "[10m]"),
+        ("[1d]", "[1m]"),
+        ("offset 20h", "offset 25s"),
+        ("[7d:1d]", "[10m:10s]"),
         ("[2h]", "[20s]"),
-        ("offset 1d", "offset 30s"),
+        ("[6h]", "[1m]"),
+        ("[12h]", "[1m]"),
+        ("offset 3h", "offset 10s"),
         ("[5m]", "[15s]"),
     ] {
         assert!(rules.contains(from), "rules.yml no longer has {from}");
