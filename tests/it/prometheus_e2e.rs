@@ -6,8 +6,10 @@
 //! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
 //! classic part of a histogram that has native buckets). In each of them:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
-//!   (a number, or a histogram with observations) for the probed target or for a second one
-//!   running etcd-wal on a probe file in /dev/shm (the durability row), and no query is rejected;
+//!   (a number, or a histogram with observations) for the probed target, for a second one
+//!   running etcd-wal on a probe file in /dev/shm (the durability row), or for one of a cohort of
+//!   five more loop devices named by the `cohort` key (the cohort row and the overview's peer
+//!   panels), and no query is rejected;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
@@ -335,6 +337,8 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         return;
     }
     let dev = LoopDev::tmpfs(64 << 20);
+    // A cohort of five (the fleet rules' minimum), unthrottled, probed by the gentle profile.
+    let peers: Vec<LoopDev> = (0..5).map(|_| LoopDev::tmpfs(8 << 20)).collect();
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -342,20 +346,28 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // (its fdatasync costs nothing, and takes nothing from the machine's disk).
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[diskstats]\ndevice_include = \"^{}$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
-             jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
-             profiles = [\"randread-4k-qd1\"]\n\
-             [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
-             allow_writes = true\nprofiles = [\"etcd-wal\"]\n",
-            dev.name,
-            dev.path.display(),
-            shm.path().join("probe.dat").display()
-        ),
-    )
-    .unwrap();
+    let devices: Vec<&str> = std::iter::once(&dev)
+        .chain(&peers)
+        .map(|d| d.name.as_str())
+        .collect();
+    let mut text = format!(
+        "[diskstats]\ndevice_include = \"^({})$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
+         jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
+         profiles = [\"randread-4k-qd1\"]\n\
+         [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
+         allow_writes = true\nprofiles = [\"etcd-wal\"]\n",
+        devices.join("|"),
+        dev.path.display(),
+        shm.path().join("probe.dat").display()
+    );
+    for (i, peer) in peers.iter().enumerate() {
+        text += &format!(
+            "[[targets]]\nname = \"e2e-peer-{i}\"\npath = \"{}\"\ncohort = \"e2e-peers\"\n\
+             profiles = [\"randread-4k-qd1-gentle\"]\n",
+            peer.path.display()
+        );
+    }
+    std::fs::write(&config, text).unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
     // Two Prometheus servers, scraping the same agent, with the same rules.
@@ -384,6 +396,19 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
                     .is_empty()
             },
         );
+    }
+    // The cohort is scored, and has a baseline for its cohort-wide alert.
+    for (setup, prom) in &proms {
+        for q in [
+            "diskprobe:probe_latency_p99:peer_score_p80_12h{target=\"e2e-peer-0\"}",
+            "diskprobe_cohort:probe_latency_p99:baseline_7d{cohort=\"e2e-peers\"}",
+        ] {
+            wait_for(
+                &format!("{q} in the {setup:?} Prometheus"),
+                Duration::from_secs(120),
+                || !prom.query(q, None).is_empty(),
+            );
+        }
     }
     // Each keeps the kind of histogram it is meant to keep, and only that.
     for (setup, prom) in &proms {
@@ -419,9 +444,17 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         ("profile", "etcd-wal".to_owned()),
         ("device", dev.name.clone()),
     ];
+    // The cohort row and the overview's peer panels have data for a member of the cohort.
+    let peer_vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-peer-0".to_owned()),
+        ("profile", "randread-4k-qd1-gentle".to_owned()),
+        ("device", peers[0].name.clone()),
+    ];
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
-        let (found, checked) = dashboard_problems(prom, *setup, &[&vars, &sync_vars]);
+        let (found, checked) = dashboard_problems(prom, *setup, &[&vars, &sync_vars, &peer_vars]);
         assert!(checked >= 25, "only {checked} panels and variables found");
         problems.extend(found);
     }
@@ -476,4 +509,5 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     }
     drop(proms);
     drop(agent);
+    drop(peers);
 }
