@@ -239,7 +239,7 @@ fn dashboard_problems(
     let mut problems = Vec::new();
     let mut checked = 0;
     let mut recorded = std::collections::BTreeSet::new();
-    let rule_name = regex::Regex::new(r"diskprobe:[a-zA-Z0-9_:]+").unwrap();
+    let rule_name = regex::Regex::new(r"diskprobe(_cohort)?:[a-zA-Z0-9_:]+").unwrap();
     for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
         let per_set: Vec<Vec<PanelQueries>> = var_sets
             .iter()
@@ -275,7 +275,7 @@ fn dashboard_problems(
             }
         }
     }
-    // The overview's time series read recording rules only: each must have data itself.
+    // The recording rules the dashboards read (cohort-level ones too): each must have data itself.
     assert!(recorded.len() >= 4, "recording rules read: {recorded:?}");
     for rule in &recorded {
         let q = format!("{rule}{{job=\"diskprobe\"}}");
