@@ -138,18 +138,24 @@ fn collectors(
 
 /// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
 /// the previous configuration and counts as a failed reload.
-fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus) {
-    if cli.web_config_file.is_none() {
+/// A file it names outside the directories the sandbox allowed at start is refused with the
+/// sandbox's reason, which says to restart.
+fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus, sandbox: &Sandbox) {
+    let Some(path) = &cli.web_config_file else {
         return;
-    }
-    match load_web_config(cli) {
+    };
+    match WebConfig::load(path) {
         Ok(web) => {
             app.set_web(web);
             tracing::info!("web configuration reloaded");
         }
         Err(err) => {
             reload.record_failure();
-            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
+            let err = match sandbox.admits_reads("web configuration", &err.files) {
+                Ok(()) => err.to_string(),
+                Err(refused) => refused.to_string(),
+            };
+            tracing::error!(err = %err, "web configuration reload failed; keeping the previous one");
         }
     }
 }
@@ -232,7 +238,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                     &sandbox,
                 )
                 .await;
-                reload_web_config(&cli, &app, &reload);
+                reload_web_config(&cli, &app, &reload, &sandbox);
             }
             _ => {
                 tracing::info!(signal, "shutting down");

@@ -33,6 +33,9 @@ use std::sync::{Arc, Mutex};
 pub struct WebConfigError {
     path: PathBuf,
     message: String,
+    /// The files the configuration names, as far as it was read (the sandbox explains a file it
+    /// cannot read because it lies outside the directories allowed at start).
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -149,6 +152,7 @@ impl WebConfig {
         let err = |message: String| WebConfigError {
             path: path.to_owned(),
             message,
+            files: Vec::new(),
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
         let raw: RawWebConfig = if text.trim().is_empty() {
@@ -162,7 +166,10 @@ impl WebConfig {
             .tls_server_config
             .map(|t| tls_acceptor(t, base, &mut files))
             .transpose()
-            .map_err(err)?;
+            .map_err(|message| WebConfigError {
+                files: files.clone(),
+                ..err(message)
+            })?;
         let mut headers = Vec::new();
         if let Some(http) = raw.http_server_config {
             if http.http2 == Some(true) {

@@ -240,6 +240,31 @@ impl Sandbox {
         }
         Ok(())
     }
+
+    /// Whether the ruleset lets `what` read `files` (which it just tried to read, so their
+    /// filesystems answer): a file in a directory not allowed at start is refused.
+    pub fn admits_reads(&self, what: &str, files: &[PathBuf]) -> Result<(), Refused> {
+        if self.enforced == Enforcement::No {
+            return Ok(());
+        }
+        for file in files {
+            let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+            let wanted = Wanted {
+                path: rules::parent_dir(&file),
+                usage: Usage::Rights(rules::READ_FILES),
+                what: format!("{what}: directory of {}", file.display()),
+            };
+            let found = wanted.find(false).map_err(Refused::Unknown)?;
+            if !self.rules.covers(&found) {
+                return Err(Refused::Outside {
+                    what: found.what,
+                    path: found.path,
+                    access: found.access,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Applies the ruleset for `config` to this process (call before any thread starts), logs what

@@ -3,8 +3,8 @@
 //!   scraped over TLS; the first probe thread's attempt to create a file beside the allowed
 //!   directories gets EACCES, is logged and exported, and leaves nothing in that directory; a
 //!   reload adding a target inside the allowed directories works; reloads needing a directory or
-//!   device writes outside them are refused with an error that says to restart, and the running
-//!   configuration stays;
+//!   device writes outside them, or TLS files moved to a directory outside them, are refused with
+//!   an error that says to restart, and the running configuration (and certificate) stays;
 //! - unconfined: with `landlock_create_ruleset` failing with ENOSYS (a seccomp filter), the agent
 //!   runs as without Landlock and says so, `--sandbox.landlock=required` refuses to start, and
 //!   `--sandbox.landlock=off` reports itself off.
@@ -241,11 +241,37 @@ fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
         ),
         Duration::from_secs(10),
     );
+    // And a web configuration whose certificate moved to a new directory: the listener keeps
+    // the certificate it has (the scrapes below still verify against it).
+    std::fs::write(&config, &inside).unwrap();
+    // (Not under the workspace: the rule on the directory of the first certificate covers every
+    // directory below it.)
+    let moved = workspace();
+    let tls = moved.path();
+    common::write_tls_files(tls);
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            tls.join("server.crt").display(),
+            tls.join("server.key").display()
+        ),
+    )
+    .unwrap();
+    agent.signal("HUP");
+    agent.expect_log(
+        &format!(
+            "web configuration: directory of {}: {} is outside what the sandbox allowed at start (it needs read_file there",
+            tls.join("server.crt").display(),
+            tls.display()
+        ),
+        Duration::from_secs(10),
+    );
     let log = agent.log.lock().unwrap().clone();
     assert_eq!(
         log.matches("restart the agent to apply this configuration")
             .count(),
-        2,
+        3,
         "{log}"
     );
     // The configuration in force goes on: its targets keep running, the refused one never ran.
