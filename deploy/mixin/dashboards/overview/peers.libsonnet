@@ -22,11 +22,12 @@ function(c)
     ) + g.unit('short') + { interval: '30m' },
     g.panel(
       32, 'timeseries', 'Cohorts against their best day',
-      "The 10 cohorts whose median p99 over 6 hours is highest relative to their best daily median of the last 7 days (DiskprobeCohortSlowdown, info, at %g): a cohort that slows down together, which pages no disk." % c.cohortSlowdownRatio,
+      "The 10 cohorts (of the selected clusters, whatever the instance) whose median p99 over 6 hours is highest relative to their best daily median of the last 7 days (DiskprobeCohortSlowdown, info, at %g): a cohort that slows down together, which pages no disk." % c.cohortSlowdownRatio,
       24, 8,
-      [g.query('A', 'topk(10, %s / last_over_time(%s[2h]))' % [
-        read('diskprobe_cohort:probe_latency_p99:median_6h'),
-        sel('diskprobe_cohort:probe_latency_p99:baseline_7d'),
+      // Cohort-level series have no instance: every cohort of the selected clusters.
+      [g.query('A', 'topk(10, last_over_time(%s[1h]) / last_over_time(%s[2h]))' % [
+        s.panel('diskprobe_cohort:probe_latency_p99:median_6h'),
+        s.panel('diskprobe_cohort:probe_latency_p99:baseline_7d'),
       ], '{{%s}} {{%s}}{{%s}} {{profile}}' % [c.clusterLabel, c.cohortLabel, c.cohortDiskLabels[0]])],
     ) + g.unit('short') + { interval: '30m' },
   ]
