@@ -169,6 +169,8 @@ pub struct RuleStatus {
     pub targets: usize,
     /// Matches beyond its `max_targets` at its last rescan.
     pub dropped: usize,
+    /// Matches its name template named nothing at its last rescan (not probed).
+    pub unnamed: usize,
     /// When its last rescan completed (Unix seconds); `None` before the first.
     pub last_rescan: Option<f64>,
 }
@@ -322,6 +324,7 @@ async fn run(
                         id: rule.id.clone(),
                         targets: counts[i],
                         dropped: found[i].as_ref().map_or(0, |f| f.dropped.len()),
+                        unnamed: found[i].as_ref().map_or(0, |f| f.unnamed),
                         last_rescan: scanned[i],
                     })
                     .collect(),
