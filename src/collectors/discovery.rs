@@ -1,7 +1,8 @@
 //! `diskprobe_discovered_targets`, `diskprobe_discovered_targets_dropped`,
 //! `diskprobe_discovered_targets_unnamed` and `diskprobe_discovery_last_rescan_timestamp_seconds`:
-//! per `[[discover]]` rule (label `rule`), what its last rescan found, read from [`Status`] on
-//! every scrape.
+//! per `[[discover]]` rule (label `rule`), what its last rescan found; and
+//! `diskprobe_discovered_target_lost_timestamp_seconds`, one per target a block rule lost
+//! ([`crate::discovery::lost`]); read from [`Status`] on every scrape.
 
 use super::{CollectError, Collector};
 use crate::discovery::Status;
@@ -53,7 +54,26 @@ impl Collector for DiscoveryCollector {
                 }
             }
         });
-        for family in [targets, dropped, unnamed, rescanned] {
+        let mut lost = Family::gauge(
+            "diskprobe_discovered_target_lost_timestamp_seconds",
+            "When a rescan found the device of a target the block discovery rule was probing gone (Unix seconds), with the disk's identity when it was last seen; kept for the rule's lost_retention, across restarts, until the rule finds a target of that name again.",
+        );
+        self.status.read_lost(|entries| {
+            for l in entries {
+                lost.push(
+                    &labels(&[
+                        ("rule", &l.rule),
+                        ("target", &l.target),
+                        ("device", &l.device),
+                        ("model", &l.model),
+                        ("serial", &l.serial),
+                        ("wwn", &l.wwn),
+                    ]),
+                    l.since,
+                );
+            }
+        });
+        for family in [targets, dropped, unnamed, rescanned, lost] {
             family.finish_into(out);
         }
         Ok(())

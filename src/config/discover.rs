@@ -6,7 +6,7 @@
 //! rules are read-only by construction (a write profile is an error); a mount rule probes the
 //! device under each mount, read-only, unless it sets `file`; keys of the other kind are errors;
 //! at most one of `device_include` and `device_exclude`; a name template may only use capture
-//! groups its regex has.
+//! groups its regex has; `lost_retention` is a duration (`"0s"`: lost targets are not kept).
 
 use super::name_template::NameTemplate;
 use super::probes::{Defaults, ProbeSettings, ProbeTable, TargetSpec, Writes};
@@ -31,6 +31,8 @@ pub const MAX_MAX_TARGETS: i64 = 4096;
 /// SCSI/SATA, virtio, Xen and IDE disks, MMC cards.
 pub const DEFAULT_BLOCK_INCLUDE: &str =
     r"^(?:nvme\d+n\d+|sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|mmcblk\d+)$";
+/// Default time a block rule reports a target whose device disappeared as lost.
+pub const DEFAULT_LOST_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Name of every target a rule finds, unless it sets `name`.
 pub const DEFAULT_NAME: &str = "{kname}";
 
@@ -92,6 +94,9 @@ pub struct BlockSource {
     pub partitions: bool,
     /// Devices with holders (RAID, multipath, device-mapper members) are candidates too.
     pub held: bool,
+    /// How long a target whose device disappeared while the rule probed it is reported lost
+    /// (`diskprobe_discovered_target_lost_timestamp_seconds`); zero: never.
+    pub lost_retention: Duration,
 }
 
 /// What a mount rule keeps, and what it probes.
@@ -242,7 +247,7 @@ fn max_targets(key: &str, v: &Spanned<i64>) -> Result<usize, SpannedError> {
 }
 
 /// The keys only block rules have, with where they are set.
-fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
+fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 5] {
     [
         (
             "device_include",
@@ -257,6 +262,10 @@ fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
             r.include_partitions.as_ref().map(Spanned::span),
         ),
         ("include_held", r.include_held.as_ref().map(Spanned::span)),
+        (
+            "lost_retention",
+            r.lost_retention.as_ref().map(Spanned::span),
+        ),
     ]
 }
 
@@ -322,10 +331,16 @@ fn block_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), S
         DeviceFilter::Include(re) => re.captures_len() - 1,
         DeviceFilter::Exclude(_) => 0,
     };
+    let lost_retention = match &r.lost_retention {
+        Some(v) => crate::units::parse_duration(v.get_ref())
+            .map_err(|e| invalid(v, format!("{prefix}.lost_retention: {e}")))?,
+        None => DEFAULT_LOST_RETENTION,
+    };
     let source = RuleSource::Block(BlockSource {
         devices,
         partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
         held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
+        lost_retention,
     });
     Ok((source, ("device_include", groups)))
 }
