@@ -226,7 +226,10 @@ impl Discovery {
     ) -> Discovery {
         let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
-        let lost = LostTracker::load(lost_file);
+        // What was lost before a restart is published from the first scrape on.
+        let mut lost = LostTracker::load(lost_file);
+        lost.expire(&plan_rx.borrow().rules, unix_now());
+        status.set_lost(lost.entries());
         let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status, lost));
         Discovery {
             plan: plan_tx,
@@ -294,8 +297,6 @@ async fn run(
     let running = Arc::new(AtomicBool::new(false));
     let mut logged = Logged::default();
     let mut plan = plans.borrow_and_update().clone();
-    lost.expire(&plan.rules, unix_now());
-    status.set_lost(lost.entries());
     let mut found: Vec<Option<Found>> = vec![None; plan.rules.len()];
     let mut due: Vec<Instant> = vec![Instant::now(); plan.rules.len()];
     let mut scanned: Vec<Option<f64>> = vec![None; plan.rules.len()];
