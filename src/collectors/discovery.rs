@@ -69,7 +69,7 @@ impl Collector for DiscoveryCollector {
                         ("serial", &l.serial),
                         ("wwn", &l.wwn),
                     ]),
-                    l.since,
+                    l.since(),
                 );
             }
         });

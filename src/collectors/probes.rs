@@ -1,7 +1,9 @@
-//! `diskprobe_probe_*`, `diskprobe_io_*`, the sync series of profiles that sync
-//! (`diskprobe_probe_sync_latency_seconds`, `diskprobe_syncs_total`,
-//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info`, `diskprobe_profile_info` and
-//! `diskprobe_engine_info`: the results of probe runs, read from [`SeriesStore`] on every scrape.
+//! `diskprobe_probe_*` (the windows of the last runs, `diskprobe_probe_recent_*`, among them),
+//! `diskprobe_io_*`, the sync series of profiles that sync (`diskprobe_probe_sync_latency_seconds`,
+//! `diskprobe_probe_recent_sync_latency_seconds`, `diskprobe_syncs_total`,
+//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info` (with the target's `cohort`),
+//! `diskprobe_profile_info` and `diskprobe_engine_info`: the results of probe runs, read from
+//! [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
 //! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe

@@ -37,8 +37,16 @@ pub struct LostTarget {
     pub serial: String,
     /// World Wide Name.
     pub wwn: String,
+    /// When a rescan found it missing, in whole Unix milliseconds (so that the state file
+    /// gives back the very value the agent exported before a restart).
+    pub since_ms: u64,
+}
+
+impl LostTarget {
     /// When a rescan found it missing (Unix seconds).
-    pub since: f64,
+    pub fn since(&self) -> f64 {
+        self.since_ms as f64 / 1000.0
+    }
 }
 
 /// The devices under the targets one rule probes, by target name.
@@ -118,7 +126,7 @@ impl LostTracker {
                 .iter()
                 .filter(|r| r.id == l.rule)
                 .find_map(retention)
-                .is_some_and(|keep| l.since + keep.as_secs_f64() > now)
+                .is_some_and(|keep| l.since() + keep.as_secs_f64() > now)
         });
         self.probing
             .retain(|id, _| rules.iter().any(|r| &r.id == id && retention(r).is_some()));
@@ -156,7 +164,7 @@ impl LostTracker {
                     model: device.model.clone(),
                     serial: device.serial.clone(),
                     wwn: device.wwn.clone(),
-                    since: r.now,
+                    since_ms: (r.now * 1000.0).round() as u64,
                 });
                 changed = true;
             }
@@ -265,7 +273,7 @@ mod tests {
                     l.target.as_str(),
                     l.device.as_str(),
                     l.serial.as_str(),
-                    l.since,
+                    l.since(),
                 )
             })
             .collect()

@@ -75,7 +75,7 @@ mod tests {
             model: "WDC WD40EFRX".into(),
             serial: "WD-1".into(),
             wwn: "naa.5001".into(),
-            since: 1_700_000_000.5,
+            since_ms: 1_700_000_000_500,
         }
     }
 

@@ -59,10 +59,12 @@ impl Workspace {
     }
 }
 
-/// Whether any series of the scrape is about `target`.
+/// Whether any series of the scrape is about `target`, other than the one that reports it lost.
 fn has_target(m: &Metrics, target: &str) -> bool {
     let label = format!("target=\"{target}\"");
-    m.keys().any(|k| k.contains(&label))
+    m.keys().any(|k| {
+        k.contains(&label) && !k.starts_with("diskprobe_discovered_target_lost_timestamp_seconds{")
+    })
 }
 
 /// The `diskprobe_target_info` series of `target`.
@@ -175,6 +177,13 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(
         gauge(&m, "diskprobe_discovered_targets", "disks"),
         Some(0.0)
+    );
+    // Its disk gone, the block rule reports it lost instead.
+    let lost = lost_series(&m);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].0.contains(&format!("target=\"{target}\"")),
+        "{lost:?}"
     );
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
