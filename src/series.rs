@@ -315,6 +315,14 @@ impl RunOutcome {
         }
     }
 
+    /// What the engine measured, when it ran.
+    pub fn measurement(&self) -> Option<&Measurement> {
+        match self {
+            RunOutcome::Ran { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+
     /// The last run it makes: `None` for a skip (the previous last run stays).
     fn last_run(&self, timestamp: f64) -> Option<LastRun> {
         let result = self.status();
@@ -467,7 +475,9 @@ impl SeriesStore {
             return;
         };
         series.runs[outcome.status() as usize] += 1;
-        series.recent.record(outcome);
+        series
+            .recent
+            .record(outcome.status(), outcome.measurement());
         if let RunOutcome::Ran { result, cost, .. } = outcome {
             add_io(series, result, cost);
         }

@@ -13,41 +13,14 @@
 //! ([`super::lost_file`]), so that an agent restarted after the disk vanished still names it.
 
 use super::lost_file;
+pub use super::lost_file::LostTarget;
 use super::matching::Scan;
 use super::sysfs::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{DiscoverRule, RuleSource};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A target a block rule was probing whose device disappeared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LostTarget {
-    /// The rule's id.
-    pub rule: String,
-    /// The target's name.
-    pub target: String,
-    /// The device's kernel name when it was last seen.
-    pub device: String,
-    /// Its model, serial and WWN when it was last seen (empty when sysfs had none).
-    pub model: String,
-    /// Serial number.
-    pub serial: String,
-    /// World Wide Name.
-    pub wwn: String,
-    /// When a rescan found it missing, in whole Unix milliseconds (so that the state file
-    /// gives back the very value the agent exported before a restart).
-    pub since_ms: u64,
-}
-
-impl LostTarget {
-    /// When a rescan found it missing (Unix seconds).
-    pub fn since(&self) -> f64 {
-        self.since_ms as f64 / 1000.0
-    }
-}
 
 /// The devices under the targets one rule probes, by target name.
 type Probing = BTreeMap<String, BlockDevice>;

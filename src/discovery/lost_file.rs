@@ -3,11 +3,37 @@
 //! temporary file beside it, synced, renamed over it, and the directory synced), so that a crash
 //! leaves the old file or the new one, never half of one.
 
-use super::lost::LostTarget;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
+
+/// A target a block rule was probing whose device disappeared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LostTarget {
+    /// The rule's id.
+    pub rule: String,
+    /// The target's name.
+    pub target: String,
+    /// The device's kernel name when it was last seen.
+    pub device: String,
+    /// Its model, serial and WWN when it was last seen (empty when sysfs had none).
+    pub model: String,
+    /// Serial number.
+    pub serial: String,
+    /// World Wide Name.
+    pub wwn: String,
+    /// When a rescan found it missing, in whole Unix milliseconds (so that the state file
+    /// gives back the very value the agent exported before a restart).
+    pub since_ms: u64,
+}
+
+impl LostTarget {
+    /// When a rescan found it missing (Unix seconds).
+    pub fn since(&self) -> f64 {
+        self.since_ms as f64 / 1000.0
+    }
+}
 
 /// The file's name in the state directory.
 pub const FILE_NAME: &str = "lost_targets.json";

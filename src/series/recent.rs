@@ -8,8 +8,7 @@
 //! it starts empty when the agent starts, and is carried over by a reload that keeps the target
 //! and the profile (`SeriesStore::set_targets`).
 
-use crate::probe::measurement::{Ending, LatencySummary, RunStatus};
-use crate::series::RunOutcome;
+use crate::probe::measurement::{Ending, LatencySummary, Measurement, RunStatus};
 use std::collections::VecDeque;
 
 /// How many finished runs the window holds: `diskprobe_probe_recent_runs` and
@@ -47,17 +46,13 @@ fn push<T>(window: &mut VecDeque<T>, len: usize, item: T) {
 }
 
 impl RecentRuns {
-    /// Adds a run; skipped and cancelled runs are left out.
-    pub fn record(&mut self, outcome: &RunOutcome) {
-        let status = outcome.status();
-        if status == RunStatus::Skipped {
+    /// Adds a run that ended with `status` (its `result` label), with the engine's measurement
+    /// when the engine ran; skipped and cancelled runs are left out.
+    pub fn record(&mut self, status: RunStatus, measurement: Option<&Measurement>) {
+        let cancelled = measurement.is_some_and(|m| m.ending == Ending::Cancelled);
+        if status == RunStatus::Skipped || cancelled {
             return;
         }
-        let measurement = match outcome {
-            RunOutcome::Ran { result, .. } if result.ending == Ending::Cancelled => return,
-            RunOutcome::Ran { result, .. } => Some(result),
-            _ => None,
-        };
         let io_errors = measurement.is_some_and(|m| m.errors > 0);
         push(&mut self.runs, RECENT_RUNS, Finished { status, io_errors });
         let synced = measurement
@@ -104,13 +99,35 @@ impl RecentRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::measurement::{EngineKind, Measurement, Syncs, new_latency_histogram};
-    use crate::series::RunCost;
+    use crate::probe::measurement::{EngineKind, Syncs, new_latency_histogram};
     use std::time::Duration;
+
+    /// What the store hands the window for a run.
+    enum Outcome {
+        /// The engine ran.
+        Ran(Box<Measurement>),
+        /// The run did not start, or failed before the engine ran.
+        Failed,
+        /// The run was given up on.
+        Abandoned,
+        /// The run was not started.
+        Skipped,
+    }
+
+    impl RecentRuns {
+        fn add(&mut self, outcome: &Outcome) {
+            match outcome {
+                Outcome::Ran(m) => self.record(m.status(), Some(m)),
+                Outcome::Failed => self.record(RunStatus::Error, None),
+                Outcome::Abandoned => self.record(RunStatus::Timeout, None),
+                Outcome::Skipped => self.record(RunStatus::Skipped, None),
+            }
+        }
+    }
 
     /// A run of 10 I/Os with `errors` of them failed, ended by `ending`; with syncs of
     /// `sync_us` microseconds each (and one of 10 times that) when given.
-    fn ran(ending: Ending, errors: u64, sync_us: Option<u64>) -> RunOutcome {
+    fn ran(ending: Ending, errors: u64, sync_us: Option<u64>) -> Outcome {
         let mut latency = new_latency_histogram();
         latency.record(100_000).unwrap();
         let syncs = sync_us.map(|us| {
@@ -124,20 +141,15 @@ mod tests {
                 latency_ns: h,
             }
         });
-        RunOutcome::Ran {
-            result: Box::new(Measurement {
-                ios: 10,
-                errors,
-                ending,
-                latency_ns: latency,
-                elapsed: Duration::from_millis(10),
-                syncs,
-                ..Measurement::empty(EngineKind::Psync)
-            }),
-            duration: Duration::from_millis(11),
-            cost: RunCost::default(),
-            yielded_to: None,
-        }
+        Outcome::Ran(Box::new(Measurement {
+            ios: 10,
+            errors,
+            ending,
+            latency_ns: latency,
+            elapsed: Duration::from_millis(10),
+            syncs,
+            ..Measurement::empty(EngineKind::Psync)
+        }))
     }
 
     fn counts(r: &RecentRuns) -> [usize; 4] {
@@ -154,35 +166,29 @@ mod tests {
         let mut r = RecentRuns::default();
         assert_eq!(counts(&r), [0; 4]);
         for _ in 0..7 {
-            r.record(&ran(Ending::Finished, 0, None));
+            r.add(&ran(Ending::Finished, 0, None));
         }
-        r.record(&ran(Ending::Failed, 2, None));
-        r.record(&RunOutcome::Failed {
-            error: "open: ENOENT".into(),
-            duration: Duration::from_millis(1),
-        });
-        r.record(&RunOutcome::Abandoned {
-            error: "no return".into(),
-            duration: Duration::from_secs(36),
-        });
+        r.add(&ran(Ending::Failed, 2, None));
+        r.add(&Outcome::Failed);
+        r.add(&Outcome::Abandoned);
         assert_eq!(counts(&r), [7, 2, 1, 1]);
         // Five more successes push out five of the oldest: the failures are still in.
         for _ in 0..5 {
-            r.record(&ran(Ending::Finished, 0, None));
+            r.add(&ran(Ending::Finished, 0, None));
         }
         assert_eq!(counts(&r), [7, 2, 1, 1]);
         // Three more push out the two oldest successes and the I/O error run.
         for _ in 0..3 {
-            r.record(&ran(Ending::Finished, 0, None));
+            r.add(&ran(Ending::Finished, 0, None));
         }
         assert_eq!(counts(&r), [8, 1, 1, 0]);
         // Two more, the open failure and the abandoned run.
         for _ in 0..2 {
-            r.record(&ran(Ending::Finished, 0, None));
+            r.add(&ran(Ending::Finished, 0, None));
         }
         assert_eq!(counts(&r), [10, 0, 0, 0]);
         // A run that timed out with failed I/Os counts as both.
-        r.record(&ran(Ending::TimedOut, 1, None));
+        r.add(&ran(Ending::TimedOut, 1, None));
         assert_eq!(counts(&r), [9, 0, 1, 1]);
     }
 
@@ -190,18 +196,13 @@ mod tests {
     fn skipped_yielded_and_cancelled_runs_do_not_count() {
         let mut r = RecentRuns::default();
         for _ in 0..10 {
-            r.record(&RunOutcome::Failed {
-                error: "open: EIO".into(),
-                duration: Duration::from_millis(1),
-            });
+            r.add(&Outcome::Failed);
         }
         assert_eq!(counts(&r), [0, 10, 0, 0]);
         let before = r.clone();
-        r.record(&RunOutcome::Skipped {
-            reason: "busy".into(),
-        });
-        r.record(&ran(Ending::Yielded, 0, Some(500)));
-        r.record(&ran(Ending::Cancelled, 3, Some(500)));
+        r.add(&Outcome::Skipped);
+        r.add(&ran(Ending::Yielded, 0, Some(500)));
+        r.add(&ran(Ending::Cancelled, 3, Some(500)));
         assert_eq!(r, before, "nothing moved the window");
         assert_eq!(r.sync_floor(), None);
     }
@@ -209,26 +210,23 @@ mod tests {
     #[test]
     fn the_sync_floor_is_the_least_of_the_last_three_syncing_runs() {
         let mut r = RecentRuns::default();
-        r.record(&ran(Ending::Finished, 0, Some(400)));
-        r.record(&ran(Ending::Finished, 0, Some(900)));
+        r.add(&ran(Ending::Finished, 0, Some(400)));
+        r.add(&ran(Ending::Finished, 0, Some(900)));
         // A run without syncs (an errored open) is not a syncing run.
-        r.record(&RunOutcome::Failed {
-            error: "open: EIO".into(),
-            duration: Duration::from_millis(1),
-        });
+        r.add(&Outcome::Failed);
         assert_eq!(r.sync_floor(), None, "two syncing runs only");
-        r.record(&ran(Ending::Finished, 0, Some(700)));
+        r.add(&ran(Ending::Finished, 0, Some(700)));
         let floor = r.sync_floor().unwrap();
         // Each statistic is its least over 400, 900 and 700 µs runs: the 400 µs run's.
         assert!((floor.p50 - 400e-6).abs() < 1e-6, "{floor:?}");
         assert!((floor.max - 4e-3).abs() < 1e-5, "{floor:?}");
         // The 400 µs run leaves the window: the floor is the 700 µs run's now.
-        r.record(&ran(Ending::Finished, 0, Some(800)));
+        r.add(&ran(Ending::Finished, 0, Some(800)));
         let floor = r.sync_floor().unwrap();
         assert!((floor.p50 - 700e-6).abs() < 1e-6, "{floor:?}");
         assert!((floor.p99 - 700e-6).abs() < 1e-6, "{floor:?}");
         // One fast run is enough to bring it down: the alert needs three slow ones in a row.
-        r.record(&ran(Ending::Finished, 0, Some(100)));
+        r.add(&ran(Ending::Finished, 0, Some(100)));
         assert!((r.sync_floor().unwrap().p50 - 100e-6).abs() < 1e-6);
     }
 }
