@@ -14,6 +14,7 @@ use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::collectors::sandbox::SandboxCollector;
+use crate::config::discover::RuleSource;
 use crate::config::{self, Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
@@ -60,6 +61,37 @@ pub fn state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Whether `config` has a block rule that keeps lost targets: the state directory then holds
+/// them ([`discovery::lost_file`]).
+fn keeps_lost_targets(config: &Config) -> bool {
+    config
+        .discover
+        .iter()
+        .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
+}
+
+/// Where the targets block rules lose are kept: in the state directory, which is created when
+/// `config` has a block rule that keeps them. `None` (in memory only, with a warning) when there
+/// is no state directory or it cannot be created.
+fn lost_targets_file(cli: &Cli, config: &Config) -> Option<PathBuf> {
+    let dir = match state_dir(cli) {
+        Ok(dir) => dir,
+        Err(err) => {
+            if keeps_lost_targets(config) {
+                tracing::warn!(err = %format!("{err:#}"), "no state directory: lost discovered targets are kept in memory only");
+            }
+            return None;
+        }
+    };
+    if keeps_lost_targets(config)
+        && let Err(err) = std::fs::create_dir_all(&dir)
+    {
+        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: lost discovered targets are kept in memory only");
+        return None;
+    }
+    Some(dir.join(discovery::lost_file::FILE_NAME))
+}
+
 /// The address to listen on: flag, then config, then the default.
 pub fn listen_address(cli: &Cli, config: &Config) -> Result<ListenAddress, String> {
     match &cli.listen_address {
@@ -82,6 +114,12 @@ pub fn sandbox(
         // Errors are reported by `run`, which prepares it again.
         let _ = state_dir(cli).map(|dir| crate::state_dir::prepare(&dir, &cli.procfs));
     }
+    // Block rules keep lost targets in the state directory (made now: rules name directories
+    // that exist).
+    let lost_dir = keeps_lost_targets(config)
+        .then(|| lost_targets_file(cli, config))
+        .flatten()
+        .and_then(|file| file.parent().map(std::path::Path::to_owned));
     let listen = listen_address(cli, config).ok();
     let inputs = confinement::Inputs {
         mode: cli.sandbox,
@@ -92,6 +130,7 @@ pub fn sandbox(
         web_config_file: cli.web_config_file.as_deref(),
         web_files: &web.files,
         listen: listen.as_ref(),
+        state_dir: lost_dir.as_deref(),
     };
     confinement::confine(&inputs, config)
 }
@@ -192,6 +231,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
         cli.devfs.clone(),
         Plan::new(&config),
         discovered.clone(),
+        lost_targets_file(&cli, &config),
     );
     let (registry, diskstats) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
 

@@ -44,8 +44,8 @@ pub struct Cli {
     #[arg(long = "path.devfs", default_value = "/dev", value_name = "PATH")]
     pub devfs: PathBuf,
 
-    /// Directory for the embedded default's scratch probe file (used without --config.file).
-    /// [default: $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
+    /// Directory for the embedded default's scratch probe file (used without --config.file) and
+    /// the targets `[[discover]]` block rules lost (lost_targets.json). [default: $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
     /// ~/.local/state/diskprobe_exporter]
     #[arg(long = "state.dir", value_name = "PATH")]
     pub state_dir: Option<PathBuf>,

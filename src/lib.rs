@@ -13,7 +13,8 @@
 //! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
 //!   device, the write-safety check).
 //! - [`device_filter`]: device include/exclude regexes.
-//! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
+//! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
+//!   the targets a block rule loses (their disk gone) stay reported for a while.
 //! - [`block_info`]: static facts about a block device from sysfs.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
 //! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
@@ -33,8 +34,10 @@
 //! - [`sandbox`]: self-confinement with Landlock, applied in `main` before any thread starts;
 //!   reloads that need more are refused.
 //! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
-//!   histogram), written by the scheduler, read by the probes collector and the status page.
-//! - [`state_dir`]: where the embedded default keeps its scratch probe file.
+//!   histogram, the outcomes of the last runs), written by the scheduler, read by the probes
+//!   collector and the status page.
+//! - [`state_dir`]: where the embedded default keeps its scratch probe file (and block discovery
+//!   rules their lost targets).
 //! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 //!

@@ -5,15 +5,21 @@
 //! percentiles from the run's HdrHistogram) and cumulative counters since the agent started (runs
 //! by result, I/Os, bytes, busy seconds and a [`LatencyHistogram`] with classic and native
 //! buckets, so that rates and quantiles can be aggregated in PromQL); for profiles that sync, the
-//! syncs too (the last run's statistics, a count and a [`LatencyHistogram`] of their own).
+//! syncs too (the last run's statistics, a count and a [`LatencyHistogram`] of their own); and
+//! the outcomes of its last finished runs ([`recent`]).
 //! Targets removed from the
 //! configuration are dropped; unchanged targets keep everything across reloads, unless the
-//! classic bucket layout changed (then every cumulative series starts again from zero).
+//! classic bucket layout changed (then every cumulative series starts again from zero). A target
+//! whose settings a reload changed starts afresh, except for the recent runs of the profiles it
+//! keeps.
+
+pub mod recent;
 
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
 use crate::probe::measurement::{EngineKind, RunStatus, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
+use recent::RecentRuns;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -129,6 +135,8 @@ pub struct ProfileSeries {
     pub stuck: Stuck,
     /// Profiles with `fsync`/`fdatasync`: their syncs; `None` for every other profile.
     pub syncs: Option<SyncSeries>,
+    /// The outcomes of the last finished runs.
+    pub recent: RecentRuns,
 }
 
 /// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
@@ -198,6 +206,26 @@ pub struct TargetSeries {
     pub info: Option<TargetInfo>,
     /// By profile name, in configuration order.
     pub profiles: Vec<(String, ProfileSeries)>,
+}
+
+impl TargetSeries {
+    /// A placeholder for `spec` without profiles.
+    fn empty(spec: &Arc<TargetSpec>) -> Self {
+        TargetSeries {
+            spec: spec.clone(),
+            info: None,
+            profiles: Vec::new(),
+        }
+    }
+
+    /// Takes the recent runs of `old`'s profiles that this target has too.
+    fn keep_recent_runs_of(&mut self, old: TargetSeries) {
+        for (name, old) in old.profiles {
+            if let Some((_, s)) = self.profiles.iter_mut().find(|(p, _)| *p == name) {
+                s.recent = old.recent;
+            }
+        }
+    }
 }
 
 /// Shared store of probe results.
@@ -287,6 +315,14 @@ impl RunOutcome {
         }
     }
 
+    /// What the engine measured, when it ran.
+    pub fn measurement(&self) -> Option<&Measurement> {
+        match self {
+            RunOutcome::Ran { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+
     /// The last run it makes: `None` for a skip (the previous last run stays).
     fn last_run(&self, timestamp: f64) -> Option<LastRun> {
         let result = self.status();
@@ -342,14 +378,16 @@ impl SeriesStore {
                 *series = ProfileSeries {
                     last: series.last.take(),
                     history: std::mem::take(&mut series.history),
+                    recent: std::mem::take(&mut series.recent),
                     ..ProfileSeries::new(layout, series.syncs.is_some())
                 };
             }
         }
     }
 
-    /// Makes the store match `specs`: removed or changed targets lose their series, new ones
-    /// start with zeroed counters, unchanged ones keep everything.
+    /// Makes the store match `specs`: removed targets lose their series, new ones start with
+    /// zeroed counters, unchanged ones keep everything. A changed target starts afresh too, but
+    /// keeps the recent runs of the profiles it still has: they are the same disk's runs.
     pub fn set_targets(&self, specs: &[Arc<TargetSpec>]) {
         let layout = self
             .layout
@@ -357,11 +395,23 @@ impl SeriesStore {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let mut targets = self.lock();
-        targets.retain(|name, t| specs.iter().any(|s| &s.name == name && **s == *t.spec));
+        let mut changed: BTreeMap<String, TargetSeries> = BTreeMap::new();
+        targets.retain(|name, t| {
+            let Some(spec) = specs.iter().find(|s| &s.name == name) else {
+                return false;
+            };
+            if **spec == *t.spec {
+                return true;
+            }
+            changed.insert(
+                name.clone(),
+                std::mem::replace(t, TargetSeries::empty(spec)),
+            );
+            false
+        });
         for spec in specs {
-            targets
-                .entry(spec.name.clone())
-                .or_insert_with(|| TargetSeries {
+            targets.entry(spec.name.clone()).or_insert_with(|| {
+                let mut fresh = TargetSeries {
                     spec: spec.clone(),
                     info: None,
                     profiles: spec
@@ -370,7 +420,12 @@ impl SeriesStore {
                         .iter()
                         .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
                         .collect(),
-                });
+                };
+                if let Some(old) = changed.remove(&spec.name) {
+                    fresh.keep_recent_runs_of(old);
+                }
+                fresh
+            });
         }
     }
 
@@ -420,6 +475,9 @@ impl SeriesStore {
             return;
         };
         series.runs[outcome.status() as usize] += 1;
+        series
+            .recent
+            .record(outcome.status(), outcome.measurement());
         if let RunOutcome::Ran { result, cost, .. } = outcome {
             add_io(series, result, cost);
         }
@@ -569,6 +627,41 @@ mod tests {
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0, 0, 0, 1]);
         store.set_targets(&[]);
         assert!(store.read(|t| t.is_empty()));
+    }
+
+    #[test]
+    fn recent_runs_survive_a_reload_that_keeps_the_target_and_the_profile() {
+        let (store, spec) = store_with(
+            "[[targets]]\nname = \"t\"\npath = \"/x\"\n\
+             profiles = [\"randread-4k-qd1\", \"randread-4k-qd32\"]\n",
+        );
+        let failed = || RunOutcome::Failed {
+            error: "open: EIO".into(),
+            duration: Duration::from_millis(1),
+        };
+        store.record(&spec, "randread-4k-qd1", &failed());
+        store.record(&spec, "randread-4k-qd32", &failed());
+        let errors = |i: usize| store.read(|t| t["t"].profiles[i].1.recent.count(RunStatus::Error));
+        // Another interval and one profile fewer: the counters start afresh, the window of the
+        // profile it keeps does not.
+        let mut changed = (*spec).clone();
+        changed.settings.interval = Duration::from_secs(600);
+        changed.settings.profiles.truncate(1);
+        let changed = Arc::new(changed);
+        store.set_targets(std::slice::from_ref(&changed));
+        assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
+        assert_eq!(errors(0), 1);
+        // The profile comes back: its window starts empty.
+        store.set_targets(std::slice::from_ref(&spec));
+        assert_eq!((errors(0), errors(1)), (1, 0));
+        store.record(&spec, "randread-4k-qd1", &failed());
+        assert_eq!(errors(0), 2);
+        // A new bucket layout keeps it too; a target removed and added again starts empty.
+        store.set_histogram_layout(&ClassicBuckets::fine());
+        assert_eq!(errors(0), 2);
+        store.set_targets(&[]);
+        store.set_targets(std::slice::from_ref(&spec));
+        assert_eq!(errors(0), 0);
     }
 
     #[test]

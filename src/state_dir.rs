@@ -1,4 +1,5 @@
-//! The state directory: where the embedded default configuration keeps its scratch probe file.
+//! The state directory: where the embedded default configuration keeps its scratch probe file,
+//! and block `[[discover]]` rules the targets they lost (`crate::discovery::lost_file`).
 //!
 //! Chosen in this order: `--state.dir`; `$STATE_DIRECTORY` (set by systemd's `StateDirectory=`);
 //! `/var/lib/diskprobe_exporter` when running as root; otherwise `$XDG_STATE_HOME/diskprobe_exporter`

@@ -1,7 +1,9 @@
-//! `diskprobe_probe_*`, `diskprobe_io_*`, the sync series of profiles that sync
-//! (`diskprobe_probe_sync_latency_seconds`, `diskprobe_syncs_total`,
-//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info`, `diskprobe_profile_info` and
-//! `diskprobe_engine_info`: the results of probe runs, read from [`SeriesStore`] on every scrape.
+//! `diskprobe_probe_*` (the windows of the last runs, `diskprobe_probe_recent_*`, among them),
+//! `diskprobe_io_*`, the sync series of profiles that sync (`diskprobe_probe_sync_latency_seconds`,
+//! `diskprobe_probe_recent_sync_latency_seconds`, `diskprobe_syncs_total`,
+//! `diskprobe_sync_latency_seconds`), `diskprobe_target_info` (with the target's `cohort`),
+//! `diskprobe_profile_info` and `diskprobe_engine_info`: the results of probe runs, read from
+//! [`SeriesStore`] on every scrape.
 //!
 //! Every per-run and cumulative series carries `target`, `profile` and `device` (the kernel name
 //! of the block device under the target, as in `diskprobe_disk_*`), so PromQL can join probe
@@ -13,6 +15,7 @@
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Kind, Labels, Value, labels};
 use crate::probe::measurement::{LatencySummary, RunStatus};
+use crate::series::recent::FINISHED;
 use crate::series::{LastRun, ProfileSeries, SeriesStore, TargetInfo, TargetSeries};
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
@@ -20,6 +23,10 @@ use std::sync::{Arc, LazyLock};
 /// `result` label values in [`RunStatus::ALL`] order, shared by every scrape.
 static RESULT_VALUES: LazyLock<[Arc<str>; 4]> =
     LazyLock::new(|| RunStatus::ALL.map(|r| Arc::from(r.as_str())));
+
+/// `result` label values of finished runs in [`FINISHED`] order.
+static FINISHED_VALUES: LazyLock<[Arc<str>; 3]> =
+    LazyLock::new(|| FINISHED.map(|r| Arc::from(r.as_str())));
 
 /// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
 static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
@@ -36,10 +43,14 @@ enum Source {
     Series(fn(&ProfileSeries) -> Option<Value>),
     /// The profile's runs by result: one per `result` label value.
     Runs,
+    /// The profile's last finished runs by result: one per finished `result` (no `skipped`).
+    RecentRuns,
     /// The profile's last run, once there is one; `None`: none.
     LastRun(fn(&LastRun) -> Option<f64>),
     /// A statistic per `stat` label of a latency summary of the profile's last run.
     LastRunStats(fn(&LastRun) -> Option<&LatencySummary>),
+    /// A statistic per `stat` label of a latency summary of the profile's series; `None`: none.
+    SeriesStats(fn(&ProfileSeries) -> Option<LatencySummary>),
     /// One per engine that ran a last run, labelled `engine`.
     Engines,
 }
@@ -115,6 +126,18 @@ const FAMILIES: &[Row] = &[
         Source::Runs,
     ),
     row(
+        "diskprobe_probe_recent_runs",
+        "Outcomes of the last 10 finished runs of the profile on the target since the agent started, by result: success, error or timeout (skipped and cancelled runs are not counted).",
+        Kind::Gauge,
+        Source::RecentRuns,
+    ),
+    row(
+        "diskprobe_probe_recent_io_error_runs",
+        "How many of the last 10 finished runs of the profile on the target saw at least one failed I/O.",
+        Kind::Gauge,
+        Source::Series(|s| number(s.recent.io_error_runs() as f64)),
+    ),
+    row(
         "diskprobe_ios_total",
         "I/Os completed by probes since the agent started.",
         Kind::Counter,
@@ -175,6 +198,12 @@ const FAMILIES: &[Row] = &[
         Source::LastRunStats(|l| did_io(l).then_some(l.sync_latency.as_ref()).flatten()),
     ),
     row(
+        "diskprobe_probe_recent_sync_latency_seconds",
+        "Profiles with fsync or fdatasync: the least of each per-sync latency statistic over the last 3 runs that completed syncs (above a threshold only when each of those runs was); absent before the third; stat as for diskprobe_probe_sync_latency_seconds.",
+        Kind::Gauge,
+        Source::SeriesStats(|s| s.syncs.as_ref().and(s.recent.sync_floor())),
+    ),
+    row(
         "diskprobe_syncs_total",
         "Profiles with fsync or fdatasync: syncs completed by probes since the agent started.",
         Kind::Counter,
@@ -188,7 +217,7 @@ const FAMILIES: &[Row] = &[
     ),
     row(
         "diskprobe_target_info",
-        "Where each target lives, and what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty); the value is always 1.",
+        "Where each target lives, what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty), the discovery rule that found it and its configured cohort (empty when none); the value is always 1.",
         Kind::Gauge,
         Source::Target(target_info),
     ),
@@ -227,6 +256,7 @@ fn target_info(name: &str, target: &TargetSeries, info: &TargetInfo, family: &mu
             ("fstype", &info.fstype),
             ("cache", &info.cache),
             ("rule", rule),
+            ("cohort", &target.spec.settings.cohort),
         ]),
         1.0,
     );
@@ -280,14 +310,25 @@ impl Row {
                     family.push(l, v);
                 }
             }
-            Source::LastRunStats(summary) => {
-                let stats = s.last.as_ref().and_then(summary).map(LatencySummary::stats);
-                for (value, (_, seconds)) in STAT_VALUES.iter().zip(stats.into_iter().flatten()) {
-                    family.push(&with(l, "stat", value), seconds);
+            Source::RecentRuns => {
+                for (value, status) in FINISHED_VALUES.iter().zip(FINISHED) {
+                    family.push(&with(l, "result", value), s.recent.count(status) as f64);
                 }
             }
+            Source::LastRunStats(summary) => {
+                push_stats(family, l, s.last.as_ref().and_then(summary).copied());
+            }
+            Source::SeriesStats(summary) => push_stats(family, l, summary(s)),
             Source::Target(_) | Source::Engines => {}
         }
+    }
+}
+
+/// Pushes one sample per `stat` label of `summary`, when there is one.
+fn push_stats(family: &mut Family, l: &Labels, summary: Option<LatencySummary>) {
+    let stats = summary.as_ref().map(LatencySummary::stats);
+    for (value, (_, seconds)) in STAT_VALUES.iter().zip(stats.into_iter().flatten()) {
+        family.push(&with(l, "stat", value), seconds);
     }
 }
 
@@ -348,6 +389,7 @@ impl Collector for ProbesCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::series::recent::{RECENT_RUNS, RECENT_SYNC_RUNS};
 
     #[test]
     fn every_family_is_namespaced_unique_and_typed_by_its_name() {
@@ -364,5 +406,24 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), FAMILIES.len());
+    }
+
+    #[test]
+    fn the_recent_families_say_their_window() {
+        let help = |name: &str| FAMILIES.iter().find(|r| r.name == name).unwrap().help;
+        for name in [
+            "diskprobe_probe_recent_runs",
+            "diskprobe_probe_recent_io_error_runs",
+        ] {
+            assert!(
+                help(name).contains(&format!("last {RECENT_RUNS} finished runs")),
+                "{name}"
+            );
+        }
+        assert!(
+            help("diskprobe_probe_recent_sync_latency_seconds").contains(&format!(
+                "last {RECENT_SYNC_RUNS} runs that completed syncs"
+            ))
+        );
     }
 }

@@ -6,8 +6,9 @@
 //! rules are read-only by construction (a write profile is an error); a mount rule probes the
 //! device under each mount, read-only, unless it sets `file`; keys of the other kind are errors;
 //! at most one of `device_include` and `device_exclude`; a name template may only use capture
-//! groups its regex has.
+//! groups its regex has; `lost_retention` is a duration (`"0s"`: lost targets are not kept).
 
+use super::name_template::NameTemplate;
 use super::probes::{Defaults, ProbeSettings, ProbeTable, TargetSpec, Writes};
 use super::raw::{RawConfig, RawDiscover};
 use super::spanned::{SpannedError, invalid, regex};
@@ -30,6 +31,8 @@ pub const MAX_MAX_TARGETS: i64 = 4096;
 /// SCSI/SATA, virtio, Xen and IDE disks, MMC cards.
 pub const DEFAULT_BLOCK_INCLUDE: &str =
     r"^(?:nvme\d+n\d+|sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|mmcblk\d+)$";
+/// Default time a block rule reports a target whose device disappeared as lost.
+pub const DEFAULT_LOST_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Name of every target a rule finds, unless it sets `name`.
 pub const DEFAULT_NAME: &str = "{kname}";
 
@@ -91,6 +94,9 @@ pub struct BlockSource {
     pub partitions: bool,
     /// Devices with holders (RAID, multipath, device-mapper members) are candidates too.
     pub held: bool,
+    /// How long a target whose device disappeared while the rule probed it is reported lost
+    /// (`diskprobe_discovered_target_lost_timestamp_seconds`); zero: never.
+    pub lost_retention: Duration,
 }
 
 /// What a mount rule keeps, and what it probes.
@@ -102,178 +108,6 @@ pub struct MountSource {
     pub fstype: Option<Regex>,
     /// A probe file inside each mount (relative to the mountpoint) instead of the device under it.
     pub file: Option<PathBuf>,
-}
-
-/// A fact about the device under a match, read from sysfs, for name templates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fact {
-    /// `{kname}`: the kernel name (`sdb`, `nvme0n1`).
-    Kname,
-    /// `{serial}`: the device's serial number.
-    Serial,
-    /// `{wwn}`: the device's World Wide Name (`wwid`).
-    Wwn,
-}
-
-impl Fact {
-    const ALL: [Fact; 3] = [Fact::Kname, Fact::Serial, Fact::Wwn];
-
-    /// The placeholder's name, between braces in a template.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fact::Kname => "kname",
-            Fact::Serial => "serial",
-            Fact::Wwn => "wwn",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Group(usize),
-    Fact(Fact),
-}
-
-/// A target name template: text with `$1`.. (or `${1}`) for the rule regex's capture groups,
-/// `{kname}`, `{serial}` and `{wwn}` for facts about the device, `$$`, `{{` and `}}` for literal
-/// `$`, `{` and `}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameTemplate {
-    text: String,
-    pieces: Vec<Piece>,
-}
-
-impl NameTemplate {
-    /// Parses `text`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<NameTemplate, String> {
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut chars = text.chars().peekable();
-        let flush = |literal: &mut String, pieces: &mut Vec<Piece>| {
-            if !literal.is_empty() {
-                pieces.push(Piece::Text(std::mem::take(literal)));
-            }
-        };
-        while let Some(c) = chars.next() {
-            match c {
-                '$' => {
-                    let group = match chars.peek() {
-                        Some('$') => {
-                            chars.next();
-                            literal.push('$');
-                            continue;
-                        }
-                        Some('{') => {
-                            chars.next();
-                            let inner: String = chars.by_ref().take_while(|&c| c != '}').collect();
-                            inner.parse::<usize>().map_err(|_| {
-                                format!(
-                                    "expected a capture group number in ${{...}}, found ${{{inner}"
-                                )
-                            })?
-                        }
-                        Some(d) if d.is_ascii_digit() => {
-                            let mut digits = String::new();
-                            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                                digits.push(*d);
-                                chars.next();
-                            }
-                            digits.parse::<usize>().map_err(|_| {
-                                format!("capture group number {digits} is too large")
-                            })?
-                        }
-                        _ => {
-                            return Err("a $ must be followed by a capture group number ($1, ${1}); write $$ for a literal $".to_owned());
-                        }
-                    };
-                    flush(&mut literal, &mut pieces);
-                    pieces.push(Piece::Group(group));
-                }
-                '{' if chars.peek() == Some(&'{') => {
-                    chars.next();
-                    literal.push('{');
-                }
-                '{' => {
-                    let mut inner = String::new();
-                    let mut closed = false;
-                    for c in chars.by_ref() {
-                        if c == '}' {
-                            closed = true;
-                            break;
-                        }
-                        inner.push(c);
-                    }
-                    let fact = Fact::ALL
-                        .into_iter()
-                        .find(|f| closed && f.as_str() == inner)
-                        .ok_or_else(|| {
-                            format!(
-                                "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}} or {{wwn}} (write {{{{ for a literal {{)",
-                                if closed { "}" } else { "" }
-                            )
-                        })?;
-                    flush(&mut literal, &mut pieces);
-                    pieces.push(Piece::Fact(fact));
-                }
-                '}' if chars.peek() == Some(&'}') => {
-                    chars.next();
-                    literal.push('}');
-                }
-                '}' => return Err("unmatched }; write }} for a literal }".to_owned()),
-                c => literal.push(c),
-            }
-        }
-        flush(&mut literal, &mut pieces);
-        Ok(NameTemplate {
-            text: text.to_owned(),
-            pieces,
-        })
-    }
-
-    /// The template as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The highest capture group the template uses (0 when it uses none).
-    pub fn max_group(&self) -> usize {
-        self.pieces
-            .iter()
-            .filter_map(|p| match p {
-                Piece::Group(n) => Some(*n),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Whether the template uses `fact`.
-    pub fn uses(&self, fact: Fact) -> bool {
-        self.pieces.contains(&Piece::Fact(fact))
-    }
-
-    /// The name for a match: `groups[i]` is capture group `i` (a group that did not take part
-    /// gives nothing), `fact` what the device says. An error names the first fact the template
-    /// uses and the device does not have (or has empty).
-    pub fn render(
-        &self,
-        groups: &[Option<&str>],
-        fact: impl Fn(Fact) -> Option<String>,
-    ) -> Result<String, Fact> {
-        let mut out = String::new();
-        for piece in &self.pieces {
-            match piece {
-                Piece::Text(t) => out.push_str(t),
-                Piece::Group(n) => out.push_str(groups.get(*n).copied().flatten().unwrap_or("")),
-                Piece::Fact(f) => match fact(*f).filter(|v| !v.is_empty()) {
-                    Some(v) => out.push_str(&v),
-                    None => return Err(*f),
-                },
-            }
-        }
-        Ok(out.trim().to_owned())
-    }
 }
 
 /// Validates every `[[discover]]` rule.
@@ -413,7 +247,7 @@ fn max_targets(key: &str, v: &Spanned<i64>) -> Result<usize, SpannedError> {
 }
 
 /// The keys only block rules have, with where they are set.
-fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
+fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 5] {
     [
         (
             "device_include",
@@ -428,6 +262,10 @@ fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 4] {
             r.include_partitions.as_ref().map(Spanned::span),
         ),
         ("include_held", r.include_held.as_ref().map(Spanned::span)),
+        (
+            "lost_retention",
+            r.lost_retention.as_ref().map(Spanned::span),
+        ),
     ]
 }
 
@@ -493,10 +331,16 @@ fn block_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), S
         DeviceFilter::Include(re) => re.captures_len() - 1,
         DeviceFilter::Exclude(_) => 0,
     };
+    let lost_retention = match &r.lost_retention {
+        Some(v) => crate::units::parse_duration(v.get_ref())
+            .map_err(|e| invalid(v, format!("{prefix}.lost_retention: {e}")))?,
+        None => DEFAULT_LOST_RETENTION,
+    };
     let source = RuleSource::Block(BlockSource {
         devices,
         partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
         held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
+        lost_retention,
     });
     Ok((source, ("device_include", groups)))
 }
@@ -557,7 +401,7 @@ fn name_template(
             ),
         ));
     }
-    if template.pieces.is_empty() {
+    if template.is_empty() {
         return Err(invalid(text, format!("{key}: expected a non-empty name")));
     }
     Ok(template)
@@ -622,58 +466,4 @@ fn read_only(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn render(template: &str, groups: &[Option<&str>]) -> Result<String, Fact> {
-        NameTemplate::parse(template)
-            .unwrap()
-            .render(groups, |f| match f {
-                Fact::Kname => Some("sdb".to_owned()),
-                Fact::Serial => Some("S3X".to_owned()),
-                Fact::Wwn => None,
-            })
-    }
-
-    #[test]
-    fn templates_expand_groups_and_facts() {
-        assert_eq!(
-            render("pv-$1", &[Some("all"), Some("vol")]),
-            Ok("pv-vol".into())
-        );
-        assert_eq!(render("${1}0", &[None, Some("a")]), Ok("a0".into()));
-        assert_eq!(
-            render("$10", &[None, Some("a")]),
-            Ok("".into()),
-            "$10 is group 10"
-        );
-        assert_eq!(render("{kname}-{serial}", &[]), Ok("sdb-S3X".into()));
-        assert_eq!(render("$$ {{x}} $1", &[None, None]), Ok("$ {x}".into()));
-        assert_eq!(render("disk-{wwn}", &[]), Err(Fact::Wwn));
-        let t = NameTemplate::parse("a$2b$1{serial}").unwrap();
-        assert_eq!(t.max_group(), 2);
-        assert!(t.uses(Fact::Serial) && !t.uses(Fact::Kname));
-    }
-
-    #[test]
-    fn bad_templates_say_why() {
-        for (text, message) in [
-            ("a$", "a $ must be followed"),
-            ("a$x", "a $ must be followed"),
-            (
-                "${x}",
-                "expected a capture group number in ${...}, found ${x",
-            ),
-            ("{model}", "unknown placeholder {model}"),
-            ("{kname", "unknown placeholder {kname;"),
-            ("a}", "unmatched }"),
-            ("$99999999999999999999999", "too large"),
-        ] {
-            let err = NameTemplate::parse(text).unwrap_err();
-            assert!(err.contains(message), "{text}: {err}");
-        }
-    }
 }

@@ -6,6 +6,7 @@
 
 pub mod discover;
 pub mod histograms;
+pub mod name_template;
 pub mod probes;
 pub mod raw;
 mod spanned;

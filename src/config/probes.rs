@@ -2,7 +2,7 @@
 //! `[[targets]]` and `[profiles.NAME]`, into [`TargetSpec`]s the scheduler can run as they are.
 //!
 //! The probe keys (`profiles`, `interval`, `runtime`, `timeout`, `size`, `engine`, `jitter`,
-//! `max_duty_cycle`, `skip_busy_above`, `busy_window`, `yield_to_other_io`) are one
+//! `max_duty_cycle`, `skip_busy_above`, `busy_window`, `yield_to_other_io`, `cohort`) are one
 //! [`ProbeSettings`], shared by a `[[targets]]` entry's [`TargetSpec`] and a `[[discover]]` rule's
 //! [`super::DiscoverRule`]: `Defaults` merges `[defaults]` over the built-in values once, and
 //! `Defaults::settings` merges each table's keys over that and resolves its profiles. A new
@@ -128,6 +128,9 @@ pub struct ProbeSettings {
     pub yield_to_other_io: bool,
     /// Which writes the profiles may make.
     pub writes: Writes,
+    /// The disks this target's should perform like: the `cohort` label of
+    /// `diskprobe_target_info` (empty when unset).
+    pub cohort: String,
 }
 
 impl Default for ProbeSettings {
@@ -146,6 +149,7 @@ impl Default for ProbeSettings {
             busy_window: DEFAULT_BUSY_WINDOW,
             yield_to_other_io: true,
             writes: Writes::Forbidden,
+            cohort: String::new(),
         }
     }
 }
@@ -188,6 +192,9 @@ impl ProbeSettings {
                 .yield_to_other_io
                 .map_or(self.yield_to_other_io, |b| *b.get_ref()),
             writes: self.writes,
+            cohort: or(keys.cohort, self.cohort.clone(), |v| {
+                cohort(&key("cohort"), v)
+            })?,
         })
     }
 }
@@ -265,6 +272,26 @@ fn busy_limits(key: &str, v: &Spanned<RawBusyLimits>) -> Result<BusyLimits, Span
         in_flight: check("in_flight", raw.in_flight, 1e6)?,
         utilisation: check("utilisation", raw.utilisation, 1.0)?,
     })
+}
+
+/// Longest `cohort` accepted.
+pub const MAX_COHORT_LEN: usize = 128;
+
+/// A `cohort`: empty (none), or up to [`MAX_COHORT_LEN`] ASCII letters, digits and `_ . : -`, so
+/// that the label value reads the same in every query, legend and annotation.
+fn cohort(key: &str, v: &Spanned<String>) -> Result<String, SpannedError> {
+    let text = v.get_ref();
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+    if text.len() <= MAX_COHORT_LEN && text.chars().all(safe) {
+        Ok(text.clone())
+    } else {
+        Err(invalid(
+            v,
+            format!(
+                "{key}: expected up to {MAX_COHORT_LEN} ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found {text:?}"
+            ),
+        ))
+    }
 }
 
 fn engine(key: &str, v: &Spanned<String>) -> Result<EngineChoice, SpannedError> {

@@ -97,6 +97,8 @@ macro_rules! with_probe_keys {
             busy_window: Spanned<String>,
             /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
             yield_to_other_io: Spanned<bool>,
+            /// Disks that should perform alike (the `cohort` label of `diskprobe_target_info`).
+            cohort: Spanned<String>,
         }
     };
 }
@@ -227,12 +229,15 @@ with_probe_keys!(probe_table {
         pub file: Option<Spanned<String>>,
         /// Mount rules with `file`: write profiles are allowed on the probe file.
         pub allow_writes: Option<Spanned<bool>>,
-        /// The `target` label of each target found: `$1`.., `{kname}`, `{serial}`, `{wwn}`.
+        /// The `target` label of each target found: `$1`.., `{kname}`, `{serial}`, `{wwn}`, and
+        /// `{wwn|serial|kname}` for the first of them that is not empty.
         pub name: Option<Spanned<String>>,
         /// Time between rescans.
         pub rescan: Option<Spanned<String>>,
         /// Most targets the rule may find; the rest (by name) are dropped.
         pub max_targets: Option<Spanned<i64>>,
+        /// Block rules: how long a target whose device disappeared is reported lost.
+        pub lost_retention: Option<Spanned<String>>,
     }
 });
 

@@ -4,7 +4,8 @@
 //! Per rule ([`find`]): candidates are the devices (block rules) or mounts (mount rules) the rule's
 //! regexes match; those that are not worth probing are left out with a note saying why (empty,
 //! memory-backed, held by RAID/multipath/device-mapper, a mount without a block device and no
-//! `file`, a name template needing a fact the device lacks). Two mounts of one volume are one
+//! `file`), or that the rule's name template names nothing (it needs a fact the device lacks, or
+//! the name is empty: counted as unnamed). Two mounts of one volume are one
 //! target, named after the first mountpoint in sort order; two matches named alike keep the
 //! first. The rest are sorted by name and the first `max_targets` kept, so that the same targets
 //! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
@@ -12,7 +13,8 @@
 
 use super::sysfs::BlockDevice;
 use crate::config::TargetSpec;
-use crate::config::discover::{BlockSource, DiscoverRule, Fact, MountSource, RuleSource};
+use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
+use crate::config::name_template::Fact;
 use crate::device_filter::DeviceFilter;
 use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +52,9 @@ pub struct Found {
     pub dropped: Vec<String>,
     /// One sentence per match that is not probed, saying why.
     pub notes: Vec<String>,
+    /// Matches the name template names nothing (a fact it needs is missing, or the name is
+    /// empty): not probed.
+    pub unnamed: usize,
 }
 
 /// A match before names are made unique and the limit applied.
@@ -58,7 +63,8 @@ struct Candidate {
     key: (u32, u32),
     /// What matched (kernel name or mountpoint), for notes.
     what: String,
-    name: String,
+    /// `None` when the template names nothing (the note that says why is made already).
+    name: Option<String>,
     path: PathBuf,
 }
 
@@ -72,6 +78,7 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
     let mut keys = BTreeMap::new();
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     let mut kept = Vec::new();
+    let mut unnamed = 0;
     for c in candidates {
         if let Some(first) = keys.get(&c.key) {
             notes.push(format!(
@@ -81,38 +88,44 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
             continue;
         }
         keys.insert(c.key, c.what.clone());
-        if c.name.is_empty() {
+        let Some(name) = c.name else {
+            unnamed += 1;
+            continue;
+        };
+        if name.is_empty() {
             notes.push(format!(
                 "rule {}: the name of {} is empty (template {:?}); not probed",
                 rule.id,
                 c.what,
                 rule.name.as_str()
             ));
+            unnamed += 1;
             continue;
         }
-        if let Some(first) = names.get(&c.name) {
+        if let Some(first) = names.get(&name) {
             notes.push(format!(
-                "rule {}: {} would be named {:?}, as {first} already is; not probed",
-                rule.id, c.what, c.name
+                "rule {}: {} would be named {name:?}, as {first} already is; not probed",
+                rule.id, c.what
             ));
             continue;
         }
-        names.insert(c.name.clone(), c.what.clone());
-        kept.push(c);
+        names.insert(name.clone(), c.what.clone());
+        kept.push((name, c.path));
     }
-    kept.sort_by(|a, b| a.name.cmp(&b.name));
+    kept.sort_by(|a, b| a.0.cmp(&b.0));
     let dropped = kept
         .split_off(kept.len().min(rule.max_targets))
         .into_iter()
-        .map(|c| c.name)
+        .map(|(name, _)| name)
         .collect();
     Found {
         targets: kept
             .into_iter()
-            .map(|c| rule.target(c.name, c.path))
+            .map(|(name, path)| rule.target(name, path))
             .collect(),
         dropped,
         notes,
+        unnamed,
     }
 }
 
@@ -176,21 +189,22 @@ fn block(
             notes.push(format!("rule {}: {} {why}; not probed", rule.id, d.kname));
             continue;
         }
-        match rule.name.render(&groups, facts(Some(d))) {
-            Ok(name) => out.push(Candidate {
-                key: (d.major, d.minor),
-                what: d.kname.clone(),
-                name,
-                path: device_path(scan, d),
-            }),
-            Err(fact) => notes.push(format!(
+        let name = rule.name.render(&groups, facts(Some(d)));
+        if let Err(unnamed) = &name {
+            notes.push(format!(
                 "rule {}: {} has no {{{}}} for the name {:?}; not probed",
                 rule.id,
                 d.kname,
-                fact.as_str(),
+                unnamed.facts(),
                 rule.name.as_str()
-            )),
+            ));
         }
+        out.push(Candidate {
+            key: (d.major, d.minor),
+            what: d.kname.clone(),
+            name: name.ok(),
+            path: device_path(scan, d),
+        });
     }
     out
 }
@@ -233,21 +247,22 @@ fn mount(
             }
         };
         let groups: Vec<Option<&str>> = captures.iter().map(|g| g.map(|g| g.as_str())).collect();
-        match rule.name.render(&groups, facts(device)) {
-            Ok(name) => out.push(Candidate {
-                key: device.map_or((m.major, m.minor), |d| (d.major, d.minor)),
-                what: m.mountpoint.clone(),
-                name,
-                path,
-            }),
-            Err(fact) => notes.push(format!(
+        let name = rule.name.render(&groups, facts(device));
+        if let Err(unnamed) = &name {
+            notes.push(format!(
                 "rule {}: {} has no {{{}}} for the name {:?} (no block device, or sysfs does not say); not probed",
                 rule.id,
                 m.mountpoint,
-                fact.as_str(),
+                unnamed.facts(),
                 rule.name.as_str()
-            )),
+            ));
         }
+        out.push(Candidate {
+            key: device.map_or((m.major, m.minor), |d| (d.major, d.minor)),
+            what: m.mountpoint.clone(),
+            name: name.ok(),
+            path,
+        });
     }
     out
 }

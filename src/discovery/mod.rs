@@ -8,7 +8,11 @@
 //! - [`rescan`]: the task that scans on a thread every `rescan` and publishes the targets found,
 //!   which the agent hands to the scheduler beside the configured ones; and the rules' status
 //!   for `diskprobe_discovered_targets`.
+//! - [`lost`]: targets whose device disappeared while a block rule probed them, kept for the
+//!   rule's `lost_retention`; [`lost_file`]: where they are kept across restarts.
 
+pub mod lost;
+pub mod lost_file;
 pub mod matching;
 pub mod rescan;
 pub mod sysfs;

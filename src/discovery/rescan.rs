@@ -8,6 +8,7 @@
 //! mounted filesystem: mounts are known from the mount table and their devices from sysfs, so a
 //! hung mount costs the target on it a stat timeout in the scheduler, and the rescan nothing.
 
+use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
 use super::sysfs;
 use crate::config::{Config, DiscoverRule, TargetSpec};
@@ -169,6 +170,8 @@ pub struct RuleStatus {
     pub targets: usize,
     /// Matches beyond its `max_targets` at its last rescan.
     pub dropped: usize,
+    /// Matches its name template named nothing at its last rescan (not probed).
+    pub unnamed: usize,
     /// When its last rescan completed (Unix seconds); `None` before the first.
     pub last_rescan: Option<f64>,
 }
@@ -177,6 +180,7 @@ pub struct RuleStatus {
 #[derive(Debug, Default)]
 pub struct Status {
     rules: Mutex<Vec<RuleStatus>>,
+    lost: Mutex<Vec<LostTarget>>,
 }
 
 impl Status {
@@ -185,8 +189,20 @@ impl Status {
         f(&self.rules.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// Runs `f` over the targets block rules lost ([`super::lost`]), oldest first.
+    pub fn read_lost<R>(&self, f: impl FnOnce(&[LostTarget]) -> R) -> R {
+        f(&self.lost.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     fn set(&self, rules: Vec<RuleStatus>) {
         *self.rules.lock().unwrap_or_else(|e| e.into_inner()) = rules;
+    }
+
+    fn set_lost(&self, lost: &[LostTarget]) {
+        let mut current = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if *current != lost {
+            *current = lost.to_vec();
+        }
     }
 }
 
@@ -199,11 +215,22 @@ pub struct Discovery {
 
 impl Discovery {
     /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`), with the
-    /// device nodes in `dev_dir`. Must be called inside a tokio runtime.
-    pub fn start(roots: Roots, dev_dir: PathBuf, plan: Plan, status: Arc<Status>) -> Discovery {
+    /// device nodes in `dev_dir`; the targets block rules lose are kept in `lost_file` (none: in
+    /// memory only). Must be called inside a tokio runtime.
+    pub fn start(
+        roots: Roots,
+        dev_dir: PathBuf,
+        plan: Plan,
+        status: Arc<Status>,
+        lost_file: Option<PathBuf>,
+    ) -> Discovery {
         let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
-        let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status));
+        // What was lost before a restart is published from the first scrape on.
+        let mut lost = LostTracker::load(lost_file);
+        lost.expire(&plan_rx.borrow().rules, unix_now());
+        status.set_lost(lost.entries());
+        let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status, lost));
         Discovery {
             plan: plan_tx,
             found: found_rx,
@@ -265,6 +292,7 @@ async fn run(
     mut plans: watch::Receiver<Arc<Plan>>,
     found_tx: watch::Sender<Arc<Vec<TargetSpec>>>,
     status: Arc<Status>,
+    mut lost: LostTracker,
 ) {
     let running = Arc::new(AtomicBool::new(false));
     let mut logged = Logged::default();
@@ -277,6 +305,7 @@ async fn run(
     loop {
         let now = Instant::now();
         let ready: Vec<usize> = (0..plan.rules.len()).filter(|&i| due[i] <= now).collect();
+        let mut scanned_now = None;
         if !ready.is_empty() {
             let mounts = ready
                 .iter()
@@ -288,6 +317,7 @@ async fn run(
                         found[i] = Some(matching::find(&plan.rules[i], &scan));
                         scanned[i] = Some(at);
                     }
+                    scanned_now = Some((scan, at));
                 }
                 // A scan that does not return is reported once, not at every rescan after it.
                 Err(ScanError::StillRunning) => {
@@ -305,6 +335,17 @@ async fn run(
             refresh = false;
             let (targets, counts, mut notes) =
                 matching::assemble(&plan.rules, &found, &plan.configured);
+            if let Some((scan, at)) = &scanned_now {
+                lost.after_rescan(&Rescan {
+                    rules: &plan.rules,
+                    ready: &ready,
+                    targets: &targets,
+                    scan,
+                    now: *at,
+                });
+            }
+            lost.expire(&plan.rules, unix_now());
+            status.set_lost(lost.entries());
             let mut warnings = Vec::new();
             for (rule, f) in plan.rules.iter().zip(&found) {
                 let Some(f) = f else { continue };
@@ -322,6 +363,7 @@ async fn run(
                         id: rule.id.clone(),
                         targets: counts[i],
                         dropped: found[i].as_ref().map_or(0, |f| f.dropped.len()),
+                        unnamed: found[i].as_ref().map_or(0, |f| f.unnamed),
                         last_rescan: scanned[i],
                     })
                     .collect(),

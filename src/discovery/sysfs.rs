@@ -3,7 +3,7 @@
 //!
 //! Reading is separate from parsing: [`read`] walks the tree, the `parse_*` functions turn one
 //! file's text into a value. Every file but `dev` is optional: a device without `size` counts as
-//! empty, one without `serial` or `wwid` has none.
+//! empty, one without `serial`, `wwid` or `device/model` has none.
 
 use std::fs;
 use std::io;
@@ -29,6 +29,8 @@ pub struct BlockDevice {
     pub serial: String,
     /// World Wide Name (`wwid` or `device/wwid`); a partition has its disk's.
     pub wwn: String,
+    /// Model (`device/model`); a partition has its disk's.
+    pub model: String,
 }
 
 /// `MAJ:MIN` from a `dev` file.
@@ -87,11 +89,12 @@ fn device(
     };
     let (major, minor) = parse_dev(&text("dev")?)?;
     let holders = fs::read_dir(dir.join("holders")).map_or(0, |d| d.count());
-    let (serial, wwn) = match disk {
-        Some(d) => (d.serial.clone(), d.wwn.clone()),
+    let (serial, wwn, model) = match disk {
+        Some(d) => (d.serial.clone(), d.wwn.clone(), d.model.clone()),
         None => (
             first(&["device/serial", "serial"]),
             first(&["wwid", "device/wwid"]),
+            first(&["device/model"]),
         ),
     };
     Some(BlockDevice {
@@ -103,6 +106,7 @@ fn device(
         holders,
         serial,
         wwn,
+        model,
     })
 }
 

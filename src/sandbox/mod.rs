@@ -108,6 +108,9 @@ pub struct Inputs<'a> {
     pub web_files: &'a [PathBuf],
     /// The address the agent will listen on (none when it is invalid: the agent then stops).
     pub listen: Option<&'a ListenAddress>,
+    /// The state directory, when the agent keeps state there (the lost targets of block rules):
+    /// files are created, replaced and removed in it.
+    pub state_dir: Option<&'a Path>,
 }
 
 /// The confinement applied at start, checked on reloads and reported by the sandbox collector.
@@ -378,6 +381,9 @@ fn plan(inputs: &Inputs<'_>, config: &Config) -> (Rules, Vec<(PathFd, Rule)>, Ve
         fixed(inputs.sysfs, rules::READ_TREE, "--path.sysfs"),
         fixed(inputs.devfs, rules::DEVFS, "--path.devfs"),
     ];
+    if let Some(dir) = inputs.state_dir {
+        wanted.push(fixed(dir, rules::STATE_DIR, "state directory"));
+    }
     let files = [
         (inputs.config_file, "--config.file"),
         (inputs.web_config_file, "--web.config.file"),

@@ -33,6 +33,10 @@ pub const READ_FILES: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 /// probe file created for a size its direct I/O cannot write is removed at once).
 pub const PROBE_DIR: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{ReadFile | WriteFile | MakeReg | RemoveFile | Truncate});
+/// The state directory: files created, replaced by a rename, removed; the directory opened to
+/// sync it after a rename.
+pub const STATE_DIR: BitFlags<AccessFs> =
+    make_bitflags!(AccessFs::{ReadFile | ReadDir | WriteFile | MakeReg | RemoveFile | Truncate});
 /// A block device probed read-only: read it, and the block-device ioctls.
 pub const DEVICE_READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | IoctlDev});
 /// A block device opted in for writes: read and write it, and the block-device ioctls.

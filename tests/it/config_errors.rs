@@ -240,7 +240,27 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[discover]]\nkind = \"block\"\nname = \"{model}\"\n",
-        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial} or {wwn} (write {{ for a literal {)",
+        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial}, {wwn} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nname = \"disk-{wwn|serial|wwn}\"\n",
+        "3:8: discover[0].name: {wwn|serial|wwn} lists wwn twice",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nlost_retention = \"1d\"\n",
+        "4:18: discover[0].lost_retention: applies to kind = \"block\" rules only",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nlost_retention = \"a week\"\n",
+        "3:18: discover[0].lost_retention: invalid duration \"a week\": expected number at 0 (expected e.g. 500ms, 5s, 1m)",
+    ),
+    (
+        "[defaults]\ncohort = \"gp3 volumes\"\n",
+        "2:10: defaults.cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found \"gp3 volumes\"",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ncohort = \"ebs/io2\"\n",
+        "3:10: discover[0].cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found \"ebs/io2\"",
     ),
     (
         "[[discover]]\nkind = \"block\"\nmax_targets = 0\n",
@@ -344,6 +364,42 @@ fn config_check_exit_codes() {
 }
 
 #[test]
+fn cohort_is_inherited_from_defaults_and_set_per_target_and_rule() {
+    let config = Config::from_toml(
+        "[defaults]\ncohort = \"ebs-gp3\"\n\
+         [[targets]]\nname = \"a\"\npath = \"/x\"\n\
+         [[targets]]\nname = \"b\"\npath = \"/y\"\ncohort = \"ebs-io2\"\n\
+         [[targets]]\nname = \"c\"\npath = \"/z\"\ncohort = \"\"\n\
+         [[discover]]\nkind = \"block\"\ncohort = \"nvme:local_1.0\"\n\
+         [[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\n",
+        Path::new("c.toml"),
+    )
+    .unwrap();
+    let targets: Vec<&str> = config
+        .targets
+        .iter()
+        .map(|t| t.settings.cohort.as_str())
+        .collect();
+    assert_eq!(targets, ["ebs-gp3", "ebs-io2", ""]);
+    let rules: Vec<&str> = config
+        .discover
+        .iter()
+        .map(|r| r.settings.cohort.as_str())
+        .collect();
+    assert_eq!(rules, ["nvme:local_1.0", "ebs-gp3"]);
+    let unset = Config::from_toml(
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n",
+        Path::new("c.toml"),
+    )
+    .unwrap();
+    assert_eq!(unset.targets[0].settings.cohort, "");
+    let long = format!("[defaults]\ncohort = \"{}\"\n", "a".repeat(129));
+    assert!(Config::from_toml(&long, Path::new("c.toml")).is_err());
+    let longest = format!("[defaults]\ncohort = \"{}\"\n", "a".repeat(128));
+    assert!(Config::from_toml(&longest, Path::new("c.toml")).is_ok());
+}
+
+#[test]
 fn example_config_loads_and_means_the_defaults() {
     let path = common::repo_root().join("config.example.toml");
     let config = Config::load(&path).expect("config.example.toml must be valid");
@@ -378,7 +434,7 @@ fn example_config_loads_and_means_the_defaults() {
     assert_eq!(
         rules,
         [
-            ("disks", "block", "disk-{serial}"),
+            ("disks", "block", "disk-{wwn|serial|kname}"),
             ("pvcs", "mount", "pv-$1")
         ]
     );

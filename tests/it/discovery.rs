@@ -59,10 +59,12 @@ impl Workspace {
     }
 }
 
-/// Whether any series of the scrape is about `target`.
+/// Whether any series of the scrape is about `target`, other than the one that reports it lost.
 fn has_target(m: &Metrics, target: &str) -> bool {
     let label = format!("target=\"{target}\"");
-    m.keys().any(|k| k.contains(&label))
+    m.keys().any(|k| {
+        k.contains(&label) && !k.starts_with("diskprobe_discovered_target_lost_timestamp_seconds{")
+    })
 }
 
 /// The `diskprobe_target_info` series of `target`.
@@ -158,7 +160,7 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(
         target_info(&m, &target),
         format!(
-            "diskprobe_target_info{{target=\"{target}\",path=\"{}/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"disks\"}}",
+            "diskprobe_target_info{{target=\"{target}\",path=\"{}/loop{n}\",device=\"loop{n}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"disks\",cohort=\"\"}}",
             host_dev.path().display()
         )
     );
@@ -175,6 +177,13 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(
         gauge(&m, "diskprobe_discovered_targets", "disks"),
         Some(0.0)
+    );
+    // Its disk gone, the block rule reports it lost instead.
+    let lost = lost_series(&m);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].0.contains(&format!("target=\"{target}\"")),
+        "{lost:?}"
     );
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
@@ -217,7 +226,7 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
     assert_eq!(
         target_info(&m, "pv-alpha"),
         format!(
-            "diskprobe_target_info{{target=\"pv-alpha\",path=\"/dev/{0}\",device=\"{0}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"volumes\"}}",
+            "diskprobe_target_info{{target=\"pv-alpha\",path=\"/dev/{0}\",device=\"{0}\",parent=\"\",kind=\"block_device\",fstype=\"\",cache=\"page_cache\",rule=\"volumes\",cohort=\"\"}}",
             dev.name
         )
     );
@@ -249,6 +258,109 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
         gauge(&m, "diskprobe_discovered_targets", "volumes"),
         Some(0.0)
     );
+    assert_eq!(
+        lost_series(&m),
+        Vec::<(String, f64)>::new(),
+        "a mount rule never reports a volume lost"
+    );
+}
+
+/// Every `diskprobe_discovered_target_lost_timestamp_seconds` series, with its value.
+fn lost_series(m: &Metrics) -> Vec<(String, f64)> {
+    m.iter()
+        .filter(|(k, _)| k.starts_with("diskprobe_discovered_target_lost_timestamp_seconds{"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+#[test]
+fn a_disk_detached_while_a_block_rule_probes_it_is_reported_lost_across_a_restart() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = shared();
+    let ws = Workspace::new();
+    let n = free_loop_numbers(1);
+    // A loop device has neither WWN nor serial: the fallback names it after its kernel name.
+    let arg = ws.config(&format!(
+        "[[discover]]\nid = \"disks\"\nkind = \"block\"\ndevice_include = \"^loop{n}$\"\n\
+         name = \"disk-{{wwn|serial|kname}}\"\ncohort = \"loops\"\nrescan = \"1s\"\n\
+         lost_retention = \"1h\"\n"
+    ));
+    let state = ws.path().join("state");
+    let state_arg = format!("--state.dir={}", state.display());
+    let host_dev = read_only_dev(&ws);
+    let devfs = format!("--path.devfs={}", host_dev.path().display());
+    let mut agent = Agent::start(&[&arg, &state_arg, &devfs]);
+    let target = format!("disk-loop{n}");
+    let mut dev = LoopDev::tmpfs_at(n, 16 << 20);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "a probe of the disk",
+        |m| runs(m, &target, "success") >= 1.0,
+    );
+    assert!(target_info(&m, &target).ends_with(",rule=\"disks\",cohort=\"loops\"}"));
+    assert_eq!(
+        gauge(&m, "diskprobe_discovered_targets_unnamed", "disks"),
+        Some(0.0)
+    );
+    assert!(lost_series(&m).is_empty(), "{:?}", lost_series(&m));
+
+    let detached = unix_now();
+    dev.detach();
+    let m = wait_until(&agent, Duration::from_secs(30), "the disk lost", |m| {
+        !lost_series(m).is_empty()
+    });
+    let lost = lost_series(&m);
+    let series = format!(
+        "diskprobe_discovered_target_lost_timestamp_seconds{{rule=\"disks\",target=\"{target}\",device=\"loop{n}\",model=\"\",serial=\"\",wwn=\"\"}}"
+    );
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].0, series);
+    let since = lost[0].1;
+    assert!(
+        since >= detached.floor() && since <= unix_now(),
+        "lost at {since}, detached at {detached}"
+    );
+    assert!(!has_target(&m, &target), "its probe series are gone");
+    let file = std::fs::read_to_string(state.join("lost_targets.json")).unwrap();
+    assert!(
+        file.contains(&format!("\"target\": \"{target}\"")),
+        "{file}"
+    );
+
+    // Restarted, the agent names it again from its first scrape on, with the same time.
+    agent.terminate();
+    let agent = Agent::start(&[&arg, &state_arg, &devfs]);
+    let m = common::scrape(&agent);
+    assert_eq!(lost_series(&m), [(series.clone(), since)]);
+    let m = wait_until(&agent, Duration::from_secs(10), "a rescan", |m| {
+        gauge(m, "diskprobe_discovered_targets", "disks").is_some()
+    });
+    assert_eq!(lost_series(&m), [(series, since)], "still gone: still lost");
+
+    // The same disk back (the same name): found again, no longer lost, in the file too.
+    let _back = LoopDev::tmpfs_at(n, 16 << 20);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "the disk found again",
+        |m| lost_series(m).is_empty(),
+    );
+    assert_eq!(
+        gauge(&m, "diskprobe_discovered_targets", "disks"),
+        Some(1.0)
+    );
+    let file = std::fs::read_to_string(state.join("lost_targets.json")).unwrap();
+    assert!(!file.contains(&target), "{file}");
 }
 
 /// The owner mark of a probe file, if any.
@@ -299,7 +411,7 @@ fn with_file_set_a_probe_file_is_created_in_the_volume_and_nothing_else_changes(
     assert_eq!(
         target_info(&m, "pv-gamma"),
         format!(
-            "diskprobe_target_info{{target=\"pv-gamma\",path=\"{}\",device=\"{}\",parent=\"\",kind=\"file\",fstype=\"ext4\",cache=\"page_cache\",rule=\"files\"}}",
+            "diskprobe_target_info{{target=\"pv-gamma\",path=\"{}\",device=\"{}\",parent=\"\",kind=\"file\",fstype=\"ext4\",cache=\"page_cache\",rule=\"files\",cohort=\"\"}}",
             probe_file.display(),
             dev.name
         )

@@ -227,6 +227,62 @@ fn names_come_from_capture_groups_serials_and_wwns() {
 }
 
 #[test]
+fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
+    let s = fixture_scan();
+    // sdb has a WWN only, vda a serial only, loop1 neither: each gets the first fact it has.
+    let r = rule(
+        "[[discover]]\nkind = \"block\"\ndevice_exclude = \"^$\"\ninclude_held = true\n\
+         name = \"disk-{wwn|serial|kname}\"\n",
+    );
+    let found = find(&r, &s);
+    assert_eq!(
+        targets(&found),
+        pairs(&[
+            ("disk-cciss/c0d0", "/dev/cciss/c0d0"),
+            ("disk-dm-0", "/dev/dm-0"),
+            ("disk-dm-1", "/dev/dm-1"),
+            ("disk-eui.0025388b91b2c3d4", "/dev/nvme0n1"),
+            ("disk-loop1", "/dev/loop1"),
+            ("disk-md127", "/dev/md127"),
+            ("disk-naa.50014ee2b1234567", "/dev/sda"),
+            ("disk-naa.50014ee2b7654321", "/dev/sdb"),
+            ("disk-vol0abc123", "/dev/vda"),
+        ])
+    );
+    assert_eq!(found.unnamed, 0);
+    // Without the kernel name to fall back on, the devices with neither fact are not probed,
+    // and counted: loop1, md127, dm-0, dm-1 and cciss/c0d0.
+    let r = rule(
+        "[[discover]]\nkind = \"block\"\ndevice_exclude = \"^$\"\ninclude_held = true\nname = \"{serial|wwn}\"\n",
+    );
+    let found = find(&r, &s);
+    assert_eq!(
+        targets(&found),
+        pairs(&[
+            ("S4EWNX0R123456", "/dev/nvme0n1"),
+            ("WD-WCC4N1234567", "/dev/sda"),
+            ("naa.50014ee2b7654321", "/dev/sdb"),
+            ("vol0abc123", "/dev/vda"),
+        ])
+    );
+    assert_eq!(found.unnamed, 5, "{:?}", found.notes);
+    assert!(
+        found.notes.contains(
+            &"rule 0: loop1 has no {serial|wwn} for the name \"{serial|wwn}\"; not probed"
+                .to_owned()
+        ),
+        "{:?}",
+        found.notes
+    );
+    // A name that renders empty is counted too.
+    let r =
+        rule("[[discover]]\nkind = \"block\"\ndevice_include = \"^sd(x?)[ab]$\"\nname = \"$1\"\n");
+    let found = find(&r, &s);
+    assert!(found.targets.is_empty());
+    assert_eq!(found.unnamed, 1, "sda (sdb is held): {:?}", found.notes);
+}
+
+#[test]
 fn a_mount_rule_probes_each_volumes_device_once_under_its_name() {
     let found = find(
         &rule(&format!(

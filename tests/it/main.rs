@@ -49,6 +49,7 @@ mod profile_info;
 mod prometheus_e2e;
 mod prometheus_rules;
 mod protobuf_codegen;
+mod recent_runs;
 mod sandbox;
 mod scheduler_runs;
 mod series_budget;

@@ -12,19 +12,21 @@ use diskprobe_exporter::collectors::probes::ProbesCollector;
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
-use diskprobe_exporter::probe::measurement::EngineKind;
+use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Three targets: one with two runs of QD1 reads (latencies spread over three doublings, one slow
-/// I/O) and a failed QD32 run, one that never ran (empty histograms), and one with a run of
-/// etcd-wal (writes and their syncs, recorded apart).
+/// Three targets: one in a cohort with two runs of QD1 reads (latencies spread over three
+/// doublings, one slow I/O), a QD32 run that failed to open and one with failed I/Os, one that
+/// never ran (empty histograms), and one with three runs of etcd-wal (writes and their syncs,
+/// recorded apart; each run's syncs 100 µs slower than the one before, so that the least of the
+/// last three is the first run's).
 fn families(layout: &ClassicBuckets) -> Vec<Family> {
     let config = Config::from_toml(
-        "[[targets]]\nname = \"nvme\"\npath = \"/dev/nvme0n1\"\nprofiles = [\"randread-4k-qd1\", \"randread-4k-qd32\"]\n\
+        "[[targets]]\nname = \"nvme\"\npath = \"/dev/nvme0n1\"\nprofiles = [\"randread-4k-qd1\", \"randread-4k-qd32\"]\ncohort = \"nvme-local\"\n\
          [[targets]]\nname = \"idle\"\npath = \"/srv/probe.dat\"\nprofiles = [\"randread-4k-qd1\"]\n\
          [[targets]]\nname = \"etcd\"\npath = \"/var/lib/etcd/probe.dat\"\nallow_writes = true\n\
          profiles = [\"etcd-wal\"]\n",
@@ -96,6 +98,29 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             duration: Duration::from_millis(1),
         },
     );
+    let mut h = new_latency_histogram();
+    for i in 0..30u64 {
+        h.record(90_000 + i * 1_000).unwrap();
+    }
+    store.record(
+        &specs[0],
+        "randread-4k-qd32",
+        &RunOutcome::Ran {
+            result: Box::new(Measurement {
+                engine: EngineKind::IoUring,
+                ios: 30,
+                bytes: 4096 * 30,
+                elapsed: Duration::from_millis(3),
+                errors: 2,
+                latency_ns: h,
+                ending: Ending::Failed,
+                ..Measurement::empty(EngineKind::IoUring)
+            }),
+            duration: Duration::from_millis(4),
+            cost: RunCost::default(),
+            yielded_to: None,
+        },
+    );
     store.set_info(
         &specs[2],
         TargetInfo {
@@ -106,42 +131,44 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             ..TargetInfo::default()
         },
     );
-    let (mut writes, mut syncs) = (new_latency_histogram(), new_latency_histogram());
-    for i in 0..400u64 {
-        // Buffered writes of 3 .. 11 µs; syncs of 250 µs .. 1.05 ms and one of 14 ms.
-        writes.record(3_000 + (i * 37) % 8_000).unwrap();
-        syncs
-            .record(if i == 200 {
-                14_000_000
-            } else {
-                250_000 + (i * i * 11) % 800_000
-            })
-            .unwrap();
-    }
-    store.record(
-        &specs[2],
-        "etcd-wal",
-        &RunOutcome::Ran {
-            result: Box::new(Measurement {
-                engine: EngineKind::Psync,
-                ios: 400,
-                bytes: 400 * 2300,
-                elapsed: Duration::from_millis(200),
-                errors: 0,
-                first_error: None,
-                latency_ns: writes,
-                syncs: Some(Syncs {
-                    count: 400,
-                    latency_ns: syncs,
+    for run in 0..3u64 {
+        let (mut writes, mut syncs) = (new_latency_histogram(), new_latency_histogram());
+        for i in 0..400u64 {
+            // Buffered writes of 3 .. 11 µs; syncs of 250 µs .. 1.05 ms and one of 14 ms.
+            writes.record(3_000 + (i * 37) % 8_000).unwrap();
+            syncs
+                .record(if i == 200 {
+                    14_000_000
+                } else {
+                    250_000 + (i * i * 11) % 800_000 + run * 100_000
+                })
+                .unwrap();
+        }
+        store.record(
+            &specs[2],
+            "etcd-wal",
+            &RunOutcome::Ran {
+                result: Box::new(Measurement {
+                    engine: EngineKind::Psync,
+                    ios: 400,
+                    bytes: 400 * 2300,
+                    elapsed: Duration::from_millis(200),
+                    errors: 0,
+                    first_error: None,
+                    latency_ns: writes,
+                    syncs: Some(Syncs {
+                        count: 400,
+                        latency_ns: syncs,
+                    }),
+                    ..Measurement::empty(EngineKind::Psync)
                 }),
-                ..Measurement::empty(EngineKind::Psync)
-            }),
-            duration: Duration::from_millis(230),
-            // A durability run is not watched: no cost is charged.
-            cost: RunCost::default(),
-            yielded_to: None,
-        },
-    );
+                duration: Duration::from_millis(230),
+                // A durability run is not watched: no cost is charged.
+                cost: RunCost::default(),
+                yielded_to: None,
+            },
+        );
+    }
     let mut out = Vec::new();
     ProbesCollector::new(store).collect(&mut out).unwrap();
     // When a run ended is the one value that changes from run to run.

@@ -115,23 +115,26 @@ impl Agent {
     ///
     /// Without `--config.file` or `--state.dir` in `args`, an empty configuration file is passed
     /// (diskstats only), so that tests never run the embedded default against the machine's own
-    /// state directory.
+    /// state directory; without `--state.dir`, a scratch directory of the agent's own is its
+    /// state directory (block discovery rules keep their lost targets there).
     pub fn start(args: &[&str]) -> Agent {
         let mut cmd = std::process::Command::new(binary());
         cmd.args(args);
-        let chooses_config = args
-            .iter()
-            .any(|a| a.starts_with("--config.file") || a.starts_with("--state.dir"));
-        let mut scratch = None;
-        if !chooses_config {
-            let dir = tempfile::tempdir().expect("tempdir");
+        let has = |flag: &str| args.iter().any(|a| a.starts_with(flag));
+        let dir = tempfile::tempdir().expect("tempdir");
+        if !has("--config.file") && !has("--state.dir") {
             let empty = dir.path().join("empty.toml");
             std::fs::write(&empty, "").expect("write empty config");
             cmd.arg(format!("--config.file={}", empty.display()));
-            scratch = Some(dir);
+        }
+        if !has("--state.dir") {
+            cmd.arg(format!(
+                "--state.dir={}",
+                dir.path().join("state").display()
+            ));
         }
         let mut agent = Agent::start_command(cmd);
-        agent._scratch = scratch;
+        agent._scratch = Some(dir);
         agent
     }
 

@@ -1,0 +1,321 @@
+//! Name templates of `[[discover]]` rules: how a target found by a rule is named, from the rule
+//! regex's capture groups and facts about the device under it.
+//!
+//! `$1`.. (or `${1}`) are capture groups; `{kname}`, `{serial}` and `{wwn}` facts; `{wwn|serial|kname}`
+//! the first of the listed facts that the device has (not empty), so that a disk without a WWN is
+//! still named after its serial, and one without either after its kernel name; `$$`, `{{` and `}}`
+//! are a literal `$`, `{` and `}`. A template whose placeholder has none of its facts names
+//! nothing ([`Unnamed`]): the match is not probed, and counted.
+
+/// A fact about the device under a match, read from sysfs, for name templates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fact {
+    /// `{kname}`: the kernel name (`sdb`, `nvme0n1`).
+    Kname,
+    /// `{serial}`: the device's serial number.
+    Serial,
+    /// `{wwn}`: the device's World Wide Name (`wwid`).
+    Wwn,
+}
+
+impl Fact {
+    const ALL: [Fact; 3] = [Fact::Kname, Fact::Serial, Fact::Wwn];
+
+    /// The placeholder's name, between braces in a template.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fact::Kname => "kname",
+            Fact::Serial => "serial",
+            Fact::Wwn => "wwn",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Group(usize),
+    /// The first of these facts that is not empty.
+    Facts(Vec<Fact>),
+}
+
+/// Why a template gives a match no name: the device has none of the facts of one of its
+/// placeholders (or they are empty), listed as written (`wwn|serial`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unnamed(pub Vec<Fact>);
+
+impl Unnamed {
+    /// The placeholder's facts as written: `wwn|serial`.
+    pub fn facts(&self) -> String {
+        self.0
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+}
+
+/// A target name template (see the module's documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameTemplate {
+    text: String,
+    pieces: Vec<Piece>,
+}
+
+/// The facts of a placeholder `{a|b|c}` (`inner` is what is between the braces).
+fn facts(inner: &str, closed: bool) -> Result<Vec<Fact>, String> {
+    let unknown = || {
+        format!(
+            "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}}, {{wwn}} or several of them as {{wwn|serial|kname}} (write {{{{ for a literal {{)",
+            if closed { "}" } else { "" }
+        )
+    };
+    if !closed {
+        return Err(unknown());
+    }
+    let mut out = Vec::new();
+    for name in inner.split('|') {
+        let fact = Fact::ALL
+            .into_iter()
+            .find(|f| f.as_str() == name)
+            .ok_or_else(unknown)?;
+        if out.contains(&fact) {
+            return Err(format!("{{{inner}}} lists {name} twice"));
+        }
+        out.push(fact);
+    }
+    Ok(out)
+}
+
+/// A capture group number after a `$` (the `$` consumed); `None` for `$$`.
+fn group(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Option<usize>, String> {
+    match chars.peek() {
+        Some('$') => {
+            chars.next();
+            Ok(None)
+        }
+        Some('{') => {
+            chars.next();
+            let inner: String = chars.by_ref().take_while(|&c| c != '}').collect();
+            inner.parse::<usize>().map(Some).map_err(|_| {
+                format!("expected a capture group number in ${{...}}, found ${{{inner}")
+            })
+        }
+        Some(d) if d.is_ascii_digit() => {
+            let mut digits = String::new();
+            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                digits.push(*d);
+                chars.next();
+            }
+            digits
+                .parse::<usize>()
+                .map(Some)
+                .map_err(|_| format!("capture group number {digits} is too large"))
+        }
+        _ => Err(
+            "a $ must be followed by a capture group number ($1, ${1}); write $$ for a literal $"
+                .to_owned(),
+        ),
+    }
+}
+
+impl NameTemplate {
+    /// Parses `text`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<NameTemplate, String> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        let flush = |literal: &mut String, pieces: &mut Vec<Piece>| {
+            if !literal.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(literal)));
+            }
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '$' => match group(&mut chars)? {
+                    None => literal.push('$'),
+                    Some(n) => {
+                        flush(&mut literal, &mut pieces);
+                        pieces.push(Piece::Group(n));
+                    }
+                },
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '{' => {
+                    let mut inner = String::new();
+                    let mut closed = false;
+                    for c in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        inner.push(c);
+                    }
+                    let facts = facts(&inner, closed)?;
+                    flush(&mut literal, &mut pieces);
+                    pieces.push(Piece::Facts(facts));
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err("unmatched }; write }} for a literal }".to_owned()),
+                c => literal.push(c),
+            }
+        }
+        flush(&mut literal, &mut pieces);
+        Ok(NameTemplate {
+            text: text.to_owned(),
+            pieces,
+        })
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the template is empty.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// The highest capture group the template uses (0 when it uses none).
+    pub fn max_group(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Group(n) => Some(*n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the template uses `fact` (alone or as one of several).
+    pub fn uses(&self, fact: Fact) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Facts(f) if f.contains(&fact)))
+    }
+
+    /// The name for a match, trimmed: `groups[i]` is capture group `i` (a group that did not take
+    /// part gives nothing), `fact` what the device says. An error names the facts of the first
+    /// placeholder none of whose facts the device has (or has empty).
+    pub fn render(
+        &self,
+        groups: &[Option<&str>],
+        fact: impl Fn(Fact) -> Option<String>,
+    ) -> Result<String, Unnamed> {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Group(n) => out.push_str(groups.get(*n).copied().flatten().unwrap_or("")),
+                Piece::Facts(facts) => {
+                    let first = facts
+                        .iter()
+                        .find_map(|f| fact(*f).filter(|v| !v.trim().is_empty()));
+                    match first {
+                        Some(v) => out.push_str(&v),
+                        None => return Err(Unnamed(facts.clone())),
+                    }
+                }
+            }
+        }
+        Ok(out.trim().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(template: &str, groups: &[Option<&str>]) -> Result<String, Unnamed> {
+        NameTemplate::parse(template)
+            .unwrap()
+            .render(groups, |f| match f {
+                Fact::Kname => Some("sdb".to_owned()),
+                Fact::Serial => Some("S3X".to_owned()),
+                Fact::Wwn => None,
+            })
+    }
+
+    #[test]
+    fn templates_expand_groups_and_facts() {
+        assert_eq!(
+            render("pv-$1", &[Some("all"), Some("vol")]),
+            Ok("pv-vol".into())
+        );
+        assert_eq!(render("${1}0", &[None, Some("a")]), Ok("a0".into()));
+        assert_eq!(
+            render("$10", &[None, Some("a")]),
+            Ok("".into()),
+            "$10 is group 10"
+        );
+        assert_eq!(render("{kname}-{serial}", &[]), Ok("sdb-S3X".into()));
+        assert_eq!(render("$$ {{x}} $1", &[None, None]), Ok("$ {x}".into()));
+        assert_eq!(render("disk-{wwn}", &[]), Err(Unnamed(vec![Fact::Wwn])));
+        let t = NameTemplate::parse("a$2b$1{serial}").unwrap();
+        assert_eq!(t.max_group(), 2);
+        assert!(t.uses(Fact::Serial) && !t.uses(Fact::Kname));
+    }
+
+    #[test]
+    fn a_fallback_takes_the_first_fact_the_device_has() {
+        assert_eq!(
+            render("disk-{wwn|serial|kname}", &[]),
+            Ok("disk-S3X".into())
+        );
+        assert_eq!(
+            render("disk-{wwn|kname|serial}", &[]),
+            Ok("disk-sdb".into())
+        );
+        assert_eq!(render("{serial|wwn}", &[]), Ok("S3X".into()));
+        let t = NameTemplate::parse("d-{wwn|serial}").unwrap();
+        assert!(t.uses(Fact::Wwn) && t.uses(Fact::Serial) && !t.uses(Fact::Kname));
+        // A fact that is only blanks counts as missing (sysfs pads some serials with spaces).
+        let blank = |f: Fact| match f {
+            Fact::Wwn => Some("   ".to_owned()),
+            Fact::Serial => Some(String::new()),
+            Fact::Kname => Some("vdb".to_owned()),
+        };
+        assert_eq!(
+            NameTemplate::parse("{wwn|serial|kname}")
+                .unwrap()
+                .render(&[], blank),
+            Ok("vdb".into())
+        );
+        let none = NameTemplate::parse("disk-{wwn|serial}")
+            .unwrap()
+            .render(&[], blank)
+            .unwrap_err();
+        assert_eq!(none, Unnamed(vec![Fact::Wwn, Fact::Serial]));
+        assert_eq!(none.facts(), "wwn|serial");
+    }
+
+    #[test]
+    fn bad_templates_say_why() {
+        for (text, message) in [
+            ("a$", "a $ must be followed"),
+            ("a$x", "a $ must be followed"),
+            (
+                "${x}",
+                "expected a capture group number in ${...}, found ${x",
+            ),
+            ("{model}", "unknown placeholder {model}"),
+            ("{kname", "unknown placeholder {kname;"),
+            ("{wwn|model}", "unknown placeholder {wwn|model}"),
+            ("{wwn|}", "unknown placeholder {wwn|}"),
+            ("{|wwn}", "unknown placeholder {|wwn}"),
+            ("{wwn|serial|wwn}", "{wwn|serial|wwn} lists wwn twice"),
+            ("a}", "unmatched }"),
+            ("$99999999999999999999999", "too large"),
+        ] {
+            let err = NameTemplate::parse(text).unwrap_err();
+            assert!(err.contains(message), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Targets lost by block rules: a disk that disappears while a `kind = "block"` rule probes it
+//! leaves `/metrics` with all its series at the next rescan, and with them every alert that
+//! could name it. So the rule remembers it: [`LostTracker`] compares what each rescan finds with
+//! what the rule probed before, and a target that is no longer found *because its device is gone*
+//! (no device of that kernel name, serial and WWN, or it is empty now: a detached loop device, a
+//! drive without media) becomes a [`LostTarget`], published as
+//! `diskprobe_discovered_target_lost_timestamp_seconds` with the disk's identity.
+//!
+//! An entry stays for the rule's `lost_retention` (zero: none are kept), is dropped when the rule
+//! finds a target of the same name again (the same disk, where names follow the disk), and with
+//! the rule when a reload removes it or makes it a mount rule. Mount rules never lose targets: a
+//! volume that moves with its pod is normal. Entries are kept in the state directory
+//! ([`super::lost_file`]), so that an agent restarted after the disk vanished still names it.
+
+use super::lost_file;
+pub use super::lost_file::LostTarget;
+use super::matching::Scan;
+use super::sysfs::BlockDevice;
+use crate::config::TargetSpec;
+use crate::config::discover::{DiscoverRule, RuleSource};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The devices under the targets one rule probes, by target name.
+type Probing = BTreeMap<String, BlockDevice>;
+
+/// The rule's block-rule retention: `None` for mount rules and a zero `lost_retention`.
+fn retention(rule: &DiscoverRule) -> Option<Duration> {
+    match &rule.source {
+        RuleSource::Block(b) if !b.lost_retention.is_zero() => Some(b.lost_retention),
+        _ => None,
+    }
+}
+
+/// Whether `before`'s device is still in `scan`: a non-empty device of the same kernel name,
+/// serial and WWN.
+fn still_there(before: &BlockDevice, scan: &Scan) -> bool {
+    scan.devices.iter().any(|d| {
+        d.kname == before.kname && d.sectors > 0 && d.serial == before.serial && d.wwn == before.wwn
+    })
+}
+
+/// What [`LostTracker::after_rescan`] is given: the rules, which of them were rescanned, the
+/// targets published for all of them, and the scan.
+pub struct Rescan<'a> {
+    /// The rules, in file order.
+    pub rules: &'a [DiscoverRule],
+    /// Indices of the rules this rescan scanned.
+    pub ready: &'a [usize],
+    /// The targets published for every rule (a target's `rule` says which).
+    pub targets: &'a [TargetSpec],
+    /// What the rescan read.
+    pub scan: &'a Scan,
+    /// Now, in Unix seconds.
+    pub now: f64,
+}
+
+/// The lost targets of every rule, what each block rule probed at its last rescan, and the file
+/// they are kept in.
+#[derive(Debug, Default)]
+pub struct LostTracker {
+    lost: Vec<LostTarget>,
+    probing: BTreeMap<String, Probing>,
+    file: Option<PathBuf>,
+    /// The last save failed (logged once until one succeeds).
+    save_failed: bool,
+}
+
+impl LostTracker {
+    /// A tracker keeping its entries in `file` (none: in memory only), starting from what the
+    /// file holds.
+    pub fn load(file: Option<PathBuf>) -> LostTracker {
+        let lost = match &file {
+            Some(path) => lost_file::load(path).unwrap_or_else(|err| {
+                tracing::warn!(file = %path.display(), %err, "discovery: cannot read the lost targets; starting without them");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        LostTracker {
+            lost,
+            file,
+            ..LostTracker::default()
+        }
+    }
+
+    /// The lost targets, oldest first.
+    pub fn entries(&self) -> &[LostTarget] {
+        &self.lost
+    }
+
+    /// Drops the entries of rules that are gone, are mount rules or keep none, and those past
+    /// their rule's retention at `now`; saves when that changed anything.
+    pub fn expire(&mut self, rules: &[DiscoverRule], now: f64) {
+        let before = self.lost.len();
+        self.lost.retain(|l| {
+            rules
+                .iter()
+                .filter(|r| r.id == l.rule)
+                .find_map(retention)
+                .is_some_and(|keep| l.since() + keep.as_secs_f64() > now)
+        });
+        self.probing
+            .retain(|id, _| rules.iter().any(|r| &r.id == id && retention(r).is_some()));
+        if self.lost.len() != before {
+            self.save();
+        }
+    }
+
+    /// After a rescan: for every rescanned block rule, the targets it probed before whose
+    /// device is gone become lost, those it finds now stop being lost, and what it probes now is
+    /// remembered. Saves when the entries changed.
+    pub fn after_rescan(&mut self, r: &Rescan<'_>) {
+        let mut changed = false;
+        for rule in r.ready.iter().map(|&i| &r.rules[i]) {
+            if retention(rule).is_none() {
+                continue;
+            }
+            let now: BTreeSet<&str> = r
+                .targets
+                .iter()
+                .filter(|t| t.rule.as_deref() == Some(rule.id.as_str()))
+                .map(|t| t.name.as_str())
+                .collect();
+            let before = self.probing.remove(&rule.id).unwrap_or_default();
+            for (name, device) in &before {
+                if now.contains(name.as_str()) || still_there(device, r.scan) {
+                    continue;
+                }
+                self.lost
+                    .retain(|l| !(l.rule == rule.id && &l.target == name));
+                self.lost.push(LostTarget {
+                    rule: rule.id.clone(),
+                    target: name.clone(),
+                    device: device.kname.clone(),
+                    model: device.model.clone(),
+                    serial: device.serial.clone(),
+                    wwn: device.wwn.clone(),
+                    since_ms: (r.now * 1000.0).round() as u64,
+                });
+                changed = true;
+            }
+            let found_again = self.lost.len();
+            self.lost
+                .retain(|l| !(l.rule == rule.id && now.contains(l.target.as_str())));
+            changed |= self.lost.len() != found_again;
+            self.probing
+                .insert(rule.id.clone(), probing(&rule.id, r.targets, r.scan));
+        }
+        if changed {
+            self.save();
+        }
+    }
+
+    fn save(&mut self) {
+        let Some(path) = &self.file else { return };
+        match lost_file::save(path, &self.lost) {
+            Ok(()) => self.save_failed = false,
+            Err(err) if !self.save_failed => {
+                self.save_failed = true;
+                tracing::warn!(file = %path.display(), %err, "discovery: cannot save the lost targets; they are kept in memory only");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The devices under the targets of rule `id` in `targets`: a block rule's target is the device
+/// node `<dev_dir>/<kname>`.
+fn probing(id: &str, targets: &[TargetSpec], scan: &Scan) -> Probing {
+    targets
+        .iter()
+        .filter(|t| t.rule.as_deref() == Some(id))
+        .filter_map(|t| {
+            let kname = t.path.strip_prefix(&scan.dev_dir).ok()?.to_str()?;
+            let device = scan.devices.iter().find(|d| d.kname == kname)?;
+            Some((t.name.clone(), device.clone()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::discovery::matching::{assemble, find};
+    use std::path::Path;
+
+    fn disk(kname: &str, serial: &str, sectors: u64) -> BlockDevice {
+        BlockDevice {
+            kname: kname.into(),
+            major: 8,
+            minor: kname.bytes().map(u32::from).sum(),
+            sectors,
+            parent: None,
+            holders: 0,
+            serial: serial.into(),
+            wwn: String::new(),
+            model: "M".into(),
+        }
+    }
+
+    fn scan(devices: Vec<BlockDevice>) -> Scan {
+        Scan {
+            dev_dir: PathBuf::from("/dev"),
+            devices,
+            mounts: Vec::new(),
+            sources: BTreeMap::new(),
+        }
+    }
+
+    fn rules(extra: &str) -> Vec<DiscoverRule> {
+        Config::from_toml(
+            &format!(
+                "[[discover]]\nid = \"disks\"\nkind = \"block\"\ndevice_include = \"^sd\"\n\
+                 name = \"disk-{{serial|kname}}\"\n{extra}\
+                 [[discover]]\nid = \"pvcs\"\nkind = \"mount\"\nmountpoint_include = \"^/mnt/(.*)$\"\nname = \"pv-$1\"\n"
+            ),
+            Path::new("t.toml"),
+        )
+        .unwrap()
+        .discover
+    }
+
+    /// One rescan of every rule over `devices` at `now`.
+    fn rescan(t: &mut LostTracker, rules: &[DiscoverRule], devices: Vec<BlockDevice>, now: f64) {
+        let s = scan(devices);
+        let found: Vec<_> = rules.iter().map(|r| Some(find(r, &s))).collect();
+        let (targets, _, _) = assemble(rules, &found, &BTreeSet::new());
+        t.after_rescan(&Rescan {
+            rules,
+            ready: &(0..rules.len()).collect::<Vec<_>>(),
+            targets: &targets,
+            scan: &s,
+            now,
+        });
+        t.expire(rules, now);
+    }
+
+    fn lost(t: &LostTracker) -> Vec<(&str, &str, &str, f64)> {
+        t.entries()
+            .iter()
+            .map(|l| {
+                (
+                    l.target.as_str(),
+                    l.device.as_str(),
+                    l.serial.as_str(),
+                    l.since(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_vanished_disk_is_lost_until_found_again_or_retention_ends() {
+        let rules = rules("lost_retention = \"1h\"\n");
+        let mut t = LostTracker::default();
+        rescan(
+            &mut t,
+            &rules,
+            vec![disk("sda", "A", 8), disk("sdb", "B", 8)],
+            0.0,
+        );
+        assert!(t.entries().is_empty());
+        // sdb is gone: lost, with what it was.
+        rescan(&mut t, &rules, vec![disk("sda", "A", 8)], 10.0);
+        assert_eq!(lost(&t), [("disk-B", "sdb", "B", 10.0)]);
+        // Still gone at the next rescan: the entry keeps its time.
+        rescan(&mut t, &rules, vec![disk("sda", "A", 8)], 20.0);
+        assert_eq!(lost(&t), [("disk-B", "sdb", "B", 10.0)]);
+        // Back under another kernel name: found again, no longer lost.
+        rescan(
+            &mut t,
+            &rules,
+            vec![disk("sda", "A", 8), disk("sdc", "B", 8)],
+            30.0,
+        );
+        assert!(t.entries().is_empty());
+        // sda empties (media gone, a detached loop device): lost; an hour later, expired.
+        rescan(
+            &mut t,
+            &rules,
+            vec![disk("sda", "A", 0), disk("sdc", "B", 8)],
+            40.0,
+        );
+        assert_eq!(lost(&t), [("disk-A", "sda", "A", 40.0)]);
+        rescan(&mut t, &rules, vec![disk("sdc", "B", 8)], 3639.0);
+        assert_eq!(t.entries().len(), 1);
+        rescan(&mut t, &rules, vec![disk("sdc", "B", 8)], 3640.0);
+        assert!(t.entries().is_empty());
+    }
+
+    #[test]
+    fn a_target_no_longer_found_while_its_disk_is_there_is_not_lost() {
+        let rules = rules("");
+        let mut t = LostTracker::default();
+        rescan(&mut t, &rules, vec![disk("sda", "A", 8)], 0.0);
+        // Another disk took sda's kernel name: the first one is gone.
+        rescan(&mut t, &rules, vec![disk("sda", "Z", 8)], 1.0);
+        assert_eq!(lost(&t), [("disk-A", "sda", "A", 1.0)]);
+        // A reload narrows the rule: sdb is not matched any more, but it is still there.
+        let mut t = LostTracker::default();
+        rescan(&mut t, &rules, vec![disk("sdb", "B", 8)], 0.0);
+        let narrowed = Config::from_toml(
+            "[[discover]]\nid = \"disks\"\nkind = \"block\"\ndevice_include = \"^sda$\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap()
+        .discover;
+        rescan(&mut t, &narrowed, vec![disk("sdb", "B", 8)], 1.0);
+        assert!(t.entries().is_empty());
+    }
+
+    #[test]
+    fn no_retention_mount_rules_and_removed_rules_keep_nothing() {
+        let off = rules("lost_retention = \"0s\"\n");
+        let mut t = LostTracker::default();
+        rescan(&mut t, &off, vec![disk("sda", "A", 8)], 0.0);
+        rescan(&mut t, &off, vec![], 1.0);
+        assert!(t.entries().is_empty(), "0s keeps none");
+        let on = rules("");
+        rescan(&mut t, &on, vec![disk("sda", "A", 8)], 2.0);
+        rescan(&mut t, &on, vec![], 3.0);
+        assert_eq!(t.entries().len(), 1);
+        // A reload without the rule drops its entries.
+        t.expire(&on[1..], 4.0);
+        assert!(t.entries().is_empty());
+    }
+
+    #[test]
+    fn entries_are_kept_in_the_state_file_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(lost_file::FILE_NAME);
+        let rules = rules("");
+        let mut t = LostTracker::load(Some(file.clone()));
+        rescan(&mut t, &rules, vec![disk("sda", "A", 8)], 0.0);
+        rescan(&mut t, &rules, vec![], 5.0);
+        let restarted = LostTracker::load(Some(file.clone()));
+        assert_eq!(restarted.entries(), t.entries());
+        assert_eq!(lost(&restarted), [("disk-A", "sda", "A", 5.0)]);
+        // A restarted agent whose rule finds the disk again forgets it, in the file too.
+        let mut t = restarted;
+        rescan(&mut t, &rules, vec![disk("sdq", "A", 8)], 6.0);
+        assert!(LostTracker::load(Some(file)).entries().is_empty());
+    }
+}
