@@ -477,13 +477,25 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
             let state = alert_state(prom, "DiskprobeLatencyRegression");
             assert!(
                 state.is_none(),
-                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
-                prom.query("diskprobe:probe_latency_p99:median_30m", None)
-                    .first()
-                    .map(|v| v["value"][1].clone()),
-                prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
-                    .first()
-                    .map(|v| v["value"][1].clone()),
+                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
+                prom.query(
+                    "diskprobe:probe_latency_p99:median_30m{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
+                prom.query(
+                    "diskprobe:probe_latency_p99:median_1d{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
+                prom.query(
+                    "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
             );
         }
         std::thread::sleep(Duration::from_millis(500));
