@@ -11,6 +11,7 @@ use crate::collectors::Registry;
 use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
+use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::config::{self, Config, ListenAddress, TargetSpec};
@@ -116,10 +117,16 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         )
         .with_probe_targets(results.clone()),
     );
+    let limits = Arc::new(LimitsCollector::new(
+        results.clone(),
+        cli.sysfs.clone(),
+        config.node_limits.clone(),
+    ));
     let mut registry = Registry::new();
     registry.register(diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(results.clone())));
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
+    registry.register(limits.clone());
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
 
@@ -165,6 +172,8 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                     &reload,
                 )
                 .await;
+                // The configuration in force, new or kept: its node ceiling.
+                limits.set_node_limits(current.node_limits.clone());
                 if cli.web_config_file.is_some() {
                     match load_web_config(&cli) {
                         Ok(web) => {
