@@ -33,6 +33,17 @@ pub struct LoopDev {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// Creates `path` with `size` random bytes from the kernel (fast even in unoptimised test builds).
+fn fill(path: &Path, size: u64) {
+    let mut f = fs::File::create(path).expect("create backing file");
+    let mut random = fs::File::open("/dev/urandom")
+        .expect("open /dev/urandom")
+        .take(size);
+    let copied = std::io::copy(&mut random, &mut f).expect("fill backing file");
+    assert_eq!(copied, size);
+    f.sync_all().expect("sync backing file");
+}
+
 /// Counters of one `/proc/diskstats` line.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stats {
@@ -52,6 +63,30 @@ pub struct Stats {
     pub write_sectors: u64,
     /// Flush requests completed (kernel 5.5+; 0 before).
     pub flushes: u64,
+}
+
+/// What the cgroups and temporary directories the tests create are named after:
+/// `DISKPROBE_TEST_PREFIX` (so that a run on a shared machine can name them after its branch), or
+/// `diskprobe-test`.
+pub fn name_prefix() -> String {
+    std::env::var("DISKPROBE_TEST_PREFIX").unwrap_or_else(|_| "diskprobe-test".to_owned())
+}
+
+/// The first sector of a DOS partition table: Linux partitions of `(first sector, sectors)`.
+pub fn dos_partition_table(parts: &[(u32, u32)]) -> [u8; 512] {
+    let mut mbr = [0u8; 512];
+    for (i, (start, sectors)) in parts.iter().enumerate() {
+        let entry = &mut mbr[446 + 16 * i..446 + 16 * (i + 1)];
+        // No CHS addresses (0xfe 0xff 0xff: beyond CHS), type 0x83 (Linux), LBA start and size.
+        entry[1..4].copy_from_slice(&[0xfe, 0xff, 0xff]);
+        entry[4] = 0x83;
+        entry[5..8].copy_from_slice(&[0xfe, 0xff, 0xff]);
+        entry[8..12].copy_from_slice(&start.to_le_bytes());
+        entry[12..16].copy_from_slice(&sectors.to_le_bytes());
+    }
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    mbr
 }
 
 /// Whether loop devices can be created here.
@@ -86,6 +121,31 @@ impl LoopDev {
         )
     }
 
+    /// A loop device over a file on the root filesystem, with `--direct-io=on`, whose file
+    /// starts with a DOS partition table of `parts` (`(first sector, sectors)`), scanned when it is
+    /// attached (`--partscan`): its partitions are `/dev/loopNpK`.
+    pub fn disk_partitioned(size: u64, parts: &[(u32, u32)]) -> LoopDev {
+        let dir = tempfile::Builder::new()
+            .prefix(&name_prefix())
+            .tempdir_in("/var/tmp")
+            .expect("tempdir in /var/tmp");
+        let backing = dir.path().join("backing.img");
+        fill(&backing, size);
+        {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(&backing)
+                .expect("open backing file");
+            f.write_all(&dos_partition_table(parts))
+                .expect("write the partition table");
+            f.sync_all().expect("sync backing file");
+        }
+        let mut dev = LoopDev::over_file(&backing, &["--direct-io=on", "--partscan"]);
+        dev._dir = Some(dir);
+        dev
+    }
+
     /// A tmpfs-backed loop device that may have partitions (`--partscan`).
     pub fn tmpfs_partitionable(size: u64) -> LoopDev {
         LoopDev::create(
@@ -118,16 +178,7 @@ impl LoopDev {
 
     fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
         let backing = dir.path().join("backing.img");
-        {
-            // Random content from the kernel (fast even in unoptimised test builds).
-            let mut f = fs::File::create(&backing).expect("create backing file");
-            let mut random = fs::File::open("/dev/urandom")
-                .expect("open /dev/urandom")
-                .take(size);
-            let copied = std::io::copy(&mut random, &mut f).expect("fill backing file");
-            assert_eq!(copied, size);
-            f.sync_all().expect("sync backing file");
-        }
+        fill(&backing, size);
         let mut dev = LoopDev::over_file(&backing, extra);
         dev._dir = Some(dir);
         dev
@@ -306,7 +357,8 @@ impl BlkioGroup {
     /// Creates a uniquely named group.
     pub fn new() -> BlkioGroup {
         let dir = PathBuf::from(format!(
-            "/sys/fs/cgroup/blkio/diskprobe-test-{}-{}",
+            "/sys/fs/cgroup/blkio/{}-{}-{}",
+            name_prefix(),
             std::process::id(),
             GROUPS.fetch_add(1, Ordering::Relaxed)
         ));
@@ -333,6 +385,12 @@ impl BlkioGroup {
     pub fn throttle_write_iops(&self, dev: &LoopDev, iops: u32) {
         self.set_throttle("write_iops_device", dev, iops.into())
             .expect("set blkio.throttle.write_iops_device");
+    }
+
+    /// Caps read bandwidth from `dev` at `bps` bytes per second for the group.
+    pub fn throttle_read_bps(&self, dev: &LoopDev, bps: u64) {
+        self.set_throttle("read_bps_device", dev, bps)
+            .expect("set blkio.throttle.read_bps_device");
     }
 
     /// Caps write bandwidth to `dev` at `bps` bytes per second for the group.
