@@ -122,8 +122,9 @@ impl LoopDev {
     }
 
     /// A loop device over a file on the root filesystem, with `--direct-io=on`, whose file
-    /// starts with a DOS partition table of `parts` (`(first sector, sectors)`), scanned when it is
-    /// attached (`--partscan`): its partitions are `/dev/loopNpK`.
+    /// starts with a DOS partition table of `parts` (`(first sector, sectors)`), added with
+    /// `partx --add` (the kernel here does not read DOS tables itself): its partitions are
+    /// `/dev/loopNpK` once [`LoopDev::partition`] has seen them.
     pub fn disk_partitioned(size: u64, parts: &[(u32, u32)]) -> LoopDev {
         let dir = tempfile::Builder::new()
             .prefix(&name_prefix())
@@ -143,7 +144,28 @@ impl LoopDev {
         }
         let mut dev = LoopDev::over_file(&backing, &["--direct-io=on", "--partscan"]);
         dev._dir = Some(dir);
+        let status = Command::new("partx")
+            .arg("--add")
+            .arg(&dev.path)
+            .status()
+            .expect("run partx");
+        assert!(status.success(), "partx --add {}", dev.path.display());
         dev
+    }
+
+    /// `/dev/loopNpK`, once its device node exists (up to 10 s).
+    pub fn partition(&self, k: u32) -> PathBuf {
+        let path = PathBuf::from(format!("/dev/{}p{k}", self.name));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !path.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} did not appear",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        path
     }
 
     /// A tmpfs-backed loop device that may have partitions (`--partscan`).
