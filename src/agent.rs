@@ -14,9 +14,11 @@ use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
 use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
+use crate::collectors::sandbox::SandboxCollector;
 use crate::config::{self, Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
+use crate::sandbox::{self as confinement, Sandbox};
 use crate::scheduler::{Roots, Scheduler};
 use crate::series::SeriesStore;
 use crate::server::{self, App};
@@ -27,6 +29,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+
+/// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
+/// their I/O) while in-flight scrapes finish.
+pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
@@ -65,6 +71,32 @@ pub fn listen_address(cli: &Cli, config: &Config) -> Result<ListenAddress, Strin
     }
 }
 
+/// Confines the agent ([`crate::sandbox::confine`]) for `config` and the flags. Call from `main`
+/// before any thread starts. The embedded default's state directory is made first: the ruleset
+/// is attached to directories that exist.
+pub fn sandbox(
+    cli: &Cli,
+    config: &Config,
+    web: &WebConfig,
+) -> Result<Arc<Sandbox>, confinement::RequiredError> {
+    if cli.config_file.is_none() && cli.sandbox != confinement::Mode::Off {
+        // Errors are reported by `run`, which prepares it again.
+        let _ = state_dir(cli).map(|dir| crate::state_dir::prepare(&dir, &cli.procfs));
+    }
+    let listen = listen_address(cli, config).ok();
+    let inputs = confinement::Inputs {
+        mode: cli.sandbox,
+        procfs: &cli.procfs,
+        sysfs: &cli.sysfs,
+        devfs: &cli.devfs,
+        config_file: cli.config_file.as_deref(),
+        web_config_file: cli.web_config_file.as_deref(),
+        web_files: &web.files,
+        listen: listen.as_ref(),
+    };
+    confinement::confine(&inputs, config)
+}
+
 /// Binds `address`; an empty host binds every interface (IPv6 and IPv4 where available).
 pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
@@ -77,8 +109,71 @@ pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     }
 }
 
-/// Runs the agent until SIGTERM or SIGINT. Returns an error for startup failures.
-pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
+/// The collectors every scrape runs, registered in exposition order; the diskstats one is also
+/// returned, for reloads of its device filter.
+fn collectors(
+    cli: &Cli,
+    config: &Config,
+    series: &Arc<SeriesStore>,
+    discovered: Arc<discovery::Status>,
+    reload: &Arc<ReloadStatus>,
+    sandbox: &Arc<Sandbox>,
+) -> (Registry, Reloaded) {
+    let reloaded = Reloaded {
+        diskstats: Arc::new(
+            DiskstatsCollector::new(
+                cli.procfs.clone(),
+                cli.sysfs.clone(),
+                config.diskstats.filter.clone(),
+            )
+            .with_probe_targets(series.clone()),
+        ),
+        limits: Arc::new(LimitsCollector::new(
+            series.clone(),
+            cli.sysfs.clone(),
+            config.node_limits.clone(),
+        )),
+    };
+    let mut registry = Registry::new();
+    registry.register(reloaded.diskstats.clone());
+    registry.register(Arc::new(ProbesCollector::new(series.clone())));
+    registry.register(Arc::new(DiscoveryCollector::new(discovered)));
+    registry.register(reloaded.limits.clone());
+    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
+    registry.register(Arc::new(ProcessMetrics::new()));
+    registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
+    (registry, reloaded)
+}
+
+/// The collectors whose settings a configuration reload changes.
+struct Reloaded {
+    /// Its device filter.
+    diskstats: Arc<DiskstatsCollector>,
+    /// The node's ceiling (`[limits]`).
+    limits: Arc<LimitsCollector>,
+}
+
+/// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
+/// the previous configuration and counts as a failed reload.
+fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus) {
+    if cli.web_config_file.is_none() {
+        return;
+    }
+    match load_web_config(cli) {
+        Ok(web) => {
+            app.set_web(web);
+            tracing::info!("web configuration reloaded");
+        }
+        Err(err) => {
+            reload.record_failure();
+            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
+        }
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
+/// failures.
+pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let address = listen_address(&cli, &config).map_err(anyhow::Error::msg)?;
@@ -94,13 +189,13 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     }
     let web = load_web_config(&cli)?;
     let reload = Arc::new(ReloadStatus::loaded_now());
-    let results = Arc::new(SeriesStore::new());
-    results.set_histogram_layout(&config.histograms.classic_buckets);
+    let series = Arc::new(SeriesStore::new());
+    series.set_histogram_layout(&config.histograms.classic_buckets);
     let roots = Roots {
         procfs: cli.procfs.clone(),
         sysfs: cli.sysfs.clone(),
     };
-    let mut scheduler = Scheduler::new(results.clone(), roots.clone(), &config.scheduler);
+    let mut scheduler = Scheduler::new(series.clone(), roots.clone(), &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler).await;
     let discovered = Arc::new(discovery::Status::default());
     let mut discovery = Discovery::start(
@@ -109,26 +204,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         Plan::new(&config),
         discovered.clone(),
     );
-    let diskstats = Arc::new(
-        DiskstatsCollector::new(
-            cli.procfs.clone(),
-            cli.sysfs.clone(),
-            config.diskstats.filter.clone(),
-        )
-        .with_probe_targets(results.clone()),
-    );
-    let limits = Arc::new(LimitsCollector::new(
-        results.clone(),
-        cli.sysfs.clone(),
-        config.node_limits.clone(),
-    ));
-    let mut registry = Registry::new();
-    registry.register(diskstats.clone());
-    registry.register(Arc::new(ProbesCollector::new(results.clone())));
-    registry.register(Arc::new(DiscoveryCollector::new(discovered)));
-    registry.register(limits.clone());
-    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
-    registry.register(Arc::new(ProcessMetrics::new()));
+    let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
 
     let listener = bind(&address)
         .await
@@ -140,7 +216,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
         scrapes: server::scrapes(Arc::new(registry)),
         telemetry_path,
         max_connections: cli.max_connections,
-        results,
+        series,
         web: std::sync::RwLock::new(Arc::new(web)),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -165,27 +241,17 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
                 current = reload_config(
                     &cli.config_file,
                     current,
-                    &diskstats,
-                    &app.results,
+                    &reloaded.diskstats,
+                    &app.series,
                     &mut scheduler,
                     &discovery,
                     &reload,
+                    &sandbox,
                 )
                 .await;
                 // The configuration in force, new or kept: its node ceiling.
-                limits.set_node_limits(current.node_limits.clone());
-                if cli.web_config_file.is_some() {
-                    match load_web_config(&cli) {
-                        Ok(web) => {
-                            app.set_web(web);
-                            tracing::info!("web configuration reloaded");
-                        }
-                        Err(err) => {
-                            reload.record_failure();
-                            tracing::error!(err = %format!("{err:#}"), "web configuration reload failed; keeping the previous one");
-                        }
-                    }
-                }
+                reloaded.limits.set_node_limits(current.node_limits.clone());
+                reload_web_config(&cli, &app, &reload);
             }
             _ => {
                 tracing::info!(signal, "shutting down");
@@ -197,7 +263,7 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     discovery.stop();
     // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
     let _ = stop_tx.send(());
-    let (_, server) = tokio::join!(scheduler.shutdown(Duration::from_secs(4)), server);
+    let (_, server) = tokio::join!(scheduler.shutdown(PROBE_STOP_PATIENCE), server);
     if let Err(err) = server {
         tracing::error!(%err, "server task failed");
     }
@@ -205,22 +271,35 @@ pub async fn run(cli: Cli, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Re-reads the configuration file; applies it only when it is valid as a whole.
+/// Re-reads the configuration file; applies it only when it is valid as a whole and the sandbox
+/// allows what it needs.
+// One argument per part a reload touches; grouping them would only move the list.
+#[allow(clippy::too_many_arguments)]
 async fn reload_config(
     path: &Option<PathBuf>,
     current: Config,
     diskstats: &DiskstatsCollector,
-    results: &SeriesStore,
+    series: &SeriesStore,
     scheduler: &mut Scheduler,
     discovery: &Discovery,
     status: &ReloadStatus,
+    sandbox: &Sandbox,
 ) -> Config {
     let Some(path) = path else {
         tracing::info!("SIGHUP: no --config.file, the embedded default stays in force");
         status.record_success();
         return current;
     };
-    match Config::load(path) {
+    // What the running sandbox does not allow cannot be granted any more.
+    let loaded = match Config::load(path) {
+        Ok(new) => sandbox
+            .admits(&new)
+            .await
+            .map(|()| new)
+            .map_err(anyhow::Error::from),
+        Err(err) => Err(err.into()),
+    };
+    match loaded {
         Ok(mut new) => {
             if new.web != current.web {
                 tracing::warn!(
@@ -236,7 +315,7 @@ async fn reload_config(
                     "[histograms] changed: probe counters and histograms start again from zero"
                 );
             }
-            results.set_histogram_layout(&new.histograms.classic_buckets);
+            series.set_histogram_layout(&new.histograms.classic_buckets);
             // Targets found by the old rules stay until the new rules' first rescan, which starts
             // now; those whose names a configured target now uses are stopped at once.
             let found: Arc<Vec<TargetSpec>> = discovery.current();

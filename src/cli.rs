@@ -50,6 +50,12 @@ pub struct Cli {
     #[arg(long = "state.dir", value_name = "PATH")]
     pub state_dir: Option<PathBuf>,
 
+    /// Self-confinement with Landlock: auto confines where the kernel offers it and runs
+    /// unconfined (with a log line) where it does not; required exits unless the whole ruleset
+    /// is enforced; off does not confine.
+    #[arg(long = "sandbox.landlock", value_enum, default_value_t = crate::sandbox::Mode::Auto, value_name = "MODE")]
+    pub sandbox: crate::sandbox::Mode,
+
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,

@@ -10,6 +10,8 @@
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
+//! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
+//!   device, the write-safety check).
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets.
 //! - [`block_info`]: static facts about a block device from sysfs.
@@ -28,13 +30,42 @@
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
 //! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
-//!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads.
+//!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads; in
+//!   parts: tasks, cycles, admission gates (a typed skip reason), global slots, per-device state,
+//!   the probe thread, logging.
+//! - [`sandbox`]: self-confinement with Landlock, applied in `main` before any thread starts;
+//!   reloads that need more are refused.
 //! - [`series`]: the store of per-target, per-profile series (last run, cumulative counters and
 //!   histogram), written by the scheduler, read by the probes collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file.
 //! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
+//!
+//! # One probe run, from the configuration to `/metrics`
+//! 1. [`config::Config::from_toml`] validates a `[[targets]]` entry into a [`config::TargetSpec`]:
+//!    its name, path and [`config::ProbeSettings`] (profiles resolved, `[defaults]` merged,
+//!    [`config::Writes`]). A `[[discover]]` rule ([`config::DiscoverRule`]) holds the same
+//!    settings, and [`discovery`] turns what its rescans find into more `TargetSpec`s.
+//! 2. [`agent`] hands them to [`scheduler::Scheduler::apply`], which starts a task per target.
+//!    Every interval the task's cycle stats the path to find the device under it, takes the
+//!    device's lock and, for each profile, asks the admission gates (budget, busy, runs still out,
+//!    I/O still in the kernel; a refusal is a [`scheduler::Skip`]), takes a global slot and runs
+//!    the profile on a probe thread.
+//! 3. The probe thread opens the target ([`probe::target::open`]: O_DIRECT, preflight, write
+//!    safety) and calls [`probe::engine::run`], which checks the profile against the target (a
+//!    `Job`) and runs it on io_uring or psync, returning a [`probe::measurement::Measurement`]:
+//!    counts, HdrHistograms, and how the run ended ([`probe::measurement::Ending`]).
+//! 4. The scheduler wraps it in a [`series::RunOutcome`] and records it in the
+//!    [`series::SeriesStore`]; [`series::RunOutcome::status`] is its `result` label, read by the
+//!    store and the scheduler's log alike.
+//! 5. A scrape ([`server`], shared by [`coalesce`]) runs every collector: the probes collector
+//!    ([`collectors::probes`]) turns the store into [`exposition::Family`] values, one table row
+//!    per metric family, and [`exposition::encode_for`] writes them in the format the scraper
+//!    asked for.
 #![deny(missing_docs)]
+// Functions a reader can take in at once (clippy.toml: at most 100 lines); choices are types,
+// not rows of booleans.
+#![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod agent;
 pub mod block_info;
@@ -50,7 +81,9 @@ pub mod diskstats;
 pub mod exposition;
 pub mod histogram;
 pub mod logging;
+pub mod mountinfo;
 pub mod probe;
+pub mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;

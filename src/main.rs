@@ -5,6 +5,10 @@ use diskprobe_exporter::agent::{self, EXIT_CONFIG};
 use diskprobe_exporter::cli::{Cli, Command};
 use std::process::ExitCode;
 
+/// How long the exit waits for blocking work still running (a scrape stuck on an
+/// unresponsive file) once the agent has stopped.
+const BLOCKING_WORK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn main() -> ExitCode {
     let mut cli = Cli::parse();
     diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
@@ -18,10 +22,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Err(err) = agent::load_web_config(&cli) {
-        eprintln!("{err:#}");
-        return ExitCode::from(EXIT_CONFIG);
-    }
+    let web = match agent::load_web_config(&cli) {
+        Ok(web) => web,
+        Err(err) => {
+            eprintln!("{err:#}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     if cli.config_check {
         let source = cli
             .config_file
@@ -31,6 +38,15 @@ fn main() -> ExitCode {
         println!("{source}: configuration is valid");
         return ExitCode::SUCCESS;
     }
+    // Before any thread starts: below Landlock ABI 8 a ruleset binds only the calling thread and
+    // the threads it starts afterwards.
+    let sandbox = match agent::sandbox(&cli, &config, &web) {
+        Ok(sandbox) => sandbox,
+        Err(err) => {
+            tracing::error!(%err, "cannot confine the agent");
+            return ExitCode::FAILURE;
+        }
+    };
     // One worker serves HTTP, signals and timers; blocking work (scrapes reading /proc and /sys,
     // bcrypt) gets one thread of its own. Probes never run here: the engine has dedicated threads.
     // More threads do not make scrapes faster on small machines, but each keeps its own malloc
@@ -49,9 +65,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(agent::run(cli, config));
+    let result = runtime.block_on(agent::run(cli, config, sandbox));
     // Do not wait for blocking work (a scrape stuck on an unresponsive file) beyond this.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    runtime.shutdown_timeout(BLOCKING_WORK_PATIENCE);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

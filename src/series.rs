@@ -12,7 +12,7 @@
 
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
-use crate::probe::engine::{EngineKind, StuckIos};
+use crate::probe::measurement::{EngineKind, RunStatus, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,39 +24,6 @@ pub(crate) fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// How a run ended, for `diskprobe_probe_runs_total{result}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RunStatus {
-    /// Completed without I/O errors.
-    Success,
-    /// Could not run, or I/O errors.
-    Error,
-    /// Ended by the hard timeout.
-    Timeout,
-    /// Not run (device busy, budget exhausted, previous run still in flight).
-    Skipped,
-}
-
-impl RunStatus {
-    /// All results, in label order.
-    pub const ALL: [RunStatus; 4] = [
-        RunStatus::Success,
-        RunStatus::Error,
-        RunStatus::Timeout,
-        RunStatus::Skipped,
-    ];
-
-    /// The `result` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Success => "success",
-            RunStatus::Error => "error",
-            RunStatus::Timeout => "timeout",
-            RunStatus::Skipped => "skipped",
-        }
-    }
 }
 
 /// Where a target lives, from the last stat of its path.
@@ -253,7 +220,11 @@ pub struct RunCost {
 /// What the scheduler reports about one run.
 #[derive(Debug)]
 pub enum RunOutcome {
-    /// The engine ran; the result says how it went.
+    /// The engine ran; the measurement says how it ended ([`Measurement::status`]). A capacity
+    /// run that stopped early because another process's I/O showed up on the disk
+    /// ([`Ending::Yielded`](crate::probe::measurement::Ending::Yielded)) counts as skipped: its
+    /// figures are cut short and shared with others, so the last-run gauges keep the previous
+    /// run, but the I/O it did is added to the cumulative counters.
     Ran {
         /// The measurement.
         result: Box<Measurement>,
@@ -261,17 +232,9 @@ pub enum RunOutcome {
         duration: Duration,
         /// What it cost others.
         cost: RunCost,
-    },
-    /// A capacity run stopped early because another process's I/O showed up on the disk: counted
-    /// as skipped (its figures are cut short and shared with others, so the last-run gauges keep
-    /// the previous run), but the I/O it did is added to the cumulative counters.
-    Yielded {
-        /// The measurement, `yielded` set.
-        result: Box<Measurement>,
-        /// What it cost others.
-        cost: RunCost,
-        /// What was seen, and when.
-        reason: String,
+        /// What the contention watch saw that made it ask the run to yield (what was seen, and
+        /// when); the skip reason of a run that yielded.
+        yielded_to: Option<String>,
     },
     /// The run could not start or failed outright (open, preflight, safety, engine setup).
     Failed {
@@ -293,6 +256,64 @@ pub enum RunOutcome {
         /// Why (busy, budget, ...).
         reason: String,
     },
+}
+
+impl RunOutcome {
+    /// The run's `result` label: what the store counts and the scheduler logs.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            RunOutcome::Ran { result, .. } => result.status(),
+            RunOutcome::Failed { .. } => RunStatus::Error,
+            RunOutcome::Abandoned { .. } => RunStatus::Timeout,
+            RunOutcome::Skipped { .. } => RunStatus::Skipped,
+        }
+    }
+
+    /// What went wrong, or why the run was skipped or yielded; `None` when it succeeded.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            RunOutcome::Ran {
+                result, yielded_to, ..
+            } if result.status() == RunStatus::Skipped => Some(
+                yielded_to
+                    .clone()
+                    .unwrap_or_else(|| "asked to yield".to_owned()),
+            ),
+            RunOutcome::Ran { result, .. } => result.failure(),
+            RunOutcome::Failed { error, .. } | RunOutcome::Abandoned { error, .. } => {
+                Some(error.clone())
+            }
+            RunOutcome::Skipped { reason } => Some(reason.clone()),
+        }
+    }
+
+    /// The last run it makes: `None` for a skip (the previous last run stays).
+    fn last_run(&self, timestamp: f64) -> Option<LastRun> {
+        let result = self.status();
+        let error = self.reason();
+        match self {
+            _ if result == RunStatus::Skipped => None,
+            RunOutcome::Ran {
+                result: r,
+                duration,
+                ..
+            } => Some(LastRun {
+                result,
+                timestamp,
+                duration: duration.as_secs_f64(),
+                iops: r.iops(),
+                throughput: r.bandwidth(),
+                latency: r.latency_summary(),
+                sync_latency: r.sync_latency_summary(),
+                engine: Some(r.engine),
+                error,
+            }),
+            RunOutcome::Failed { duration, .. } | RunOutcome::Abandoned { duration, .. } => Some(
+                LastRun::without_io(result, timestamp, *duration, error.unwrap_or_default()),
+            ),
+            RunOutcome::Skipped { .. } => None,
+        }
+    }
 }
 
 impl SeriesStore {
@@ -383,16 +404,11 @@ impl SeriesStore {
     }
 
     /// Records one run of `profile` on the target of `spec` (the allocation given to
-    /// [`SeriesStore::set_targets`]); returns its result label and, unless it succeeded, what went
-    /// wrong (or why it was skipped). A run of a target that a reload has removed or changed since
-    /// (its series now belong to another spec, or to none) is not recorded: the reload cancelled
-    /// it, and its figures describe a target that is gone.
-    pub fn record(
-        &self,
-        spec: &Arc<TargetSpec>,
-        profile: &str,
-        outcome: RunOutcome,
-    ) -> (RunStatus, Option<String>) {
+    /// [`SeriesStore::set_targets`]): its result ([`RunOutcome::status`]) is counted, the I/O it
+    /// did added up, and unless it was skipped it becomes the last run. A run of a target that a
+    /// reload has removed or changed since (its series now belong to another spec, or to none)
+    /// is not recorded: the reload cancelled it, and its figures describe a target that is gone.
+    pub fn record(&self, spec: &Arc<TargetSpec>, profile: &str, outcome: &RunOutcome) {
         let now = unix_now();
         let mut targets = self.lock();
         let Some(series) = targets
@@ -401,72 +417,13 @@ impl SeriesStore {
             .and_then(|t| t.profiles.iter_mut().find(|(p, _)| p == profile))
             .map(|(_, s)| s)
         else {
-            return (
-                RunStatus::Skipped,
-                Some("the target was removed or changed by a reload".to_owned()),
-            );
+            return;
         };
-        let (result, last) = match outcome {
-            RunOutcome::Skipped { reason } => {
-                series.runs[RunStatus::Skipped as usize] += 1;
-                return (RunStatus::Skipped, Some(reason));
-            }
-            RunOutcome::Yielded {
-                result,
-                cost,
-                reason,
-            } => {
-                add_io(series, &result, &cost);
-                series.runs[RunStatus::Skipped as usize] += 1;
-                return (RunStatus::Skipped, Some(reason));
-            }
-            RunOutcome::Abandoned { error, duration } => (
-                RunStatus::Timeout,
-                Some(LastRun::without_io(
-                    RunStatus::Timeout,
-                    now,
-                    duration,
-                    error,
-                )),
-            ),
-            RunOutcome::Failed { error, duration } => (
-                RunStatus::Error,
-                Some(LastRun::without_io(RunStatus::Error, now, duration, error)),
-            ),
-            RunOutcome::Ran {
-                result,
-                duration,
-                cost,
-            } => {
-                let r = &*result;
-                let kind = if r.timed_out {
-                    RunStatus::Timeout
-                } else if r.is_success() {
-                    RunStatus::Success
-                } else {
-                    RunStatus::Error
-                };
-                add_io(series, r, &cost);
-                let error = r.failure();
-                (
-                    kind,
-                    Some(LastRun {
-                        result: kind,
-                        timestamp: now,
-                        duration: duration.as_secs_f64(),
-                        iops: r.iops(),
-                        throughput: r.bandwidth(),
-                        latency: r.latency_summary(),
-                        sync_latency: r.sync_latency_summary(),
-                        engine: Some(r.engine),
-                        error,
-                    }),
-                )
-            }
-        };
-        series.runs[result as usize] += 1;
-        let error = last.as_ref().and_then(|l| l.error.clone());
-        if let Some(last) = last {
+        series.runs[outcome.status() as usize] += 1;
+        if let RunOutcome::Ran { result, cost, .. } = outcome {
+            add_io(series, result, cost);
+        }
+        if let Some(last) = outcome.last_run(now) {
             if series.history.len() == HISTORY_LEN {
                 series.history.pop_front();
             }
@@ -478,7 +435,6 @@ impl SeriesStore {
             });
             series.last = Some(last);
         }
-        (result, error)
     }
 
     /// Runs `f` over every target's series, by name, under the store's lock: scrapes read the
@@ -508,21 +464,20 @@ fn add_io(series: &mut ProfileSeries, r: &Measurement, cost: &RunCost) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::measurement::new_latency_histogram;
+    use crate::probe::measurement::{Ending, new_latency_histogram};
 
     /// A store with one target `t` at `/x` (default profiles), and its spec.
-    fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
+    /// A store with the one target `[[targets]]` of `toml` configures, named "t".
+    fn store_with(toml: &str) -> (SeriesStore, Arc<TargetSpec>) {
         let store = SeriesStore::new();
-        let spec = crate::config::Config::from_toml(
-            "[[targets]]\nname = \"t\"\npath = \"/x\"\n",
-            std::path::Path::new("t.toml"),
-        )
-        .unwrap()
-        .targets
-        .remove(0);
-        let spec = Arc::new(spec);
+        let config = crate::config::Config::from_toml(toml, std::path::Path::new("t.toml"));
+        let spec = Arc::new(config.unwrap().targets.remove(0));
         store.set_targets(std::slice::from_ref(&spec));
         (store, spec)
+    }
+
+    fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
+        store_with("[[targets]]\nname = \"t\"\npath = \"/x\"\n")
     }
 
     #[test]
@@ -536,35 +491,24 @@ mod tests {
             h.record(2_000_000).unwrap(); // 2 ms
         }
         let result = Measurement {
-            engine: EngineKind::IoUring,
             ios: 100,
             bytes: 409_600,
             elapsed: Duration::from_millis(500),
-            errors: 0,
-            first_error: None,
-            timed_out: false,
-            cancelled: false,
-            yielded: false,
-            stuck: None,
             latency_ns: h,
-            submission_latency_ns: None,
-            held_back: 0,
-            syncs: None,
+            ..Measurement::empty(EngineKind::IoUring)
         };
-        let r = store.record(
-            &spec,
-            "randread-4k-qd1-gentle",
-            RunOutcome::Ran {
-                result: Box::new(result),
-                duration: Duration::from_millis(510),
-                cost: RunCost::default(),
-            },
-        );
-        assert_eq!(r, (RunStatus::Success, None));
+        let ran = RunOutcome::Ran {
+            result: Box::new(result),
+            duration: Duration::from_millis(510),
+            cost: RunCost::default(),
+            yielded_to: None,
+        };
+        assert_eq!((ran.status(), ran.reason()), (RunStatus::Success, None));
+        store.record(&spec, "randread-4k-qd1-gentle", &ran);
         store.record(
             &spec,
             "randread-4k-qd1-gentle",
-            RunOutcome::Skipped {
+            &RunOutcome::Skipped {
                 reason: "busy".into(),
             },
         );
@@ -586,15 +530,14 @@ mod tests {
         store.set_targets(&[Arc::new(changed)]);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
         // A run of the old spec, cancelled by that reload, ends up in no series.
-        let late = store.record(
+        store.record(
             &spec,
             "randread-4k-qd1-gentle",
-            RunOutcome::Failed {
+            &RunOutcome::Failed {
                 error: "cancelled".into(),
                 duration: Duration::from_millis(5),
             },
         );
-        assert_eq!(late.0, RunStatus::Skipped);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.set_info(
             &spec,
@@ -608,19 +551,18 @@ mod tests {
         // of the first task still ends up in none of them.
         let back = Arc::new((*spec).clone());
         store.set_targets(std::slice::from_ref(&back));
-        let late = store.record(
+        store.record(
             &spec,
             "randread-4k-qd1-gentle",
-            RunOutcome::Skipped {
+            &RunOutcome::Skipped {
                 reason: "late".into(),
             },
         );
-        assert_eq!(late.0, RunStatus::Skipped);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.record(
             &back,
             "randread-4k-qd1-gentle",
-            RunOutcome::Skipped {
+            &RunOutcome::Skipped {
                 reason: "busy".into(),
             },
         );
@@ -642,16 +584,14 @@ mod tests {
                 elapsed: Duration::from_millis(1),
                 errors: 0,
                 first_error: None,
-                timed_out: false,
-                cancelled: false,
-                yielded: false,
                 latency_ns: h.clone(),
                 ..Measurement::empty(EngineKind::Psync)
             }),
             duration: Duration::from_millis(2),
             cost: RunCost::default(),
+            yielded_to: None,
         };
-        store.record(&spec, "randread-4k-qd1-gentle", run());
+        store.record(&spec, "randread-4k-qd1-gentle", &run());
         let series = || store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(series().latency.layout(), &ClassicBuckets::coarse());
         // The same layout again changes nothing.
@@ -663,7 +603,7 @@ mod tests {
         assert_eq!((s.ios, s.runs, s.latency.count()), (0, [0; 4], 0));
         assert_eq!(s.latency.layout(), &ClassicBuckets::fine());
         assert!(s.last.is_some() && s.history.len() == 1);
-        store.record(&spec, "randread-4k-qd1-gentle", run());
+        store.record(&spec, "randread-4k-qd1-gentle", &run());
         assert_eq!((series().ios, series().latency.count()), (1, 1));
         // Targets added later get it too.
         store.set_targets(&[]);
@@ -672,18 +612,50 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_yielded_is_skipped_but_its_io_counts() {
+        let (store, spec) = store_with_target();
+        let mut h = new_latency_histogram();
+        h.record(100_000).unwrap();
+        let run = |ending, yielded_to: Option<&str>| RunOutcome::Ran {
+            result: Box::new(Measurement {
+                ios: 1,
+                bytes: 4096,
+                elapsed: Duration::from_millis(1),
+                latency_ns: h.clone(),
+                ending,
+                ..Measurement::empty(EngineKind::Psync)
+            }),
+            duration: Duration::from_millis(2),
+            cost: RunCost::default(),
+            yielded_to: yielded_to.map(str::to_owned),
+        };
+        let profile = "randread-4k-qd1-gentle";
+        store.record(&spec, profile, &run(Ending::Finished, None));
+        let yielded = run(Ending::Yielded, Some("sdb: 3 I/Os of others after 0.2s"));
+        assert_eq!(yielded.status(), RunStatus::Skipped);
+        assert_eq!(
+            yielded.reason().as_deref(),
+            Some("sdb: 3 I/Os of others after 0.2s")
+        );
+        assert_eq!(
+            run(Ending::Yielded, None).reason().as_deref(),
+            Some("asked to yield")
+        );
+        store.record(&spec, profile, &yielded);
+        let s = store.read(|t| t["t"].profiles[0].1.clone());
+        assert_eq!((s.runs, s.ios, s.history.len()), ([1, 0, 0, 1], 2, 1));
+        assert_eq!(s.last.unwrap().result, RunStatus::Success);
+        // Timed out and cancelled runs are not skips.
+        assert_eq!(run(Ending::TimedOut, None).status(), RunStatus::Timeout);
+        assert_eq!(run(Ending::Cancelled, None).status(), RunStatus::Error);
+    }
+
+    #[test]
     fn the_syncs_of_a_profile_that_syncs_are_recorded_apart() {
-        let store = SeriesStore::new();
-        let spec = crate::config::Config::from_toml(
+        let (store, spec) = store_with(
             "[[targets]]\nname = \"t\"\npath = \"/x\"\nallow_writes = true\n\
              profiles = [\"etcd-wal\", \"randwrite-4k-qd1\"]\n",
-            std::path::Path::new("t.toml"),
-        )
-        .unwrap()
-        .targets
-        .remove(0);
-        let spec = Arc::new(spec);
-        store.set_targets(std::slice::from_ref(&spec));
+        );
         let series = |i: usize| store.read(|t| t["t"].profiles[i].1.clone());
         // From the start, before any run: the sync series of etcd-wal only, at zero.
         let fresh = series(0).syncs.expect("etcd-wal has sync series");
@@ -714,11 +686,10 @@ mod tests {
             result: Box::new(run),
             duration: Duration::from_millis(101),
             cost: RunCost::default(),
+            yielded_to: None,
         };
-        assert_eq!(
-            store.record(&spec, "etcd-wal", outcome).0,
-            RunStatus::Success
-        );
+        assert_eq!(outcome.status(), RunStatus::Success);
+        store.record(&spec, "etcd-wal", &outcome);
         let s = series(0);
         let sync = s.syncs.as_ref().unwrap();
         assert_eq!((s.ios, s.latency.count()), (50, 50));

@@ -62,8 +62,8 @@ pub struct App {
     pub telemetry_path: String,
     /// Maximum simultaneous connections.
     pub max_connections: usize,
-    /// Probe results, for the status page.
-    pub results: Arc<crate::series::SeriesStore>,
+    /// Probe series, for the status page.
+    pub series: Arc<crate::series::SeriesStore>,
     /// TLS, basic auth and extra headers (`--web.config.file`); replaced on reload.
     pub web: std::sync::RwLock<Arc<WebConfig>>,
 }
@@ -298,7 +298,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/" => respond(
             StatusCode::OK,
             "text/html; charset=utf-8",
-            crate::status_page::render(&app.results, &app.telemetry_path).into_bytes(),
+            crate::status_page::render(&app.series, &app.telemetry_path).into_bytes(),
             head,
         ),
         _ => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),

@@ -1,13 +1,14 @@
-//! The landing page at `/`: each target's last results (IOPS, throughput, p50/p99, success,
+//! The landing page at `/`: each target's last series (IOPS, throughput, p50/p99, success,
 //! engine, error) and a small server-rendered SVG chart of recent p50/p99 latency per target and
 //! profile, so a person can glance at the agent without Grafana. No scripts, no external assets.
 
-use crate::series::{HistoryPoint, RunStatus, SeriesStore, TargetSeries};
+use crate::probe::measurement::RunStatus;
+use crate::series::{HistoryPoint, SeriesStore, TargetSeries};
 use std::collections::VecDeque;
 use std::fmt::Write;
 
 /// Renders the page.
-pub fn render(results: &SeriesStore, telemetry_path: &str) -> String {
+pub fn render(series: &SeriesStore, telemetry_path: &str) -> String {
     let version = crate::collectors::exporter::VERSION;
     let mut html = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -25,7 +26,7 @@ pub fn render(results: &SeriesStore, telemetry_path: &str) -> String {
          <a href=\"/-/ready\">Readiness</a></p>\n",
         path = escape(telemetry_path)
     );
-    results.read(|targets| {
+    series.read(|targets| {
         if targets.is_empty() {
             html.push_str("<p class=\"muted\">No probe targets are configured: only diskstats are exported.</p>\n");
         }

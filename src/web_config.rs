@@ -71,6 +71,9 @@ pub struct WebConfig {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Extra response headers.
     pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    /// The files it names (certificate, key, client CA), resolved: the sandbox lets the agent
+    /// read their directories.
+    pub files: Vec<PathBuf>,
     users: BTreeMap<String, String>,
     /// `user:password` pairs that verified, so bcrypt (deliberately slow) runs once per pair.
     verified: Mutex<HashSet<String>>,
@@ -154,9 +157,10 @@ impl WebConfig {
             serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?
         };
         let base = path.parent().unwrap_or(Path::new("."));
+        let mut files = Vec::new();
         let tls = raw
             .tls_server_config
-            .map(|t| tls_acceptor(t, base))
+            .map(|t| tls_acceptor(t, base, &mut files))
             .transpose()
             .map_err(err)?;
         let mut headers = Vec::new();
@@ -201,6 +205,7 @@ impl WebConfig {
         Ok(WebConfig {
             tls,
             headers,
+            files,
             users,
             verified: Mutex::new(HashSet::new()),
             dummy_hash: std::sync::OnceLock::new(),
@@ -290,7 +295,31 @@ fn bcrypt_cost(hash: &str) -> Option<u32> {
     (4..=31).contains(&cost).then_some(cost)
 }
 
-fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+/// The verifier of client certificates signed by the CAs in `ca` (PEM).
+fn client_verifier(
+    ca: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let failed = |e: &dyn std::fmt::Display| {
+        format!("tls_server_config.client_ca_file {}: {e}", ca.display())
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| failed(&e))? {
+        let cert = cert.map_err(|e| failed(&e))?;
+        roots.add(cert).map_err(|e| failed(&e))?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))
+}
+
+/// The acceptor for `t`, whose relative paths are relative to `base`; the files it reads are
+/// added to `files`.
+fn tls_acceptor(
+    t: RawTls,
+    base: &Path,
+    files: &mut Vec<PathBuf>,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
     for (key, set) in [
         ("cipher_suites", t.cipher_suites.is_some()),
         ("curve_preferences", t.curve_preferences.is_some()),
@@ -305,13 +334,15 @@ fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, Str
             ));
         }
     }
-    let resolve = |p: &str| {
+    let mut resolve = |p: &str| {
         let p = Path::new(p);
-        if p.is_absolute() {
+        let p = if p.is_absolute() {
             p.to_owned()
         } else {
             base.join(p)
-        }
+        };
+        files.push(p.clone());
+        p
     };
     let cert_file = resolve(
         t.cert_file
@@ -364,24 +395,7 @@ fn tls_acceptor(t: RawTls, base: &Path) -> Result<tokio_rustls::TlsAcceptor, Str
             let ca = resolve(t.client_ca_file.as_deref().ok_or(
                 "tls_server_config.client_ca_file is required with RequireAndVerifyClientCert",
             )?);
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(&ca)
-                .map_err(|e| format!("tls_server_config.client_ca_file {}: {e}", ca.display()))?
-            {
-                let cert = cert.map_err(|e| {
-                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
-                })?;
-                roots.add(cert).map_err(|e| {
-                    format!("tls_server_config.client_ca_file {}: {e}", ca.display())
-                })?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?;
-            builder.with_client_cert_verifier(verifier)
+            builder.with_client_cert_verifier(client_verifier(&ca, provider)?)
         }
         other => {
             return Err(format!(

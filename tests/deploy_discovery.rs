@@ -7,6 +7,7 @@ mod common;
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::config::discover::RuleSource;
+use diskprobe_exporter::probe::profile::ProbeClass;
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -27,6 +28,13 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     assert_eq!(kinds, [("disks", "block"), ("pvcs", "mount")]);
     for rule in &config.discover {
         assert!(rule.settings.profiles.iter().all(|p| !p.rw.is_write()));
+        assert!(
+            rule.settings
+                .profiles
+                .iter()
+                .all(|p| p.class() == ProbeClass::Gentle),
+            "gentle profiles only"
+        );
         if let RuleSource::Mount(m) = &rule.source {
             assert!(
                 m.file.is_none(),
@@ -46,24 +54,9 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
 
 #[test]
 fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api() {
-    let Some(kubectl) = common::which("kubectl") else {
-        common::require(false, "kubectl (kustomize)");
+    let Some(docs) = common::kustomize(&overlay()) else {
         return;
     };
-    let out = Command::new(kubectl)
-        .arg("kustomize")
-        .arg(overlay())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     for rbac in [
         "ServiceAccount",

@@ -40,7 +40,8 @@ fn start(procfs: &str, config: Option<&Path>) -> Agent {
     Agent::start(&args)
 }
 
-/// Drops lines whose values change from run to run (process metrics, timings, build info).
+/// Drops lines whose values change from run to run (process metrics, timings, build info) or
+/// with the kernel (the sandbox's Landlock ABI and state).
 fn stable(exposition: &str) -> String {
     exposition
         .lines()
@@ -50,6 +51,7 @@ fn stable(exposition: &str) -> String {
                 || l.starts_with("# TYPE process_")
                 || l.starts_with("diskprobe_scrape_collector_duration_seconds{")
                 || l.starts_with("diskprobe_build_info{")
+                || l.starts_with("diskprobe_sandbox_info{")
                 || l.starts_with("diskprobe_config_last_reload_success_timestamp_seconds "))
         })
         .map(|l| format!("{l}\n"))
@@ -125,6 +127,7 @@ fn protobuf_golden_when_asked_for() {
     families.retain(|f| {
         !(f.name().starts_with("process_")
             || f.name() == "diskprobe_build_info"
+            || f.name() == "diskprobe_sandbox_info"
             || f.name() == "diskprobe_config_last_reload_success_timestamp_seconds")
     });
     for f in &mut families {

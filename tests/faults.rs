@@ -85,6 +85,14 @@ fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
         runs(&m, "steady", "success") > steady_before,
         "the other target goes on"
     );
+    // Each failed run says the device is empty, not that it is smaller than one byte.
+    agent.expect_log(
+        &format!(
+            "{}: the block device is empty (0 bytes: a loop device detached from its file",
+            a.path.display()
+        ),
+        Duration::from_secs(5),
+    );
     assert_eq!(
         m.get(&format!(
             "diskprobe_probe_success{{target=\"vanishing\",profile=\"randread-4k-qd1\",device=\"{}\"}}",
@@ -553,27 +561,12 @@ fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
 
 #[test]
 fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
-    let python = Path::new("/usr/bin/python3");
-    let has_seccomp = python.exists()
-        && Command::new(python)
-            .args(["-c", "import seccomp"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !common::require(has_seccomp, "python3-seccomp (Debian package)") {
+    let python = common::python_seccomp();
+    if !common::require(python.is_some(), "python3-seccomp (Debian package)") {
         return;
     }
     let _guard = serial();
     let dir = open_tempdir();
-    let wrapper = dir.path().join("no_io_uring.py");
-    std::fs::write(
-        &wrapper,
-        "import errno, os, sys, seccomp\n\
-         f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n\
-         f.add_rule(seccomp.ERRNO(errno.EPERM), 'io_uring_setup')\n\
-         f.load()\n\
-         os.execv(sys.argv[1], sys.argv[1:])\n",
-    )
-    .unwrap();
     let arg = config(
         dir.path(),
         &format!(
@@ -581,8 +574,13 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
             dir.path().join("probe.dat").display()
         ),
     );
-    let mut cmd = Command::new(python);
-    cmd.arg(&wrapper).arg(common::binary()).arg(&arg);
+    let mut cmd = common::binary_without_syscall(
+        python.expect("checked above"),
+        dir.path(),
+        "io_uring_setup",
+        "EPERM",
+    );
+    cmd.arg(&arg);
     let agent = Agent::start_command(cmd);
     let m = wait_until(
         &agent,

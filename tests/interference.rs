@@ -12,6 +12,7 @@ mod loopdev;
 use common::{Agent, Metrics, runs, scrape, serial, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
+use diskprobe_exporter::probe::measurement::Ending;
 use diskprobe_exporter::probe::target::{self, TargetOptions};
 use fuse::FuseFs;
 use loopdev::LoopDev;
@@ -177,7 +178,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
         let r = engine::run(&target, &profile, &opts).expect("the probe runs");
         setter.join().unwrap();
         eprintln!("{engine}: {} I/Os in {:?}", r.ios, t0.elapsed());
-        assert!(r.yielded && !r.cancelled && !r.timed_out, "{engine}: {r:?}");
+        assert!(r.ending == Ending::Yielded, "{engine}: {r:?}");
         assert!(r.errors == 0 && r.ios >= 1000, "{engine}: {r:?}");
         assert!(
             t0.elapsed() < Duration::from_secs(10),

@@ -6,7 +6,8 @@ mod common;
 #[path = "common/loopdev.rs"]
 mod loopdev;
 
-use diskprobe_exporter::probe::engine::{self, EngineChoice, EngineKind, RunOptions};
+use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
+use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::profile::Profile;
 use diskprobe_exporter::probe::target::{self, OpenTarget, TargetOptions};
 use diskprobe_exporter::probe::{ProbeError, fio};
@@ -338,7 +339,7 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
         let r = engine::run(&target, &p, &o).expect("probe runs");
         setter.join().unwrap();
         assert_eq!(r.engine, kind);
-        assert!(r.cancelled && !r.timed_out, "{kind:?}: {r:?}");
+        assert!(r.ending == Ending::Cancelled, "{kind:?}: {r:?}");
         assert!(
             t0.elapsed() < Duration::from_secs(3),
             "{kind:?}: took {:?}",
@@ -353,7 +354,7 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
         };
         let t0 = Instant::now();
         let r = engine::run(&target, &p, &o).expect("probe runs");
-        assert!(r.timed_out && !r.cancelled, "{kind:?}: {r:?}");
+        assert!(r.ending == Ending::TimedOut, "{kind:?}: {r:?}");
         assert!(!r.is_success());
         assert!(
             t0.elapsed() < Duration::from_secs(3),
@@ -419,7 +420,7 @@ fn a_yield_request_stops_issuing_drains_and_reports_progress() {
         let r = engine::run(&target, &p, &o).expect("probe runs");
         watcher.join().unwrap();
         assert_eq!(r.engine, kind);
-        assert!(r.yielded && !r.cancelled && !r.timed_out, "{kind:?}: {r:?}");
+        assert!(r.ending == Ending::Yielded, "{kind:?}: {r:?}");
         assert!(r.is_success(), "{kind:?}: {r:?}");
         assert!(
             t0.elapsed() < Duration::from_secs(3),

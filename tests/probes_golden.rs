@@ -12,7 +12,7 @@ use diskprobe_exporter::collectors::probes::ProbesCollector;
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
-use diskprobe_exporter::probe::engine::EngineKind;
+use diskprobe_exporter::probe::measurement::EngineKind;
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 use std::path::Path;
@@ -76,7 +76,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         store.record(
             &specs[0],
             "randread-4k-qd1",
-            RunOutcome::Ran {
+            &RunOutcome::Ran {
                 result: Box::new(measurement),
                 duration: Duration::from_millis(260),
                 // Other processes' I/O was seen for 50 ms of the run, 3 in flight meanwhile.
@@ -84,13 +84,14 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
                     contended: Duration::from_millis(50),
                     others_in_flight_seconds: 0.15,
                 },
+                yielded_to: None,
             },
         );
     }
     store.record(
         &specs[0],
         "randread-4k-qd32",
-        RunOutcome::Failed {
+        &RunOutcome::Failed {
             error: "open: permission denied".into(),
             duration: Duration::from_millis(1),
         },
@@ -120,7 +121,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
     store.record(
         &specs[2],
         "etcd-wal",
-        RunOutcome::Ran {
+        &RunOutcome::Ran {
             result: Box::new(Measurement {
                 engine: EngineKind::Psync,
                 ios: 400,
@@ -138,6 +139,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             duration: Duration::from_millis(230),
             // A durability run is not watched: no cost is charged.
             cost: RunCost::default(),
+            yielded_to: None,
         },
     );
     let mut out = Vec::new();

@@ -1,8 +1,8 @@
 //! The bundled alerting and recording rules pass `promtool check rules`, and the scenario suite
 //! (`deploy/prometheus/scenarios/generate.py`: series generated from a model of what the agent
 //! exports, every alert checked at every checkpoint of every scenario) passes `promtool test
-//! rules`. Every alert fires in at least one scenario, has a runbook section, a `runbook_url` that
-//! points at it, and the scenario table in docs/runbook.md is the one the generator prints.
+//! rules`. Every alert fires in at least one scenario and has a runbook section, and the scenario
+//! table in docs/runbook.md is the one the generator prints.
 
 mod common;
 
@@ -30,10 +30,12 @@ fn read(path: &str) -> String {
 
 /// Alert names in rules.yml, in order.
 fn alerts(rules: &str) -> Vec<String> {
-    rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- alert: "))
-        .map(str::to_owned)
+    let rules: serde_yaml_ng::Value = serde_yaml_ng::from_str(rules).expect("rules.yml");
+    let groups = rules["groups"].as_sequence().expect("groups");
+    groups
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().expect("rules"))
+        .filter_map(|r| r["alert"].as_str().map(str::to_owned))
         .collect()
 }
 
@@ -77,8 +79,11 @@ fn rules_pass_promtool_and_every_scenario() {
     }
 }
 
+/// Every alert has its section in docs/runbook.md and is named in the README. The shipped rules
+/// carry no `runbook_url` (where the runbook is served is the mixin's `runbookURLBase`;
+/// tests/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
 #[test]
-fn every_alert_has_a_runbook_section_and_url() {
+fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
     let rules = read("deploy/prometheus/rules.yml");
     let runbook = read("docs/runbook.md");
     let readme = read("README.md");
@@ -93,13 +98,10 @@ fn every_alert_has_a_runbook_section_and_url() {
             readme.contains(alert.as_str()),
             "README does not name {alert}"
         );
-        let anchor = format!("/docs/runbook.md#{}\"", alert.to_lowercase());
-        assert!(rules.contains(&anchor), "no runbook_url for {alert}");
     }
-    assert_eq!(
-        rules.matches("runbook_url: ").count(),
-        names.len(),
-        "one runbook_url per alert"
+    assert!(
+        !rules.contains("runbook_url"),
+        "a runbook_url without runbookURLBase"
     );
     assert!(
         !rules.contains("runbook: "),

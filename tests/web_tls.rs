@@ -6,7 +6,6 @@
 mod common;
 
 use common::{Agent, which};
-use std::path::Path;
 use std::process::Command;
 
 fn curl(args: &[&str]) -> (String, String) {
@@ -20,21 +19,13 @@ fn curl(args: &[&str]) -> (String, String) {
     (code.trim().to_owned(), body.to_owned())
 }
 
-fn write_tls_files(dir: &Path) {
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("generate certificate");
-    std::fs::write(dir.join("server.crt"), cert.cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), cert.key_pair.serialize_pem()).unwrap();
-}
-
 #[test]
 fn tls_and_basic_auth() {
     if !common::require(which("curl").is_some(), "curl") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    write_tls_files(dir.path());
+    common::write_tls_files(dir.path());
     let hash = bcrypt::hash("s3cret pass", 6).unwrap();
     // Relative paths are resolved against the web config file's directory.
     let web = dir.path().join("web.yml");

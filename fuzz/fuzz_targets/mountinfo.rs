@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    for m in diskprobe_exporter::discovery::mountinfo::parse(text) {
+    for m in diskprobe_exporter::mountinfo::parse(text) {
         assert!(!m.fstype.is_empty());
         assert!(m.mountpoint.len() <= text.len());
     }

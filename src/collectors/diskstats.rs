@@ -75,10 +75,10 @@ impl DiskstatsCollector {
         }
     }
 
-    /// Also reports the devices (and parent disks) under the targets in `results`, even when
+    /// Also reports the devices (and parent disks) under the targets in `series`, even when
     /// the filter excludes them (e.g. partitions and loop devices under the default filter).
-    pub fn with_probe_targets(mut self, results: Arc<SeriesStore>) -> Self {
-        self.probed = Some(results);
+    pub fn with_probe_targets(mut self, series: Arc<SeriesStore>) -> Self {
+        self.probed = Some(series);
         self
     }
 
@@ -255,7 +255,7 @@ impl Collector for DiskstatsCollector {
         let filter = self.filter();
         // Devices under probe targets are kept whatever the filter says.
         let devices: Vec<&DiskStats> = match &self.probed {
-            Some(results) => results.read(|targets| {
+            Some(series) => series.read(|targets| {
                 let probed = |name: &str| {
                     targets
                         .values()

@@ -11,6 +11,7 @@ pub mod exporter;
 pub mod limits;
 pub mod probes;
 pub mod process;
+pub mod sandbox;
 
 use crate::exposition::{Family, labels};
 use std::sync::Arc;

@@ -350,41 +350,16 @@ fn rule(
         None => NameTemplate::parse(DEFAULT_NAME).expect("the default name parses"),
     };
     read_only(&prefix, r, &source, defaults)?;
-    let rescan = match &r.rescan {
-        Some(v) => {
-            let d = crate::units::parse_duration(v.get_ref())
-                .map_err(|e| invalid(v, format!("{}: {e}", key("rescan"))))?;
-            if d < MIN_RESCAN {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "{}: expected at least {}, found {}",
-                        key("rescan"),
-                        humantime::format_duration(MIN_RESCAN),
-                        humantime::format_duration(d)
-                    ),
-                ));
-            }
-            d
-        }
-        None => DEFAULT_RESCAN,
-    };
-    let max_targets = match &r.max_targets {
-        Some(v) => {
-            let n = *v.get_ref();
-            if !(1..=MAX_MAX_TARGETS).contains(&n) {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "{}: expected a whole number from 1 to {MAX_MAX_TARGETS}, found {n}",
-                        key("max_targets")
-                    ),
-                ));
-            }
-            n as usize
-        }
-        None => DEFAULT_MAX_TARGETS,
-    };
+    let rescan = r
+        .rescan
+        .as_ref()
+        .map_or(Ok(DEFAULT_RESCAN), |v| rescan(&key("rescan"), v))?;
+    let max_targets = r
+        .max_targets
+        .as_ref()
+        .map_or(Ok(DEFAULT_MAX_TARGETS), |v| {
+            max_targets(&key("max_targets"), v)
+        })?;
     // A mount rule may only set allow_writes with file (mount_source checks).
     let writes = match &r.allow_writes {
         Some(allow) if *allow.get_ref() => Writes::ProbeFile,
@@ -396,7 +371,7 @@ fn rule(
         writes,
         span: table.span(),
         anchor: table.span(),
-        device: None,
+        path: None,
     })?;
     Ok(DiscoverRule {
         id,
@@ -406,6 +381,35 @@ fn rule(
         max_targets,
         settings,
     })
+}
+
+/// A `rescan` key: a duration of at least [`MIN_RESCAN`].
+fn rescan(key: &str, v: &Spanned<String>) -> Result<Duration, SpannedError> {
+    let d =
+        crate::units::parse_duration(v.get_ref()).map_err(|e| invalid(v, format!("{key}: {e}")))?;
+    if d < MIN_RESCAN {
+        return Err(invalid(
+            v,
+            format!(
+                "{key}: expected at least {}, found {}",
+                humantime::format_duration(MIN_RESCAN),
+                humantime::format_duration(d)
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// A `max_targets` key: from 1 to [`MAX_MAX_TARGETS`].
+fn max_targets(key: &str, v: &Spanned<i64>) -> Result<usize, SpannedError> {
+    let n = *v.get_ref();
+    if !(1..=MAX_MAX_TARGETS).contains(&n) {
+        return Err(invalid(
+            v,
+            format!("{key}: expected a whole number from 1 to {MAX_MAX_TARGETS}, found {n}"),
+        ));
+    }
+    Ok(n as usize)
 }
 
 /// The keys only block rules have, with where they are set.

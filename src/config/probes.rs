@@ -550,9 +550,11 @@ pub(super) struct ProbeTable<'a> {
     pub(super) span: Range<usize>,
     /// Where an error about its inherited interval points (the target's name, or the rule).
     pub(super) anchor: Range<usize>,
-    /// The block device it probes, when its path is one now (write profiles need
-    /// [`Writes::Device`] there).
-    pub(super) device: Option<&'a Path>,
+    /// The path it probes (a `[[targets]]` entry's; a rule's targets are found later): write
+    /// profiles need [`Writes::Device`] where it is a block device now. It is looked at only for
+    /// write profiles, so that loading a configuration never stats a read-only target's path (a
+    /// hung filesystem must not hang the load).
+    pub(super) path: Option<&'a Path>,
 }
 
 impl<'a> Defaults<'a> {
@@ -645,7 +647,10 @@ impl<'a> Defaults<'a> {
                     "{key}: profile {pname:?} writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)"
                 )));
             }
-            if let (true, Some(device)) = (p.rw.is_write(), table.device) {
+            let device = table
+                .path
+                .filter(|path| p.rw.is_write() && is_block_device(path));
+            if let Some(device) = device {
                 device_write_check(&key, span.clone(), &p, device, settings.writes)?;
             }
             if p.runtime.is_none() && p.number_ios.is_none() {
@@ -799,7 +804,7 @@ fn target(
         writes: target_writes(prefix, r)?,
         span: t.span(),
         anchor: r.name.span(),
-        device: is_block_device(&path).then_some(path.as_path()),
+        path: Some(&path),
     })?;
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {

@@ -10,11 +10,11 @@
 //! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
 //! or an earlier rule is not used again.
 
-use super::mountinfo::MountEntry;
 use super::sysfs::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{BlockSource, DiscoverRule, Fact, MountSource, RuleSource};
 use crate::device_filter::DeviceFilter;
+use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

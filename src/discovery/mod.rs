@@ -2,15 +2,14 @@
 //! probe targets, rescanned on a period, so that one configuration serves a fleet of unlike
 //! machines and follows volumes as they are attached, mounted, unmounted and detached.
 //!
-//! - [`sysfs`]: the block devices of `<sysfs>/block` (and their partitions).
-//! - [`mountinfo`]: pure parser of the mount table.
+//! - [`sysfs`]: the block devices of `<sysfs>/block` (and their partitions); the mount table comes
+//!   from [`crate::mountinfo`].
 //! - [`matching`]: pure: what each rule finds in a scan, and all rules together.
 //! - [`rescan`]: the task that scans on a thread every `rescan` and publishes the targets found,
 //!   which the agent hands to the scheduler beside the configured ones; and the rules' status
 //!   for `diskprobe_discovered_targets`.
 
 pub mod matching;
-pub mod mountinfo;
 pub mod rescan;
 pub mod sysfs;
 

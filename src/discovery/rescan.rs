@@ -9,8 +9,9 @@
 //! hung mount costs the target on it a stat timeout in the scheduler, and the rescan nothing.
 
 use super::matching::{self, Found, Scan};
-use super::{mountinfo, sysfs};
+use super::sysfs;
 use crate::config::{Config, DiscoverRule, TargetSpec};
+use crate::mountinfo;
 use crate::scheduler::Roots;
 use crate::series::unix_now;
 use std::collections::BTreeSet;

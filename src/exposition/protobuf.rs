@@ -6,7 +6,7 @@
 //! count given as the difference to the bucket before it. Gaps of one or two empty buckets are
 //! written as zero counts instead of starting a new span, which takes fewer bytes.
 
-use super::{Family, Kind, NativeBuckets, Value};
+use super::family::{Family, Kind, NativeBuckets, Value};
 use prost::Message;
 
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -5,7 +5,8 @@
 //! suffix in `# TYPE`/`# HELP` while its samples keep it, HELP escapes double quotes, the
 //! exposition ends with `# EOF`, and `# TYPE` comes before `# HELP` by convention.
 
-use super::{Family, Format, Kind, Label, Value};
+use super::family::{Family, Kind, Label, Value};
+use super::negotiate::Format;
 use std::fmt::Write;
 
 /// Encodes `families` in `format`.

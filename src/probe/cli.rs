@@ -3,7 +3,7 @@
 
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
-use crate::probe::measurement::{LatencySummary, Measurement};
+use crate::probe::measurement::{Ending, LatencySummary, Measurement};
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, OpenSync, Profile, SyncCall};
 use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
@@ -193,7 +193,7 @@ impl RunRecord {
         self.syncs = r.syncs.as_ref().map(|s| s.count);
         self.sync_latency_seconds = r.sync_latency_summary();
         self.io_errors = r.errors;
-        self.timed_out = r.timed_out;
+        self.timed_out = r.ending == Ending::TimedOut;
         self.error = r.failure();
     }
 }
@@ -326,19 +326,27 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         }
         records.push(record);
     }
-    if args.format == OutputFormat::Json {
-        match serde_json::to_string_pretty(&records) {
-            Ok(s) => emit(&format!("{s}\n")),
-            Err(err) => {
-                eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
+    if args.format == OutputFormat::Json && !emit_json(&records) {
+        return ExitCode::FAILURE;
     }
     if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Prints the records as one JSON array; false when they cannot be encoded.
+fn emit_json(records: &[RunRecord]) -> bool {
+    match serde_json::to_string_pretty(records) {
+        Ok(s) => {
+            emit(&format!("{s}\n"));
+            true
+        }
+        Err(err) => {
+            eprintln!("diskprobe_exporter probe: cannot encode JSON: {err}");
+            false
+        }
     }
 }
 

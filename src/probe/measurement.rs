@@ -1,14 +1,19 @@
-//! What one probe run measured: counts, elapsed time and an HdrHistogram of per-I/O latency.
+//! What one probe run measured: how it ended ([`Ending`]), counts, elapsed time and an
+//! HdrHistogram of per-I/O latency; the engines fill it in, the one-shot command prints it, the
+//! series store adds it up ([`RunStatus`] is its `result` label).
 //!
 //! IOPS and bandwidth are computed as fio computes them: completed I/Os (bytes) divided by the
 //! elapsed time of the run. The syncs of a profile with `fsync`/`fdatasync` are counted and timed
 //! apart ([`Syncs`]), as fio's `sync` section; its I/Os are its writes.
+//!
+//! The engine depends on this module, never the other way round.
 
-use crate::probe::engine::{EngineKind, StuckIos};
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Highest latency the histogram tracks (larger values are clamped): one hour.
 pub const MAX_TRACKED_LATENCY_NS: u64 = 3_600_000_000_000;
@@ -78,8 +83,181 @@ impl LatencySummary {
     }
 }
 
+/// The engine that ran a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// io_uring with registered buffers and file.
+    IoUring,
+    /// Threads doing pread/pwrite.
+    Psync,
+}
+
+impl EngineKind {
+    /// `io_uring` or `psync` (the `engine` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Psync => "psync",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a run ended, as the engine saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Runtime over or every I/O issued, and everything in flight completed.
+    Finished,
+    /// Stopped issuing on request ([`crate::probe::engine::RunOptions::yield_now`]), and
+    /// drained what was in flight.
+    Yielded,
+    /// The hard timeout ended the run.
+    TimedOut,
+    /// The cancellation flag ended the run.
+    Cancelled,
+    /// An I/O or system-call error stopped the run.
+    Failed,
+}
+
+/// How a run ended, for `diskprobe_probe_runs_total{result}` and the last run's gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RunStatus {
+    /// Completed without I/O errors.
+    Success,
+    /// Could not run, or I/O errors.
+    Error,
+    /// Ended by the hard timeout.
+    Timeout,
+    /// Not run (device busy, budget exhausted, previous run still in flight), or stopped early
+    /// to yield to other processes' I/O.
+    Skipped,
+}
+
+impl RunStatus {
+    /// All results, in label order.
+    pub const ALL: [RunStatus; 4] = [
+        RunStatus::Success,
+        RunStatus::Error,
+        RunStatus::Timeout,
+        RunStatus::Skipped,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Success => "success",
+            RunStatus::Error => "error",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// What went wrong first in a run: a failed I/O or sync, a failed system call of the engine, or
+/// what the run left in the kernel. Its text is the run's error in the one-shot output, the
+/// status page and the log.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A read or write failed (`op`: `read`/`write` on io_uring, `pread`/`pwrite` on psync).
+    #[error("{op} at offset {offset}: {cause}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// Where it was.
+        offset: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// The `fsync`/`fdatasync` after write number `write` (from 1) failed (psync).
+    #[error("{call} after write {write}: {cause}")]
+    SyncAfterWrite {
+        /// `fsync` or `fdatasync`.
+        call: &'static str,
+        /// The write it followed.
+        write: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// The `fsync`/`fdatasync` after the write at `offset` failed (io_uring).
+    #[error("{call} after the write at offset {offset}: {cause}")]
+    SyncAfterWriteAt {
+        /// `fsync` or `fdatasync`.
+        call: &'static str,
+        /// Where the write was.
+        offset: u64,
+        /// Why it failed.
+        cause: IoCause,
+    },
+    /// A system call of the engine failed (`io_uring_enter`, a submission, a cancellation).
+    #[error("{call}: {source}")]
+    Engine {
+        /// What was called.
+        call: &'static str,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// A worker's I/O buffer could not be made.
+    #[error(transparent)]
+    Buffer(Box<dyn std::error::Error + Send + Sync>),
+    /// I/Os still in the kernel after the run cancelled them (io_uring).
+    #[error("{ios} I/Os still in flight after cancellation")]
+    StillInFlight {
+        /// How many.
+        ios: usize,
+    },
+    /// Worker threads still blocked in a system call after the timeout (psync).
+    #[error("{threads} I/O threads still blocked in the kernel after the timeout")]
+    ThreadsBlocked {
+        /// How many.
+        threads: usize,
+    },
+}
+
+/// Why an I/O or a sync failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoCause {
+    /// The system error it returned (errno).
+    Os(i32),
+    /// An io_uring transfer ended at the end of the target after `after` of its bytes.
+    ShortAtEnd {
+        /// `read` or `write`.
+        op: &'static str,
+        /// Bytes transferred.
+        after: u32,
+    },
+    /// A `pread`/`pwrite` transferred nothing: the end of the target.
+    EndOfFile,
+}
+
+impl From<&std::io::Error> for IoCause {
+    fn from(err: &std::io::Error) -> IoCause {
+        match err.raw_os_error() {
+            Some(errno) => IoCause::Os(errno),
+            None if err.kind() == std::io::ErrorKind::UnexpectedEof => IoCause::EndOfFile,
+            None => IoCause::Os(libc::EIO),
+        }
+    }
+}
+
+impl fmt::Display for IoCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IoCause::Os(errno) => std::io::Error::from_raw_os_error(*errno).fmt(f),
+            IoCause::ShortAtEnd { op, after } => {
+                write!(f, "short {op}: end of the target after {after} bytes")
+            }
+            IoCause::EndOfFile => std::io::Error::from(std::io::ErrorKind::UnexpectedEof).fmt(f),
+        }
+    }
+}
+
 /// The outcome of one probe run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Measurement {
     /// The engine that ran the I/O.
     pub engine: EngineKind,
@@ -92,14 +270,9 @@ pub struct Measurement {
     /// I/Os that failed (errors other than EINTR/EAGAIN, which are retried).
     pub errors: u64,
     /// The first I/O error, when there was one.
-    pub first_error: Option<String>,
-    /// The hard timeout ended the run.
-    pub timed_out: bool,
-    /// The cancellation flag ended the run.
-    pub cancelled: bool,
-    /// The run stopped issuing early because it was asked to yield
-    /// ([`crate::probe::engine::RunOptions::yield_now`]), and drained what was in flight.
-    pub yielded: bool,
+    pub first_error: Option<RunError>,
+    /// How the run ended.
+    pub ending: Ending,
     /// I/Os the kernel still held when the run returned (a hung device), shared with the
     /// engine's leftovers that free the buffers once the kernel lets go of them; `None` when
     /// every I/O was reaped.
@@ -129,7 +302,7 @@ pub struct Syncs {
 }
 
 impl Measurement {
-    /// A run of `engine` that did nothing: the base for building one field by field
+    /// A run of `engine` that did nothing and finished: the base for building one field by field
     /// (`Measurement { ios: 5, ..Measurement::empty(engine) }`).
     pub fn empty(engine: EngineKind) -> Measurement {
         Measurement {
@@ -139,9 +312,7 @@ impl Measurement {
             elapsed: Duration::ZERO,
             errors: 0,
             first_error: None,
-            timed_out: false,
-            cancelled: false,
-            yielded: false,
+            ending: Ending::Finished,
             stuck: None,
             latency_ns: new_latency_histogram(),
             submission_latency_ns: None,
@@ -185,15 +356,32 @@ impl Measurement {
             .map(|s| LatencySummary::of(&s.latency_ns))
     }
 
-    /// Whether the run completed without error, timeout or cancellation.
+    /// The run's `result` label: the one place it is worked out from how the run ended.
+    pub fn status(&self) -> RunStatus {
+        match self.ending {
+            Ending::TimedOut => RunStatus::Timeout,
+            Ending::Yielded => RunStatus::Skipped,
+            Ending::Cancelled => RunStatus::Error,
+            Ending::Finished | Ending::Failed if self.errors == 0 && self.ios > 0 => {
+                RunStatus::Success
+            }
+            Ending::Finished | Ending::Failed => RunStatus::Error,
+        }
+    }
+
+    /// Whether the run did I/O without error, timeout or cancellation (a run that yielded may
+    /// have: its I/O was fine, it only stopped early; its `result` label is still `skipped`).
     pub fn is_success(&self) -> bool {
-        self.errors == 0 && !self.timed_out && !self.cancelled && self.ios > 0
+        self.errors == 0
+            && !matches!(self.ending, Ending::TimedOut | Ending::Cancelled)
+            && self.ios > 0
     }
 
     /// Why the run did not succeed, or `None` when it did: the one wording for the one-shot
-    /// output, the agent's status and its log.
+    /// output, the agent's status and its log. (A yielded run's reason is what it yielded to,
+    /// which its watcher knows: `crate::series::RunOutcome::reason`.)
     pub fn failure(&self) -> Option<String> {
-        if self.timed_out {
+        if self.ending == Ending::TimedOut {
             let cause = self
                 .first_error
                 .as_ref()
@@ -204,10 +392,10 @@ impl Measurement {
                 self.elapsed.as_secs_f64(),
                 self.ios
             ))
-        } else if self.cancelled {
+        } else if self.ending == Ending::Cancelled {
             Some("cancelled".to_owned())
         } else if let Some(err) = &self.first_error {
-            Some(err.clone())
+            Some(err.to_string())
         } else if self.ios == 0 {
             Some("no I/O completed".to_owned())
         } else if self.errors > 0 {
@@ -215,6 +403,67 @@ impl Measurement {
         } else {
             None
         }
+    }
+}
+
+/// The I/Os of a run that the kernel still held when the run returned (a hung device).
+///
+/// An engine waits for cancelled I/O for at most `engine::DRAIN_GRACE`; what a hung device has not
+/// completed by then stays with the engine's leftovers (the io_uring engine's thread keeps reaping
+/// its ring; psync threads stay in their system calls), which free the buffers once the kernel has
+/// let go of them and clear their slot here. The scheduler keeps it per device (no new run starts on
+/// a device whose earlier run still has I/O in the kernel), and the metrics show how many I/Os are
+/// stuck and since when.
+///
+/// Per queue slot of a run, the issue time of the I/O the kernel holds in it, if any.
+#[derive(Debug)]
+pub struct StuckIos {
+    base: Instant,
+    /// Nanoseconds after `base` plus one, or 0 for a slot the kernel does not hold.
+    slots: Box<[AtomicU64]>,
+}
+
+impl StuckIos {
+    /// Room for `depth` slots, none held.
+    pub(crate) fn new(base: Instant, depth: usize) -> StuckIos {
+        StuckIos {
+            base,
+            slots: (0..depth).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Records that the kernel holds an I/O issued at `issued` in `slot` (`None`: no longer).
+    pub(crate) fn set(&self, slot: usize, issued: Option<Instant>) {
+        let value = issued.map_or(0, |at| {
+            let ns = at.saturating_duration_since(self.base).as_nanos();
+            u64::try_from(ns).unwrap_or(u64::MAX - 1) + 1
+        });
+        if let Some(s) = self.slots.get(slot) {
+            s.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// I/Os the kernel still holds.
+    pub fn count(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
+    /// Whether the kernel has let go of every I/O.
+    pub fn is_clear(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// When the oldest I/O the kernel still holds was issued.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&v| v != 0)
+            .min()
+            .map(|v| self.base + Duration::from_nanos(v - 1))
     }
 }
 
@@ -234,20 +483,11 @@ mod tests {
             h.record(v * 1000).unwrap();
         }
         let r = Measurement {
-            engine: EngineKind::Psync,
             ios: 1000,
             bytes: 1000 * 4096,
             elapsed: Duration::from_millis(500),
-            errors: 0,
-            first_error: None,
-            timed_out: false,
-            cancelled: false,
-            yielded: false,
-            stuck: None,
             latency_ns: h,
-            submission_latency_ns: None,
-            held_back: 0,
-            syncs: None,
+            ..Measurement::empty(EngineKind::Psync)
         };
         assert_eq!(r.iops(), 2000.0);
         assert_eq!(r.bandwidth(), 2000.0 * 4096.0);
@@ -265,5 +505,81 @@ mod tests {
             ["min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
         );
         assert_eq!(summary.stats()[5].1, summary.p999);
+    }
+
+    #[test]
+    fn counts_and_oldest_follow_the_slots() {
+        let base = Instant::now();
+        let stuck = StuckIos::new(base, 4);
+        assert!(stuck.is_clear());
+        assert_eq!(stuck.oldest(), None);
+        stuck.set(2, Some(base + Duration::from_millis(5)));
+        stuck.set(0, Some(base));
+        stuck.set(9, Some(base)); // no such slot: ignored
+        assert_eq!(stuck.count(), 2);
+        assert_eq!(stuck.oldest(), Some(base));
+        stuck.set(0, None);
+        assert_eq!(stuck.oldest(), Some(base + Duration::from_millis(5)));
+        stuck.set(2, None);
+        assert!(stuck.is_clear());
+    }
+
+    #[test]
+    fn run_errors_read_as_the_strings_they_replace() {
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        let io = RunError::Io {
+            op: "pread",
+            offset: 4096,
+            cause: IoCause::from(&eio),
+        };
+        assert_eq!(io.to_string(), format!("pread at offset 4096: {eio}"));
+        let short = RunError::Io {
+            op: "read",
+            offset: 0,
+            cause: IoCause::ShortAtEnd {
+                op: "read",
+                after: 512,
+            },
+        };
+        assert_eq!(
+            short.to_string(),
+            "read at offset 0: short read: end of the target after 512 bytes"
+        );
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        let sync = RunError::SyncAfterWrite {
+            call: "fdatasync",
+            write: 3,
+            cause: IoCause::from(&eof),
+        };
+        assert_eq!(sync.to_string(), format!("fdatasync after write 3: {eof}"));
+        let enter = RunError::Engine {
+            call: "io_uring_enter",
+            source: std::io::Error::from_raw_os_error(libc::EBADF),
+        };
+        let ebadf = std::io::Error::from_raw_os_error(libc::EBADF);
+        assert_eq!(enter.to_string(), format!("io_uring_enter: {ebadf}"));
+        assert_eq!(
+            RunError::StillInFlight { ios: 2 }.to_string(),
+            "2 I/Os still in flight after cancellation"
+        );
+    }
+
+    #[test]
+    fn a_run_that_yielded_did_its_io_well_but_is_counted_as_skipped() {
+        let yielded = Measurement {
+            ios: 10,
+            ending: Ending::Yielded,
+            ..Measurement::empty(EngineKind::IoUring)
+        };
+        assert!(yielded.is_success());
+        assert_eq!(yielded.status(), RunStatus::Skipped);
+        for ending in [Ending::TimedOut, Ending::Cancelled] {
+            let m = Measurement {
+                ios: 10,
+                ending,
+                ..Measurement::empty(EngineKind::IoUring)
+            };
+            assert!(!m.is_success(), "{ending:?}");
+        }
     }
 }

@@ -60,6 +60,32 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The documents `kubectl kustomize DIR` renders; None (a failure under
+/// `DISKPROBE_TEST_STRICT=1`) without kubectl.
+pub fn kustomize(dir: &std::path::Path) -> Option<Vec<serde_yaml_ng::Value>> {
+    let Some(kubectl) = which("kubectl") else {
+        require(false, "kubectl (kustomize)");
+        return None;
+    };
+    let out = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    Some(
+        serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect(),
+    )
+}
+
 /// A running agent process, killed when dropped.
 pub struct Agent {
     /// The child process.
@@ -596,4 +622,50 @@ pub fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8
         }
     }
     out
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost in `dir`: `server.crt`, `server.key`.
+pub fn write_tls_files(dir: &std::path::Path) {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("generate certificate");
+    std::fs::write(dir.join("server.crt"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), cert.key_pair.serialize_pem()).unwrap();
+}
+
+/// Debian's python3 with its seccomp bindings (`python3-seccomp`), if installed.
+pub fn python_seccomp() -> Option<&'static std::path::Path> {
+    let python = std::path::Path::new("/usr/bin/python3");
+    let found = python.exists()
+        && std::process::Command::new(python)
+            .args(["-c", "import seccomp"])
+            .status()
+            .is_ok_and(|s| s.success());
+    found.then_some(python)
+}
+
+/// A command that runs the binary under a seccomp filter failing `syscall` with `errno` (a name
+/// of Python's `errno` module, e.g. `EPERM`): a python3 wrapper written to `dir` loads the filter
+/// and then executes the binary. Arguments added to the command go to the binary.
+pub fn binary_without_syscall(
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    syscall: &str,
+    errno: &str,
+) -> std::process::Command {
+    let wrapper = dir.join(format!("without_{syscall}.py"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "import errno, os, sys, seccomp\n\
+             f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)\n\
+             f.add_rule(seccomp.ERRNO(errno.{errno}), '{syscall}')\n\
+             f.load()\n\
+             os.execv(sys.argv[1], sys.argv[1:])\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(wrapper).arg(binary());
+    cmd
 }

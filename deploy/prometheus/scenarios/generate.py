@@ -55,7 +55,6 @@ ALERTS = [
     "DiskprobeNearLimit",
     "DiskprobeThrottled",
 ]
-RUNBOOK = "https://github.com/example/diskprobe_exporter/blob/main/docs/runbook.md#"
 
 
 def round3(x):
@@ -708,7 +707,6 @@ class Fires:
                 summary=f"Disk {self.device} saturated on {inst}",
                 description=f"The I/O queue of {self.device} has averaged {(w[-1] - w[0]) / 300:.1f} requests for 30 minutes.",
             )
-        ann["runbook_url"] = RUNBOOK + a.lower()
         return dict(exp_labels=labels, exp_annotations=ann)
 
 

@@ -152,15 +152,14 @@ def near_limit_fires(m):
             if self.disk is None:
                 ann = dict(
                     summary=f"Disks near the node's {self.limit} limit on {inst}",
-                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15 minutes, {value} now; beyond it the platform queues I/O.",
+                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now; beyond it the platform queues I/O.",
                 )
             else:
                 dev = self.disk.name
                 ann = dict(
                     summary=f"Disk {dev} near its {self.limit} limit on {inst}",
-                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15 minutes, {value} now; beyond it the platform queues I/O.",
+                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now; beyond it the platform queues I/O.",
                 )
-            ann["runbook_url"] = m.RUNBOOK + "diskprobenearlimit"
             return dict(exp_labels=labels, exp_annotations=ann)
 
     return NearLimit
@@ -183,8 +182,7 @@ def throttled_fires(m):
             dev = self.disk.name
             ann = dict(
                 summary=f"Disk {dev} throttled on {self.agent.instance}",
-                description=f"{dev} has been at 90% or more of a limit for 10 minutes with its gentle probe's p99 latency more than 3 times its level at under half load: the platform is queueing its I/O.",
-                runbook_url=m.RUNBOOK + "diskprobethrottled",
+                description=f"{dev} has been at 90% or more of a limit for 10m with its gentle probe's p99 latency more than 3 times its level at under half load: the platform is queueing its I/O.",
             )
             return dict(exp_labels=labels, exp_annotations=ann)
 

@@ -45,7 +45,7 @@ pub(crate) fn stamp(buf: &mut [u8], rng: &mut SmallRng) {
 /// size, e.g. 64 MiB for a 1M QD64 profile) go back to the system when the run ends instead of
 /// staying in the allocator's arenas, so the agent's memory does not keep the largest run's size.
 /// Whoever hands a buffer to the kernel for I/O must keep it alive until that I/O has completed
-/// (see `uring::RingIo`).
+/// (see `uring::ring::RingIo`).
 pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
@@ -113,7 +113,7 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: ptr/len is exactly the mapping made in new(), unmapped once; owners drop a
-        // buffer only after every I/O using it has completed (uring::RingIo leaks it otherwise).
+        // buffer only after every I/O using it has completed (uring::ring::RingIo leaks it otherwise).
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }

@@ -13,21 +13,19 @@
 //! worker), which follows every Nth `pwrite` with the call, timed apart
 //! ([`Worker::sync_if_due`]).
 
-use crate::probe::ProbeError;
+use super::job::Job;
+use super::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, RunProgress};
+use super::schedule::{Issue, Schedule, abort_due, tighten_timer_slack};
+use super::tally::Tally;
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
-use crate::probe::engine::tighten_timer_slack;
-use crate::probe::engine::{
-    CANCEL_POLL, DRAIN_GRACE, Ending, EngineKind, Issue, Job, RunOptions, RunProgress, Schedule,
-    StuckIos, Tally,
-};
-use crate::probe::measurement::Measurement;
+use crate::probe::error::ProbeError;
+use crate::probe::measurement::{Ending, EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::fs::File;
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -105,7 +103,7 @@ impl<'a> PsyncRun<'a> {
                 shared: Arc::clone(&shared),
                 slot: slot as usize,
             };
-            match worker.spawn(job.fd, results_tx.clone(), ready_tx.clone()) {
+            match worker.spawn(results_tx.clone(), ready_tx.clone()) {
                 Ok(()) => workers += 1,
                 Err(source) if workers == 0 => {
                     return Err(ProbeError::EngineSetup {
@@ -148,7 +146,7 @@ impl<'a> PsyncRun<'a> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
-                    if let Some(why) = Ending::abort_due(self.opts, now, from + self.job.timeout) {
+                    if let Some(why) = abort_due(self.opts, now, from + self.job.timeout) {
                         // The workers do no I/O once they get past their set-up.
                         self.abort(why, now);
                         return;
@@ -219,7 +217,7 @@ impl<'a> PsyncRun<'a> {
         if matches!(self.phase, Phase::Aborting { .. }) {
             return;
         }
-        if let Some(why) = Ending::abort_due(self.opts, now, schedule.deadline) {
+        if let Some(why) = abort_due(self.opts, now, schedule.deadline) {
             self.abort(why, now);
         } else if self.phase == Phase::Issuing {
             if self.opts.yield_now.load(Ordering::Relaxed) {
@@ -237,7 +235,7 @@ impl<'a> PsyncRun<'a> {
         self.shared.stop.store(true, Ordering::Relaxed);
         if self.phase == Phase::Issuing {
             if let Some(hook) = &self.opts.on_draining {
-                (hook.0)();
+                hook.call();
             }
             self.phase = Phase::Draining(why);
         }
@@ -272,9 +270,7 @@ impl<'a> PsyncRun<'a> {
                 stuck,
                 "psync threads still in a system call after the timeout; leaving them behind"
             );
-            tally.note(|| {
-                format!("{stuck} I/O threads still blocked in the kernel after the timeout")
-            });
+            tally.note(|| RunError::ThreadsBlocked { threads: stuck });
             Arc::clone(&self.shared.in_kernel)
         });
         tally.into_measurement(EngineKind::Psync, start, ending, in_kernel)
@@ -353,17 +349,9 @@ struct Worker {
 }
 
 impl Worker {
-    /// Starts the worker's thread with its own duplicate of `fd`.
-    fn spawn(
-        mut self,
-        fd: std::os::fd::RawFd,
-        results: mpsc::Sender<Tally>,
-        ready: mpsc::Sender<()>,
-    ) -> io::Result<()> {
-        // SAFETY: fd belongs to the OpenTarget the caller of engine::run borrows for the whole
-        // run; it is only borrowed here to duplicate it.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        self.file = Some(File::from(borrowed.try_clone_to_owned()?));
+    /// Starts the worker's thread with its own duplicate of the job's descriptor.
+    fn spawn(mut self, results: mpsc::Sender<Tally>, ready: mpsc::Sender<()>) -> io::Result<()> {
+        self.file = Some(File::from(self.job.fd.try_clone()?));
         thread::Builder::new()
             .name(format!("diskprobe-psync-{}", self.slot))
             .spawn(move || {
@@ -382,7 +370,7 @@ impl Worker {
             match AlignedBuf::new(self.job.block_size as usize, self.job.mem_align, &mut rng) {
                 Ok(buf) => buf,
                 Err(err) => {
-                    tally.error(|| err.to_string());
+                    tally.error(|| RunError::Buffer(Box::new(err)));
                     return tally;
                 }
             };
@@ -422,7 +410,8 @@ impl Worker {
                 Ok(()) => tally.completed(self.job.block_size, issue, done),
                 Err(err) => {
                     let op = if write { "pwrite" } else { "pread" };
-                    tally.failed(|| format!("{op} at offset {offset}: {err}"), done);
+                    let cause = IoCause::from(&err);
+                    tally.failed(|| RunError::Io { op, offset, cause }, done);
                     // Like fio without continue_on_error: the first error ends the run.
                     self.shared.stop.store(true, Ordering::Relaxed);
                     break;
@@ -466,8 +455,12 @@ impl Worker {
                 true
             }
             Err(err) => {
-                let call = sync.call.as_str();
-                tally.failed(|| format!("{call} after write {}: {err}", k + 1), done);
+                let error = RunError::SyncAfterWrite {
+                    call: sync.call.as_str(),
+                    write: k + 1,
+                    cause: IoCause::from(&err),
+                };
+                tally.failed(|| error, done);
                 false
             }
         }

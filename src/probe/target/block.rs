@@ -2,34 +2,16 @@
 //! device and its partitions unmounted and without holders, opened with `O_EXCL`, and the same
 //! device as the one checked).
 
+use super::direct::{DirectOpen, check_aligned, fstat, open_direct};
+use super::error::{Refusal, TargetError};
+use super::facts::TargetKind;
 use super::facts::{cache_of, mounted_devices, resolve_device};
-use super::{
-    OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned, fstat, open_direct,
-};
+use super::opened::{OpenTarget, TargetOptions};
+use crate::probe::engine::sys;
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-
-/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
-#[cfg(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64"
-))]
-const BLKGETSIZE64: libc::Ioctl = 0x4008_1272;
-/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
-#[cfg(not(any(
-    target_arch = "powerpc",
-    target_arch = "powerpc64",
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64"
-)))]
-const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
 
 pub(super) fn open_block_device(
     path: &Path,
@@ -47,7 +29,7 @@ pub(super) fn open_block_device(
         }
         check_block_write_safety(path, major, minor, opts)?;
     }
-    let file = open_direct(path, opts.write, opts.write, false, "")?;
+    let file = open_direct(path, DirectOpen::Device { write: opts.write })?;
     // The checks above were made on the device the path named then; the descriptor must be that
     // device (a /dev/disk/by-* link can move in between).
     let opened = fstat(path, &file)?;
@@ -56,26 +38,17 @@ pub(super) fn open_block_device(
             path: path.to_owned(),
         });
     }
-    let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
-    if rc != 0 {
-        return Err(TargetError::Io {
+    let size = sys::block_device_size(&file).map_err(|source| TargetError::Io {
+        path: path.to_owned(),
+        what: "BLKGETSIZE64",
+        source,
+    })?;
+    let align = sys::logical_block_size(&file).unwrap_or(512);
+    if size == 0 {
+        return Err(TargetError::EmptyDevice {
             path: path.to_owned(),
-            what: "BLKGETSIZE64",
-            source: io::Error::last_os_error(),
         });
     }
-    let mut lbs: libc::c_int = 0;
-    // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live local.
-    let rc = unsafe {
-        libc::ioctl(
-            file.as_raw_fd(),
-            libc::BLKSSZGET,
-            &mut lbs as *mut libc::c_int,
-        )
-    };
-    let align = if rc == 0 && lbs > 0 { lbs as u64 } else { 512 };
     let available = size.saturating_sub(opts.offset);
     let region_len = opts.size.unwrap_or(available);
     if opts.offset > size || region_len > available || region_len == 0 {

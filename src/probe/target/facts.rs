@@ -1,16 +1,33 @@
 //! What a target is, from a stat of its path without opening it: its kind, the kernel block
 //! device under it (also for btrfs, whose files have anonymous device numbers), the filesystem
 //! type, the direct-I/O alignment, and whether its probes would measure a cache rather than a disk.
-//! Also the parsers of `/proc/self/mountinfo` these need.
+//! Also what these need of `/proc/self/mountinfo` (parsed by [`crate::mountinfo`]).
 
-use super::TargetKind;
-use std::ffi::CString;
+use crate::mountinfo;
+use crate::probe::engine::sys;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
+
+/// What kind of object a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A block device, probed directly.
+    BlockDevice,
+    /// A regular file on a filesystem.
+    File,
+}
+
+impl TargetKind {
+    /// `block_device` or `file` (the `kind` label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::BlockDevice => "block_device",
+            TargetKind::File => "file",
+        }
+    }
+}
 
 /// The kernel block device under a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,50 +208,30 @@ pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)
     if major != 0 {
         return Some((major, minor));
     }
-    let mount_id = mount_id(path)?;
+    let mount_id = sys::mount_id(path)?;
     let mountinfo = fs::read_to_string(procfs.join("self/mountinfo")).ok()?;
     let source = mount_source(&mountinfo, mount_id)?;
     if !source.starts_with("/dev/") {
         return None;
     }
-    let meta = fs::metadata(source).ok()?;
+    let meta = fs::metadata(&source).ok()?;
     let rdev = meta.file_type().is_block_device().then(|| meta.rdev())?;
     Some((libc::major(rdev), libc::minor(rdev)))
 }
 
-/// The ID of the mount `path` is on (`statx` `STATX_MNT_ID`, Linux 5.8), as in mountinfo.
-fn mount_id(path: &Path) -> Option<u64> {
-    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: an all-zero statx is a valid value of this plain C struct.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is NUL-terminated and `stx` is a live, writable statx.
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            0,
-            libc::STATX_MNT_ID,
-            &mut stx,
-        )
-    };
-    (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
+/// The source of the mount with ID `mount_id` in a mountinfo text (unescaped).
+pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<String> {
+    mountinfo::parse(mountinfo)
+        .into_iter()
+        .find(|m| m.id == mount_id)
+        .map(|m| m.source)
 }
 
-/// The source of the mount with ID `mount_id` in a mountinfo text.
-pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<&str> {
-    mountinfo.lines().find_map(|line| {
-        let (mount, fs) = line.split_once(" - ")?;
-        let id = mount.split_whitespace().next()?.parse::<u64>().ok()?;
-        (id == mount_id).then(|| fs.split_whitespace().nth(1))?
-    })
-}
-
-/// Devices (`MAJ:MIN`) that appear as a mount source in a mountinfo text.
+/// The devices (`MAJ:MIN`) of the filesystems mounted in a mountinfo text.
 pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
-    mountinfo
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(2))
-        .map(str::to_owned)
+    mountinfo::parse(mountinfo)
+        .iter()
+        .map(|m| format!("{}:{}", m.major, m.minor))
         .collect()
 }
 
@@ -258,43 +255,14 @@ fn fstype_name(magic: i64) -> String {
     .to_owned()
 }
 
+/// The filesystem type of `path`, by its statfs magic number.
 pub(super) fn statfs_type(path: &Path) -> io::Result<String> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statfs.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::unnecessary_cast)]
-    Ok(fstype_name(buf.f_type as i64))
+    sys::statfs_magic(path).map(fstype_name)
 }
 
 /// statx DIO alignment `(memory, offset)`, when the kernel and filesystem report it.
 pub(super) fn dio_alignment(file: &File) -> Option<(u64, u64)> {
-    // SAFETY: an all-zero statx is a valid value of this plain C struct.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let empty = c"";
-    // SAFETY: the fd is open, the path is an empty NUL-terminated string used with
-    // AT_EMPTY_PATH, and `stx` is a live, writable statx.
-    let rc = unsafe {
-        libc::statx(
-            file.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
-        return None;
-    }
-    Some((
-        u64::from(stx.stx_dio_mem_align),
-        u64::from(stx.stx_dio_offset_align),
-    ))
+    sys::dio_alignment(file)
 }
 
 #[cfg(test)]
@@ -307,9 +275,15 @@ mod tests {
                     30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n\
                     41 22 0:48 /@home /home rw,relatime shared:9 - btrfs /dev/sda2 rw,subvol=/@home\n";
         assert_eq!(mounted_devices(text), vec!["254:1", "0:25", "0:48"]);
-        assert_eq!(mount_source(text, 41), Some("/dev/sda2"));
-        assert_eq!(mount_source(text, 30), Some("tmpfs"));
+        assert_eq!(mount_source(text, 41).as_deref(), Some("/dev/sda2"));
+        assert_eq!(mount_source(text, 30).as_deref(), Some("tmpfs"));
         assert_eq!(mount_source(text, 99), None);
+        // Sources are unescaped as the kernel escapes them (a space is \040).
+        let escaped = "50 22 8:17 / /mnt/a\\040b rw - ext4 /dev/disk/by-label/my\\040disk rw\n";
+        assert_eq!(
+            mount_source(escaped, 50).as_deref(),
+            Some("/dev/disk/by-label/my disk")
+        );
     }
 
     #[test]

@@ -2,58 +2,44 @@
 //! read, marked as ours with the extended attribute [`OWNER_XATTR`], reused across restarts while
 //! intact, and written to only when they carry that mark (or were created by this process).
 
+use super::direct::{DirectOpen, check_aligned, fstat, open_direct, set_direct};
+use super::error::{Refusal, TargetError};
+use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
-use super::{
-    DEFAULT_FILE_SIZE, OpenTarget, Refusal, TargetError, TargetKind, TargetOptions, check_aligned,
-    fstat, open_direct, set_direct,
-};
+use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use crate::probe::engine::buffer::AlignedBuf;
+use crate::probe::engine::sys;
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
-use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Extended attribute that marks a probe file created by diskprobe_exporter.
-pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
-
 fn get_xattr(file: &File) -> Option<Vec<u8>> {
-    let name = CString::new(OWNER_XATTR).ok()?;
-    let mut buf = [0u8; 128];
-    // SAFETY: the fd is open, `name` is NUL-terminated and `buf` is writable for its length.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return None;
-    }
-    Some(buf[..n as usize].to_vec())
+    sys::get_xattr(file, OWNER_XATTR)
 }
 
 fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
-    let name = CString::new(OWNER_XATTR).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: the fd is open, `name` is NUL-terminated and `value` is readable for its length.
-    let rc = unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::set_xattr(file, OWNER_XATTR, value)
+}
+
+/// The probe file at `path` opened for writes with O_DIRECT, and checked to be the file `checked`
+/// describes (not swapped in between).
+fn open_checked_for_writes(
+    path: &Path,
+    checked: &fs::Metadata,
+    fstype: &str,
+) -> Result<File, TargetError> {
+    let file = open_direct(
+        path,
+        DirectOpen::File {
+            write: true,
+            fstype,
+        },
+    )?;
+    same_file(path, checked, &file)?;
+    Ok(file)
 }
 
 /// Fails unless `file` is the file `checked` describes (device and inode).
@@ -145,11 +131,7 @@ fn fill_probe_file(
             let marked = mark_filling(&file);
             (file, Some(marked))
         }
-        Some(checked) => {
-            let file = open_direct(path, true, false, true, fstype)?;
-            same_file(path, checked, &file)?;
-            (file, None)
-        }
+        Some(checked) => (open_checked_for_writes(path, checked, fstype)?, None),
     };
     // A new file gets O_DIRECT here; an existing one was opened with it.
     let preflight = || {
@@ -299,7 +281,13 @@ fn create(
     let (marked, created) = fill_probe_file(path, size, None, fstype, progress)?;
     // A read probe gets a read-only descriptor of the file just filled, as it would for one found
     // at start-up.
-    let file = open_direct(path, opts.write, false, true, fstype)?;
+    let file = open_direct(
+        path,
+        DirectOpen::File {
+            write: opts.write,
+            fstype,
+        },
+    )?;
     same_file(path, &created, &file)?;
     if marked {
         check_filled(path, &file, size)?;
@@ -324,7 +312,13 @@ fn open_existing(
     // read-only (opening someone else's file for writing is not harmless: it breaks their
     // leases); a write descriptor is opened only once the file is known to be ours, and must be
     // the same file.
-    let probe = open_direct(path, false, false, true, fstype)?;
+    let probe = open_direct(
+        path,
+        DirectOpen::File {
+            write: false,
+            fstype,
+        },
+    )?;
     let meta = fstat(path, &probe)?;
     let marker = get_xattr(&probe);
     // Without a configured size, a probe file keeps the size its mark names (that of a finished
@@ -364,8 +358,7 @@ fn open_existing(
         None => {}
     }
     let file = if opts.write {
-        let file = open_direct(path, true, false, true, fstype)?;
-        same_file(path, &meta, &file)?;
+        let file = open_checked_for_writes(path, &meta, fstype)?;
         if !filled && meta.len() > wanted {
             tracing::info!(path = %path.display(), size = wanted, beyond = meta.len() - wanted, "probe file holds space beyond its region that a run did not give back; truncating it");
             file.set_len(wanted).map_err(|source| TargetError::Io {

@@ -1,0 +1,43 @@
+// One target: its probes, the durability row and its device's diskstats. Each row is a file of
+// dashboards/target/; a new row is a new file added to the list below.
+local g = import '../lib/dashboards.libsonnet';
+
+local rows = [
+  import 'target/probes.libsonnet',
+  import 'target/durability.libsonnet',
+  import 'target/device.libsonnet',
+  import 'target/headroom.libsonnet',
+];
+
+function(c)
+  local s = (import '../lib/selectors.libsonnet')(c);
+  g.dashboard(
+    c,
+    'target',
+    'Target detail',
+    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, IOPS and throughput per profile, sync latency of durability profiles, and diskstats of its device.",
+    [
+      g.datasourceVariable(c),
+      g.clusterVariable(c),
+      g.labelVariable('instance', 'Instance', s.panel('diskprobe_build_info')),
+      g.labelVariable('target', 'Target', s.panel('diskprobe_target_info', ['instance=~"$instance"'])),
+      g.labelVariable('profile', 'Profile', s.panel('diskprobe_profile_info', ['instance=~"$instance"', 'target=~"$target"']), multi=true),
+      g.labelVariable('device', 'Device', s.panel('diskprobe_target_info', ['instance=~"$instance"', 'target=~"$target"'])),
+      {
+        name: 'probe_window',
+        label: 'Window (>= 2 probe intervals)',
+        type: 'custom',
+        query: '10m,20m,30m,1h,2h',
+        current: { text: '10m', value: '10m' },
+        options: [
+          { text: w, value: w, selected: w == '10m' }
+          for w in ['10m', '20m', '30m', '1h', '2h']
+        ],
+        multi: false,
+        includeAll: false,
+        hide: 0,
+        description: 'Panels built on counters and histograms use windows of at least this length, so that every window holds a run: at least twice the longest probe interval (5m by default).',
+      },
+    ],
+    std.flattenArrays([row(c) for row in rows]),
+  )

@@ -1,0 +1,24 @@
+// Selectors and groupings built from the configuration, so that every rule and panel query
+// selects with the job and cluster selectors and every aggregation and join keeps the cluster
+// label. Use: local s = (import 'lib/selectors.libsonnet')(c);
+//   s.sel('diskprobe_probe_iops', ['profile=~"$profile"'])  diskprobe_probe_iops{job="diskprobe", profile=~"$profile"}
+//   s.by(['job', 'instance'])                              cluster, job, instance
+function(c) {
+  local matchers(extra) = std.join(', ', [m for m in [c.jobSelector, c.clusterSelector] + extra if m != '']),
+
+  // `metric` selected by the job and cluster selectors and the `extra` matchers.
+  sel(metric, extra=[]):: '%s{%s}' % [metric, matchers(extra)],
+
+  // For dashboards: `sel` that also matches the `cluster` variable ("All" is .*, which matches
+  // series without the label, as a single cluster's Prometheus has them).
+  panel(metric, extra=[]):: self.sel(metric, ['%s=~"$cluster"' % c.clusterLabel] + extra),
+
+  // A grouping (for by and on): the cluster label, then `labels`.
+  by(labels):: std.join(', ', [c.clusterLabel] + labels),
+
+  // An alert's runbook_url annotation: its section of docs/runbook.md where runbookURLBase
+  // says it is served; none without.
+  runbook(alert):: if c.runbookURLBase == '' then {} else {
+    runbook_url: '%s#%s' % [c.runbookURLBase, std.asciiLower(alert)],
+  },
+}

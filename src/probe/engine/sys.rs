@@ -1,0 +1,182 @@
+//! The system calls the probes make that the standard library does not wrap (block-device
+//! ioctls, `statx`, `statfs`, extended attributes, `fallocate`), each behind a safe function: with
+//! the ring and its buffers (`uring::ring`), the aligned buffers ([`super::buffer`]) and the timer
+//! slack ([`super::schedule`]), the only `unsafe` of the agent, each block with its `// SAFETY:`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+))]
+const BLKGETSIZE64: libc::Ioctl = 0x4008_1272;
+/// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)`.
+#[cfg(not(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+)))]
+const BLKGETSIZE64: libc::Ioctl = 0x8008_1272;
+
+/// The size of the block device open as `file`, in bytes (`BLKGETSIZE64`).
+pub(crate) fn block_device_size(file: &File) -> io::Result<u64> {
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer, which points to a live local.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// The logical block size of the block device open as `file` (`BLKSSZGET`), when it says one.
+pub(crate) fn logical_block_size(file: &File) -> Option<u64> {
+    let mut lbs: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through the pointer, which points to a live local.
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::BLKSSZGET,
+            &mut lbs as *mut libc::c_int,
+        )
+    };
+    (rc == 0 && lbs > 0).then_some(lbs as u64)
+}
+
+/// The ID of the mount `path` is on (`statx` `STATX_MNT_ID`, Linux 5.8), as in mountinfo.
+pub(crate) fn mount_id(path: &Path) -> Option<u64> {
+    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `stx` is a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            0,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    };
+    (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
+}
+
+/// The magic number of the filesystem `path` is on (`statfs` `f_type`).
+pub(crate) fn statfs_magic(path: &Path) -> io::Result<i64> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statfs.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)]
+    Ok(buf.f_type as i64)
+}
+
+/// statx DIO alignment `(memory, offset)` of `file`, when the kernel and filesystem report it.
+pub(crate) fn dio_alignment(file: &File) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: the fd is open, the path is an empty NUL-terminated string used with
+    // AT_EMPTY_PATH, and `stx` is a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    Some((
+        u64::from(stx.stx_dio_mem_align),
+        u64::from(stx.stx_dio_offset_align),
+    ))
+}
+
+/// The value of the extended attribute `name` of `file` (up to 128 bytes), if it has one.
+pub(crate) fn get_xattr(file: &File, name: &str) -> Option<Vec<u8>> {
+    let name = CString::new(name).ok()?;
+    let mut buf = [0u8; 128];
+    // SAFETY: the fd is open, `name` is NUL-terminated and `buf` is writable for its length.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    Some(buf[..n as usize].to_vec())
+}
+
+/// Sets the extended attribute `name` of `file` to `value`.
+pub(crate) fn set_xattr(file: &File, name: &str, value: &[u8]) -> io::Result<()> {
+    let name = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: the fd is open, `name` is NUL-terminated and `value` is readable for its length.
+    let rc = unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `fallocate(fd, 0, offset, length)`: allocates the range, extending the file over unwritten
+/// extents.
+pub(crate) fn fallocate(file: &File, offset: i64, length: i64) -> io::Result<()> {
+    // SAFETY: fallocate on an open descriptor with plain integer arguments.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, length) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The file status flags of `file` (`fcntl(F_GETFL)`: `O_DIRECT`, `O_DSYNC`, ...).
+pub(crate) fn status_flags(file: &File) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL on an open descriptor takes no argument and only returns its flags.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags)
+}
+
+/// Adds `flags` to the file status flags of `file` (`fcntl(F_SETFL)`).
+pub(crate) fn add_status_flags(file: &File, flags: libc::c_int) -> io::Result<()> {
+    let current = status_flags(file)?;
+    // SAFETY: F_SETFL on an open descriptor with an int argument changes only its status flags.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, current | flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

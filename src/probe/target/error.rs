@@ -1,0 +1,199 @@
+//! Why a target cannot be probed ([`TargetError`]) or written ([`Refusal`]). Messages name the
+//! path and what is wrong.
+
+use super::opened::OWNER_XATTR;
+use crate::probe::engine::buffer::BufferError;
+use std::io;
+use std::path::PathBuf;
+
+/// Why a target cannot be probed. Messages name the path and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// A region offset was given for a file target; probe files are probed from their start.
+    #[error(
+        "{path}: offset {offset} applies to block devices only; a probe file is probed from its start (set size instead)"
+    )]
+    OffsetOnFile {
+        /// The target.
+        path: PathBuf,
+        /// The offset given.
+        offset: u64,
+    },
+    /// The path is a symbolic link to something other than a block device.
+    #[error(
+        "{path}: is a symbolic link; probe files must be regular files at the configured path (symbolic links are only followed to block devices)"
+    )]
+    Symlink {
+        /// The target.
+        path: PathBuf,
+    },
+    /// An operating-system call failed.
+    #[error("{path}: {what}: {source}")]
+    Io {
+        /// The target.
+        path: PathBuf,
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The filesystem or device refuses O_DIRECT.
+    #[error("{path}: O_DIRECT is not supported here (filesystem {fstype}); probes need direct I/O")]
+    NoDirectIo {
+        /// The target.
+        path: PathBuf,
+        /// The filesystem type, when known.
+        fstype: String,
+    },
+    /// Not a regular file or block device.
+    #[error("{path}: not a regular file or block device")]
+    Kind {
+        /// The target.
+        path: PathBuf,
+    },
+    /// Fresh space asked of a target that has none of its own: only a probe file opened for
+    /// writing has.
+    #[error(
+        "{path}: preallocate space for the run: only a probe file opened for writing has space of its own"
+    )]
+    NoSpaceOfItsOwn {
+        /// The target.
+        path: PathBuf,
+    },
+    /// A block device of 0 bytes: a loop device detached from its file, removed media.
+    #[error(
+        "{path}: the block device is empty (0 bytes: a loop device detached from its file, or removed media)"
+    )]
+    EmptyDevice {
+        /// The target.
+        path: PathBuf,
+    },
+    /// The target is smaller than what was asked for.
+    #[error("{path}: target is {available} bytes, smaller than the {wanted} bytes requested")]
+    TooSmall {
+        /// The target.
+        path: PathBuf,
+        /// Bytes available from the region start.
+        available: u64,
+        /// Bytes requested.
+        wanted: u64,
+    },
+    /// Writing was refused by a safety rule.
+    #[error("{path}: refusing to write: {reason}")]
+    WriteRefused {
+        /// The target.
+        path: PathBuf,
+        /// Which rule.
+        reason: Refusal,
+    },
+    /// The path named another device than the one checked a moment before (a `/dev/disk/by-*`
+    /// link moved in between).
+    #[error("{path}: the path names another device than the one checked a moment before")]
+    DeviceChanged {
+        /// The target.
+        path: PathBuf,
+    },
+    /// Another file was put at the path between the ownership check and the open.
+    #[error("{path}: the file was replaced between the ownership check and the open")]
+    Replaced {
+        /// The target.
+        path: PathBuf,
+    },
+    /// Another file was put at the path while the probe file was being filled.
+    #[error("{path}: the file was replaced while it was being filled")]
+    ReplacedDuringFill {
+        /// The target.
+        path: PathBuf,
+    },
+    /// No block device at a path for which a region offset is set (no probe file is created in
+    /// its place).
+    #[error("{path}: no such block device (with an offset set, no probe file is created)")]
+    NoSuchDevice {
+        /// The target.
+        path: PathBuf,
+    },
+    /// The fill of a probe file was stopped (cancelled, or given up on) before it finished; the
+    /// next open finishes it.
+    #[error("{path}: the fill of the probe file was stopped before it finished")]
+    FillStopped {
+        /// The target.
+        path: PathBuf,
+    },
+    /// The buffer of a probe-file fill could not be made.
+    #[error("{path}: cannot make the fill buffer: {source}")]
+    FillBuffer {
+        /// The target.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: BufferError,
+    },
+    /// Size, offset or block size violate the direct-I/O alignment.
+    #[error("{path}: {what} {value} is not a multiple of the direct-I/O alignment {align}")]
+    Alignment {
+        /// The target.
+        path: PathBuf,
+        /// Which quantity.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The alignment required.
+        align: u64,
+    },
+}
+
+/// Which write-safety rule refused a write probe.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// Writes to a block device were not opted into.
+    #[error(
+        "writes to a block device need their own opt-in (allow_device_writes = true; --allow-writes in one-shot mode)"
+    )]
+    NoDeviceOptIn,
+    /// Someone else has claimed the device (the `O_EXCL` open failed with EBUSY).
+    #[error("the device is in use (O_EXCL open failed with EBUSY)")]
+    InUse,
+    /// The mount table could not be read, so the device cannot be known to be unmounted.
+    #[error("cannot read {mountinfo} to check for mounts: {source}")]
+    MountsUnknown {
+        /// `<procfs>/self/mountinfo`.
+        mountinfo: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Sysfs could not be read, so the device cannot be known to have no partitions or holders.
+    #[error("cannot read {sysfs} to check for partitions and holders: {source}")]
+    HoldersUnknown {
+        /// The sysfs root.
+        sysfs: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The device (or one of its partitions, `MAJ:MIN`) is mounted.
+    #[error("{} {dev} is mounted", if *.partition { "partition" } else { "the device" })]
+    Mounted {
+        /// `MAJ:MIN`.
+        dev: String,
+        /// Whether it is a partition of the target.
+        partition: bool,
+    },
+    /// The device (or one of its partitions) has holders (device-mapper, md).
+    #[error(
+        "{} {dev} has holders (device-mapper, md, ...)",
+        if *.partition { "partition" } else { "the device" }
+    )]
+    Held {
+        /// `MAJ:MIN`.
+        dev: String,
+        /// Whether it is a partition of the target.
+        partition: bool,
+    },
+    /// A write probe on a file this agent did not create.
+    #[error(
+        "the file was not created by diskprobe_exporter (no {OWNER_XATTR} attribute); write probes only use probe files they created"
+    )]
+    ForeignFile,
+}

@@ -1,0 +1,74 @@
+//! What opening a target takes ([`TargetOptions`]) and gives ([`OpenTarget`]: the O_DIRECT
+//! descriptor, the probe region, alignments, the device under it and the preflight warnings).
+
+use super::facts::{Cache, DeviceId, TargetKind};
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+
+/// Extended attribute that marks a probe file created by diskprobe_exporter.
+pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
+
+/// Size of a probe file created without an explicit size.
+pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+
+/// How to open a target.
+#[derive(Debug, Clone)]
+pub struct TargetOptions {
+    /// Region length (files: the probe file size). Block devices default to the rest of the
+    /// device after `offset`; a missing file is created at [`DEFAULT_FILE_SIZE`].
+    pub size: Option<u64>,
+    /// Region start in bytes (block devices; files always start at 0).
+    pub offset: u64,
+    /// Open for writing (write probes). Needs the safety rules to pass.
+    pub write: bool,
+    /// Writes to a block device are allowed: a separate opt-in on top of `write`, checked here
+    /// so that every caller goes through the same gate.
+    pub device_writes: bool,
+    /// Root of procfs (`/proc`).
+    pub procfs: PathBuf,
+    /// Root of sysfs (`/sys`).
+    pub sysfs: PathBuf,
+}
+
+/// A target opened with O_DIRECT, ready for an engine.
+#[derive(Debug)]
+pub struct OpenTarget {
+    /// The path given.
+    pub path: PathBuf,
+    pub(super) file: File,
+    /// Block device or file.
+    pub kind: TargetKind,
+    /// First byte of the probe region.
+    pub region_offset: u64,
+    /// Length of the probe region in bytes.
+    pub region_len: u64,
+    /// Required alignment of offsets and lengths for direct I/O.
+    pub offset_align: u64,
+    /// Required alignment of memory buffers for direct I/O.
+    pub mem_align: u64,
+    /// The block device holding the target, when there is one (not for tmpfs, overlayfs, ...).
+    pub device: Option<DeviceId>,
+    /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
+    pub fstype: String,
+    /// What the probes probably measure instead of a disk (see [`Cache`]), if anything.
+    pub cache: Option<Cache>,
+    /// Warnings found by the preflight checks (a cache instead of a disk, overlayfs).
+    pub warnings: Vec<String>,
+    /// Whether the target was opened for writing.
+    pub writable: bool,
+    /// Whether the probe file was created or refilled by this open.
+    pub filled: bool,
+}
+
+impl OpenTarget {
+    /// The open file descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}

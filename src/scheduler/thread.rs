@@ -1,0 +1,251 @@
+//! A probe run on a thread of its own, never on a tokio worker: the thread opens the target and
+//! runs the engine, and tells the scheduler how far it got ([`FromThread`]: the fill of a probe
+//! file goes on, the target is open, the run drains, the outcome). The scheduler gives the global
+//! slot back when the run drains, and gives up on a thread that goes quiet for the run's timeout
+//! plus [`GRACE`].
+
+use super::log;
+use super::shared::{Counted, Roots, Shared};
+use super::slots::GlobalSlot;
+use crate::config::TargetSpec;
+use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};
+use crate::probe::engine::{self, DrainingHook, RunOptions};
+use crate::probe::profile::{ProbeClass, Profile};
+use crate::probe::target::{self, DeviceId, TargetOptions};
+use crate::series::{RunCost, RunOutcome};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it: longer than
+/// an engine may settle before its first I/O, notice the timeout and drain cancelled I/O after its
+/// last, plus [`GRACE_MARGIN`].
+pub const GRACE: Duration = engine::DRAIN_GRACE
+    .saturating_add(engine::SETTLE)
+    .saturating_add(engine::CANCEL_POLL)
+    .saturating_add(GRACE_MARGIN);
+
+/// What [`GRACE`] allows beyond the engine's own limits: room for a loaded machine to schedule
+/// the probe thread and let it report, so that a run that did return is not given up on.
+pub const GRACE_MARGIN: Duration = Duration::from_secs(5);
+
+/// What a probe thread tells the scheduler.
+enum FromThread {
+    /// Another chunk of the probe file was written.
+    Filled,
+    /// The target is open: the engine takes over.
+    Opened,
+    /// The run stopped issuing I/O and only waits for what is in flight.
+    Draining,
+    /// The run ended: its outcome, and the engine time to charge.
+    Done(RunOutcome, Duration),
+}
+
+/// Runs one profile on a dedicated thread. Returns the outcome and the engine time to charge.
+/// The global probe `slot` is given back (set to `None`) as soon as the run stops issuing I/O:
+/// one that only waits for its I/O (a slow or hung device) does not hold up other devices.
+///
+/// Opening may create and fill the probe file, which takes as long as the device needs, so it is
+/// not bounded by the run's timeout; but an open that makes no progress (no chunk of a fill
+/// written) for the run's timeout plus [`GRACE`] is given up on like a run that does not return,
+/// so that a hung filesystem does not hold the global probe slot for ever.
+pub(super) async fn run_on_thread(
+    spec: &Arc<TargetSpec>,
+    profile: &Profile,
+    shared: &Arc<Shared>,
+    cancel: &Arc<AtomicBool>,
+    threads: &Arc<AtomicUsize>,
+    slot: &mut Option<GlobalSlot<'_>>,
+) -> (RunOutcome, Duration) {
+    let started = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let job_spec = spec.clone();
+    let job_profile = profile.clone();
+    let roots = shared.roots.clone();
+    let job_cancel = cancel.clone();
+    let counted = Counted::new(threads);
+    let spawned = std::thread::Builder::new()
+        .name(format!("probe-{}", spec.name))
+        .spawn(move || {
+            let done = probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
+            // Counted out before the scheduler hears of the end, which may start the next run.
+            drop(counted);
+            if let Some((outcome, busy)) = done {
+                let _ = tx.send(FromThread::Done(outcome, busy));
+            }
+        });
+    if let Err(err) = spawned {
+        let error = format!("cannot start a probe thread: {err}");
+        return (
+            RunOutcome::Failed {
+                error,
+                duration: started.elapsed(),
+            },
+            Duration::ZERO,
+        );
+    }
+    let patience = spec.settings.timeout + GRACE;
+    let mut opened: Option<Instant> = None;
+    let mut deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let Ok(msg) = tokio::time::timeout_at(deadline, rx.recv()).await else {
+            // The target's cancel flag is left alone: it is never reset, and later runs would
+            // start cancelled. The thread counts itself out of `threads` when it returns, and
+            // does not start the engine once this receiver is gone.
+            // Only the time since the engine was handed the target is charged to the budget.
+            let (error, charged) = match opened {
+                Some(at) => (
+                    format!("the probe did not return within its timeout plus {GRACE:?}"),
+                    at.elapsed(),
+                ),
+                None => (
+                    format!("opening the target made no progress for {patience:?}"),
+                    Duration::ZERO,
+                ),
+            };
+            log::abandoned(spec, profile, &error);
+            return (
+                RunOutcome::Abandoned {
+                    error,
+                    duration: started.elapsed(),
+                },
+                charged,
+            );
+        };
+        match msg {
+            Some(FromThread::Filled) => deadline = tokio::time::Instant::now() + patience,
+            Some(FromThread::Opened) => {
+                opened = Some(Instant::now());
+                deadline = tokio::time::Instant::now() + patience;
+            }
+            Some(FromThread::Draining) => *slot = None,
+            Some(FromThread::Done(outcome, busy)) => return (outcome, busy),
+            None => {
+                return (
+                    RunOutcome::Failed {
+                        error: "the probe thread ended without a result".to_owned(),
+                        duration: started.elapsed(),
+                    },
+                    Duration::ZERO,
+                );
+            }
+        }
+    }
+}
+
+/// Opens the target and runs the profile, reporting progress on `tx`. Returns the outcome and
+/// the engine time to charge, or `None` when the scheduler gave up on the run during the open.
+fn probe_thread(
+    spec: &TargetSpec,
+    profile: &Profile,
+    roots: &Roots,
+    cancel: Arc<AtomicBool>,
+    tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
+) -> Option<(RunOutcome, Duration)> {
+    crate::sandbox::check_on_this_thread();
+    let started = Instant::now();
+    let fail = |error: String| {
+        Some((
+            RunOutcome::Failed {
+                error,
+                duration: started.elapsed(),
+            },
+            Duration::ZERO,
+        ))
+    };
+    let options = TargetOptions {
+        size: spec.settings.size,
+        offset: spec.offset,
+        write: profile.rw.is_write(),
+        device_writes: spec.settings.writes.to_device(),
+        procfs: roots.procfs.clone(),
+        sysfs: roots.sysfs.clone(),
+    };
+    // A fill goes on while the scheduler still waits for this run and it is not cancelled.
+    let filled = || tx.send(FromThread::Filled).is_ok() && !cancel.load(Ordering::Relaxed);
+    let opened = match target::open_reporting(&spec.path, &options, &filled) {
+        Ok(t) => t,
+        Err(err) => return fail(err.to_string()),
+    };
+    let _ = tx.send(FromThread::Opened);
+    if tx.is_closed() {
+        // The scheduler gave up on this run while the target was being opened: the probe would
+        // run outside its limits (global slot, device lock, budget).
+        return None;
+    }
+    let draining = tx.clone();
+    let opts = RunOptions {
+        engine: spec.settings.engine,
+        timeout: spec.settings.timeout,
+        cancel,
+        // Configured profiles always carry a runtime (config::probes fills in the default).
+        default_runtime: crate::config::probes::DEFAULT_RUNTIME,
+        on_draining: Some(DrainingHook::new(move || {
+            let _ = draining.send(FromThread::Draining);
+        })),
+        // A fresh progress and yield flag for this run, watched below.
+        ..RunOptions::default()
+    };
+    let run = || engine::run(&opened, profile, &opts);
+    // The own flushes of a run that makes its writes durable (rate-capped or not), and the
+    // journal writes its syncs cause, cannot be told from another process's I/O: it is not
+    // watched (nor charged a cost).
+    let watched = !profile.makes_durable();
+    let (ran, report) = match &opened.device {
+        Some(device) if watched => {
+            watch_of(spec, profile, roots, device).around(&opts.progress, &opts.yield_now, run)
+        }
+        _ => (run(), WatchReport::default()),
+    };
+    let cost = RunCost {
+        contended: report.contended,
+        others_in_flight_seconds: report.others_in_flight_seconds,
+    };
+    match ran {
+        Ok(result) => {
+            let busy = result.elapsed;
+            let outcome = RunOutcome::Ran {
+                result: Box::new(result),
+                duration: started.elapsed(),
+                cost,
+                yielded_to: report.yielded_for,
+            };
+            Some((outcome, busy))
+        }
+        Err(err) => fail(err.to_string()),
+    }
+}
+
+/// How a run of `profile` is watched on the disk under `device` (see [`crate::contention`]).
+fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &DeviceId) -> Watch {
+    let disk_name = device.parent.clone().unwrap_or_else(|| device.name.clone());
+    let disk = DiskReader::new(&roots.sysfs, &disk_name);
+    Watch {
+        own: OwnIo {
+            block_size: profile.block_size,
+            write: profile.rw.is_write(),
+            requests_per_io: disk.requests_per_io(profile.block_size),
+        },
+        disk,
+        disk_name,
+        yield_on_others: spec.settings.yield_to_other_io && profile.class() == ProbeClass::Capacity,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_is_the_figure_the_docs_give() {
+        // docs/probes.md (Targets) and the README state how long a stalled open or run is
+        // waited for.
+        let stated = format!("timeout plus {} s", GRACE.as_secs_f64());
+        for (file, text) in [
+            ("docs/probes.md", include_str!("../../docs/probes.md")),
+            ("README.md", include_str!("../../README.md")),
+        ] {
+            assert!(text.contains(&stated), "{file} does not say {stated:?}");
+        }
+    }
+}
