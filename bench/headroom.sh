@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Headroom on real capped disks: runs tests/headroom_e2e.rs ROUNDS times and tabulates the figures
+# Headroom on real capped disks: runs tests/it/headroom_e2e.rs ROUNDS times and tabulates the figures
 # it prints (one column per round, then the median).
 #
 # Usage: sudo bench/headroom.sh [ROUNDS]    (default 3)
 # Needs: root, losetup, cgroup v1 blkio, fio, prometheus (Debian's 2.42), python3, cargo.
 #
-# The rig (tests/headroom_e2e.rs): two loop devices over files on the root filesystem with direct
+# The rig (tests/it/headroom_e2e.rs): two loop devices over files on the root filesystem with direct
 # I/O, capped by a cgroup v1 blkio group at 3,000 read IOPS each, the second also at 64 MiB/s and
 # partitioned; the agent (gentle probe and 4k QD32 capacity probe on both, 1M QD16 on the second)
 # and fio inside the group; a real Prometheus scraping every second and evaluating the bundled
@@ -24,12 +24,12 @@ need fio "apt-get install fio"
 need prometheus "apt-get install prometheus"
 need python3
 [[ -e /sys/fs/cgroup/blkio/blkio.throttle.read_iops_device ]] || { echo "cgroup v1 blkio is not mounted" >&2; exit 1; }
-cargo test --locked --quiet --test headroom_e2e --no-run
+cargo test --locked --quiet --test it --no-run
 make_workdir "${TMPDIR:-/tmp}/headroom.XXXXXX"
 echo "$ROUNDS rounds; $(fio --version); $(prometheus --version 2>&1 | head -1); kernel $(uname -r); $(nproc) CPUs" >&2
 
 for round in $(seq 1 "$ROUNDS"); do
-  if ! DISKPROBE_TEST_STRICT=1 cargo test --locked --quiet --test headroom_e2e -- --nocapture \
+  if ! DISKPROBE_TEST_STRICT=1 cargo test --locked --quiet --test it headroom_e2e:: -- --nocapture \
       > "$WORK/out.$round" 2> "$WORK/err.$round"; then
     cat "$WORK/err.$round" >&2
     echo "round $round failed" >&2

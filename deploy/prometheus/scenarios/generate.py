@@ -10,12 +10,12 @@ every alert, whether it fires and from when; the suite checks every alert at eve
     python3 deploy/prometheus/scenarios/generate.py OUT.json   # then: promtool test rules OUT.json
     python3 deploy/prometheus/scenarios/generate.py --table    # the table in docs/runbook.md
 
-OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/prometheus_rules.rs
+OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/it/prometheus_rules.rs
 runs both steps. Standard library only.
 
 The model exports classic buckets only: promtool 2.42 does not accept native histograms in
 `input_series` (it rejects the `{{schema:... buckets:[...]}}` notation). No rule reads the
-histogram; tests/prometheus_e2e.rs runs the rules and the dashboards' queries on a real Prometheus
+histogram; tests/it/prometheus_e2e.rs runs the rules and the dashboards' queries on a real Prometheus
 2.42 with native histograms only.
 
 promtool evaluates every rule group at the suite's evaluation interval, whatever the group's own

@@ -1,0 +1,572 @@
+//! Configuration errors: each bad file must be reported with its exact location and message,
+//! and `--config.check` must exit 2 for it (0 for good files).
+
+use crate::common;
+
+use diskprobe_exporter::config::probes::DEFAULT_SKIP_BUSY_ABOVE;
+use diskprobe_exporter::config::{BusyLimits, Config, TargetSpec};
+use diskprobe_exporter::probe::profile::ProbeClass;
+use std::path::Path;
+use std::process::Command;
+
+/// (file content, expected error after "bad.toml:").
+const BAD: &[(&str, &str)] = &[
+    (
+        "[web]\nlisten_adress = \":9957\"\n",
+        "2:1: web.listen_adress: unknown field `listen_adress`, expected `listen_address` or `telemetry_path`",
+    ),
+    (
+        "[webb]\n",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`",
+    ),
+    (
+        "[web]\nlisten_address = 9957\n",
+        "2:18: web.listen_address: invalid type: integer `9957`, expected a string",
+    ),
+    (
+        "[web]\n  listen_address = \"localhost\"\n",
+        "2:20: web.listen_address: expected host:port or :port, found \"localhost\"",
+    ),
+    (
+        "[web]\nlisten_address = \":65536\"\n",
+        "2:18: web.listen_address: expected a port number 0-65535 after ':', found \"65536\"",
+    ),
+    (
+        "[web]\ntelemetry_path = \"metrics\"\n",
+        "2:18: web.telemetry_path: expected an absolute URL path other than / and /-/..., found \"metrics\"",
+    ),
+    (
+        "# comment\n[diskstats]\ndevice_exclude = \"(\"\n",
+        "3:18: diskstats.device_exclude: expected a regular expression, unclosed group",
+    ),
+    (
+        "[diskstats]\ndevice_include = \"a\"\ndevice_exclude = \"b\"\n",
+        "2:18: diskstats: device_include and device_exclude are mutually exclusive; set one",
+    ),
+    (
+        "[diskstats]\ndevice_exclud = \"b\"\n",
+        "2:1: diskstats.device_exclud: unknown field `device_exclud`, expected `device_include` or `device_exclude`",
+    ),
+    (
+        "x = \n",
+        "1:5: x: string values must be quoted, expected literal string",
+    ),
+    ("[web]\n[web]\n", "2:2: web: duplicate key"),
+    (
+        "[histograms]\nclassic_buckets = [0.001, 0.0005]\n",
+        "2:19: histograms.classic_buckets: bucket bound 0.0005 (number 2) is not above the one before it",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"nope\"]\n",
+        "4:13: targets[0].profiles: unknown profile \"nope\"; expected one of: randread-4k-qd1, randread-4k-qd32, randread-4k-qd128, read-1m-qd16, read-1m-qd64, randwrite-4k-qd1, randwrite-4k-qd32, randwrite-4k-qd128, write-1m-qd16, write-1m-qd64, randread-4k-qd1-gentle, randwrite-4k-qd1-gentle, etcd-wal, write-4k-qd1-fdatasync",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
+        "4:32: targets[0].profiles: profile \"randwrite-4k-qd1\" writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ninterval = \"1m\"\n",
+        "4:12: targets[0].interval: profiles [\"randread-4k-qd1-gentle\"] run for 1s every 1m (1.67% of the time), above max_duty_cycle 1%; set interval to at least 1m 41s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 0.5\n[[targets]]\nname = \"a\"\npath = \"/x\"\nallow_writes = true\ninterval = \"1s\"\nruntime = \"300ms\"\n",
+        "7:12: targets[0].interval: profiles [\"randread-4k-qd1-gentle\", \"randwrite-4k-qd1-gentle\"] run for 600ms every 1s (60.00% of the time), above max_duty_cycle 50%; set interval to at least 2s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"x\"\n",
+        "3:8: targets[0].path: expected an absolute path, found \"x\"",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[targets]]\nname = \"a\"\npath = \"/y\"\n",
+        "5:8: targets[1].name: \"a\" is used by another target; names must be unique",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nsize = \"1 potato\"\n",
+        "4:8: targets[0].size: invalid size \"1 potato\": invalid digit found in string (expected e.g. 4k, 1MiB, 1G; k/M/G are binary)",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\n",
+        "1:1: targets: missing field `path`",
+    ),
+    (
+        "[profiles.mine]\nfio = \"-rw=randread -bs=4k -iodepth=16 -foo=1\"\n",
+        "2:7: profiles.mine.fio: fio option \"foo\" is not supported",
+    ),
+    (
+        "[profiles.mine]\nrw = \"randrw\"\n",
+        "2:6: profiles.mine.rw: expected \"randread\", \"randwrite\", \"read\" or \"write\", found \"randrw\"",
+    ),
+    (
+        "[profiles.mine]\nfio = \"-rw=randread\"\nbs = \"4k\"\n",
+        "3:6: profiles.mine: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops, fsync, fdatasync, sync, direct), not both",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ntimeout = \"1s\"\n",
+        "4:11: targets[0].timeout: timeout 1s must be longer than the runtime 1s of profile \"randread-4k-qd1-gentle\"",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nallow_device_writes = true\n",
+        "4:23: targets[0].allow_device_writes: also needs allow_writes = true (device writes are a further opt-in on top of it)",
+    ),
+    (
+        "[profiles.randread-4k-qd1]\nrw = \"read\"\n",
+        "1:11: profiles.randread-4k-qd1: \"randread-4k-qd1\" is a built-in profile; choose another name",
+    ),
+    (
+        "[scheduler]\nmax_concurrent_probes = 0\n",
+        "2:25: scheduler.max_concurrent_probes: expected a whole number from 1 to 1024, found 0",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 2.0\n",
+        "2:18: defaults.max_duty_cycle: expected a number above 0.000001 and at most 1, found 2",
+    ),
+    (
+        "[defaults]\nmax_duty_cycle = 1e-20\n",
+        "2:18: defaults.max_duty_cycle: expected a number above 0.000001 and at most 1, found 0.00000000000000000001",
+    ),
+    (
+        "[defaults]\ninterval = \"300000000000y\"\n",
+        "2:12: defaults.interval: invalid duration \"300000000000y\": longer than 366 days (expected e.g. 500ms, 5s, 1m)",
+    ),
+    (
+        "[profiles.fast]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 1\nrate_iops = 2000000000\n",
+        "5:13: profiles.fast.rate_iops: expected a whole number from 1 to 10000000, found 2000000000",
+    ),
+    // Durability probes (fio's fsync, fdatasync, sync and direct).
+    (
+        "[profiles.wal]\nrw = \"write\"\nfdatasync = -1\n",
+        "3:13: profiles.wal.fdatasync: expected a whole number of writes between two syncs from 0 (none) to 4294967295, found -1",
+    ),
+    (
+        "[profiles.wal]\nrw = \"randread\"\nfdatasync = 1\n",
+        "3:13: profiles.wal.fdatasync: fdatasync applies to write profiles; a randread profile reads, and its reads stay O_DIRECT (fio ignores fdatasync on reads, a probe refuses it)",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\niodepth = 4\nfdatasync = 1\n",
+        "3:11: profiles.wal.iodepth: iodepth 4: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nfsync = 1\nfdatasync = 1\n",
+        "4:13: profiles.wal.fdatasync: fsync and fdatasync are both set; set one",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nsync = \"always\"\n",
+        "3:8: profiles.wal.sync: expected \"dsync\" (O_DSYNC), \"sync\" (O_SYNC) or \"none\", found \"always\"",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\ndirect = false\n",
+        "4:10: profiles.wal.direct: direct = false without fsync, fdatasync or sync: buffered writes that are never synced stay in the page cache, and the probe would measure memory, not the disk",
+    ),
+    (
+        "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\nfdatasync = 1\n",
+        "3:6: profiles.wal.bs: expected a multiple of 512 bytes up to 64MiB (O_DIRECT; direct = false for buffered writes of any size), found 2300",
+    ),
+    (
+        "[profiles.etcd]\nfio = \"--rw=write --ioengine=sync --fdatasync=1 --bs=2300\"\n",
+        "2:7: profiles.etcd.fio: fio option bs=2300: O_DIRECT needs a multiple of 512 bytes; probes use O_DIRECT unless told otherwise, fio's default is buffered I/O: add -direct=0 to run this job buffered, as fio does",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k -fdatasync=1 -iodepth=8\"\n",
+        "2:7: profiles.wal.fio: fio options: iodepth 8: profiles with fsync or fdatasync run at iodepth 1 (a sync issued while other writes are in flight makes no defined set of them durable)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=read -bs=4k -fdatasync=1\"\n",
+        "2:7: profiles.wal.fio: fio options: fdatasync applies to write profiles; a read profile reads, and its reads stay O_DIRECT (fio ignores fdatasync on reads, a probe refuses it)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k -fdatasync=-1\"\n",
+        "2:7: profiles.wal.fio: fio option fdatasync=-1: expected a whole number of writes between two syncs (0: none)",
+    ),
+    (
+        "[profiles.wal]\nfio = \"-rw=write -bs=4k\"\nfdatasync = 1\n",
+        "3:13: profiles.wal: set either fio or the explicit keys (rw, bs, iodepth, runtime, number_ios, rate_iops, fsync, fdatasync, sync, direct), not both",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nprofiles = [\"etcd-wal\"]\n",
+        "4:13: targets[0].profiles: profile \"etcd-wal\" writes; set allow_writes = true on this target to allow writes to its probe file (block devices also need allow_device_writes = true)",
+    ),
+    // [[discover]] rules.
+    (
+        "[[discover]]\nkind = \"disk\"\n",
+        "2:8: discover[0].kind: expected \"block\" or \"mount\", found \"disk\"",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"(\"\n",
+        "3:18: discover[0].device_include: expected a regular expression, unclosed group",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nprofiles = [\"randread-4k-qd1\", \"randwrite-4k-qd1\"]\n",
+        "3:32: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; block rules are read-only (list the device under [[targets]] to write to it)",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"^sd\"\ndevice_exclude = \"^sda$\"\n",
+        "3:18: discover[0]: device_include and device_exclude are mutually exclusive; set one",
+    ),
+    (
+        "[[discover]]\nid = \"x\"\n",
+        "1:1: discover: missing field `kind`",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nfile = \"probe.dat\"\n",
+        "3:8: discover[0].file: applies to kind = \"mount\" rules only",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nfstype_include = \"^ext4$\"\n",
+        "2:8: discover[0]: kind = \"mount\" needs mountpoint_include (a regular expression of mountpoints)",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/(\\\\w+)$\"\nname = \"vol-$2\"\n",
+        "4:8: discover[0].name: $2 refers to capture group 2, but mountpoint_include has 1",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nrescan = \"500ms\"\n",
+        "3:10: discover[0].rescan: expected at least 1s, found 500ms",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nfile = \"../probe.dat\"\n",
+        "4:8: discover[0].file: expected a path relative to the mountpoint, without .. (e.g. \"diskprobe.dat\"), found \"../probe.dat\"",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nprofiles = [\"randwrite-4k-qd1\"]\n",
+        "4:13: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; a mount rule without file probes the device under each mount, read-only (set file and allow_writes = true to write a probe file inside each mount)",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nfile = \"p\"\nprofiles = [\"randwrite-4k-qd1\"]\n",
+        "5:13: discover[0].profiles: profile \"randwrite-4k-qd1\" writes; set allow_writes = true in this rule to allow writes to the probe file in each mount",
+    ),
+    (
+        "[[discover]]\nid = \"a\"\nkind = \"block\"\n[[discover]]\nid = \"a\"\nkind = \"mount\"\nmountpoint_include = \"^/x$\"\n",
+        "5:6: discover[1].id: \"a\" is used by another rule; ids must be unique",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nname = \"{model}\"\n",
+        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial} or {wwn} (write {{ for a literal {)",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\nmax_targets = 0\n",
+        "3:15: discover[0].max_targets: expected a whole number from 1 to 4096, found 0",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ninterval = \"1m\"\n",
+        "3:12: discover[0].interval: profiles [\"randread-4k-qd1-gentle\"] run for 1s every 1m (1.67% of the time), above max_duty_cycle 1%; set interval to at least 1m 41s, shorten runtime or raise max_duty_cycle",
+    ),
+    (
+        "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/\"\nallow_writes = true\n",
+        "4:16: discover[0].allow_writes: write profiles only ever write a probe file; set file too",
+    ),
+    (
+        "[defaults]\nskip_busy_above = { iops = 10, inflight = 1 }\n",
+        "2:19: defaults.skip_busy_above: unknown field `inflight`, expected one of `iops`, `in_flight`, `utilisation`",
+    ),
+    (
+        "[defaults]\nskip_busy_above = \"busy\"\n",
+        "2:19: defaults.skip_busy_above: invalid type: string \"busy\", expected a table such as { iops = 10, in_flight = 0.1 }, or a utilisation fraction",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nskip_busy_above = { in_flight = -1 }\n",
+        "4:19: targets[0].skip_busy_above.in_flight: expected a number from 0 to 1000000, found -1",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nthroughput_limit = \"200M/s\"\n",
+        "4:20: targets[0].throughput_limit: invalid throughput \"200M/s\": name the unit in full: MiB/s (binary) or MB/s (decimal), not M/s (expected e.g. 200MiB/s (binary, 2^20 bytes) or 125MB/s (decimal, 10^6 bytes))",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\niops_limit = 0\n",
+        "3:14: discover[0].iops_limit: expected a whole number of I/Os per second from 1 to 1000000000, found 0",
+    ),
+    (
+        "[limits]\niops_limit = 12800\n",
+        "1:1: limits: expected devices = \"REGEX\", the kernel names of the disks the ceiling covers (e.g. \"^sd[c-z]$\")",
+    ),
+    (
+        "[defaults]\nskip_busy_above = 1.5\n",
+        "2:19: defaults.skip_busy_above.utilisation: expected a number from 0 to 1, found 1.5",
+    ),
+    (
+        "[defaults]\nyield_to_other_io = \"yes\"\n",
+        "2:21: defaults.yield_to_other_io: invalid type: string \"yes\", expected a boolean",
+    ),
+];
+
+#[test]
+fn every_bad_config_is_located() {
+    for (text, expected) in BAD {
+        let err = Config::from_toml(text, Path::new("bad.toml"))
+            .expect_err(&format!("should be rejected:\n{text}"));
+        assert_eq!(
+            err.to_string(),
+            format!("bad.toml:{expected}"),
+            "for:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn config_check_exit_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (text, expected)) in BAD.iter().enumerate() {
+        let path = tmp.path().join(format!("bad{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(common::binary())
+            .arg("--config.check")
+            .arg(format!("--config.file={}", path.display()))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{}:{expected}", path.display())),
+            "stderr for {text:?} was {stderr}"
+        );
+    }
+    let empty = tmp.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    for args in [
+        vec!["--config.check".to_owned()],
+        vec![
+            "--config.check".to_owned(),
+            format!("--config.file={}", empty.display()),
+        ],
+    ] {
+        let out = Command::new(common::binary()).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
+    let missing = Command::new(common::binary())
+        .args([
+            "--config.check",
+            "--config.file=/nonexistent/diskprobe.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/diskprobe.toml"));
+    // The flag that overrides [web] telemetry_path is held to the same rule.
+    for bad in ["metrics", "/", "/-/reload"] {
+        let out = Command::new(common::binary())
+            .args(["--config.check", &format!("--web.telemetry-path={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--web.telemetry-path={bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("expected an absolute URL path"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn example_config_loads_and_means_the_defaults() {
+    let path = common::repo_root().join("config.example.toml");
+    let config = Config::load(&path).expect("config.example.toml must be valid");
+    assert_eq!(
+        config.web.listen_address.map(|a| a.to_string()),
+        Some(":9957".to_owned())
+    );
+    assert_eq!(config.web.telemetry_path.as_deref(), Some("/metrics"));
+    assert_eq!(
+        config.diskstats.filter.describe(),
+        diskprobe_exporter::device_filter::DeviceFilter::default().describe()
+    );
+    assert_eq!(config.targets.len(), 1);
+    let t = &config.targets[0];
+    assert_eq!(t.name, "data");
+    assert_eq!(t.settings.size, Some(1 << 30));
+    let names: Vec<&str> = t
+        .settings
+        .profiles
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(names, ["randread-4k-qd1-gentle", "randread-4k-qd32"]);
+    assert_eq!(t.settings.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert!(t.settings.yield_to_other_io);
+    assert_eq!(config.scheduler.max_concurrent_probes, 1);
+    let rules: Vec<(&str, &str, &str)> = config
+        .discover
+        .iter()
+        .map(|r| (r.id.as_str(), r.source.kind(), r.name.as_str()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ("disks", "block", "disk-{serial}"),
+            ("pvcs", "mount", "pv-$1")
+        ]
+    );
+    assert!(config.discover.iter().all(|r| {
+        r.rescan == std::time::Duration::from_secs(30)
+            && r.max_targets == 64
+            && r.settings.profiles.iter().all(|p| !p.rw.is_write())
+    }));
+}
+
+#[test]
+fn embedded_default_probes_a_scratch_file_with_the_gentle_profiles() {
+    let config = Config::embedded_default(Path::new("/var/lib/x"));
+    assert_eq!(config.targets.len(), 1);
+    let t = &config.targets[0];
+    assert_eq!(t.path, Path::new("/var/lib/x/probe.dat"));
+    let names: Vec<&str> = t
+        .settings
+        .profiles
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(names, ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]);
+    assert!(
+        t.settings
+            .profiles
+            .iter()
+            .all(|p| p.class() == ProbeClass::Gentle)
+    );
+    assert!(t.settings.writes == diskprobe_exporter::config::Writes::ProbeFile);
+    assert!(
+        t.settings.busy_per_cycle().as_secs_f64() / t.settings.interval.as_secs_f64()
+            <= t.settings.max_duty_cycle
+    );
+}
+
+#[test]
+fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in() {
+    let load = |text: &str| {
+        Config::from_toml(text, Path::new("t.toml"))
+            .unwrap()
+            .targets
+    };
+    let names = |t: &TargetSpec| -> Vec<String> {
+        t.settings.profiles.iter().map(|p| p.name.clone()).collect()
+    };
+    let t = load(
+        "[[targets]]\nname = \"r\"\npath = \"/x\"\n\
+         [[targets]]\nname = \"w\"\npath = \"/y\"\nallow_writes = true\n",
+    );
+    assert_eq!(names(&t[0]), ["randread-4k-qd1-gentle"]);
+    assert_eq!(
+        names(&t[1]),
+        ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
+    );
+    // Busy skip and yield are on by default, with limits in I/Os rather than utilisation.
+    assert_eq!(t[0].settings.skip_busy_above, DEFAULT_SKIP_BUSY_ABOVE);
+    assert!(DEFAULT_SKIP_BUSY_ABOVE.iops.is_some() && DEFAULT_SKIP_BUSY_ABOVE.in_flight.is_some());
+    assert!(t[0].settings.yield_to_other_io);
+    // Listed capacity probes run; a target overrides the busy limits as a whole, `{}` turns
+    // busy skip off, and a bare number is the utilisation limit of the key's earlier form.
+    let t = load(
+        "[defaults]\nprofiles = [\"randread-4k-qd32\"]\nskip_busy_above = { iops = 50 }\n\
+         yield_to_other_io = false\ninterval = \"10m\"\n\
+         [[targets]]\nname = \"a\"\npath = \"/x\"\n\
+         [[targets]]\nname = \"b\"\npath = \"/y\"\nskip_busy_above = {}\nyield_to_other_io = true\n\
+         [[targets]]\nname = \"c\"\npath = \"/z\"\nskip_busy_above = 0.5\n",
+    );
+    assert_eq!(names(&t[0]), ["randread-4k-qd32"]);
+    assert_eq!(t[0].settings.profiles[0].class(), ProbeClass::Capacity);
+    assert_eq!(
+        t[0].settings.skip_busy_above,
+        BusyLimits {
+            iops: Some(50.0),
+            in_flight: None,
+            utilisation: None
+        }
+    );
+    assert!(!t[0].settings.yield_to_other_io);
+    assert!(t[1].settings.skip_busy_above.is_off() && t[1].settings.yield_to_other_io);
+    assert_eq!(
+        t[2].settings.skip_busy_above,
+        BusyLimits {
+            utilisation: Some(0.5),
+            ..BusyLimits::default()
+        }
+    );
+}
+
+/// Write profiles on a path that is a block device need allow_device_writes at load time (not a
+/// failed run later), and etcd-wal (which preallocates space in a probe file) is refused there.
+/// The device node is made with mknod in a temporary directory: nothing ever opens it.
+#[test]
+fn write_profiles_on_a_block_device_are_checked_at_load() {
+    if !common::require(common::is_root(), "root (mknod of a block device node)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("disk");
+    let made = Command::new("mknod")
+        .arg(&node)
+        .args(["b", "7", "250"])
+        .status()
+        .expect("run mknod");
+    assert!(made.success());
+    let config = |extra: &str, profile: &str| {
+        format!(
+            "[[targets]]\nname = \"dev\"\npath = \"{}\"\nallow_writes = true\n{extra}profiles = [\"{profile}\"]\n",
+            node.display()
+        )
+    };
+    let err = Config::from_toml(&config("", "write-4k-qd1-fdatasync"), Path::new("bad.toml"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad.toml:5:13: targets[0].profiles: profile \"write-4k-qd1-fdatasync\" writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
+            node.display()
+        )
+    );
+    let with_opt_in = "allow_device_writes = true\n";
+    let err =
+        Config::from_toml(&config(with_opt_in, "etcd-wal"), Path::new("bad.toml")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad.toml:6:13: targets[0].profiles: profile \"etcd-wal\" writes into space it preallocates in a probe file, and {} is a block device (write-4k-qd1-fdatasync syncs on a device)",
+            node.display()
+        )
+    );
+    let ok = Config::from_toml(
+        &config(with_opt_in, "write-4k-qd1-fdatasync"),
+        Path::new("ok.toml"),
+    )
+    .expect("a device write with the opt-in");
+    assert!(ok.targets[0].settings.profiles[0].syncs());
+    // A file path that does not exist yet is a probe file to be: etcd-wal is fine there.
+    let file = dir.path().join("probe.dat");
+    let text = format!(
+        "[[targets]]\nname = \"f\"\npath = \"{}\"\nallow_writes = true\nprofiles = [\"etcd-wal\"]\n",
+        file.display()
+    );
+    Config::from_toml(&text, Path::new("ok.toml")).expect("etcd-wal on a probe file");
+}
+
+/// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.
+#[test]
+fn durability_keys_mean_fios_options() {
+    use diskprobe_exporter::probe::profile::{OpenSync, SyncCall, SyncEvery};
+    let text = "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\nfdatasync = 1\ndirect = false\n\
+                [profiles.batch]\nrw = \"randwrite\"\nfsync = 8\n\
+                [profiles.dsync]\nrw = \"write\"\niodepth = 8\nsync = \"dsync\"\n\
+                [profiles.pasted]\nfio = \"--rw=write --ioengine=sync --fdatasync=1 --bs=2300 --direct=0\"\n\
+                [[targets]]\nname = \"f\"\npath = \"/var/lib/x/probe.dat\"\nallow_writes = true\n\
+                interval = \"10m\"\nprofiles = [\"wal\", \"batch\", \"dsync\", \"pasted\", \"etcd-wal\"]\n";
+    let config = Config::from_toml(text, Path::new("ok.toml")).unwrap();
+    let p = &config.targets[0].settings.profiles;
+    let fdatasync1 = Some(SyncEvery {
+        call: SyncCall::Fdatasync,
+        every: 1,
+    });
+    assert_eq!((p[0].block_size, p[0].durability.direct), (2300, false));
+    assert_eq!(p[0].durability.sync_every, fdatasync1);
+    assert_eq!(
+        p[1].durability.sync_every,
+        Some(SyncEvery {
+            call: SyncCall::Fsync,
+            every: 8
+        })
+    );
+    assert!(p[1].durability.direct);
+    assert_eq!(p[2].durability.open_sync, Some(OpenSync::Dsync));
+    assert!(!p[2].syncs(), "O_DSYNC writes need no separate sync");
+    // The pasted etcd job is the etcd-wal built-in but for the fresh space of its own.
+    let mut pasted = p[3].clone();
+    pasted.durability.fresh_space = true;
+    pasted.name = "etcd-wal".to_owned();
+    assert_eq!(pasted, p[4]);
+}

@@ -1,0 +1,88 @@
+//! HTTP behaviour over real loopback TCP: routes, methods, content types, HEAD, header limits.
+
+use crate::common;
+
+use common::{Agent, http_request};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+#[test]
+fn routes_methods_and_content_types() {
+    let agent = Agent::start(&["--web.telemetry-path=/probe-metrics"]);
+    let r = http_request(agent.addr, "GET", "/probe-metrics", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(r.body.contains("diskprobe_build_info{"));
+    assert!(r.body.contains("process_resident_memory_bytes "));
+
+    let landing = http_request(agent.addr, "GET", "/", &[]);
+    assert_eq!(landing.status, 200);
+    assert!(landing.body.contains("href=\"/probe-metrics\""));
+    assert!(landing.body.contains("href=\"/-/healthy\""));
+
+    assert_eq!(
+        http_request(agent.addr, "GET", "/-/healthy", &[]).status,
+        200
+    );
+    assert_eq!(http_request(agent.addr, "GET", "/-/ready", &[]).status, 200);
+    assert_eq!(http_request(agent.addr, "GET", "/metrics", &[]).status, 404);
+    assert_eq!(http_request(agent.addr, "GET", "/nope", &[]).status, 404);
+
+    for method in ["POST", "PUT", "DELETE", "OPTIONS"] {
+        let r = http_request(agent.addr, method, "/probe-metrics", &[]);
+        assert_eq!(r.status, 405, "{method}");
+        assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    }
+    let head = http_request(agent.addr, "HEAD", "/probe-metrics", &[]);
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    let len: usize = head.header("content-length").unwrap().parse().unwrap();
+    assert!(len > 1000, "HEAD reports the length of the GET body");
+}
+
+#[test]
+fn oversized_headers_get_431_and_junk_gets_400() {
+    let agent = Agent::start(&[]);
+    let big = "x".repeat(64 * 1024);
+    let r = http_request(agent.addr, "GET", "/metrics", &[("X-Big", &big)]);
+    assert_eq!(r.status, 431);
+
+    let mut s = std::net::TcpStream::connect(agent.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"\x16\x03\x01 this is not http\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let r = common::parse_response(&raw);
+    assert_eq!(r.status, 400);
+    // The server is still fine afterwards.
+    assert_eq!(agent.get("/-/healthy").0, 200);
+}
+
+#[test]
+fn slow_clients_are_cut_off_after_the_header_timeout() {
+    let agent = Agent::start(&[]);
+    let mut slow = std::net::TcpStream::connect(agent.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap(); // never finishes
+    let started = std::time::Instant::now();
+    // Others are served meanwhile.
+    assert_eq!(agent.get("/-/healthy").0, 200);
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(20),
+        "the server closed the slow connection after {waited:?} (header timeout is 10 s)"
+    );
+    let text = String::from_utf8_lossy(&rest);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+}

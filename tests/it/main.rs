@@ -1,0 +1,58 @@
+//! The integration tests, in one binary: `cargo test` runs them with the unit tests,
+//! `cargo test --test it` alone, `cargo test --test it faults::` one module. Each module is one
+//! concern; `common` is the harness they share (`common/mod.rs` says what is where).
+//!
+//! The tests run side by side in threads of this one process (`RUST_TEST_THREADS` in
+//! `.cargo/config.toml`): most of their time is waiting (for probe runs, timeouts, rule windows),
+//! and the waits overlap. What that asks of a test:
+//! - Wait for the condition it needs ([`common::wait_until`] on the agent's metrics,
+//!   [`common::Agent::expect_log`], [`common::wait_for`]), never for a fixed time.
+//! - Hold [`common::exclusive`] when it measures time or rates, [`common::shared`] when it loads
+//!   the machine (probes, fio, a browser, promtool over the scenario suite), neither otherwise:
+//!   the lock's doc says which is which.
+//! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
+//!   or of this process only for files of its own), never about names other tests share.
+//! - Make only what it names as its own: temporary directories, loop devices at the numbers
+//!   [`common::loopdev::free_loop_numbers`] gives, mountpoints in its own directory.
+//! - Give environment switches to the processes it starts (`Command::env`); never
+//!   `std::env::set_var`, which every other test of the process would see.
+//!
+//! To add a test file: put it here as `tests/it/NAME.rs` with a `//!` doc saying what it checks,
+//! `use crate::common;` (and `use crate::common::loopdev;` and so on) for the harness, and add
+//! `mod NAME;` below. A file directly in `tests/` would be a binary of its own, linking the crate
+//! again.
+
+mod common;
+
+mod agent_probes;
+mod config_errors;
+mod dashboards;
+mod deploy_discovery;
+mod deploy_files;
+mod discovery;
+mod discovery_fixtures;
+mod diskstats_e2e;
+mod durability;
+mod exposition_formats;
+mod faults;
+mod headroom_e2e;
+mod http;
+mod interference;
+mod kubernetes;
+mod metrics_docs;
+mod mixin;
+mod native_histograms_e2e;
+mod probe_cli;
+mod probe_loop;
+mod probe_throttle;
+mod probes_golden;
+mod profile_info;
+mod prometheus_e2e;
+mod prometheus_rules;
+mod protobuf_codegen;
+mod sandbox;
+mod scheduler_runs;
+mod series_budget;
+mod signals;
+mod status_page;
+mod web_tls;

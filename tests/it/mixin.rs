@@ -1,0 +1,449 @@
+//! The monitoring mixin (`deploy/mixin`) and the files rendered from it: the committed
+//! `deploy/prometheus/rules.yml`, `deploy/kubernetes/prometheusrule.yaml` and `grafana/*.json`
+//! are what jsonnet (Debian's 0.18, the one `.ci/run` installs) renders from the mixin, compared
+//! parsed (YAML and JSON values, not text).
+
+use crate::common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The jsonnet the committed files are rendered with (Debian bookworm's package).
+const JSONNET_VERSION: &str = "v0.18.0";
+
+/// Whether the pinned jsonnet is here (a missing one fails under `DISKPROBE_TEST_STRICT=1`).
+fn jsonnet_ready() -> bool {
+    let version = common::which("jsonnet").and_then(|j| {
+        let out = Command::new(j).arg("--version").output().ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    if let Some(v) = &version {
+        assert!(
+            v.contains(JSONNET_VERSION),
+            "jsonnet {v:?} is not the pinned {JSONNET_VERSION} (.ci/run installs it)"
+        );
+    }
+    common::require(
+        version.is_some(),
+        "jsonnet (Debian package jsonnet; .ci/run installs it)",
+    )
+}
+
+/// The files `deploy/mixin/render.jsonnet` renders with `config` (jsonnet code overriding
+/// `_config`), by repository path: their content as a value.
+fn render(config: &str) -> BTreeMap<String, Value> {
+    let out = Command::new("jsonnet")
+        .arg("--tla-code")
+        .arg(format!("config={config}"))
+        .arg(common::repo_root().join("deploy/mixin/render.jsonnet"))
+        .output()
+        .expect("run jsonnet");
+    assert!(
+        out.status.success(),
+        "jsonnet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("render.jsonnet gives an object")
+}
+
+/// A committed file's content as a value: YAML or JSON by its extension.
+fn parse(path: &str, text: &str) -> Value {
+    if Path::new(path).extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    } else {
+        serde_yaml_ng::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+}
+
+/// Where two values first differ (a JSON pointer and both sides), if they do.
+fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let at = format!("{at}/{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => first_difference(u, v, &at),
+                    (u, v) => Some(format!("{at}: {u:?} against {v:?}")),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{at}/{i}"))),
+        _ if a == b => None,
+        _ => Some(format!("{at}: {a} against {b}")),
+    }
+}
+
+#[test]
+fn the_committed_rules_and_dashboards_are_the_rendered_mixin() {
+    if !jsonnet_ready() {
+        return;
+    }
+    let rendered = render("{}");
+    let root = common::repo_root();
+    let mut stale = Vec::new();
+    for (path, value) in &rendered {
+        let committed = std::fs::read_to_string(root.join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e} (run deploy/mixin/render)"));
+        if let Some(d) = first_difference(value, &parse(path, &committed), "") {
+            stale.push(format!("{path}: rendered {d}"));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "the committed files differ from the mixin; run deploy/mixin/render:\n{}",
+        stale.join("\n")
+    );
+    // Every dashboard in grafana/ comes from the mixin.
+    for entry in std::fs::read_dir(root.join("grafana")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".json") {
+            assert!(
+                rendered.contains_key(&format!("grafana/{name}")),
+                "grafana/{name} is not rendered from the mixin"
+            );
+        }
+    }
+    assert!(rendered.len() >= 4, "{:?}", rendered.keys());
+}
+
+/// The comparison sees what it must: a changed threshold, a dropped panel.
+#[test]
+fn the_comparison_finds_a_changed_value() {
+    let a: Value = serde_json::json!({"groups": [{"rules": [{"expr": "x > 2.5"}]}]});
+    let b: Value = serde_json::json!({"groups": [{"rules": [{"expr": "x > 3"}]}]});
+    assert_eq!(
+        first_difference(&a, &b, "").as_deref(),
+        Some("/groups/0/rules/0/expr: \"x > 2.5\" against \"x > 3\"")
+    );
+    let c: Value = serde_json::json!({"panels": [1, 2]});
+    let d: Value = serde_json::json!({"panels": [1]});
+    assert!(first_difference(&c, &d, "").is_some());
+    assert!(first_difference(&c, &c, "").is_none());
+}
+
+/// What every query must carry, for one configuration of the mixin.
+struct Expected<'a> {
+    /// The job selector's matcher: label, value (an equality).
+    job: (&'a str, &'a str),
+    /// The cluster label.
+    cluster: &'a str,
+    /// The cluster selector's matcher, if one is configured: label, value (an inequality).
+    cluster_selector: Option<(&'a str, &'a str)>,
+}
+
+/// A configuration unlike the default one: another job, a cluster label of another name, a
+/// cluster selector and a runbook URL base.
+const OTHER: &str = r#"{
+  jobSelector: 'job="storage-probe"',
+  clusterLabel: 'k8s_cluster',
+  clusterSelector: 'k8s_cluster!=""',
+  runbookURLBase: 'https://git.test/ops/diskprobe/blob/main/docs/runbook.md',
+}"#;
+const OTHER_EXPECTED: Expected = Expected {
+    job: ("job", "storage-probe"),
+    cluster: "k8s_cluster",
+    cluster_selector: Some(("k8s_cluster", "")),
+};
+const DEFAULT_EXPECTED: Expected = Expected {
+    job: ("job", "diskprobe"),
+    cluster: "cluster",
+    cluster_selector: None,
+};
+
+/// What the cluster variable stands for in panel queries when they are parsed: a selection of
+/// two clusters, as Grafana writes a multi-value variable into a regex.
+const CLUSTERS: &str = "eu-1|us-2";
+
+/// Grafana's variables in a panel query, as Grafana substitutes them.
+fn substitute(query: &str) -> String {
+    let mut q = query
+        .replace("$__rate_interval", "5m")
+        .replace("$__interval", "5m")
+        .replace("$cluster", CLUSTERS);
+    for var in ["$instance", "$target", "$profile", "$device"] {
+        q = q.replace(var, ".*");
+    }
+    assert!(!q.contains('$'), "a variable left in {q}");
+    q
+}
+
+/// What is wrong with the selectors and groupings of one PromQL expression (`what` says where it
+/// is): every vector and matrix selector has the job selector's and the cluster selector's
+/// matchers (and, in a panel, the cluster variable's); every `by` and `on` keeps the cluster
+/// label, no `without` or `ignoring` drops it; aggregations that keep labels say which.
+fn query_problems(what: &str, expr: &str, expected: &Expected, panel: bool) -> Vec<String> {
+    use promql_parser::label::MatchOp;
+    use promql_parser::parser::{Expr, LabelModifier};
+    let ast = match promql_parser::parser::parse(expr) {
+        Ok(ast) => ast,
+        Err(e) => return vec![format!("{what}: does not parse ({e}): {expr}")],
+    };
+    let mut problems = Vec::new();
+    let mut problem = |p: String| problems.push(format!("{what}: {p} in {expr}"));
+    let mut stack: Vec<&Expr> = vec![&ast];
+    let mut selectors = 0;
+    while let Some(e) = stack.pop() {
+        let vs = match e {
+            Expr::VectorSelector(vs) => Some(vs),
+            Expr::MatrixSelector(ms) => Some(&ms.vs),
+            _ => None,
+        };
+        if let Some(vs) = vs {
+            selectors += 1;
+            let name = vs.name.as_deref().unwrap_or("?");
+            let m = &vs.matchers.matchers;
+            assert!(vs.matchers.or_matchers.is_empty(), "{what}: `or` matchers");
+            let has = |label: &str, ok: &dyn Fn(&MatchOp, &str) -> bool| {
+                m.iter().any(|x| x.name == label && ok(&x.op, &x.value))
+            };
+            let (job, value) = expected.job;
+            if !has(job, &|op, v| matches!(op, MatchOp::Equal) && v == value) {
+                problem(format!("{name} without {job}=\"{value}\""));
+            }
+            if let Some((label, value)) = expected.cluster_selector
+                && !has(label, &|op, v| {
+                    matches!(op, MatchOp::NotEqual) && v == value
+                })
+            {
+                problem(format!("{name} without {label}!=\"{value}\""));
+            }
+            if panel
+                && !has(expected.cluster, &|op, v| {
+                    matches!(op, MatchOp::Re(_)) && v == CLUSTERS
+                })
+            {
+                problem(format!("{name} without {}=~\"$cluster\"", expected.cluster));
+            }
+        }
+        let keeps = |labels: &promql_parser::label::Labels| {
+            labels.labels.iter().any(|l| l == expected.cluster)
+        };
+        match e {
+            Expr::Aggregate(a) => {
+                let op = a.op.to_string();
+                match &a.modifier {
+                    Some(LabelModifier::Include(l)) if !keeps(l) => {
+                        problem(format!("{op} by ({l}) drops {}", expected.cluster))
+                    }
+                    Some(LabelModifier::Exclude(l)) if keeps(l) => {
+                        problem(format!("{op} without ({l}) drops {}", expected.cluster))
+                    }
+                    // topk and bottomk keep every label; a count of everything selected is a
+                    // total (the overview's stat panels).
+                    None if !["topk", "bottomk", "count"].contains(&op.as_str()) => {
+                        problem(format!("{op} without a grouping"))
+                    }
+                    _ => {}
+                }
+                stack.push(&a.expr);
+                stack.extend(a.param.as_deref());
+            }
+            Expr::Binary(b) => {
+                match b.modifier.as_ref().and_then(|m| m.matching.as_ref()) {
+                    Some(LabelModifier::Include(l)) if !keeps(l) => {
+                        problem(format!("on ({l}) without {}", expected.cluster))
+                    }
+                    Some(LabelModifier::Exclude(l)) if keeps(l) => {
+                        problem(format!("ignoring ({l}) drops {}", expected.cluster))
+                    }
+                    _ => {}
+                }
+                stack.push(&b.lhs);
+                stack.push(&b.rhs);
+            }
+            Expr::Paren(p) => stack.push(&p.expr),
+            Expr::Unary(u) => stack.push(&u.expr),
+            Expr::Subquery(s) => stack.push(&s.expr),
+            Expr::Call(c) => stack.extend(c.args.args.iter().map(|a| a.as_ref())),
+            _ => {}
+        }
+    }
+    if selectors == 0 && !expr.contains("vector(") {
+        problem("no selector".into());
+    }
+    problems
+}
+
+/// Every query of a rendering: (where, expression, whether it is a panel's).
+fn queries(rendered: &BTreeMap<String, Value>) -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    let rules = &rendered["deploy/prometheus/rules.yml"];
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let name = rule["alert"].as_str().or(rule["record"].as_str()).unwrap();
+            out.push((
+                name.to_owned(),
+                rule["expr"].as_str().unwrap().to_owned(),
+                false,
+            ));
+        }
+    }
+    for (path, d) in rendered.iter().filter(|(p, _)| p.starts_with("grafana/")) {
+        let mut panels: Vec<&Value> = Vec::new();
+        let mut todo: Vec<&Value> = d["panels"].as_array().unwrap().iter().collect();
+        while let Some(p) = todo.pop() {
+            todo.extend(p["panels"].as_array().into_iter().flatten());
+            panels.push(p);
+        }
+        for p in panels {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let what = format!("{path}: {} {}", p["title"], t["refId"]);
+                out.push((what, substitute(t["expr"].as_str().unwrap()), true));
+            }
+        }
+        for v in d["templating"]["list"].as_array().unwrap() {
+            let Some(q) = v["query"]["query"].as_str() else {
+                continue;
+            };
+            // label_values(SELECTOR, LABEL): the selector is a query of its own; the cluster
+            // variable's own selector cannot match the cluster variable.
+            let selector = q
+                .strip_prefix("label_values(")
+                .and_then(|s| s.rsplit_once(',').map(|(s, _)| s))
+                .unwrap_or_else(|| panic!("{path}: variable query {q}"));
+            let what = format!("{path}: variable {}", v["name"]);
+            out.push((what, substitute(selector), v["name"] != "cluster"));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_selector_carries_the_job_and_cluster_selectors_and_every_grouping_the_cluster() {
+    if !jsonnet_ready() {
+        return;
+    }
+    for (config, expected) in [("{}", DEFAULT_EXPECTED), (OTHER, OTHER_EXPECTED)] {
+        let rendered = render(config);
+        let all = queries(&rendered);
+        assert!(all.len() > 60, "only {} queries", all.len());
+        let problems: Vec<String> = all
+            .iter()
+            .flat_map(|(what, expr, panel)| query_problems(what, expr, &expected, *panel))
+            .collect();
+        assert!(
+            problems.is_empty(),
+            "config {config}:\n{}",
+            problems.join("\n")
+        );
+        // The PrometheusRule carries the same rules.
+        assert_eq!(
+            rendered["deploy/kubernetes/prometheusrule.yaml"]["spec"],
+            rendered["deploy/prometheus/rules.yml"]
+        );
+    }
+}
+
+/// `$cluster` with "All": the variable offers every cluster of the job and cluster selectors,
+/// several at once or "All", which is `.*` and so also matches series without the label (a
+/// single cluster's Prometheus); panel queries match it with `=~`.
+#[test]
+fn the_cluster_variable_offers_all() {
+    if !jsonnet_ready() {
+        return;
+    }
+    let rendered = render(OTHER);
+    for (path, d) in rendered.iter().filter(|(p, _)| p.starts_with("grafana/")) {
+        let vars = d["templating"]["list"].as_array().unwrap();
+        let cluster = vars
+            .iter()
+            .find(|v| v["name"] == "cluster")
+            .unwrap_or_else(|| panic!("{path}: no cluster variable"));
+        assert_eq!(
+            cluster["query"]["query"],
+            r#"label_values(diskprobe_build_info{job="storage-probe", k8s_cluster!=""}, k8s_cluster)"#,
+            "{path}"
+        );
+        assert_eq!(cluster["includeAll"], true, "{path}");
+        assert_eq!(cluster["multi"], true, "{path}");
+        assert_eq!(cluster["allValue"], ".*", "{path}");
+        let all = regex::Regex::new(&format!("^(?:{})$", cluster["allValue"].as_str().unwrap()));
+        assert!(all.unwrap().is_match(""), "All matches a missing label");
+        // Comes before every variable that depends on it.
+        let position = |name: &str| vars.iter().position(|v| v["name"] == name);
+        assert!(position("cluster") < position("instance"), "{path}");
+    }
+}
+
+/// With `runbookURLBase`, each alert's `runbook_url` is its section of docs/runbook.md.
+#[test]
+fn runbook_urls_come_from_the_config() {
+    if !jsonnet_ready() {
+        return;
+    }
+    let rendered = render(OTHER);
+    let runbook = std::fs::read_to_string(common::repo_root().join("docs/runbook.md")).unwrap();
+    let groups = rendered["deploy/prometheus/rules.yml"]["groups"]
+        .as_array()
+        .unwrap();
+    let mut alerts = 0;
+    for rule in groups.iter().flat_map(|g| g["rules"].as_array().unwrap()) {
+        let Some(alert) = rule["alert"].as_str() else {
+            assert!(rule["annotations"].is_null());
+            continue;
+        };
+        alerts += 1;
+        let url = rule["annotations"]["runbook_url"].as_str().unwrap_or("");
+        let anchor = url
+            .strip_prefix("https://git.test/ops/diskprobe/blob/main/docs/runbook.md#")
+            .unwrap_or_else(|| panic!("{alert}: runbook_url {url:?}"));
+        // GitHub's anchor of a heading: lower case (alert names are letters only).
+        assert_eq!(anchor, alert.to_lowercase());
+        assert!(runbook.contains(&format!("\n## {alert}\n")), "{alert}");
+    }
+    assert!(alerts >= 10);
+}
+
+/// The selector check finds what it is for: a selector without the job, a grouping without the
+/// cluster, a panel query without the cluster variable.
+#[test]
+fn the_selector_check_finds_missing_selectors_and_groupings() {
+    let e = &OTHER_EXPECTED;
+    let good = r#"sum by (k8s_cluster, job) (rate(x{job="storage-probe", k8s_cluster!=""}[5m]))"#;
+    assert_eq!(query_problems("good", good, e, false), Vec::<String>::new());
+    for (expr, found) in [
+        (
+            r#"rate(x{k8s_cluster!=""}[5m])"#,
+            r#"x without job="storage-probe""#,
+        ),
+        (
+            r#"up{job="storage-probe"} == 0"#,
+            r#"up without k8s_cluster!="""#,
+        ),
+        (
+            r#"sum by (job) (x{job="storage-probe", k8s_cluster!=""})"#,
+            "sum by (job) drops k8s_cluster",
+        ),
+        (
+            r#"sum without (k8s_cluster) (x{job="storage-probe", k8s_cluster!=""})"#,
+            "sum without (k8s_cluster) drops k8s_cluster",
+        ),
+        (
+            r#"quantile(0.5, x{job="storage-probe", k8s_cluster!=""})"#,
+            "quantile without a grouping",
+        ),
+        (
+            r#"a{job="storage-probe", k8s_cluster!=""} and on (job) b{job="storage-probe", k8s_cluster!=""}"#,
+            "on (job) without k8s_cluster",
+        ),
+        (
+            r#"histogram_quantile(0.5, rate(y{job="other", k8s_cluster!=""}[5m]))"#,
+            r#"y without job="storage-probe""#,
+        ),
+    ] {
+        let p = query_problems("bad", expr, e, false).join("\n");
+        assert!(p.contains(found), "{expr}: {found:?} not in {p:?}");
+    }
+    let panel = substitute(r#"x{job="storage-probe", k8s_cluster!="", instance=~"$instance"}"#);
+    let p = query_problems("panel", &panel, e, true).join("\n");
+    assert!(p.contains(r#"x without k8s_cluster=~"$cluster""#), "{p}");
+    let panel = substitute(r#"x{job="storage-probe", k8s_cluster!="", k8s_cluster=~"$cluster"}"#);
+    assert!(query_problems("panel", &panel, e, true).is_empty());
+}

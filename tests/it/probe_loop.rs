@@ -1,0 +1,446 @@
+//! Probe engines on loop devices the tests create: reported counts against the kernel's
+//! diskstats, bytes, clear errors, write safety (checksums outside the region), timeouts and
+//! cancellation.
+
+use crate::common;
+use crate::common::loopdev;
+
+use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
+use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
+use diskprobe_exporter::probe::profile::Profile;
+use diskprobe_exporter::probe::target::{self, OpenTarget, TargetOptions};
+use diskprobe_exporter::probe::{ProbeError, fio};
+use loopdev::LoopDev;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const ENGINES: [(EngineChoice, EngineKind); 2] = [
+    (EngineChoice::IoUring, EngineKind::IoUring),
+    (EngineChoice::Psync, EngineKind::Psync),
+];
+
+fn open(
+    path: &Path,
+    write: bool,
+    offset: u64,
+    size: Option<u64>,
+) -> Result<OpenTarget, ProbeError> {
+    Ok(target::open(
+        path,
+        &TargetOptions {
+            size,
+            offset,
+            write,
+            // These tests write to loop devices they created.
+            device_writes: write,
+            procfs: "/proc".into(),
+            sysfs: "/sys".into(),
+        },
+    )?)
+}
+
+fn opts(engine: EngineChoice) -> RunOptions {
+    RunOptions {
+        engine,
+        ..RunOptions::default()
+    }
+}
+
+fn profile(options: &str) -> Profile {
+    fio::parse(options).expect("valid fio options")
+}
+
+fn assert_within(what: &str, got: u64, want: u64, tolerance: f64) {
+    let diff = (got as f64 - want as f64).abs();
+    assert!(
+        diff <= want as f64 * tolerance,
+        "{what}: got {got}, expected {want} ±{:.1}%",
+        tolerance * 100.0
+    );
+}
+
+/// Runs read and write profiles on `dev` with both engines and checks the kernel's counts.
+fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
+    let reader = open(&dev.path, false, 0, None).expect("open read-only");
+    assert_eq!(
+        reader.device.as_ref().map(|d| d.name.as_str()),
+        Some(dev.name.as_str())
+    );
+    let writer = open(&dev.path, true, 0, None).expect("open for writes");
+    for (choice, kind) in ENGINES {
+        for (options, target) in [
+            (
+                format!("-rw=randread -bs=4k -iodepth=32 -runtime={runtime}"),
+                &reader,
+            ),
+            (
+                format!("-rw=randread -bs=4k -iodepth=1 -runtime={runtime}"),
+                &reader,
+            ),
+            (
+                format!("-rw=randwrite -bs=4k -iodepth=16 -runtime={runtime}"),
+                &writer,
+            ),
+            (
+                format!("-rw=read -bs=64k -iodepth=8 -runtime={runtime}"),
+                &reader,
+            ),
+        ] {
+            let p = profile(&options);
+            let before = dev.stats();
+            let r = engine::run(target, &p, &opts(choice)).expect("probe runs");
+            let after = dev.stats();
+            eprintln!(
+                "{kind:?} {options}: ios={} iops={:.0} reads+{} writes+{}",
+                r.ios,
+                r.iops(),
+                after.reads - before.reads,
+                after.writes - before.writes
+            );
+            assert_eq!(r.engine, kind);
+            assert!(r.is_success(), "{options}: {:?}", r.first_error);
+            assert!(r.ios > 100, "{options}: only {} I/Os", r.ios);
+            assert_eq!(r.bytes, r.ios * p.block_size, "bytes = ios × block size");
+            assert_eq!(r.latency_ns.len(), r.ios, "one latency sample per I/O");
+            // The block layer merges adjacent requests (sequential I/O): the I/Os the probe
+            // issued are the completed requests plus the merges, as in fio's "Disk stats".
+            let (count, sectors) = if p.rw.is_write() {
+                (
+                    after.writes + after.write_merges - before.writes - before.write_merges,
+                    after.write_sectors - before.write_sectors,
+                )
+            } else {
+                (
+                    after.reads + after.read_merges - before.reads - before.read_merges,
+                    after.read_sectors - before.read_sectors,
+                )
+            };
+            assert_within(
+                &format!("{kind:?} {options}: diskstats I/Os"),
+                count,
+                r.ios,
+                0.01,
+            );
+            assert_within(
+                &format!("{kind:?} {options}: diskstats bytes"),
+                sectors * 512,
+                r.bytes,
+                0.01,
+            );
+        }
+    }
+}
+
+#[test]
+fn counts_match_diskstats_on_a_tmpfs_backed_loop_device() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(256 << 20);
+    counts_match_diskstats(&dev, "700ms");
+}
+
+#[test]
+fn counts_match_diskstats_on_a_disk_backed_loop_device() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::disk(128 << 20);
+    counts_match_diskstats(&dev, "500ms");
+}
+
+#[test]
+fn writes_change_nothing_outside_the_region() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let (start, len) = (16u64 << 20, 8u64 << 20);
+    let before = dev.content();
+    let target = open(&dev.path, true, start, Some(len)).expect("open region for writes");
+    for (choice, _) in ENGINES {
+        for options in [
+            "-rw=randwrite -bs=4k -iodepth=32 -runtime=300ms",
+            "-rw=write -bs=1M -iodepth=4 -runtime=300ms",
+            "-rw=randwrite -bs=64k -iodepth=1 -number_ios=200",
+        ] {
+            let r = engine::run(&target, &profile(options), &opts(choice)).expect("probe runs");
+            assert!(r.is_success(), "{options}: {:?}", r.first_error);
+        }
+    }
+    drop(target);
+    let after = dev.content();
+    let (s, e) = (start as usize, (start + len) as usize);
+    assert!(before[..s] == after[..s], "bytes before the region changed");
+    assert!(before[e..] == after[e..], "bytes after the region changed");
+    assert!(before[s..e] != after[s..e], "the region was written");
+    // Fresh random data: no written 4k block is all zeros.
+    assert!(after[s..e].chunks(4096).all(|b| b.iter().any(|&x| x != 0)));
+}
+
+#[test]
+fn write_probes_use_fresh_data_each_time() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(8 << 20);
+    let target = open(&dev.path, true, 0, Some(4096)).expect("open one block");
+    let p = profile("-rw=write -bs=4k -iodepth=1 -number_ios=1");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = engine::run(&target, &p, &opts(EngineChoice::IoUring)).expect("probe runs");
+        assert_eq!(r.ios, 1);
+        seen.push(std::fs::read(&dev.backing).expect("read backing")[..4096].to_vec());
+    }
+    assert_ne!(seen[0], seen[1]);
+    assert_ne!(seen[1], seen[2]);
+}
+
+#[test]
+fn alignment_and_short_device_errors_are_clear() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs_sector(4 << 20, 4096);
+    let t = open(&dev.path, false, 0, None).expect("open");
+    assert_eq!(t.offset_align, 4096);
+    let err = engine::run(
+        &t,
+        &profile("-rw=randread -bs=512 -runtime=1"),
+        &opts(EngineChoice::Auto),
+    )
+    .expect_err("512-byte I/O on a 4k-sector device");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("block size 512") && msg.contains("alignment 4096"),
+        "{msg}"
+    );
+
+    let err = engine::run(
+        &t,
+        &profile("-rw=read -bs=8M -runtime=1"),
+        &opts(EngineChoice::Auto),
+    )
+    .expect_err("block larger than the device");
+    assert!(err.to_string().contains("smaller than one block"), "{err}");
+
+    let err = open(&dev.path, false, 0, Some(8 << 20)).expect_err("region beyond the end");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("target is 4194304 bytes") && msg.contains("8388608"),
+        "{msg}"
+    );
+
+    let err = open(&dev.path, false, 1000, Some(4096)).expect_err("unaligned region offset");
+    assert!(err.to_string().contains("region offset 1000"), "{err}");
+
+    let err = engine::run(
+        &t,
+        &profile("-rw=randwrite -bs=4k -runtime=1"),
+        &opts(EngineChoice::Auto),
+    )
+    .expect_err("write on a read-only open");
+    assert!(err.to_string().contains("read-only"), "{err}");
+}
+
+#[test]
+fn write_safety_refuses_mounted_or_held_devices() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(4 << 20);
+    let root = tempfile::tempdir().expect("tempdir");
+    // A procfs whose mountinfo says the device is mounted.
+    let procfs = root.path().join("proc");
+    std::fs::create_dir_all(procfs.join("self")).unwrap();
+    std::fs::write(
+        procfs.join("self/mountinfo"),
+        format!(
+            "40 1 {} / /mnt rw - ext4 {} rw\n",
+            dev.majmin(),
+            dev.path.display()
+        ),
+    )
+    .unwrap();
+    let opts_with = |procfs: &Path, sysfs: &Path| TargetOptions {
+        size: None,
+        offset: 0,
+        write: true,
+        device_writes: true,
+        procfs: procfs.to_owned(),
+        sysfs: sysfs.to_owned(),
+    };
+    // Without the separate device opt-in, writes to a block device are refused before any check.
+    let no_opt_in = TargetOptions {
+        device_writes: false,
+        ..opts_with(Path::new("/proc"), Path::new("/sys"))
+    };
+    let err = target::open(&dev.path, &no_opt_in).expect_err("device writes need their opt-in");
+    assert!(err.to_string().contains("their own opt-in"), "{err}");
+    let err = target::open(&dev.path, &opts_with(&procfs, Path::new("/sys"))).expect_err("mounted");
+    assert!(err.to_string().contains("is mounted"), "{err}");
+    // Reads are still fine.
+    let read = TargetOptions {
+        write: false,
+        ..opts_with(&procfs, Path::new("/sys"))
+    };
+    target::open(&dev.path, &read).expect("read probes may run on a mounted device");
+
+    // A sysfs where the device has a holder.
+    let sysfs = root.path().join("sys");
+    std::fs::create_dir_all(sysfs.join(format!("dev/block/{}/holders/dm-0", dev.majmin())))
+        .unwrap();
+    let err = target::open(&dev.path, &opts_with(Path::new("/proc"), &sysfs)).expect_err("held");
+    assert!(err.to_string().contains("has holders"), "{err}");
+
+    // A device someone else holds exclusively: O_EXCL fails.
+    let first = target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
+        .expect("first exclusive open");
+    let err = target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
+        .expect_err("second exclusive open");
+    assert!(err.to_string().contains("in use"), "{err}");
+    drop(first);
+}
+
+#[test]
+fn cancellation_and_timeout_stop_a_run_promptly() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let target = open(&dev.path, false, 0, None).expect("open");
+    let p = profile("-rw=randread -bs=4k -iodepth=32 -runtime=30s");
+    for (choice, kind) in ENGINES {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let o = RunOptions {
+            engine: choice,
+            cancel: Arc::clone(&cancel),
+            ..RunOptions::default()
+        };
+        let progress = Arc::clone(&o.progress);
+        let setter = std::thread::spawn(move || {
+            // Cancel once the run is under way (or has failed to get going: then the asserts
+            // below say how).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while progress.completed.load(Ordering::Relaxed) < 100 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            cancel.store(true, Ordering::Relaxed);
+        });
+        let t0 = Instant::now();
+        let r = engine::run(&target, &p, &o).expect("probe runs");
+        setter.join().unwrap();
+        assert_eq!(r.engine, kind);
+        assert!(r.ending == Ending::Cancelled, "{kind:?}: {r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{kind:?}: took {:?}",
+            t0.elapsed()
+        );
+        assert!(r.ios > 0);
+
+        let o = RunOptions {
+            engine: choice,
+            timeout: Duration::from_millis(400),
+            ..RunOptions::default()
+        };
+        let t0 = Instant::now();
+        let r = engine::run(&target, &p, &o).expect("probe runs");
+        assert!(r.ending == Ending::TimedOut, "{kind:?}: {r:?}");
+        assert!(!r.is_success());
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{kind:?}: took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+#[test]
+fn number_ios_stops_exactly() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(16 << 20);
+    let target = open(&dev.path, false, 0, None).expect("open");
+    for (choice, _) in ENGINES {
+        let before = dev.stats();
+        let r = engine::run(
+            &target,
+            &profile("-rw=randread -bs=4k -iodepth=8 -number_ios=5000"),
+            &opts(choice),
+        )
+        .expect("probe runs");
+        let after = dev.stats();
+        assert_eq!(r.ios, 5000);
+        assert_eq!(
+            after.reads + after.read_merges - before.reads - before.read_merges,
+            5000
+        );
+    }
+}
+
+#[test]
+fn a_yield_request_stops_issuing_drains_and_reports_progress() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(64 << 20);
+    let target = open(&dev.path, false, 0, None).expect("open");
+    let p = profile("-rw=randread -bs=4k -iodepth=16 -runtime=30s");
+    for (choice, kind) in ENGINES {
+        let drained = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let hook_count = Arc::clone(&drained);
+        let o = RunOptions {
+            engine: choice,
+            on_draining: Some(engine::DrainingHook::new(move || {
+                hook_count.fetch_add(1, Ordering::SeqCst);
+            })),
+            ..RunOptions::default()
+        };
+        let (yield_now, progress) = (Arc::clone(&o.yield_now), Arc::clone(&o.progress));
+        let watcher = std::thread::spawn(move || {
+            // Yield once the run is under way.
+            while progress.completed.load(Ordering::Relaxed) < 100 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            yield_now.store(true, Ordering::Relaxed);
+        });
+        let t0 = Instant::now();
+        let r = engine::run(&target, &p, &o).expect("probe runs");
+        watcher.join().unwrap();
+        assert_eq!(r.engine, kind);
+        assert!(r.ending == Ending::Yielded, "{kind:?}: {r:?}");
+        assert!(r.is_success(), "{kind:?}: {r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{kind:?}: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(
+            drained.load(Ordering::SeqCst),
+            1,
+            "{kind:?}: the hook runs once"
+        );
+        let (submitted, completed) = (
+            o.progress.submitted.load(Ordering::Relaxed),
+            o.progress.completed.load(Ordering::Relaxed),
+        );
+        assert_eq!(
+            submitted, completed,
+            "{kind:?}: everything in flight drained"
+        );
+        assert_eq!(completed, r.ios, "{kind:?}");
+    }
+}

@@ -1,0 +1,495 @@
+//! End to end with a real Prometheus (Debian's prometheus 2.42) scraping the agent, which probes a
+//! loop device from inside a cgroup v1 blkio group that caps its reads throughout (an unthrottled
+//! loop device's latency swings 2x from run to run; a capped one is steady enough for a baseline).
+//! Two Prometheus servers scrape the same agent and evaluate the same rules side by side: one
+//! keeps the classic buckets (`diskprobe_io_latency_seconds_bucket`), the other runs with
+//! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
+//! classic part of a histogram that has native buckets). In each of them:
+//! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
+//!   (a number, or a histogram with observations) for the probed target, for a second one
+//!   running etcd-wal on a probe file in /dev/shm (the durability row), or for a third probing
+//!   another loop device with the gentle profile and an `iops_limit` (the headroom row and
+//!   panels), and no query is rejected;
+//! - each latency heatmap gets its data from its native query with native histograms and from
+//!   its classic query with classic buckets, never from the other;
+//! - every recording rule the dashboards read has data;
+//! - one run at a ten times lower cap between normal runs does not make the bundled
+//!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
+//!   cap resolves it.
+//!
+//! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
+//! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
+//!
+//! It holds no machine lock ([`common::shared`]): its probes are capped at 20 reads a second and
+//! the durability target's take 50 ms a second, the two Prometheus servers scrape and evaluate
+//! once a second, and what it checks (rule windows of seconds, latencies the cap holds at 100 ms
+//! or more) does not depend on the machine being quiet. Most of its minute and a half is waiting
+//! for those windows, beside the other tests.
+
+use crate::common;
+use crate::common::loopdev;
+use crate::common::prometheus;
+
+use common::{Agent, require, which};
+use loopdev::{BlkioGroup, LoopDev};
+use prometheus::{Prometheus, urlencode, wait_for};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// The bundled rules with windows shortened for a test that lasts minutes, not days: the current
+/// window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs at one a second), the hourly
+/// window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the baseline `[7d]` 10 min, its
+/// read `[2h]` 20 s, the minimum history `offset 1d` 30 s, `[5m]` 15 s, the headroom group of
+/// completed runs every second (`interval: 5m` and its `offset 5m`), every `for:` 5 s.
+fn shortened_rules() -> String {
+    let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
+        .expect("read rules.yml");
+    let mut rules = rules;
+    for (from, to) in [
+        ("[30m]", "[20s]"),
+        ("[1h]", "[20s]"),
+        ("interval: 1h", "interval: 5s"),
+        ("[7d]", "[10m]"),
+        ("[2h]", "[20s]"),
+        ("offset 1d", "offset 30s"),
+        ("[5m]", "[15s]"),
+        ("interval: 5m", "interval: 1s"),
+        ("offset 5m", "offset 1s"),
+    ] {
+        assert!(rules.contains(from), "rules.yml no longer has {from}");
+        rules = rules.replace(from, to);
+    }
+    rules
+        .lines()
+        .map(|l| match l.find("for: ") {
+            Some(i) => format!("{}for: 5s", &l[..i]),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How a Prometheus 2.42 stores the agent's latency histogram.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Setup {
+    /// Text formats: the classic `_bucket`, `_sum` and `_count` series.
+    Classic,
+    /// `--enable-feature=native-histograms`: protobuf, the native histogram only.
+    Native,
+}
+
+impl Setup {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Setup::Classic => &[],
+            Setup::Native => &["--enable-feature=native-histograms"],
+        }
+    }
+}
+
+/// A query as Grafana sends it: instant, or a range query over the last minute with a 15 s step
+/// (the substituted `$__interval`). Returns whether Prometheus accepted it, and its result: a
+/// vector's elements or a matrix's series.
+fn query_checked(prom: &Prometheus, q: &str, range: bool) -> (bool, Vec<Value>) {
+    let path = if range {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        format!(
+            "/api/v1/query_range?query={}&start={:.3}&end={now:.3}&step=15",
+            urlencode(q),
+            now - 60.0
+        )
+    } else {
+        format!("/api/v1/query?query={}", urlencode(q))
+    };
+    let v = prom.get_json(&path);
+    let ok = v.as_ref().is_some_and(|v| v["status"] == "success");
+    let result = v
+        .and_then(|v| v["data"]["result"].as_array().cloned())
+        .unwrap_or_default();
+    (ok, result)
+}
+
+/// Whether a query result has something a panel can draw: a sample that is a number (not NaN),
+/// or a native histogram with observations, in a vector or a matrix.
+fn has_data(result: &[Value]) -> bool {
+    let parse = |v: &Value| v.as_str().and_then(|s| s.parse::<f64>().ok());
+    let number = |p: &Value| parse(&p[1]).is_some_and(f64::is_finite);
+    let histogram = |p: &Value| parse(&p[1]["count"]).is_some_and(|c| c > 0.0);
+    let points = |e: &Value, key: &str| e[key].as_array().cloned().unwrap_or_default();
+    result.iter().any(|e| {
+        number(&e["value"])
+            || histogram(&e["histogram"])
+            || points(e, "values").iter().any(number)
+            || points(e, "histograms").iter().any(histogram)
+    })
+}
+
+/// The setup a heatmap query draws from: one that selects classic buckets (`..._bucket`, even
+/// if guarded by the native histogram's absence) is for [`Setup::Classic`], any other for
+/// [`Setup::Native`].
+fn heatmap_query_for(query: &str) -> Setup {
+    let classic = regex::Regex::new(r"_bucket\s*[{\[]").unwrap();
+    if classic.is_match(query) {
+        Setup::Classic
+    } else {
+        Setup::Native
+    }
+}
+
+/// The queries of one panel or dashboard variable.
+struct PanelQueries {
+    /// Dashboard file and panel title or variable name.
+    what: String,
+    heatmap: bool,
+    /// Each query, and whether Grafana sends it as a range query.
+    queries: Vec<(String, bool)>,
+}
+
+/// The queries of each panel (panels with none are left out) and of each variable, with the
+/// dashboard's variables and Grafana's intervals substituted. A panel has data when one of its
+/// queries has.
+fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<PanelQueries> {
+    let path = common::repo_root().join("grafana").join(file);
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut vars: Vec<(&str, String)> = vars.to_vec();
+    vars.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    let substitute = |e: &str| {
+        let mut e = e
+            .replace("$__rate_interval", "15s")
+            .replace("$__interval", "15s");
+        for (k, v) in &vars {
+            e = e.replace(&format!("${k}"), v);
+        }
+        e
+    };
+    let mut out = Vec::new();
+    fn panels(v: &Value, out: &mut Vec<Value>) {
+        for p in v.as_array().into_iter().flatten() {
+            out.push(p.clone());
+            panels(&p["panels"], out);
+        }
+    }
+    let mut all = Vec::new();
+    panels(&d["panels"], &mut all);
+    for p in &all {
+        let queries: Vec<(String, bool)> = p["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                let instant = t["instant"] == true && t["range"] != true;
+                Some((substitute(t["expr"].as_str()?), !instant))
+            })
+            .collect();
+        if !queries.is_empty() {
+            out.push(PanelQueries {
+                what: format!("{file}: panel {:?}", p["title"]),
+                heatmap: p["type"] == "heatmap",
+                queries,
+            });
+        }
+    }
+    for v in d["templating"]["list"].as_array().into_iter().flatten() {
+        let Some(def) = v["query"]["query"].as_str() else {
+            continue;
+        };
+        // label_values(SELECTOR, LABEL) has data when `count by (LABEL) (SELECTOR)` has.
+        let inner = def
+            .strip_prefix("label_values(")
+            .and_then(|s| s.strip_suffix(')'))
+            .expect("label_values query");
+        let (selector, label) = inner.rsplit_once(',').unwrap();
+        out.push(PanelQueries {
+            what: format!("{file}: variable {:?}", v["name"]),
+            heatmap: false,
+            queries: vec![(
+                substitute(&format!(
+                    "count by ({}) ({})",
+                    label.trim(),
+                    selector.trim()
+                )),
+                false,
+            )],
+        });
+    }
+    out
+}
+
+/// What is wrong with the dashboards on a Prometheus of `setup`: panels and variables without
+/// data, rejected queries, heatmaps drawn from the other kind of histogram, recording rules
+/// without data. `var_sets` holds one set of dashboard variable values per target the
+/// dashboards are looked at for: a query has data when it has for one of them. Also returns how
+/// many panels and variables were checked.
+fn dashboard_problems(
+    prom: &Prometheus,
+    setup: Setup,
+    var_sets: &[&[(&str, String)]],
+) -> (Vec<String>, usize) {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    let mut recorded = std::collections::BTreeSet::new();
+    let rule_name = regex::Regex::new(r"diskprobe:[a-zA-Z0-9_:]+").unwrap();
+    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
+        let per_set: Vec<Vec<PanelQueries>> = var_sets
+            .iter()
+            .map(|vars| dashboard_queries(file, vars))
+            .collect();
+        for (i, panel) in per_set[0].iter().enumerate() {
+            checked += 1;
+            let what = format!("{setup:?}: {}", panel.what);
+            // Whether each query of the panel has data for one of the variable sets.
+            let mut data = vec![false; panel.queries.len()];
+            for set in &per_set {
+                for (j, (q, range)) in set[i].queries.iter().enumerate() {
+                    recorded.extend(rule_name.find_iter(q).map(|m| m.as_str().to_owned()));
+                    let (ok, result) = query_checked(prom, q, *range);
+                    if !ok {
+                        problems.push(format!("{what}: rejected: {q}"));
+                    }
+                    data[j] |= has_data(&result);
+                }
+            }
+            if !data.contains(&true) {
+                problems.push(format!("{what}: no data from {:?}", panel.queries));
+            }
+            if panel.heatmap {
+                for ((q, _), has) in panel.queries.iter().zip(&data) {
+                    let from = heatmap_query_for(q);
+                    if from == setup && !has {
+                        problems.push(format!("{what}: no data from its {from:?} query {q}"));
+                    } else if from != setup && *has {
+                        problems.push(format!("{what}: data from its {from:?} query {q}"));
+                    }
+                }
+            }
+        }
+    }
+    // The overview's time series read recording rules only: each must have data itself.
+    assert!(recorded.len() >= 4, "recording rules read: {recorded:?}");
+    for rule in &recorded {
+        let q = format!("{rule}{{job=\"diskprobe\"}}");
+        if !has_data(&query_checked(prom, &q, false).1) {
+            problems.push(format!("{setup:?}: recording rule {rule} has no data"));
+        }
+    }
+    (problems, checked)
+}
+
+fn alert_state(prom: &Prometheus, name: &str) -> Option<String> {
+    let v = prom.get_json("/api/v1/alerts")?;
+    v["data"]["alerts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["labels"]["alertname"] == name && a["labels"]["target"] == "e2e")
+        .and_then(|a| a["state"].as_str().map(str::to_owned))
+}
+
+/// Finished runs of the agent's target so far (any result but skipped).
+fn finished_runs(agent: &Agent) -> f64 {
+    let m = common::scrape(agent);
+    ["success", "error", "timeout"]
+        .iter()
+        .map(|r| common::runs(&m, "e2e", r))
+        .sum()
+}
+
+/// Waits until the agent has finished `n` more runs than `from`; returns the new count.
+fn wait_runs(agent: &Agent, from: f64, n: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = finished_runs(agent);
+        if now >= from + n {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "runs stopped at {now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Normal read cap of the loop device and the lower one. cgroup v1 throttling lets reads through in
+/// bursts and holds the rest until a later 100 ms slice, so a run's p99 is the longest hold: at
+/// 20 reads/s a 300 ms run's 7 reads always include one held ~100 ms (p99 steady at 100-110 ms,
+/// where a higher cap gives p99s anywhere between 0.05 and 100 ms); at 2 reads/s its one read is
+/// held ~500 ms.
+const NORMAL_IOPS: u32 = 20;
+const LOW_IOPS: u32 = 2;
+
+#[test]
+fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
+    let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
+        && require(loopdev::blkio_available(), "cgroup v1 blkio")
+        && require(
+            which("prometheus").is_some(),
+            "prometheus (Debian package prometheus)",
+        );
+    if !ready {
+        return;
+    }
+    let dev = LoopDev::tmpfs(64 << 20);
+    let group = BlkioGroup::new();
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A durability target for the dashboards' sync panels: etcd-wal on a probe file in memory
+    // (its fdatasync costs nothing, and takes nothing from the machine's disk).
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    // A target with a limit for the headroom panels: the gentle probe on a loop device of its
+    // own (uncapped, so it stays calm), declared at 3,000 IOPS.
+    let limited = LoopDev::tmpfs(16 << 20);
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[diskstats]\ndevice_include = \"^{}$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
+             [defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
+             jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
+             profiles = [\"randread-4k-qd1\"]\n\
+             [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
+             allow_writes = true\nprofiles = [\"etcd-wal\"]\n\
+             [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1-gentle\"]\n\
+             iops_limit = 3000\n",
+            dev.name,
+            dev.path.display(),
+            shm.path().join("probe.dat").display(),
+            limited.path.display()
+        ),
+    )
+    .unwrap();
+    let cfg_arg = format!("--config.file={}", config.display());
+    let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
+    // Two Prometheus servers, scraping the same agent, with the same rules.
+    let rules = shortened_rules();
+    let proms: Vec<(Setup, Prometheus)> = [Setup::Classic, Setup::Native]
+        .into_iter()
+        .map(|setup| {
+            let home = dir.path().join(format!("{setup:?}").to_lowercase());
+            std::fs::create_dir(&home).unwrap();
+            let prom = Prometheus::start_with_rules(&home, agent.addr, Some(&rules), setup.flags());
+            (setup, prom)
+        })
+        .collect();
+
+    // Normal operation until the baseline exists (30 s of history, recorded every 5 s).
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("a latency baseline in the {setup:?} Prometheus"),
+            Duration::from_secs(120),
+            || {
+                !prom
+                    .query(
+                        "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+                        None,
+                    )
+                    .is_empty()
+            },
+        );
+        // The headroom rules' throttling verdict needs a calm level (recorded every 5 s).
+        wait_for(
+            &format!("the throttling verdict in the {setup:?} Prometheus"),
+            Duration::from_secs(60),
+            || !prom.query("diskprobe:disk_throttled:bool", None).is_empty(),
+        );
+    }
+    // Each keeps the kind of histogram it is meant to keep, and only that.
+    for (setup, prom) in &proms {
+        let classic = prom.value("count(diskprobe_io_latency_seconds_bucket)", None);
+        let native = prom.value(
+            "count(histogram_count(diskprobe_io_latency_seconds{target=\"e2e\"}))",
+            None,
+        );
+        let kept = match setup {
+            Setup::Classic => classic.is_some_and(|n| n > 0.0) && native.is_none(),
+            Setup::Native => classic.is_none() && native.is_some_and(|n| n > 0.0),
+        };
+        assert!(
+            kept,
+            "{setup:?}: classic buckets {classic:?}, native histograms {native:?}"
+        );
+    }
+
+    // The cluster variable at "All" (`.*`): this Prometheus has no cluster label, as a single
+    // cluster's does not.
+    let vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e".to_owned()),
+        ("profile", "randread-4k-qd1".to_owned()),
+        ("device", dev.name.clone()),
+    ];
+    // The durability row's panels have data for the durability target.
+    let sync_vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-sync".to_owned()),
+        ("profile", "etcd-wal".to_owned()),
+        ("device", dev.name.clone()),
+    ];
+    // The headroom row's panels have data for the target with a limit.
+    let limited_vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-limited".to_owned()),
+        ("profile", "randread-4k-qd1-gentle".to_owned()),
+        ("device", limited.name.clone()),
+    ];
+    let mut problems = Vec::new();
+    for (setup, prom) in &proms {
+        let (found, checked) =
+            dashboard_problems(prom, *setup, &[&vars, &sync_vars, &limited_vars]);
+        assert!(checked >= 25, "only {checked} panels and variables found");
+        problems.extend(found);
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    for (_, prom) in &proms {
+        assert_eq!(alert_state(prom, "DiskprobeLatencyRegression"), None);
+    }
+
+    // One run at the lower cap between normal ones: lowered right after a run ends, restored
+    // right after the next one ends (a run that straddles a change is partly slow: at most two
+    // slow runs among the ~20 of the current window).
+    let runs = wait_runs(&agent, finished_runs(&agent), 1.0);
+    group.throttle_read_iops(&dev, LOW_IOPS);
+    wait_runs(&agent, runs, 1.0);
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
+    // Longer than the current window plus `for:`, with margin: never even pending.
+    let until = Instant::now() + Duration::from_secs(25);
+    while Instant::now() < until {
+        for (setup, prom) in &proms {
+            let state = alert_state(prom, "DiskprobeLatencyRegression");
+            assert!(
+                state.is_none(),
+                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
+                prom.query("diskprobe:probe_latency_p99:median_30m", None)
+                    .first()
+                    .map(|v| v["value"][1].clone()),
+                prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
+                    .first()
+                    .map(|v| v["value"][1].clone()),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The lower cap stays: the alert fires.
+    group.throttle_read_iops(&dev, LOW_IOPS);
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("DiskprobeLatencyRegression to fire in the {setup:?} Prometheus"),
+            Duration::from_secs(90),
+            || alert_state(prom, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
+        );
+    }
+    // The normal cap again, and the alert resolves.
+    group.throttle_read_iops(&dev, NORMAL_IOPS);
+    for (setup, prom) in &proms {
+        wait_for(
+            &format!("DiskprobeLatencyRegression to resolve in the {setup:?} Prometheus"),
+            Duration::from_secs(90),
+            || alert_state(prom, "DiskprobeLatencyRegression").is_none(),
+        );
+    }
+    drop(proms);
+    drop(agent);
+}
