@@ -12,10 +12,12 @@
 //!    64 MiB/s cap for 1M QD16 reads.
 //! 2. fio reads `a` at 1,000 IOPS and `b`'s partition at 2,900: each disk's consumed share is its
 //!    own, 0.33 ± 0.03 and 0.97 ± 0.03 (the probes' own I/O subtracted, the partition's I/O counted
-//!    in its disk); `DiskprobeNearLimit` fires for `b` and never for `a`.
+//!    in its disk); `DiskprobeNearLimit` fires for `b` and never for `a`; the throttling rule
+//!    reads 0 for `a`.
 //! 3. fio asks `b` for 6,000 IOPS at queue depth 32 (held at 3,000 by the cap) and reads `a` at
-//!    2,900: the throttling rule reads 1 for `b` (its gentle probe's p99 far above its calm
-//!    level), and `a` at 0.97 ± 0.03 fires `DiskprobeNearLimit`.
+//!    2,900: the throttling rule reads 1 for `b` at every evaluation of 5 s within the phase (its
+//!    gentle probe's p99 far above its calm level) and `DiskprobeThrottled` fires, and `a` at
+//!    0.97 ± 0.03 fires `DiskprobeNearLimit`.
 //!
 //! Every figure is printed as a `figure:` line (`-- --nocapture`); `bench/headroom.sh` runs this
 //! test several times and tabulates them.
@@ -107,11 +109,11 @@ fn one(prom: &Prometheus, q: &str) -> f64 {
         .unwrap_or_else(|| panic!("no single value for {q}: {:?}", prom.query(q, None)))
 }
 
-/// `DiskprobeNearLimit` alerts (pending or firing) of `device` in Prometheus' `ALERTS` series
-/// over the last `seconds`, by state.
-fn near_limit_states(prom: &Prometheus, device: &str, seconds: u64) -> Vec<String> {
+/// `alert`s (pending or firing) of `device` in Prometheus' `ALERTS` series over the last
+/// `seconds`, by state.
+fn alert_states(prom: &Prometheus, alert: &str, device: &str, seconds: u64) -> Vec<String> {
     let q = format!(
-        "max by (alertstate) (max_over_time(ALERTS{{alertname=\"DiskprobeNearLimit\",device=\"{device}\"}}[{seconds}s]))"
+        "max by (alertstate) (max_over_time(ALERTS{{alertname=\"{alert}\",device=\"{device}\"}}[{seconds}s]))"
     );
     prom.query(&q, None)
         .iter()
@@ -228,20 +230,31 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
             &format!("diskprobe:disk_limit_consumed:ratio_rate2m{{device=\"{d}\",limit=\"iops\"}}"),
         )
     };
+    let throttled = |d: &str| {
+        prom.value(
+            &format!("diskprobe:disk_throttled:bool{{device=\"{d}\"}}"),
+            None,
+        )
+    };
     let phase = Instant::now();
     let fio_a = Fio::start(&group, &a.path, 1000, 4);
     let fio_b = Fio::start(&group, &b1, 2900, 8);
     wait_for(
         "DiskprobeNearLimit firing for b",
         Duration::from_secs(60),
-        || near_limit_states(&prom, db, 2).contains(&"firing".to_owned()),
+        || alert_states(&prom, "DiskprobeNearLimit", db, 2).contains(&"firing".to_owned()),
     );
     figure(
         "seconds until DiskprobeNearLimit fired for b (for 5s, window 5s)",
         phase.elapsed().as_secs_f64(),
     );
     let (share_a, share_b) = (share(da), share(db));
-    let seen_a = near_limit_states(&prom, da, phase.elapsed().as_secs() + 1);
+    let seen_a = alert_states(
+        &prom,
+        "DiskprobeNearLimit",
+        da,
+        phase.elapsed().as_secs() + 1,
+    );
     figure("consumed share of a, fio at 1000 IOPS", share_a);
     figure(
         "consumed share of b, fio at 2900 IOPS on its partition",
@@ -254,25 +267,47 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     assert!((share_a - 1.0 / 3.0).abs() <= 0.03, "share of a {share_a}");
     assert!((share_b - 0.97).abs() <= 0.03, "share of b {share_b}");
     assert!(seen_a.is_empty(), "DiskprobeNearLimit for a: {seen_a:?}");
+    // A disk at a third of its limit is not throttled, whatever its latency.
+    let (throttled_a, throttled_b) = (throttled(da), throttled(db));
+    figure(
+        "throttling rule for a, fio at 1000 IOPS",
+        throttled_a.unwrap_or(f64::NAN),
+    );
+    figure(
+        "throttling rule for b, fio at 2900 IOPS",
+        throttled_b.unwrap_or(f64::NAN),
+    );
+    assert_eq!(throttled_a, Some(0.0), "throttling rule for a at a third");
     drop((fio_a, fio_b));
 
     // 3. b asked for 6,000 IOPS at QD32 (held at 3,000); a at 2,900.
     let phase = Instant::now();
     let _fio_a = Fio::start(&group, &a.path, 2900, 8);
     let _fio_b = Fio::start(&group, &b1, 6000, 32);
-    let throttled = |d: &str| {
-        prom.value(
-            &format!("diskprobe:disk_throttled:bool{{device=\"{d}\"}}"),
-            None,
-        )
-    };
+    // At 1 in every evaluation of the last 5 s, all of them in this phase (the rule may read 1
+    // already at 2,900 IOPS: the probe's own reads queue behind the workload's at the cap).
     wait_for(
-        "the throttling rule at 1 for b",
+        "the throttling rule at 1 for b for 5 s",
         Duration::from_secs(60),
-        || throttled(db) == Some(1.0),
+        || {
+            phase.elapsed() >= Duration::from_secs(7)
+                && prom.value(
+                    &format!("min_over_time(diskprobe:disk_throttled:bool{{device=\"{db}\"}}[5s])"),
+                    None,
+                ) == Some(1.0)
+        },
     );
     figure(
-        "seconds until the throttling rule read 1 for b, 6000 IOPS asked at QD32",
+        "seconds until the throttling rule had read 1 for b for 5 s, 6000 IOPS asked at QD32",
+        phase.elapsed().as_secs_f64(),
+    );
+    wait_for(
+        "DiskprobeThrottled firing for b",
+        Duration::from_secs(60),
+        || alert_states(&prom, "DiskprobeThrottled", db, 2).contains(&"firing".to_owned()),
+    );
+    figure(
+        "seconds until DiskprobeThrottled fired for b (for 5s)",
         phase.elapsed().as_secs_f64(),
     );
     let gentle_p99 = "diskprobe_probe_latency_seconds{target=\"b\",profile=\"randread-4k-qd1-gentle\",stat=\"p99\"}";
@@ -290,7 +325,7 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     wait_for(
         "DiskprobeNearLimit firing for a",
         Duration::from_secs(60),
-        || near_limit_states(&prom, da, 2).contains(&"firing".to_owned()),
+        || alert_states(&prom, "DiskprobeNearLimit", da, 2).contains(&"firing".to_owned()),
     );
     let share_a = share(da);
     figure("consumed share of a, fio at 2900 IOPS", share_a);

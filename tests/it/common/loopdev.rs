@@ -62,7 +62,7 @@ pub struct Stats {
     pub flushes: u64,
 }
 
-/// What the cgroups and temporary directories the tests create are named after:
+/// What the blkio cgroups (and the directories of [`LoopDev::disk_partitioned`]) are named after:
 /// `DISKPROBE_TEST_PREFIX` (so that a run on a shared machine can name them after its branch), or
 /// `diskprobe-test`.
 pub fn name_prefix() -> String {
