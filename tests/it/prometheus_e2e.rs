@@ -8,8 +8,8 @@
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
 //!   (a number, or a histogram with observations) for the probed target, for a second one
 //!   running etcd-wal on a probe file in /dev/shm (the durability row), or for a third probing
-//!   another loop device with the gentle profile and an `iops_limit` (the headroom row and
-//!   panels), and no query is rejected;
+//!   another loop device with the gentle profile, capacity runs, an `iops_limit` and a node
+//!   ceiling (the headroom row and panels), and no query is rejected;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
@@ -336,21 +336,26 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // (its fdatasync costs nothing, and takes nothing from the machine's disk).
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     // A target with a limit for the headroom panels: the gentle probe on a loop device of its
-    // own (uncapped, so it stays calm), declared at 3,000 IOPS.
+    // own (uncapped, so it stays calm), declared at 3,000 IOPS, under a node ceiling, with short
+    // capacity runs (4k QD32 and 1M QD16, 50 ms every 2 s) for the measured limits.
     let limited = LoopDev::tmpfs(16 << 20);
     let config = dir.path().join("agent.toml");
     std::fs::write(
         &config,
         format!(
-            "[diskstats]\ndevice_include = \"^{}$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
+            "[diskstats]\ndevice_include = \"^({}|{})$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
+             [limits]\ndevices = \"^{}$\"\niops_limit = 6000\n\
              [defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
              jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
              profiles = [\"randread-4k-qd1\"]\n\
              [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
              allow_writes = true\nprofiles = [\"etcd-wal\"]\n\
-             [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\nprofiles = [\"randread-4k-qd1-gentle\"]\n\
-             iops_limit = 3000\n",
+             [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\n\
+             profiles = [\"randread-4k-qd1-gentle\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n\
+             iops_limit = 3000\ninterval = \"2s\"\nruntime = \"50ms\"\n",
             dev.name,
+            limited.name,
+            limited.name,
             dev.path.display(),
             shm.path().join("probe.dat").display(),
             limited.path.display()
@@ -385,12 +390,19 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
                     .is_empty()
             },
         );
-        // The headroom rules' throttling verdict needs a calm level (recorded every 5 s).
-        wait_for(
-            &format!("the throttling verdict in the {setup:?} Prometheus"),
-            Duration::from_secs(60),
-            || !prom.query("diskprobe:disk_throttled:bool", None).is_empty(),
-        );
+        // The headroom rules' throttling verdict needs a calm level, the measured limits
+        // completed capacity runs (both recorded every 5 s).
+        for rule in [
+            "diskprobe:disk_throttled:bool",
+            "diskprobe:disk_limit_iops:probe",
+            "diskprobe:disk_limit_bytes_per_second:probe",
+        ] {
+            wait_for(
+                &format!("{rule} in the {setup:?} Prometheus"),
+                Duration::from_secs(60),
+                || !prom.query(rule, None).is_empty(),
+            );
+        }
     }
     // Each keeps the kind of histogram it is meant to keep, and only that.
     for (setup, prom) in &proms {
