@@ -67,7 +67,8 @@ fn shortened_rules() -> String {
         .join("\n")
 }
 
-/// A fio workload of 4k random reads at `iops` and queue depth `depth` in the group, until dropped.
+/// A fio workload of 4k random reads at `iops` and queue depth `depth` in the group, until dropped
+/// (killed and reaped).
 struct Fio(Child);
 
 impl Fio {
@@ -84,6 +85,9 @@ impl Fio {
             format!("--rate_iops={iops}"),
             "--time_based".to_owned(),
             "--runtime=600".to_owned(),
+            // The job in a thread of this process, not a child process of its own: a child
+            // would outlive the kill on drop and read on for the rest of the runtime.
+            "--thread".to_owned(),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let child = group
@@ -279,6 +283,13 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     );
     assert_eq!(throttled_a, Some(0.0), "throttling rule for a at a third");
     drop((fio_a, fio_b));
+    // Nothing of those workloads reads on (only the agent is left in the group).
+    let left: Vec<u32> = group
+        .pids()
+        .into_iter()
+        .filter(|&p| p != agent.pid())
+        .collect();
+    assert!(left.is_empty(), "left in the group after fio: {left:?}");
 
     // 3. b asked for 6,000 IOPS at QD32 (held at 3,000); a at 2,900.
     let phase = Instant::now();

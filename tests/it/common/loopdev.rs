@@ -399,6 +399,15 @@ impl BlkioGroup {
         )
     }
 
+    /// The processes in the group.
+    pub fn pids(&self) -> Vec<u32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .expect("read cgroup.procs")
+            .split_whitespace()
+            .map(|p| p.parse().expect("a PID"))
+            .collect()
+    }
+
     /// Caps reads of `dev` at `iops` per second for the group.
     pub fn throttle_read_iops(&self, dev: &LoopDev, iops: u32) {
         self.set_throttle("read_iops_device", dev, iops.into())
