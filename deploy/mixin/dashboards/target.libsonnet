@@ -6,6 +6,7 @@ local rows = [
   import 'target/probes.libsonnet',
   import 'target/durability.libsonnet',
   import 'target/device.libsonnet',
+  import 'target/headroom.libsonnet',
 ];
 
 function(c)

@@ -32,6 +32,8 @@ import random
 import sys
 from dataclasses import dataclass, field
 
+import headroom
+
 SCRAPE = 30  # seconds between scrapes
 EVAL = 300  # seconds between rule evaluations in the suite
 M = 60
@@ -50,6 +52,8 @@ ALERTS = [
     "DiskprobeProbeAbsent",
     "DiskprobeExporterDown",
     "DiskprobeDiskSaturated",
+    "DiskprobeNearLimit",
+    "DiskprobeThrottled",
 ]
 
 
@@ -395,6 +399,8 @@ class Simulation:
                     next_start[target.name] = start + target.interval * (1 + jitter)
                 if changed:
                     self.emit(base, target, state)
+            for hook in s.hooks:
+                hook(self, agent, base, state, t)
             self.scraped(i)
 
     def apply_run(self, state, target, profile, end, rng):
@@ -717,6 +723,8 @@ class Scenario:
     onset: int = 0  # when what the scenario is about happens (for the table)
     seed: int = 1
     promql: list = field(default_factory=list)
+    # What else the agent exports: hook(sim, agent, base labels, probe state, t), at every scrape.
+    hooks: list = field(default_factory=list)
 
     def checkpoints(self):
         hourly = list(range(H, self.focus, H))
@@ -1116,6 +1124,7 @@ def scenarios():
             seed=18,
         )
     )
+    out += headroom.scenarios(sys.modules[__name__])
     return out
 
 
@@ -1135,7 +1144,14 @@ def main(argv):
         # In the order of rules.yml, so that an alert sees the recordings of the same evaluation
         # (promtool's order is otherwise random; Prometheus evaluates groups independently, so
         # there an alert may see them up to one evaluation later).
-        group_eval_order=["diskprobe.current", "diskprobe.baseline", "diskprobe.alerts"],
+        group_eval_order=[
+            "diskprobe.current",
+            "diskprobe.baseline",
+            "diskprobe.headroom",
+            "diskprobe.headroom.runs",
+            "diskprobe.headroom.hourly",
+            "diskprobe.alerts",
+        ],
         tests=[s.test_group() for s in scenarios()],
     )
     with open(argv[1], "w") as f:
