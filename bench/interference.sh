@@ -48,7 +48,7 @@ FIO=$(command -v fio)
 build_ours
 
 make_workdir /dev/shm/interference.XXXXXX
-CGROUP=/sys/fs/cgroup/blkio/diskprobe-interference-$$
+CGROUP=/sys/fs/cgroup/blkio/${DISKPROBE_TEST_PREFIX:-diskprobe-test}-interference-$$
 cleanup() {
   bench_cleanup
   if [[ -d $CGROUP ]]; then

@@ -11,6 +11,7 @@ use crate::collectors::Registry;
 use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
+use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::collectors::sandbox::SandboxCollector;
@@ -156,23 +157,39 @@ fn collectors(
     discovered: Arc<discovery::Status>,
     reload: &Arc<ReloadStatus>,
     sandbox: &Arc<Sandbox>,
-) -> (Registry, Arc<DiskstatsCollector>) {
-    let diskstats = Arc::new(
-        DiskstatsCollector::new(
-            cli.procfs.clone(),
+) -> (Registry, Reloaded) {
+    let reloaded = Reloaded {
+        diskstats: Arc::new(
+            DiskstatsCollector::new(
+                cli.procfs.clone(),
+                cli.sysfs.clone(),
+                config.diskstats.filter.clone(),
+            )
+            .with_probe_targets(series.clone()),
+        ),
+        limits: Arc::new(LimitsCollector::new(
+            series.clone(),
             cli.sysfs.clone(),
-            config.diskstats.filter.clone(),
-        )
-        .with_probe_targets(series.clone()),
-    );
+            config.node_limits.clone(),
+        )),
+    };
     let mut registry = Registry::new();
-    registry.register(diskstats.clone());
+    registry.register(reloaded.diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(series.clone())));
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
+    registry.register(reloaded.limits.clone());
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
     registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
-    (registry, diskstats)
+    (registry, reloaded)
+}
+
+/// The collectors whose settings a configuration reload changes.
+struct Reloaded {
+    /// Its device filter.
+    diskstats: Arc<DiskstatsCollector>,
+    /// The node's ceiling (`[limits]`).
+    limits: Arc<LimitsCollector>,
 }
 
 /// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
@@ -233,7 +250,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
         discovered.clone(),
         lost_targets_file(&cli, &config),
     );
-    let (registry, diskstats) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
+    let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
 
     let listener = bind(&address)
         .await
@@ -270,7 +287,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                 current = reload_config(
                     &cli.config_file,
                     current,
-                    &diskstats,
+                    &reloaded.diskstats,
                     &app.series,
                     &mut scheduler,
                     &discovery,
@@ -278,6 +295,8 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                     &sandbox,
                 )
                 .await;
+                // The configuration in force, new or kept: its node ceiling.
+                reloaded.limits.set_node_limits(current.node_limits.clone());
                 reload_web_config(&cli, &app, &reload, &sandbox);
             }
             _ => {

@@ -16,8 +16,11 @@
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
 //! - [`block_info`]: static facts about a block device from sysfs.
+//! - [`disks`]: the whole disks under a block device (partition, device-mapper or RAID volume)
+//!   and their serial and WWN: what a disk's limits and consumption are counted against.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
-//! - [`collectors`]: one collector per source (diskstats, exporter state, process), run per scrape.
+//! - [`collectors`]: one collector per source (diskstats, probes, discovery, limits, exporter
+//!   state, process), run per scrape.
 //! - [`exposition`]: metric families and their wire formats (text, OpenMetrics, protobuf with
 //!   native histograms), negotiated per scrape, gzip-compressed when accepted.
 //! - [`histogram`]: latency histograms with classic buckets (configurable layout) and sparse
@@ -76,6 +79,7 @@ pub mod config;
 pub mod contention;
 pub mod device_filter;
 pub mod discovery;
+pub mod disks;
 pub mod diskstats;
 pub mod exposition;
 pub mod histogram;

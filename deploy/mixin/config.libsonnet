@@ -44,6 +44,16 @@
     peerFor: '1h',  // DiskprobeSlowerThanPeers: for and keep_firing_for
     cohortSlowdownRatio: 2,  // a cohort's median p99 over 6 hours against its best day
     currentMaxIntervalSeconds: 360,  // "current" medians need runs at least this often
+    // Headroom: disks against the limits they are sold with (rules/headroom.libsonnet).
+    headroomNearLimitShare: 0.9,  // a disk at this share of a limit is near it
+    headroomNearLimitFor: '15m',  // ... for this long: DiskprobeNearLimit
+    headroomThrottledFor: '10m',  // near a limit with the latency signature this long: DiskprobeThrottled
+    headroomThrottledRatio: 3,  // the signature: gentle p99 above this many times its calm level
+    headroomThrottledMinDeltaSeconds: 0.0005,  // ... and at least this much above it
+    headroomCalmShare: 0.5,  // the calm level is the gentle p99 under this share of every limit
+    headroomRunsInterval: '5m',  // how often completed capacity runs are sampled (interval and offset)
+    // Devices left out of the workload: volumes, whose I/O counts again on the disks under them.
+    headroomVolumeDevices: 'dm-[0-9]+|md[0-9].*',
 
     // Where docs/runbook.md is served, e.g.
     // 'https://git.example.com/ops/diskprobe_exporter/blob/main/docs/runbook.md': each alert's

@@ -10,11 +10,13 @@ local recordingRules = [
   import 'rules/fleet.libsonnet',
   import 'rules/current.libsonnet',
   import 'rules/baseline.libsonnet',
+  import 'rules/headroom.libsonnet',
 ];
 local alerts = [
   import 'alerts/probes.libsonnet',
   import 'alerts/health.libsonnet',
   import 'alerts/fleet.libsonnet',
+  import 'alerts/headroom.libsonnet',
 ];
 local dashboards = {
   'diskprobe-overview.json': import 'dashboards/overview.libsonnet',

@@ -1,4 +1,4 @@
-//! Fuzzes the size, duration and listen-address parsers: no panics, errors say something.
+//! Fuzzes the size, duration, throughput and listen-address parsers: no panics, errors say something.
 #![no_main]
 
 use diskprobe_exporter::config::ListenAddress;
@@ -17,6 +17,10 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Err(e) = units::parse_fio_duration(text) {
         assert!(!e.to_string().is_empty());
+    }
+    match units::parse_throughput(text) {
+        Ok(bytes) => assert!(bytes > 0),
+        Err(e) => assert!(!e.to_string().is_empty()),
     }
     if let Ok(a) = ListenAddress::parse(text) {
         // What we print parses back to the same address.

@@ -8,6 +8,7 @@
 pub mod discovery;
 pub mod diskstats;
 pub mod exporter;
+pub mod limits;
 pub mod probes;
 pub mod process;
 pub mod sandbox;

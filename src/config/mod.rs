@@ -6,6 +6,7 @@
 
 pub mod discover;
 pub mod histograms;
+pub mod limits;
 pub mod name_template;
 pub mod probes;
 pub mod raw;
@@ -14,6 +15,7 @@ mod spanned;
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
+pub use limits::{DiskLimits, NodeLimits};
 pub use probes::{BusyLimits, ProbeSettings, SchedulerConfig, TargetSpec, Writes};
 use spanned::{SpannedError, invalid, regex};
 use std::fmt;
@@ -44,6 +46,8 @@ pub struct Config {
     pub discover: Vec<DiscoverRule>,
     /// `[histograms]`.
     pub histograms: HistogramsConfig,
+    /// `[limits]`: a ceiling shared by a set of disks; `None` when not configured.
+    pub node_limits: Option<NodeLimits>,
 }
 
 /// Validated `[web]`; `None` means "use the flag or the default".
@@ -214,6 +218,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
     let (targets, scheduler) = probes::validate(&raw)?;
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
+    let node_limits = limits::node(raw.limits.as_ref())?;
     Ok(Config {
         web: WebConfig {
             listen_address,
@@ -224,6 +229,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         scheduler,
         discover,
         histograms,
+        node_limits,
     })
 }
 

@@ -2,8 +2,9 @@
 //! `[[targets]]` and `[profiles.NAME]`, into [`TargetSpec`]s the scheduler can run as they are.
 //!
 //! The probe keys (`profiles`, `interval`, `runtime`, `timeout`, `size`, `engine`, `jitter`,
-//! `max_duty_cycle`, `skip_busy_above`, `busy_window`, `yield_to_other_io`, `cohort`) are one
-//! [`ProbeSettings`], shared by a `[[targets]]` entry's [`TargetSpec`] and a `[[discover]]` rule's
+//! `max_duty_cycle`, `skip_busy_above`, `busy_window`, `yield_to_other_io`, `cohort`, and the
+//! limits of the disk, `iops_limit` and `throughput_limit`) are one [`ProbeSettings`], shared by a
+//! `[[targets]]` entry's [`TargetSpec`] and a `[[discover]]` rule's
 //! [`super::DiscoverRule`]: `Defaults` merges `[defaults]` over the built-in values once, and
 //! `Defaults::settings` merges each table's keys over that and resolves its profiles. A new
 //! probe key is a line in `raw::with_probe_keys!`, a field of [`ProbeSettings`] and a line in
@@ -13,6 +14,7 @@
 //! unknown profile, a write profile on a target without `allow_writes` ([`Writes`]), a schedule
 //! whose probing time exceeds the duty-cycle budget, durations and sizes that do not parse.
 
+use super::limits::{self, DiskLimits};
 use super::raw::{RawBusyLimits, RawConfig, RawProbeKeys, RawProfile, RawTarget};
 use super::spanned::{SpannedError, invalid};
 use crate::probe::engine::EngineChoice;
@@ -98,8 +100,9 @@ impl Writes {
     }
 }
 
-/// How a target is probed: the probe keys of a `[[targets]]` entry or a `[[discover]]` rule,
-/// validated, merged over `[defaults]` and the built-in values, with its profiles resolved.
+/// How a target is probed, and what its disk is sold to do: the probe keys of a `[[targets]]`
+/// entry or a `[[discover]]` rule, validated, merged over `[defaults]` and the built-in values,
+/// with its profiles resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeSettings {
     /// Profiles run in this order every cycle, with runtimes resolved.
@@ -131,6 +134,9 @@ pub struct ProbeSettings {
     /// The disks this target's should perform like: the `cohort` label of
     /// `diskprobe_target_info` (empty when unset).
     pub cohort: String,
+    /// The IOPS and throughput the disk under the target is sold with (`iops_limit`,
+    /// `throughput_limit`): exported for the headroom rules, never enforced.
+    pub limits: DiskLimits,
 }
 
 impl Default for ProbeSettings {
@@ -150,6 +156,7 @@ impl Default for ProbeSettings {
             yield_to_other_io: true,
             writes: Writes::Forbidden,
             cohort: String::new(),
+            limits: DiskLimits::default(),
         }
     }
 }
@@ -195,6 +202,14 @@ impl ProbeSettings {
             cohort: or(keys.cohort, self.cohort.clone(), |v| {
                 cohort(&key("cohort"), v)
             })?,
+            limits: DiskLimits {
+                iops: or(keys.iops_limit, self.limits.iops, |v| {
+                    limits::iops(&key("iops_limit"), v).map(Some)
+                })?,
+                bytes_per_second: or(keys.throughput_limit, self.limits.bytes_per_second, |v| {
+                    limits::throughput(&key("throughput_limit"), v).map(Some)
+                })?,
+            },
         })
     }
 }

@@ -37,6 +37,20 @@ pub struct RawConfig {
     /// `[histograms]`.
     #[serde(default)]
     pub histograms: RawHistograms,
+    /// `[limits]`.
+    pub limits: Option<Spanned<RawLimits>>,
+}
+
+/// `[limits]`: the ceiling a machine (a cloud VM) puts on a set of its disks together.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Regex of the kernel names of the disks (as in `/sys/block`) the ceiling covers.
+    pub devices: Option<Spanned<String>>,
+    /// I/Os per second those disks may do together.
+    pub iops_limit: Option<Spanned<i64>>,
+    /// Bytes per second those disks may move together: `"200MiB/s"`, `"125MB/s"` or a number.
+    pub throughput_limit: Option<Spanned<toml::Value>>,
 }
 
 /// `[histograms]`: how latency histograms are bucketed.
@@ -99,6 +113,11 @@ macro_rules! with_probe_keys {
             yield_to_other_io: Spanned<bool>,
             /// Disks that should perform alike (the `cohort` label of `diskprobe_target_info`).
             cohort: Spanned<String>,
+            /// I/Os per second the disk under the target is sold with (its cap).
+            iops_limit: Spanned<i64>,
+            /// Bytes per second the disk under the target is sold with: `"200MiB/s"`,
+            /// `"125MB/s"` or a number.
+            throughput_limit: Spanned<toml::Value>,
         }
     };
 }

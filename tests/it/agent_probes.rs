@@ -330,6 +330,8 @@ yield_to_other_io = false
             "--direct=1",
             "--time_based",
             "--runtime=20",
+            // The job in a thread, so that the kill below stops it (a forked job outlives it).
+            "--thread",
         ])
         .arg(format!("--filename={}", dev.path.display()))
         .stdout(Stdio::null())

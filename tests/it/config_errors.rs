@@ -17,7 +17,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -285,6 +285,18 @@ const BAD: &[(&str, &str)] = &[
     (
         "[[targets]]\nname = \"a\"\npath = \"/x\"\nskip_busy_above = { in_flight = -1 }\n",
         "4:19: targets[0].skip_busy_above.in_flight: expected a number from 0 to 1000000, found -1",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\nthroughput_limit = \"200M/s\"\n",
+        "4:20: targets[0].throughput_limit: invalid throughput \"200M/s\": name the unit in full: MiB/s (binary) or MB/s (decimal), not M/s (expected e.g. 200MiB/s (binary, 2^20 bytes) or 125MB/s (decimal, 10^6 bytes))",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\niops_limit = 0\n",
+        "3:14: discover[0].iops_limit: expected a whole number of I/Os per second from 1 to 1000000000, found 0",
+    ),
+    (
+        "[limits]\niops_limit = 12800\n",
+        "1:1: limits: expected devices = \"REGEX\", the kernel names of the disks the ceiling covers (e.g. \"^sd[c-z]$\")",
     ),
     (
         "[defaults]\nskip_busy_above = 1.5\n",

@@ -321,23 +321,12 @@ fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
 /// Writes a DOS partition table with Linux partitions of `(first sector, sectors)` to `dev` (a
 /// test's own loop device).
 fn write_partition_table(dev: &Path, parts: &[(u32, u32)]) {
-    let mut mbr = [0u8; 512];
-    for (i, (start, sectors)) in parts.iter().enumerate() {
-        let entry = &mut mbr[446 + 16 * i..446 + 16 * (i + 1)];
-        // No CHS addresses (0xfe 0xff 0xff: beyond CHS), type 0x83 (Linux), LBA start and size.
-        entry[1..4].copy_from_slice(&[0xfe, 0xff, 0xff]);
-        entry[4] = 0x83;
-        entry[5..8].copy_from_slice(&[0xfe, 0xff, 0xff]);
-        entry[8..12].copy_from_slice(&start.to_le_bytes());
-        entry[12..16].copy_from_slice(&sectors.to_le_bytes());
-    }
-    mbr[510] = 0x55;
-    mbr[511] = 0xaa;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(dev)
         .expect("open the loop device");
-    std::io::Write::write_all(&mut f, &mbr).expect("write the partition table");
+    std::io::Write::write_all(&mut f, &loopdev::dos_partition_table(parts))
+        .expect("write the partition table");
     f.sync_all().expect("sync");
 }
 

@@ -35,6 +35,7 @@ mod diskstats_e2e;
 mod durability;
 mod exposition_formats;
 mod faults;
+mod headroom_e2e;
 mod http;
 mod interference;
 mod kubernetes;

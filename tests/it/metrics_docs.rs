@@ -14,7 +14,8 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
         dir.path(),
         &format!(
             "[diskstats]\ndevice_exclude = \"^$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n\
-             [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\n\
+             [limits]\ndevices = \".\"\niops_limit = 12800\nthroughput_limit = \"290MB/s\"\n\
+             [[targets]]\nname = \"docs\"\npath = \"{}\"\nsize = \"16MiB\"\niops_limit = 3000\nthroughput_limit = \"125MiB/s\"\n\
              [[discover]]\nid = \"docs\"\nkind = \"mount\"\nmountpoint_include = \"^/nonexistent-diskprobe-docs$\"\n",
             dir.path().join("probe.dat").display()
         ),
@@ -26,6 +27,7 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
         if body.contains("diskprobe_probe_success{")
             && body.contains("diskprobe_engine_info{")
             && body.contains("diskprobe_discovery_last_rescan_timestamp_seconds{")
+            && body.contains("diskprobe_disk_limit_bytes_per_second{")
         {
             break body;
         }

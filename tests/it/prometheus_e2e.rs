@@ -7,9 +7,11 @@
 //! classic part of a histogram that has native buckets). In each of them:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
 //!   (a number, or a histogram with observations) for the probed target, for a second one
-//!   running etcd-wal on a probe file in /dev/shm (the durability row), or for one of a cohort of
-//!   five more loop devices named by the `cohort` key (the cohort row and the overview's peer
-//!   panels), and no query is rejected;
+//!   running etcd-wal on a probe file in /dev/shm (the durability row), for a third probing
+//!   another loop device with the gentle profile, capacity runs, an `iops_limit` and a node
+//!   ceiling (the headroom row and panels), or for one of a cohort of five more loop devices
+//!   named by the `cohort` key (the cohort row and the overview's peer panels), and no query is
+//!   rejected;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
@@ -37,13 +39,13 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// The bundled rules with windows shortened for a test that lasts minutes, not days: the 5-minute
-/// groups run every second and the 30-minute group every 2 s, so the `[10m]` reads of their
-/// recordings become 5 s; the current window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs
-/// at one a second), the hourly window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the
-/// daily median's `[1d]` 1 min and its minimum history `offset 20h` 25 s, the best day
-/// `[7d:1d]` the best 10-second step of 10 min, the reads `[2h]` of hourly recordings 20 s, the
-/// peer windows `[6h]` and `[12h]` 1 min and their minimum history `offset 3h` 10 s, `[5m]` 15 s,
-/// every `for:` and `keep_firing_for:` 5 s.
+/// groups (and the headroom group's `offset 5m`) run every second and the 30-minute group every
+/// 2 s, so the `[10m]` reads of their recordings become 5 s; the current window `[30m]` (at least
+/// 5 runs) becomes 20 s (about 20 runs at one a second), the hourly window `[1h]` 20 s and the
+/// hourly groups' `interval: 1h` 5 s, the daily median's `[1d]` 1 min and its minimum history
+/// `offset 20h` 25 s, the best day `[7d:1d]` the best 10-second step of 10 min, the reads `[2h]`
+/// of hourly recordings 20 s, the peer windows `[6h]` and `[12h]` 1 min and their minimum history
+/// `offset 3h` 10 s, `[5m]` 15 s, every `for:` and `keep_firing_for:` 5 s.
 fn shortened_rules() -> String {
     let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
         .expect("read rules.yml");
@@ -63,6 +65,7 @@ fn shortened_rules() -> String {
         ("[12h]", "[1m]"),
         ("offset 3h", "offset 10s"),
         ("[5m]", "[15s]"),
+        ("offset 5m", "offset 1s"),
     ] {
         assert!(rules.contains(from), "rules.yml no longer has {from}");
         rules = rules.replace(from, to);
@@ -345,25 +348,37 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // A durability target for the dashboards' sync panels: etcd-wal on a probe file in memory
     // (its fdatasync costs nothing, and takes nothing from the machine's disk).
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    // A target with a limit for the headroom panels: the gentle probe on a loop device of its
+    // own (uncapped, so it stays calm), declared at 3,000 IOPS, under a node ceiling, with short
+    // capacity runs (4k QD32 and 1M QD16, 50 ms every 2 s) for the measured limits.
+    let limited = LoopDev::tmpfs(16 << 20);
     let config = dir.path().join("agent.toml");
-    let devices: Vec<&str> = std::iter::once(&dev)
+    let devices: Vec<&str> = [&dev, &limited]
+        .into_iter()
         .chain(&peers)
         .map(|d| d.name.as_str())
         .collect();
     let mut text = format!(
-        "[diskstats]\ndevice_include = \"^({})$\"\n[defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
+        "[diskstats]\ndevice_include = \"^({})$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
+         [limits]\ndevices = \"^{}$\"\niops_limit = 6000\n\
+         [defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
          jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
          profiles = [\"randread-4k-qd1\"]\n\
          [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
-         allow_writes = true\nprofiles = [\"etcd-wal\"]\n",
+         allow_writes = true\nprofiles = [\"etcd-wal\"]\n\
+         [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\n\
+         profiles = [\"randread-4k-qd1-gentle\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n\
+         iops_limit = 3000\ninterval = \"2s\"\nruntime = \"50ms\"\n",
         devices.join("|"),
+        limited.name,
         dev.path.display(),
-        shm.path().join("probe.dat").display()
+        shm.path().join("probe.dat").display(),
+        limited.path.display()
     );
     for (i, peer) in peers.iter().enumerate() {
         text += &format!(
             "[[targets]]\nname = \"e2e-peer-{i}\"\npath = \"{}\"\ncohort = \"e2e-peers\"\n\
-             profiles = [\"randread-4k-qd1-gentle\"]\n",
+             profiles = [\"randread-4k-qd1-gentle\"]\ninterval = \"2s\"\nruntime = \"100ms\"\n",
             peer.path.display()
         );
     }
@@ -396,6 +411,19 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
                     .is_empty()
             },
         );
+        // The headroom rules' throttling verdict needs a calm level, the measured limits
+        // completed capacity runs (both recorded every 5 s).
+        for rule in [
+            "diskprobe:disk_throttled:bool",
+            "diskprobe:disk_limit_iops:probe",
+            "diskprobe:disk_limit_bytes_per_second:probe",
+        ] {
+            wait_for(
+                &format!("{rule} in the {setup:?} Prometheus"),
+                Duration::from_secs(60),
+                || !prom.query(rule, None).is_empty(),
+            );
+        }
     }
     // The cohort is scored, and has a baseline for its cohort-wide alert.
     for (setup, prom) in &proms {
@@ -444,6 +472,14 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         ("profile", "etcd-wal".to_owned()),
         ("device", dev.name.clone()),
     ];
+    // The headroom row's panels have data for the target with a limit.
+    let limited_vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-limited".to_owned()),
+        ("profile", "randread-4k-qd1-gentle".to_owned()),
+        ("device", limited.name.clone()),
+    ];
     // The cohort row and the overview's peer panels have data for a member of the cohort.
     let peer_vars = [
         ("cluster", ".*".to_owned()),
@@ -454,7 +490,11 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     ];
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
-        let (found, checked) = dashboard_problems(prom, *setup, &[&vars, &sync_vars, &peer_vars]);
+        let (found, checked) = dashboard_problems(
+            prom,
+            *setup,
+            &[&vars, &sync_vars, &limited_vars, &peer_vars],
+        );
         assert!(checked >= 25, "only {checked} panels and variables found");
         problems.extend(found);
     }

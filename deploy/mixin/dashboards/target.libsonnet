@@ -7,6 +7,7 @@ local rows = [
   import 'target/cohort.libsonnet',
   import 'target/durability.libsonnet',
   import 'target/device.libsonnet',
+  import 'target/headroom.libsonnet',
 ];
 
 function(c)

@@ -19,6 +19,9 @@ GROUP_ORDER = [
     "diskprobe.fleet.score",
     "diskprobe.current",
     "diskprobe.baseline",
+    "diskprobe.headroom",
+    "diskprobe.headroom.runs",
+    "diskprobe.headroom.hourly",
     "diskprobe.alerts",
     "diskprobe.fleet.alerts",
 ]

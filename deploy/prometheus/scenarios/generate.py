@@ -54,6 +54,8 @@ from common import (
     severity,
 )
 
+import headroom
+
 SCRAPE = 30  # seconds between scrapes
 EVAL = 300  # seconds between rule evaluations in the suite
 M = 60
@@ -74,6 +76,8 @@ ALERTS = [
     "DiskprobeSlowerThanPeers",
     "DiskprobeCohortSlowdown",
     "DiskprobeDiskLost",
+    "DiskprobeNearLimit",
+    "DiskprobeThrottled",
 ]
 RECENT_RUNS = 10  # diskprobe_probe_recent_runs counts the last 10 finished runs
 RECENT_SYNC_RUNS = 3  # diskprobe_probe_recent_sync_latency_seconds: the least of the last 3
@@ -442,6 +446,8 @@ class Simulation:
                     next_start[target.name] = start + target.interval * (1 + jitter)
                 if changed:
                     self.emit(base, target, state)
+            for hook in s.hooks:
+                hook(self, agent, base, state, t)
             self.scraped(i)
 
     def forget(self, base, target, agent):
@@ -770,6 +776,8 @@ class Scenario:
     onset: int = 0  # when what the scenario is about happens (for the table)
     seed: int = 1
     promql: list = field(default_factory=list)
+    # What else the agent exports: hook(sim, agent, base labels, probe state, t), at every scrape.
+    hooks: list = field(default_factory=list)
 
     def checkpoints(self):
         hourly = list(range(H, self.focus, H))
@@ -1279,6 +1287,7 @@ def scenarios():
             seed=18,
         )
     )
+    out += headroom.scenarios(sys.modules[__name__])
     return out
 
 

@@ -30,6 +30,17 @@ pub struct LoopDev {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// Creates `path` with `size` random bytes from the kernel (fast even in unoptimised test builds).
+fn fill(path: &Path, size: u64) {
+    let mut f = fs::File::create(path).expect("create backing file");
+    let mut random = fs::File::open("/dev/urandom")
+        .expect("open /dev/urandom")
+        .take(size);
+    let copied = std::io::copy(&mut random, &mut f).expect("fill backing file");
+    assert_eq!(copied, size);
+    f.sync_all().expect("sync backing file");
+}
+
 /// Counters of one `/proc/diskstats` line.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stats {
@@ -49,6 +60,30 @@ pub struct Stats {
     pub write_sectors: u64,
     /// Flush requests completed (kernel 5.5+; 0 before).
     pub flushes: u64,
+}
+
+/// What the blkio cgroups (and the directories of [`LoopDev::disk_partitioned`]) are named after:
+/// `DISKPROBE_TEST_PREFIX` (so that a run on a shared machine can name them after its branch), or
+/// `diskprobe-test`.
+pub fn name_prefix() -> String {
+    std::env::var("DISKPROBE_TEST_PREFIX").unwrap_or_else(|_| "diskprobe-test".to_owned())
+}
+
+/// The first sector of a DOS partition table: Linux partitions of `(first sector, sectors)`.
+pub fn dos_partition_table(parts: &[(u32, u32)]) -> [u8; 512] {
+    let mut mbr = [0u8; 512];
+    for (i, (start, sectors)) in parts.iter().enumerate() {
+        let entry = &mut mbr[446 + 16 * i..446 + 16 * (i + 1)];
+        // No CHS addresses (0xfe 0xff 0xff: beyond CHS), type 0x83 (Linux), LBA start and size.
+        entry[1..4].copy_from_slice(&[0xfe, 0xff, 0xff]);
+        entry[4] = 0x83;
+        entry[5..8].copy_from_slice(&[0xfe, 0xff, 0xff]);
+        entry[8..12].copy_from_slice(&start.to_le_bytes());
+        entry[12..16].copy_from_slice(&sectors.to_le_bytes());
+    }
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    mbr
 }
 
 /// Whether a test that makes loop devices can run: `true` when it can; otherwise the test is
@@ -94,6 +129,49 @@ impl LoopDev {
         )
     }
 
+    /// A loop device over a file on the root filesystem, with `--direct-io=on`, whose file
+    /// starts with a DOS partition table of `parts` (`(first sector, sectors)`), added with
+    /// `partx --add` (the kernel here does not read DOS tables itself): its partitions are
+    /// `/dev/loopNpK` once [`LoopDev::partition`] has seen them.
+    pub fn disk_partitioned(size: u64, parts: &[(u32, u32)]) -> LoopDev {
+        let dir = tempfile::Builder::new()
+            .prefix(&name_prefix())
+            .tempdir_in("/var/tmp")
+            .expect("tempdir in /var/tmp");
+        let backing = dir.path().join("backing.img");
+        fill(&backing, size);
+        {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(&backing)
+                .expect("open backing file");
+            f.write_all(&dos_partition_table(parts))
+                .expect("write the partition table");
+            f.sync_all().expect("sync backing file");
+        }
+        let mut dev = LoopDev::over_file(&backing, &["--direct-io=on", "--partscan"]);
+        dev._dir = Some(dir);
+        let status = Command::new("partx")
+            .arg("--add")
+            .arg(&dev.path)
+            .status()
+            .expect("run partx");
+        assert!(status.success(), "partx --add {}", dev.path.display());
+        dev
+    }
+
+    /// `/dev/loopNpK`, once its device node exists (up to 10 s).
+    pub fn partition(&self, k: u32) -> PathBuf {
+        let path = PathBuf::from(format!("/dev/{}p{k}", self.name));
+        crate::common::wait_for(
+            &format!("{} to appear", path.display()),
+            std::time::Duration::from_secs(10),
+            || path.exists(),
+        );
+        path
+    }
+
     /// A tmpfs-backed loop device that may have partitions (`--partscan`).
     pub fn tmpfs_partitionable(size: u64) -> LoopDev {
         LoopDev::create(
@@ -126,16 +204,7 @@ impl LoopDev {
 
     fn create(dir: tempfile::TempDir, size: u64, extra: &[&str]) -> LoopDev {
         let backing = dir.path().join("backing.img");
-        {
-            // Random content from the kernel (fast even in unoptimised test builds).
-            let mut f = fs::File::create(&backing).expect("create backing file");
-            let mut random = fs::File::open("/dev/urandom")
-                .expect("open /dev/urandom")
-                .take(size);
-            let copied = std::io::copy(&mut random, &mut f).expect("fill backing file");
-            assert_eq!(copied, size);
-            f.sync_all().expect("sync backing file");
-        }
+        fill(&backing, size);
         let mut dev = LoopDev::over_file(&backing, extra);
         dev._dir = Some(dir);
         dev
@@ -312,7 +381,8 @@ impl BlkioGroup {
     /// Creates a uniquely named group.
     pub fn new() -> BlkioGroup {
         let dir = PathBuf::from(format!(
-            "/sys/fs/cgroup/blkio/diskprobe-test-{}-{}",
+            "/sys/fs/cgroup/blkio/{}-{}-{}",
+            name_prefix(),
             std::process::id(),
             GROUPS.fetch_add(1, Ordering::Relaxed)
         ));
@@ -329,10 +399,25 @@ impl BlkioGroup {
         )
     }
 
+    /// The processes in the group.
+    pub fn pids(&self) -> Vec<u32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .expect("read cgroup.procs")
+            .split_whitespace()
+            .map(|p| p.parse().expect("a PID"))
+            .collect()
+    }
+
     /// Caps reads of `dev` at `iops` per second for the group.
     pub fn throttle_read_iops(&self, dev: &LoopDev, iops: u32) {
         self.set_throttle("read_iops_device", dev, iops.into())
             .expect("set blkio.throttle.read_iops_device");
+    }
+
+    /// Caps read bandwidth from `dev` at `bps` bytes per second for the group.
+    pub fn throttle_read_bps(&self, dev: &LoopDev, bps: u64) {
+        self.set_throttle("read_bps_device", dev, bps)
+            .expect("set blkio.throttle.read_bps_device");
     }
 
     /// Caps write bandwidth to `dev` at `bps` bytes per second for the group.

@@ -16,9 +16,9 @@ function(c)
   local read(record) = 'last_over_time(%s[1h])' % sel(record);
   local cohortName = '{{%s}}{{%s}}' % [c.cohortLabel, c.cohortDiskLabels[0]];
   [
-    g.row(40, 'Cohort (the disks that should perform alike)'),
+    g.row(50, 'Cohort (the disks that should perform alike)'),
     g.panel(
-      41, 'timeseries', 'p99 against its cohort',
+      51, 'timeseries', 'p99 against its cohort',
       "This disk's p99 every 5 minutes (the last run's), beside its cohort's median and spread (the 10th and 90th percentiles of the members' p99s) at the same moments. A cohort is the disks of one model and rotational, or the `%s` the operator named, and one profile; it is a reference from %d members at like load. A cohort that slows down together is not one disk's fault." % [c.cohortLabel, c.cohortMinSize],
       12, 8,
       [
@@ -29,7 +29,7 @@ function(c)
       ],
     ) + g.unit('s') + { interval: '5m' },
     g.panel(
-      42, 'timeseries', 'Ratio to its peers',
+      52, 'timeseries', 'Ratio to its peers',
       "This disk's p99 divided by its cohort's median at each moment, and over the last %s: the median of those ratios and their 80th percentile (DiskprobeSlowerThanPeers fires at %g, for the 80th percentile when it is also %gx the median, and when the disk is an outlier in its cohort)." % [c.peerWindow, c.peerRatio, c.peerIntermittentSpread],
       12, 8,
       [
@@ -39,7 +39,7 @@ function(c)
       ],
     ) + g.unit('short') + line(c.peerRatio) + { interval: '5m' },
     g.panel(
-      43, 'timeseries', 'Peer score',
+      53, 'timeseries', 'Peer score',
       "How unusual this disk's ratios are among its cohort's disks: the modified z-score 0.6745 (x - median) / MAD of its median and 80th-percentile ratio over %s (an outlier above %g)." % [c.peerWindow, c.peerScore],
       12, 8,
       [
@@ -48,7 +48,7 @@ function(c)
       ],
     ) + g.unit('short') + line(c.peerScore) + { interval: '30m' },
     g.panel(
-      44, 'timeseries', 'Workload against its peers',
+      54, 'timeseries', 'Workload against its peers',
       "Reads and writes per second of the disk under the target (diskstats) divided by its cohort's median: a disk %gx busier than its peers in a fifth of its samples over %s leaves the cohort's reference and is not paged as slower than its peers." % [c.peerBusyRatio, c.peerWindow],
       12, 8,
       [

@@ -1,0 +1,205 @@
+// Headroom: how close each disk is to the limits it is sold with (docs/runbook.md, "Headroom").
+// Every recorded series drops the labels that change with a rollout while the disk does not
+// (pod, container, endpoint); joins use `ignoring` and `group_*` on the disk's labels, so that the
+// cluster label and an agent scraped twice both carry through.
+function(c)
+  local s = (import '../lib/selectors.libsonnet')(c);
+  local volatile = 'pod, container, endpoint';
+  local disks(metric) = s.sel(metric, ['device!~"%s"' % c.headroomVolumeDevices]);
+  local stable(metric) = 'max without (%s) (%s)' % [volatile, s.sel(metric)];
+  // What the workload (everything but the probes) does on each whole disk, per second: two
+  // diskstats counters minus the probes' counter, put on the disks under each target.
+  local workload(first, second, probe) = |||
+    max without (%(volatile)s) (
+      clamp_min(
+        rate(%(first)s[2m]) + rate(%(second)s[2m])
+          - (
+            sum without (target, serial, wwn) (
+              sum without (profile, device) (rate(%(probe)s[2m]))
+                * ignoring (device, serial, wwn) group_right %(targetDisk)s
+            )
+            or 0 * %(ioNow)s
+          ),
+        0
+      )
+    )
+  ||| % {
+    volatile: volatile,
+    first: disks(first),
+    second: disks(second),
+    probe: s.sel(probe),
+    targetDisk: s.sel('diskprobe_target_disk_info'),
+    ioNow: disks('diskprobe_disk_io_now'),
+  };
+  local share(kind, quantity, limit) = {
+    record: 'diskprobe:disk_limit_consumed:ratio_rate2m',
+    labels: { limit: kind },
+    expr: |||
+      %(workload)s
+        / ignoring (serial, wwn, source) group_left (serial, wwn, source)
+          (
+            %(declared)s
+              or ignoring (source) last_over_time(%(measured)s[2h])
+          )
+    ||| % {
+      workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
+      declared: stable('diskprobe_disk_limit_%s' % limit),
+      measured: s.sel('diskprobe:disk_limit_%s:probe' % limit),
+    },
+  };
+  local nodeShare(kind, quantity, limit) = {
+    record: 'diskprobe:node_limit_consumed:ratio_rate2m',
+    labels: { limit: kind },
+    expr: |||
+      sum without (device) (
+        %(workload)s
+          and ignoring (serial, wwn) %(members)s
+      )
+        / ignoring (source) group_left (source) %(limit)s
+    ||| % {
+      workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
+      members: s.sel('diskprobe_node_limit_device_info'),
+      limit: stable('diskprobe_node_limit_%s' % limit),
+    },
+  };
+  // The last run of each capacity profile of `class` that completed since the last evaluation
+  // of its group (whose interval is the offset).
+  local completed(gauge, blockSize) = |||
+    max without (%(volatile)s) (
+      %(gauge)s
+        and on (%(pair)s)
+          (%(runs)s - %(runs)s offset %(interval)s > 0)
+        and on (%(pair)s)
+          %(capacity)s
+    )
+  ||| % {
+    volatile: volatile,
+    gauge: s.sel(gauge),
+    pair: s.by(['job', 'instance', 'target', 'profile']),
+    runs: s.sel('diskprobe_probe_runs_total', ['result="success"']),
+    interval: c.headroomRunsInterval,
+    capacity: s.sel('diskprobe_profile_info', ['block_size=~"%s"' % blockSize, 'iodepth!="1"', 'rate_iops="0"']),
+  };
+  local measured(limit, completed) = {
+    record: 'diskprobe:disk_limit_%s:probe' % limit,
+    labels: { source: 'probe' },
+    expr: |||
+      max without (target) (
+        max without (profile, device) (quantile_over_time(0.5, %s[1d]))
+          * ignoring (device, serial, wwn) group_right %s
+      )
+    ||| % [s.sel(completed), stable('diskprobe_target_disk_info')],
+  };
+  [
+    {
+      name: 'diskprobe.headroom',
+      rules: [
+        {
+          record: 'diskprobe:disk_workload_iops:rate2m',
+          expr: workload('diskprobe_disk_reads_completed_total', 'diskprobe_disk_writes_completed_total', 'diskprobe_ios_total'),
+        },
+        {
+          record: 'diskprobe:disk_workload_bytes:rate2m',
+          expr: workload('diskprobe_disk_read_bytes_total', 'diskprobe_disk_written_bytes_total', 'diskprobe_io_bytes_total'),
+        },
+        share('iops', 'iops', 'iops'),
+        share('throughput', 'bytes', 'bytes_per_second'),
+        nodeShare('iops', 'iops', 'iops'),
+        nodeShare('throughput', 'bytes', 'bytes_per_second'),
+        {
+          record: 'diskprobe:disk_limit_consumed:max_ratio_rate2m',
+          expr: |||
+            max without (limit, source) (
+              %s
+              or
+                max without (limit, source) (%s)
+                  * ignoring (device, serial, wwn) group_right %s
+            )
+          ||| % [
+            s.sel('diskprobe:disk_limit_consumed:ratio_rate2m'),
+            s.sel('diskprobe:node_limit_consumed:ratio_rate2m'),
+            stable('diskprobe_node_limit_device_info'),
+          ],
+        },
+        {
+          record: 'diskprobe:disk_throttled:bool',
+          expr: |||
+            max without (target) (
+              max without (profile) (
+                max without (stat, device, %(volatile)s) (%(p99)s)
+                  > bool last_over_time(%(above)s[2h])
+              )
+                * ignoring (device, serial, wwn) group_right %(targetDisk)s
+            )
+              * (%(pressure)s >= bool %(near)s)
+          ||| % {
+            volatile: volatile,
+            p99: s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
+            above: s.sel('diskprobe:probe_latency_p99:throttled_above'),
+            targetDisk: stable('diskprobe_target_disk_info'),
+            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate2m'),
+            near: c.headroomNearLimitShare,
+          },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.runs',
+      interval: c.headroomRunsInterval,
+      rules: [
+        { record: 'diskprobe:probe_iops:completed', expr: completed('diskprobe_probe_iops', '[0-9]{1,5}') },
+        { record: 'diskprobe:probe_throughput_bytes_per_second:completed', expr: completed('diskprobe_probe_throughput_bytes_per_second', '[0-9]{6,}') },
+        {
+          record: 'diskprobe:probe_latency_p99:calm',
+          expr: |||
+            max without (stat, device, %(volatile)s) (
+              %(p99)s
+                and on (%(pair)s) %(gentle)s
+                and on (%(target)s)
+                  (
+                    %(targetDisk)s
+                      and on (%(disk)s) (%(pressure)s < %(calm)s)
+                  )
+            )
+          ||| % {
+            volatile: volatile,
+            p99: s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
+            pair: s.by(['job', 'instance', 'target', 'profile']),
+            gentle: s.sel('diskprobe_profile_info', ['rate_iops!="0"']),
+            target: s.by(['job', 'instance', 'target']),
+            targetDisk: s.sel('diskprobe_target_disk_info'),
+            disk: s.by(['job', 'instance', 'device']),
+            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate2m'),
+            calm: c.headroomCalmShare,
+          },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.hourly',
+      interval: '1h',
+      rules: [
+        measured('iops', 'diskprobe:probe_iops:completed'),
+        measured('bytes_per_second', 'diskprobe:probe_throughput_bytes_per_second:completed'),
+        {
+          record: 'diskprobe:probe_latency_p99:calm_median_1h',
+          expr: 'quantile_over_time(0.5, %s[1h])' % s.sel('diskprobe:probe_latency_p99:calm'),
+        },
+        {
+          record: 'diskprobe:probe_latency_p99:calm_median_1d',
+          expr: 'quantile_over_time(0.5, %s[1d])' % s.sel('diskprobe:probe_latency_p99:calm_median_1h'),
+        },
+        {
+          record: 'diskprobe:probe_latency_p99:throttled_above',
+          expr: |||
+            %(calm)s
+              + clamp_min((%(ratio)s - 1) * %(calm)s, %(delta)s)
+          ||| % {
+            calm: s.sel('diskprobe:probe_latency_p99:calm_median_1d'),
+            ratio: c.headroomThrottledRatio,
+            delta: c.headroomThrottledMinDeltaSeconds,
+          },
+        },
+      ],
+    },
+  ]

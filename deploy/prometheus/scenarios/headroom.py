@@ -1,0 +1,358 @@
+"""Headroom scenarios of the suite that generate.py writes: disks sold with an IOPS or throughput
+limit, a workload that uses some share of it, and the alerts DiskprobeNearLimit and
+DiskprobeThrottled (deploy/prometheus/rules.yml, groups diskprobe.headroom and
+diskprobe.headroom.hourly).
+
+The model of generate.py (passed in as `m`, so that its classes are the ones it checks against)
+runs the probes; a `Disks` hook adds what the agent exports about the disks at every scrape: their
+diskstats (the workload's I/O plus the probes' own, as the kernel counts both), their declared
+limits, `diskprobe_target_disk_info`, `diskprobe_io_bytes_total` and the node ceiling. Workloads
+change on 5-minute boundaries and counters grow linearly between scrapes, so the rules' rates over
+windows that start and end on scrapes are exact, and the expected annotations are computed from
+the same samples.
+"""
+
+from dataclasses import dataclass, field
+
+H = 3600
+M = 60
+ONSET = 3 * H  # two hours of calm history first (a day is not needed: the window holds them)
+
+
+@dataclass
+class Disk:
+    """A whole disk: its identity, limits, the targets whose I/O lands on it, and its workload."""
+
+    name: str
+    serial: str
+    targets: list  # names of the targets on it
+    iops_limit: int = 0  # declared (0: none)
+    bytes_limit: int = 0
+    load: list = field(default_factory=list)  # [(from, iops, bytes per second)], in time order
+    node_member: bool = False
+
+    def workload(self, t):
+        """I/Os and bytes per second at `t`."""
+        current = (0, 0)
+        for start, iops, bps in self.load:
+            if start <= t:
+                current = (iops, bps)
+        return current
+
+
+class Disks:
+    """A hook (Scenario.hooks) that exports the disks of one agent, and its node ceiling."""
+
+    def __init__(self, instance, disks, node_iops=0):
+        self.instance, self.disks, self.node_iops = instance, disks, node_iops
+        self.done = {}  # disk name -> (time, I/Os, bytes) of the workload so far
+
+    def __call__(self, sim, agent, base, state, t):
+        if agent.instance != self.instance:
+            return
+        targets = {target.name: target for target in agent.targets}
+        for target in agent.targets:
+            for profile in target.profiles:
+                st = state.get((target.name, profile.name))
+                if st is not None:
+                    p = dict(base, target=target.name, profile=profile.name, device=target.device)
+                    sim.put("diskprobe_io_bytes_total", p, st.ios * profile.block_size)
+        for disk in self.disks:
+            at, ios, nbytes = self.done.get(disk.name, (0, 0.0, 0.0))
+            iops, bps = disk.workload(at)
+            ios, nbytes = ios + iops * (t - at), nbytes + bps * (t - at)
+            self.done[disk.name] = (t, ios, nbytes)
+            probe_ios = probe_bytes = 0
+            for name in disk.targets:
+                for profile in targets[name].profiles:
+                    st = state.get((name, profile.name))
+                    if st is not None:
+                        probe_ios += st.ios
+                        probe_bytes += st.ios * profile.block_size
+            d = dict(base, device=disk.name)
+            sim.put("diskprobe_disk_reads_completed_total", d, 1_000_000 + ios + probe_ios)
+            sim.put("diskprobe_disk_writes_completed_total", d, 5_000)
+            sim.put("diskprobe_disk_read_bytes_total", d, 4_096_000_000 + nbytes + probe_bytes)
+            sim.put("diskprobe_disk_written_bytes_total", d, 20_480_000)
+            sim.put("diskprobe_disk_io_now", d, 1)
+            ident = dict(d, serial=disk.serial)
+            if disk.iops_limit:
+                sim.put("diskprobe_disk_limit_iops", dict(ident, source="config"), disk.iops_limit)
+            if disk.bytes_limit:
+                sim.put("diskprobe_disk_limit_bytes_per_second", dict(ident, source="config"), disk.bytes_limit)
+            for name in disk.targets:
+                sim.put("diskprobe_target_disk_info", dict(ident, target=name), 1)
+            if self.node_iops and disk.node_member:
+                sim.put("diskprobe_node_limit_device_info", ident, 1)
+        if self.node_iops:
+            sim.put("diskprobe_node_limit_iops", dict(base, source="config"), self.node_iops)
+
+
+def rate(sim, name, labels, ts, seconds=120):
+    """rate(name{labels}[2m]) at `ts`, as Prometheus computes it on samples that start and end on
+    the window's bounds (no counter resets here)."""
+    values = sim.values(name, **labels)
+    last, first = values[ts // 30], values[(ts - seconds) // 30]
+    return (last - first) / seconds
+
+
+def go_percentage(v):
+    """Go's humanizePercentage."""
+    return "%.4g%%" % (v * 100)
+
+
+def workload_iops(sim, hook, disk, ts):
+    """diskprobe:disk_workload_iops:rate2m of `disk` at `ts`."""
+    d = dict(job="diskprobe", instance=hook.instance, device=disk.name)
+    total = rate(sim, "diskprobe_disk_reads_completed_total", d, ts) + rate(
+        sim, "diskprobe_disk_writes_completed_total", d, ts
+    )
+    for name in disk.targets:
+        target = next(t for t in sim.s.agents[0].targets if t.name == name)
+        for profile in target.profiles:
+            p = dict(job="diskprobe", instance=hook.instance, target=name, profile=profile.name, device=target.device)
+            total -= rate(sim, "diskprobe_ios_total", p, ts)
+    return max(total, 0.0)
+
+
+def near_limit_fires(m):
+    class NearLimit(m.Fires):
+        """DiskprobeNearLimit for a disk (`disk`, with the `limit` and its `source`), or for the
+        node's ceiling (`disk` None): its value is the consumed share at the checkpoint."""
+
+        def __init__(self, agent, hook, disk, limit, source, **kw):
+            super().__init__("DiskprobeNearLimit", agent, **kw)
+            self.hook, self.disk, self.limit, self.source = hook, disk, limit, source
+
+        def labels(self):
+            base = dict(job=m.JOB, instance=self.agent.instance, **self.extra)
+            if self.disk is None:
+                return dict(base, limit=self.limit, source=self.source)
+            return dict(base, device=self.disk.name, serial=self.disk.serial, limit=self.limit, source=self.source)
+
+        def share(self, sim, ts):
+            if self.disk is None:
+                used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
+                return used / self.hook.node_iops
+            return workload_iops(sim, self.hook, self.disk, ts) / self.source_limit()
+
+        def source_limit(self):
+            if self.source == "config":
+                return self.disk.iops_limit
+            # Measured: every capacity run of the scenario reads the same.
+            return next(
+                p.iops for t in self.agent.targets if t.name in self.disk.targets for p in t.profiles if p.iodepth > 1
+            )
+
+        def expected(self, sim, ts):
+            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+            labels["severity"] = "warning"
+            value = go_percentage(self.share(sim, ts))
+            inst = self.agent.instance
+            if self.disk is None:
+                ann = dict(
+                    summary=f"Disks near the node's {self.limit} limit on {inst}",
+                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now; beyond it the platform queues I/O.",
+                )
+            else:
+                dev = self.disk.name
+                ann = dict(
+                    summary=f"Disk {dev} near its {self.limit} limit on {inst}",
+                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now; beyond it the platform queues I/O.",
+                )
+            return dict(exp_labels=labels, exp_annotations=ann)
+
+    return NearLimit
+
+
+def throttled_fires(m):
+    class Throttled(m.Fires):
+        """DiskprobeThrottled for `disk`."""
+
+        def __init__(self, agent, disk, **kw):
+            super().__init__("DiskprobeThrottled", agent, **kw)
+            self.disk = disk
+
+        def labels(self):
+            return dict(job=m.JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, **self.extra)
+
+        def expected(self, sim, ts):
+            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+            labels["severity"] = "warning"
+            dev = self.disk.name
+            ann = dict(
+                summary=f"Disk {dev} throttled on {self.agent.instance}",
+                description=f"{dev} has been at 90% or more of a limit for 10m with its gentle probe's p99 latency more than 3 times its level at under half load: the platform is queueing its I/O.",
+            )
+            return dict(exp_labels=labels, exp_annotations=ann)
+
+    return Throttled
+
+
+def capacity_qd32(iops):
+    """A capacity profile on a capped disk: it reads the cap, whatever the run."""
+    return lambda m: m.Profile("randread-4k-qd32", "randread", 4096, 32, p99=15e-3, iops=iops)
+
+
+def cloud_gentle(m):
+    """The gentle read probe on a cloud disk: 200 IOPS cap, p99 2 ms when calm."""
+    return m.Profile("randread-4k-qd1-gentle", "randread", 4096, 1, p99=2e-3, iops=200, rate_iops=200)
+
+
+def scenarios(m):
+    """The headroom scenarios, built with the classes of the model `m` (generate.py)."""
+    NearLimit, Throttled = near_limit_fires(m), throttled_fires(m)
+    out = []
+    calm = (0, 900, 0)  # 30% of a 3,000 IOPS cap, before the onset
+
+    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=()):
+        """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it."""
+        profiles = profiles or [cloud_gentle(m)]
+        target = m.Target("data", "sdb1", profiles)
+        agent = m.Agent("node-4:9957", [target], **({"copies": copies} if copies else {}))
+        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[calm] + load)
+        hook = Disks(agent.instance, [disk])
+        expected = [f(agent, hook, disk, target) for f in fires]
+        out.append(
+            m.Scenario(
+                name,
+                says,
+                [agent],
+                ONSET + 2 * H,
+                effects=[m.Noise(0.2, profile="randread-4k-qd1-gentle")] + list(effects),
+                fires=[x for e in expected for x in (e if isinstance(e, list) else [e])],
+                focus=ONSET - H,
+                onset=ONSET,
+                seed=seed,
+                hooks=[hook],
+                promql=[p(agent, disk) for p in promql],
+            )
+        )
+
+    near = lambda source="config": lambda a, h, d, t: NearLimit(
+        a, h, d, "iops", source, not_before=ONSET + 15 * M, by=ONSET + 25 * M
+    )
+    one_disk(
+        "near-limit",
+        "a disk sold with 3,000 IOPS (a partition target on it) does 900 IOPS, then 2,850 (95%) from 3 h on; the gentle probe's latency stays as it was",
+        [(ONSET, 2850, 0)],
+        seed=30,
+        fires=[near()],
+        promql=[
+            # The share is the workload's own, the probes' I/O subtracted, on the whole disk.
+            lambda a, d: dict(
+                expr='diskprobe:disk_limit_consumed:ratio_rate2m{device="sdb"}',
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[
+                    dict(
+                        labels='diskprobe:disk_limit_consumed:ratio_rate2m{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="config"}',
+                        value=0.95,
+                    )
+                ],
+            ),
+            lambda a, d: dict(
+                expr='diskprobe:disk_throttled:bool{device="sdb"}',
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[
+                    dict(labels='diskprobe:disk_throttled:bool{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d"}', value=0)
+                ],
+            ),
+        ],
+    )
+    one_disk(
+        "near-limit-burst",
+        "a disk sold with 3,000 IOPS at 100% for 10 minutes at 3 h, 30% before and after",
+        [(ONSET, 3000, 0), (ONSET + 10 * M, 900, 0)],
+        seed=31,
+    )
+    one_disk(
+        "half-limit",
+        "a disk sold with 3,000 IOPS does 1,500 (50%) from 3 h on",
+        [(ONSET, 1500, 0)],
+        seed=32,
+    )
+    one_disk(
+        "no-limit",
+        "a disk without a declared limit and without capacity probes does 2,850 IOPS from 3 h on",
+        [(ONSET, 2850, 0)],
+        iops_limit=0,
+        seed=33,
+        promql=[
+            lambda a, d: dict(
+                expr="diskprobe:disk_limit_consumed:max_ratio_rate2m or diskprobe:disk_throttled:bool",
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[],
+            )
+        ],
+    )
+    twice = [dict(service="diskprobe-exporter"), {}]
+    one_disk(
+        "throttled",
+        "demand beyond a 3,000 IOPS cap from 3 h on: the disk does 3,000 (100%) and the gentle probe's p99 goes 2 ms -> 12 ms; the agent is scraped twice",
+        [(ONSET, 3000, 0)],
+        seed=34,
+        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        copies=twice,
+        fires=[
+            lambda a, h, d, t: [
+                NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M, extra=x) for x in twice
+            ],
+            lambda a, h, d, t: [
+                Throttled(a, d, not_before=ONSET + 10 * M, by=ONSET + 25 * M, extra=x) for x in twice
+            ],
+        ],
+    )
+    # Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
+    # skips them), their median is the limit.
+    one_disk(
+        "near-measured-limit",
+        "no declared limit; capacity runs (4k QD32) read 3,000 IOPS while the disk is calm, then are skipped as busy from 3 h on, when it does 2,850 IOPS",
+        [(ONSET, 2850, 0)],
+        iops_limit=0,
+        seed=35,
+        profiles=[cloud_gentle(m), capacity_qd32(3000)(m)],
+        effects=[m.Skipped(start=ONSET, profile="randread-4k-qd32")],
+        fires=[
+            near("probe"),
+            # The capacity profile has no run now: DiskprobeProbeStale says so, as in `stale`.
+            lambda a, h, d, t: m.Fires(
+                "DiskprobeProbeStale", a, t, t.profiles[1], not_before=ONSET + 15 * M, by=ONSET + 35 * M
+            ),
+        ],
+        promql=[
+            lambda a, d: dict(
+                expr="diskprobe:disk_limit_iops:probe",
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[
+                    dict(
+                        labels='diskprobe:disk_limit_iops:probe{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d",source="probe"}',
+                        value=3000,
+                    )
+                ],
+            )
+        ],
+    )
+    # A VM's ceiling over two disks: each at half its own cap, together above the VM's.
+    b = m.Target("logs", "sdb", [cloud_gentle(m)], kind="block_device", fstype="")
+    c = m.Target("data", "sdc", [cloud_gentle(m)], kind="block_device", fstype="")
+    agent = m.Agent("node-5:9957", [b, c])
+    disks = [
+        Disk("sdb", "vol0b", ["logs"], iops_limit=3000, load=[calm, (ONSET, 1500, 0)], node_member=True),
+        Disk("sdc", "vol0c", ["data"], iops_limit=3000, load=[calm, (ONSET, 1500, 0)], node_member=True),
+    ]
+    hook = Disks(agent.instance, disks, node_iops=3200)
+    out.append(
+        m.Scenario(
+            "near-node-limit",
+            "a VM with a ceiling of 3,200 IOPS over two disks sold with 3,000 each: both do 1,500 from 3 h on (50% of their own, 94% of the VM's)",
+            [agent],
+            ONSET + 2 * H,
+            effects=[m.Noise(0.2)],
+            fires=[NearLimit(agent, hook, None, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)],
+            focus=ONSET - H,
+            onset=ONSET,
+            seed=36,
+            hooks=[hook],
+        )
+    )
+    return out
