@@ -17,12 +17,33 @@
     latencyRegressionMinDeltaSeconds: 0.0001,  // ... and at least this much above it
     iopsDropRatio: 0.5,  // median IOPS of recent runs under this share of the baseline
     throughputDropRatio: 0.5,  // the same for throughput
-    syncLatencyP99Seconds: 0.01,  // p99 of a durability profile's syncs (etcd's 10 ms)
-    probeFailingShare: 0.25,  // share of failed runs in the last hour
-    probeFailingMinRuns: 3,  // ... and at least this many failed runs
-    probeStaleIntervals: 3,  // no finished run for this many probe intervals
+    latencyDriftRatio: 2,  // median p99 of the last day against the baseline (a slow drift)
+    syncLatencyP99Seconds: 0.01,  // p99 of a durability profile's syncs in each of its last 3 runs
+    probeFailingRuns: 3,  // failed runs among the last 10 the agent counts
+    ioErrorRuns: 2,  // runs with failed I/Os among the last 10
+    probeStaleIntervals: 3.5,  // no finished run for this many probe intervals (jitter is <= 10%)
     diskSaturationQueue: 10,  // average queue size (aqu-sz) of a disk
 
+    // Fleet rules (rules/fleet.libsonnet, alerts/fleet.libsonnet; docs/runbook.md, "How the
+    // rules are built"). Labels that change while the disk does not (a rollout, a monitor's
+    // target labels): dropped by every rule that keeps a history, as `device` is (kernel names
+    // swap at reboot).
+    volatileLabels: ['pod', 'container', 'endpoint'],
+    // A target's cohort: the `cohortLabel` of its diskprobe_target_info where set, else these
+    // labels of the diskprobe_disk_info of the disk under it (the first one must be non-empty).
+    cohortLabel: 'cohort',
+    cohortDiskLabels: ['model', 'rotational'],
+    cohortMinSize: 5,  // disks at like load a cohort needs to be a reference
+    peerWindow: '12h',  // a disk's ratios to its peers are judged over this window
+    peerMinHistory: '3h',  // ... once it has this much of them
+    peerRatio: 2,  // median (or 80th percentile) of a disk's p99 over its cohort's median
+    peerIntermittentSpread: 1.6,  // the 80th percentile counts when this far above the median
+    peerScore: 3.5,  // modified z-score in the cohort (Iglewicz and Hoaglin's outlier limit)
+    peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios
+    peerBusyRatio: 3,  // a disk this much busier than its cohort's median is not compared
+    peerFor: '1h',  // DiskprobeSlowerThanPeers: for and keep_firing_for
+    cohortSlowdownRatio: 2,  // a cohort's median p99 over 6 hours against its best day
+    currentMaxIntervalSeconds: 360,  // "current" medians need runs at least this often
     // Headroom: disks against the limits they are sold with (rules/headroom.libsonnet).
     headroomNearLimitShare: 0.9,  // a disk at this share of a limit is near it
     headroomNearLimitFor: '15m',  // ... for this long: DiskprobeNearLimit

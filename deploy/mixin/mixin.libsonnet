@@ -7,6 +7,7 @@
 // of the configuration returning rule groups (groups of the same name from several files become
 // one group, their rules in list order); a file of dashboards/ returns one dashboard.
 local recordingRules = [
+  import 'rules/fleet.libsonnet',
   import 'rules/current.libsonnet',
   import 'rules/baseline.libsonnet',
   import 'rules/headroom.libsonnet',
@@ -14,6 +15,7 @@ local recordingRules = [
 local alerts = [
   import 'alerts/probes.libsonnet',
   import 'alerts/health.libsonnet',
+  import 'alerts/fleet.libsonnet',
   import 'alerts/headroom.libsonnet',
 ];
 local dashboards = {

@@ -194,7 +194,8 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
                 if overview && t["range"] == true {
                     let raw: Vec<&String> = names
                         .iter()
-                        .filter(|n| n.starts_with("diskprobe_"))
+                        // Recording rules have a colon (`diskprobe_cohort:...` too).
+                        .filter(|n| n.starts_with("diskprobe_") && !n.contains(':'))
                         .collect();
                     if !raw.is_empty() {
                         problem(format!(

@@ -7,9 +7,11 @@
 //! classic part of a histogram that has native buckets). In each of them:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
 //!   (a number, or a histogram with observations) for the probed target, for a second one
-//!   running etcd-wal on a probe file in /dev/shm (the durability row), or for a third probing
+//!   running etcd-wal on a probe file in /dev/shm (the durability row), for a third probing
 //!   another loop device with the gentle profile, capacity runs, an `iops_limit` and a node
-//!   ceiling (the headroom row and panels), and no query is rejected;
+//!   ceiling (the headroom row and panels), or for one of a cohort of five more loop devices
+//!   named by the `cohort` key (the cohort row and the overview's peer panels), and no query is
+//!   rejected;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
@@ -36,24 +38,33 @@ use prometheus::{Prometheus, urlencode, wait_for};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-/// The bundled rules with windows shortened for a test that lasts minutes, not days: the current
-/// window `[30m]` (at least 5 runs) becomes 20 s (about 20 runs at one a second), the hourly
-/// window `[1h]` 20 s and the hourly group's `interval: 1h` 5 s, the baseline `[7d]` 10 min, its
-/// read `[2h]` 20 s, the minimum history `offset 1d` 30 s, `[5m]` 15 s, the headroom group of
-/// completed runs every second (`interval: 5m` and its `offset 5m`), every `for:` 5 s.
+/// The bundled rules with windows shortened for a test that lasts minutes, not days: the 5-minute
+/// groups (and the headroom group's `offset 5m`) run every second and the 30-minute group every
+/// 2 s, so the `[10m]` reads of their recordings become 5 s; the current window `[30m]` (at least
+/// 5 runs) becomes 20 s (about 20 runs at one a second), the hourly window `[1h]` 20 s and the
+/// hourly groups' `interval: 1h` 5 s, the daily median's `[1d]` 1 min and its minimum history
+/// `offset 20h` 25 s, the best day `[7d:1d]` the best 10-second step of 10 min, the reads `[2h]`
+/// of hourly recordings 20 s, the peer windows `[6h]` and `[12h]` 1 min and their minimum history
+/// `offset 3h` 10 s, `[5m]` 15 s, every `for:` and `keep_firing_for:` 5 s.
 fn shortened_rules() -> String {
     let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
         .expect("read rules.yml");
     let mut rules = rules;
     for (from, to) in [
+        ("interval: 5m", "interval: 1s"),
+        ("interval: 30m", "interval: 2s"),
+        ("[10m]", "[5s]"),
         ("[30m]", "[20s]"),
         ("[1h]", "[20s]"),
         ("interval: 1h", "interval: 5s"),
-        ("[7d]", "[10m]"),
+        ("[1d]", "[1m]"),
+        ("offset 20h", "offset 25s"),
+        ("[7d:1d]", "[10m:10s]"),
         ("[2h]", "[20s]"),
-        ("offset 1d", "offset 30s"),
+        ("[6h]", "[1m]"),
+        ("[12h]", "[1m]"),
+        ("offset 3h", "offset 10s"),
         ("[5m]", "[15s]"),
-        ("interval: 5m", "interval: 1s"),
         ("offset 5m", "offset 1s"),
     ] {
         assert!(rules.contains(from), "rules.yml no longer has {from}");
@@ -231,7 +242,7 @@ fn dashboard_problems(
     let mut problems = Vec::new();
     let mut checked = 0;
     let mut recorded = std::collections::BTreeSet::new();
-    let rule_name = regex::Regex::new(r"diskprobe:[a-zA-Z0-9_:]+").unwrap();
+    let rule_name = regex::Regex::new(r"diskprobe(_cohort)?:[a-zA-Z0-9_:]+").unwrap();
     for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
         let per_set: Vec<Vec<PanelQueries>> = var_sets
             .iter()
@@ -267,7 +278,7 @@ fn dashboard_problems(
             }
         }
     }
-    // The overview's time series read recording rules only: each must have data itself.
+    // The recording rules the dashboards read (cohort-level ones too): each must have data itself.
     assert!(recorded.len() >= 4, "recording rules read: {recorded:?}");
     for rule in &recorded {
         let q = format!("{rule}{{job=\"diskprobe\"}}");
@@ -329,6 +340,8 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         return;
     }
     let dev = LoopDev::tmpfs(64 << 20);
+    // A cohort of five (the fleet rules' minimum), unthrottled, probed by the gentle profile.
+    let peers: Vec<LoopDev> = (0..5).map(|_| LoopDev::tmpfs(8 << 20)).collect();
     let group = BlkioGroup::new();
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -340,28 +353,36 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     // capacity runs (4k QD32 and 1M QD16, 50 ms every 2 s) for the measured limits.
     let limited = LoopDev::tmpfs(16 << 20);
     let config = dir.path().join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[diskstats]\ndevice_include = \"^({}|{})$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
-             [limits]\ndevices = \"^{}$\"\niops_limit = 6000\n\
-             [defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
-             jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
-             profiles = [\"randread-4k-qd1\"]\n\
-             [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
-             allow_writes = true\nprofiles = [\"etcd-wal\"]\n\
-             [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\n\
-             profiles = [\"randread-4k-qd1-gentle\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n\
-             iops_limit = 3000\ninterval = \"2s\"\nruntime = \"50ms\"\n",
-            dev.name,
-            limited.name,
-            limited.name,
-            dev.path.display(),
-            shm.path().join("probe.dat").display(),
-            limited.path.display()
-        ),
-    )
-    .unwrap();
+    let devices: Vec<&str> = [&dev, &limited]
+        .into_iter()
+        .chain(&peers)
+        .map(|d| d.name.as_str())
+        .collect();
+    let mut text = format!(
+        "[diskstats]\ndevice_include = \"^({})$\"\n[scheduler]\nmax_concurrent_probes = 3\n\
+         [limits]\ndevices = \"^{}$\"\niops_limit = 6000\n\
+         [defaults]\ninterval = \"1s\"\nruntime = \"300ms\"\n\
+         jitter = 0.0\nmax_duty_cycle = 0.9\n[[targets]]\nname = \"e2e\"\npath = \"{}\"\n\
+         profiles = [\"randread-4k-qd1\"]\n\
+         [[targets]]\nname = \"e2e-sync\"\npath = \"{}\"\nsize = \"1MiB\"\nruntime = \"50ms\"\n\
+         allow_writes = true\nprofiles = [\"etcd-wal\"]\n\
+         [[targets]]\nname = \"e2e-limited\"\npath = \"{}\"\n\
+         profiles = [\"randread-4k-qd1-gentle\", \"randread-4k-qd32\", \"read-1m-qd16\"]\n\
+         iops_limit = 3000\ninterval = \"2s\"\nruntime = \"50ms\"\n",
+        devices.join("|"),
+        limited.name,
+        dev.path.display(),
+        shm.path().join("probe.dat").display(),
+        limited.path.display()
+    );
+    for (i, peer) in peers.iter().enumerate() {
+        text += &format!(
+            "[[targets]]\nname = \"e2e-peer-{i}\"\npath = \"{}\"\ncohort = \"e2e-peers\"\n\
+             profiles = [\"randread-4k-qd1-gentle\"]\ninterval = \"2s\"\nruntime = \"100ms\"\n",
+            peer.path.display()
+        );
+    }
+    std::fs::write(&config, text).unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
     // Two Prometheus servers, scraping the same agent, with the same rules.
@@ -401,6 +422,19 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
                 &format!("{rule} in the {setup:?} Prometheus"),
                 Duration::from_secs(60),
                 || !prom.query(rule, None).is_empty(),
+            );
+        }
+    }
+    // The cohort is scored, and has a baseline for its cohort-wide alert.
+    for (setup, prom) in &proms {
+        for q in [
+            "diskprobe:probe_latency_p99:peer_score_p80_12h{target=\"e2e-peer-0\"}",
+            "diskprobe_cohort:probe_latency_p99:baseline_7d{cohort=\"e2e-peers\"}",
+        ] {
+            wait_for(
+                &format!("{q} in the {setup:?} Prometheus"),
+                Duration::from_secs(120),
+                || !prom.query(q, None).is_empty(),
             );
         }
     }
@@ -446,10 +480,21 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
         ("profile", "randread-4k-qd1-gentle".to_owned()),
         ("device", limited.name.clone()),
     ];
+    // The cohort row and the overview's peer panels have data for a member of the cohort.
+    let peer_vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "e2e-peer-0".to_owned()),
+        ("profile", "randread-4k-qd1-gentle".to_owned()),
+        ("device", peers[0].name.clone()),
+    ];
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
-        let (found, checked) =
-            dashboard_problems(prom, *setup, &[&vars, &sync_vars, &limited_vars]);
+        let (found, checked) = dashboard_problems(
+            prom,
+            *setup,
+            &[&vars, &sync_vars, &limited_vars, &peer_vars],
+        );
         assert!(checked >= 25, "only {checked} panels and variables found");
         problems.extend(found);
     }
@@ -472,13 +517,25 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
             let state = alert_state(prom, "DiskprobeLatencyRegression");
             assert!(
                 state.is_none(),
-                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, baseline {:?}",
-                prom.query("diskprobe:probe_latency_p99:median_30m", None)
-                    .first()
-                    .map(|v| v["value"][1].clone()),
-                prom.query("diskprobe:probe_latency_p99:baseline_7d", None)
-                    .first()
-                    .map(|v| v["value"][1].clone()),
+                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
+                prom.query(
+                    "diskprobe:probe_latency_p99:median_30m{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
+                prom.query(
+                    "diskprobe:probe_latency_p99:median_1d{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
+                prom.query(
+                    "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
+                    None
+                )
+                .first()
+                .map(|v| v["value"][1].clone()),
             );
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -504,4 +561,5 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     }
     drop(proms);
     drop(agent);
+    drop(peers);
 }

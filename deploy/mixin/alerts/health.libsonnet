@@ -2,12 +2,7 @@
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local alert(name, rule) = { alert: name } + rule + { annotations+: s.runbook(name) };
-  local runs(results) = 'sum without (result) (increase(%s[1h]))'
-                        % s.sel('diskprobe_probe_runs_total', ['result=~"%s"' % results]);
-  local ioErrors = |||
-    changes(%s[1h]) >= 2
-      and increase(%s[1h]) >= 2
-  ||| % [s.sel('diskprobe_io_errors_total'), s.sel('diskprobe_io_errors_total')];
+  local volatile = std.join(', ', c.volatileLabels);
   // The block device under a target is gone from /proc/diskstats.
   local vanished = '%s unless on (%s) %s' % [
     s.sel('diskprobe_target_info', ['device!=""']),
@@ -17,56 +12,53 @@ function(c)
   [{
     name: 'diskprobe.alerts',
     rules: [
-      // More than a quarter of the runs of the last hour failed (error or timeout), and at
-      // least 3 of them: a share, whatever the probe interval. A vanished target and failed
-      // I/Os have their own alerts.
+      // At least 3 of the last 10 finished runs failed (error or timeout): a share of runs,
+      // whatever the probe interval. A vanished target and failed I/Os have their own alerts.
       alert('DiskprobeProbeFailing', {
         expr: |||
-          (
-            %(failed)s
-              / %(finished)s
-              > %(share)s
-          )
-          and %(failed)s >= %(min)s
+          max without (%(volatile)s, device) (
+            sum without (result) (%(failed)s)
+          ) >= %(min)s
           unless on (%(target)s)
             (%(vanished)s)
-          unless on (%(pair)s)
-            (%(ioErrors)s)
+          unless on (%(pair)s) %(ioErrors)s >= %(errors)s
         ||| % {
-          failed: runs('error|timeout'),
-          finished: runs('success|error|timeout'),
-          share: c.probeFailingShare,
-          min: c.probeFailingMinRuns,
+          volatile: volatile,
+          failed: s.sel('diskprobe_probe_recent_runs', ['result=~"error|timeout"']),
+          min: c.probeFailingRuns,
           target: s.by(['job', 'instance', 'target']),
           vanished: vanished,
           pair: s.by(['job', 'instance', 'target', 'profile']),
-          ioErrors: std.strReplace(std.rstripChars(ioErrors, '\n'), '\n  ', ' '),
+          ioErrors: s.sel('diskprobe_probe_recent_io_error_runs'),
+          errors: c.ioErrorRuns,
         },
-        'for': '10m',
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk probe failing on {{ $labels.instance }} {{ $labels.target }}',
-          description: "{{ $value | humanizePercentage }} of the runs of profile {{ $labels.profile }} on {{ $labels.target }} failed or timed out in the last hour; the agent's log says why.",
+          description: "{{ $value }} of the last 10 runs of profile {{ $labels.profile }} on {{ $labels.target }} failed or timed out; the agent's log says why.",
         },
       }),
-      // Probe I/Os failed in at least two runs within the last hour (one transient error does
-      // not page; a counter reset at restart is not an error).
+      // Probe I/Os failed in at least 2 of the last 10 finished runs (one transient error does
+      // not page).
       alert('DiskprobeIOErrors', {
-        expr: ioErrors,
-        labels: { severity: 'warning' },
+        expr: 'max without (%s, device) (%s) >= %s' % [volatile, s.sel('diskprobe_probe_recent_io_error_runs'), c.ioErrorRuns],
+        labels: { severity: 'critical' },
         annotations: {
-          summary: 'Disk I/O errors on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: 'Probe I/Os of profile {{ $labels.profile }} on {{ $labels.target }} failed in several runs within the last hour.',
+          summary: 'Disk I/O errors on {{ $labels.instance }} {{ $labels.target }}',
+          description: 'Probe I/Os of profile {{ $labels.profile }} on {{ $labels.target }} failed in {{ $value }} of its last 10 runs.',
         },
       }),
-      // The block device under a target is gone from /proc/diskstats (a disk that fell off the
-      // bus), while the agent's diskstats collector works.
+      // The block device under a configured target is gone from /proc/diskstats (a disk that
+      // fell off the bus), while the agent's diskstats collector works.
       alert('DiskprobeTargetVanished', {
         expr: |||
-          %s
-            unless on (%s) %s
-            and on (%s) %s == 1
+          max without (%s) (
+            %s
+              unless on (%s) %s
+              and on (%s) %s == 1
+          )
         ||| % [
+          volatile,
           s.sel('diskprobe_target_info', ['device!=""']),
           s.by(['job', 'instance', 'device']),
           s.sel('diskprobe_disk_info'),
@@ -74,27 +66,28 @@ function(c)
           s.sel('diskprobe_scrape_collector_success', ['collector="diskstats"']),
         ],
         'for': '5m',
-        labels: { severity: 'warning' },
+        labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk under probe target vanished on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
           description: '{{ $labels.device }}, the device under target {{ $labels.target }} ({{ $labels.path }}), is no longer in /proc/diskstats.',
         },
       }),
-      // No finished run for three intervals: runs are skipped (busy device, budget) or hang.
+      // No finished run for 3.5 intervals: at least three cycles in a row (jitter is at most
+      // 10%) were skipped (busy device, budget) or hang, at any probe interval.
       alert('DiskprobeProbeStale', {
         expr: |||
-          (time() - %s)
+          (time() - max without (%s, device) (%s))
             / on (%s) group_left
               max by (%s) (%s)
             > %s
         ||| % [
+          volatile,
           s.sel('diskprobe_probe_last_run_timestamp_seconds'),
           s.by(['job', 'instance', 'target']),
           s.by(['job', 'instance', 'target']),
           s.sel('diskprobe_target_interval_seconds'),
           c.probeStaleIntervals,
         ],
-        'for': '10m',
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk probe stale on {{ $labels.instance }} {{ $labels.target }}',
@@ -104,8 +97,11 @@ function(c)
       // A configured target that has never finished a run.
       alert('DiskprobeProbeAbsent', {
         expr: |||
-          %s unless on (%s) %s
+          max without (%s) (
+            %s unless on (%s) %s
+          )
         ||| % [
+          volatile,
           s.sel('diskprobe_target_info'),
           s.by(['job', 'instance', 'target']),
           s.sel('diskprobe_probe_last_run_timestamp_seconds'),
@@ -129,7 +125,8 @@ function(c)
       // The node-mixin's saturation signal: average queue size (aqu-sz) above 10 for 30
       // minutes. Utilisation says nothing on SSD and NVMe, which serve many I/Os in parallel.
       alert('DiskprobeDiskSaturated', {
-        expr: 'rate(%s[5m]) > %s' % [
+        expr: 'max without (%s) (rate(%s[5m])) > %s' % [
+          volatile,
           s.sel('diskprobe_disk_io_time_weighted_seconds_total'),
           c.diskSaturationQueue,
         ],

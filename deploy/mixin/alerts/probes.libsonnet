@@ -1,102 +1,143 @@
 // What the probes measure: latency, IOPS, throughput and sync latency against their limits.
+// Regressions from a target's own baseline apply to targets without a cohort of
+// `cohortMinSize` only (the others: alerts/fleet.libsonnet); the value is the ratio.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local pair = s.by(['job', 'instance', 'target', 'profile']);
-  local baseline(record) = 'last_over_time(%s[2h])' % s.sel('diskprobe:%s:baseline_7d' % record);
-  local current(record) = s.sel('diskprobe:%s:median_30m' % record);
+  local read(record, window) = 'last_over_time(%s[%s])' % [s.sel(record), window];
+  local current(record) = read('diskprobe:%s:median_30m' % record, '10m');
+  local daily(record) = read('diskprobe:%s:median_1d' % record, '2h');
+  local baseline(record) = read('diskprobe:%s:baseline_7d' % record, '2h');
+  local withoutPeers = 'unless on (%s) %s' % [pair, read('diskprobe:probe_latency_p99:peer_ratio_median_12h', '1h')];
   // A share as words: 0.5 is "half", others a percentage.
   local share(r) = if r == 0.5 then 'half' else '%g%%' % (r * 100);
   local alert(name, rule) = { alert: name } + rule + { annotations+: s.runbook(name) };
+  local sel = s.matchers('sel', ['job', 'instance', 'target', 'profile']);
+  // An annotation's query of a recording at the alert's pair: its value through `fn`, or
+  // `otherwise` when there is none.
+  local value(record, window, fn, otherwise='', unit='') =
+    '{{ with printf "last_over_time(%s{%%s}[%s])" $sel | query }}{{ . | first | value | %s }}%s%s{{ end }}'
+    % [record, window, fn, unit, if otherwise == '' then '' else '{{ else }}' + otherwise];
+  // An IOPS or throughput drop: the median of the last 30 minutes under `ratio` of the
+  // baseline, or that of the last day.
+  local drop(record, ratio, profiles) = |||
+    (
+      %(current)s
+        / %(baseline)s
+        < %(ratio)s
+      or
+      %(daily)s
+        / %(baseline)s
+        <= %(ratio)s
+    )
+    and on (%(pair)s) %(profiles)s
+    %(withoutPeers)s
+  ||| % {
+    current: current(record),
+    daily: daily(record),
+    baseline: baseline(record),
+    ratio: ratio,
+    pair: pair,
+    profiles: s.sel('diskprobe_profile_info', profiles),
+    withoutPeers: withoutPeers,
+  };
+  local dropDescription(what, record, humanize, unit) = std.join(' ', [
+    sel,
+    'The median %s of profile {{ $labels.profile }} is' % what,
+    value('diskprobe:%s:median_30m' % record, '10m', humanize, 'unknown', unit) + ' over the last 30 minutes,',
+    '{{ $value | printf "%.2f" }}x its baseline of',
+    value('diskprobe:%s:baseline_7d' % record, '2h', humanize, unit=unit),
+    '(its best daily median of the last 7 days).',
+  ]);
   [{
     name: 'diskprobe.alerts',
     rules: [
-      // The median p99 of the last runs is more than 2.5x the target's own baseline and at least
-      // 100 us above it (the delta scales with the baseline: NVMe 150 us -> 600 us fires, HDD
-      // 13 ms -> 54 ms fires; a 30 us device moving to 90 us does not). Latency profiles only:
-      // a deep uncapped queue's latency is its IOPS (Little's law), watched by the IOPS and
-      // throughput alerts.
+      // Either the median p99 of the last 30 minutes is more than 2.5x the target's baseline
+      // (its best daily median of the last 7 days) and at least 100 us above it (a step: NVMe
+      // 150 us -> 600 us, HDD 13 ms -> 54 ms), or the median of the last day is 2x the baseline
+      // (a drift, whatever the daily cycle). Latency profiles only: a deep uncapped queue's
+      // latency is its IOPS (Little's law), watched by the IOPS and throughput alerts.
       alert('DiskprobeLatencyRegression', {
         expr: |||
           (
-            %(current)s
-              > %(ratio)s * %(baseline)s
-          )
-          and (
-            %(current)s
-              - %(baseline)s
-              > %(delta)s
+            (
+              %(current)s
+                / %(baseline)s
+                > %(ratio)s
+            )
+            and (
+              %(current)s
+                - %(baseline)s
+                > %(delta)s
+            )
+            or
+            %(daily)s
+              / %(baseline)s
+              >= %(drift)s
           )
           unless on (%(pair)s) %(info)s
+          %(withoutPeers)s
         ||| % {
           current: current('probe_latency_p99'),
+          daily: daily('probe_latency_p99'),
           baseline: baseline('probe_latency_p99'),
           ratio: c.latencyRegressionRatio,
           delta: c.latencyRegressionMinDeltaSeconds,
+          drift: c.latencyDriftRatio,
           pair: pair,
           info: s.sel('diskprobe_profile_info', ['iodepth!="1"', 'rate_iops="0"']),
+          withoutPeers: withoutPeers,
         },
         'for': '15m',
         labels: { severity: 'warning' },
         annotations: {
-          summary: 'Disk latency regression on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: 'The median p99 latency of the last runs of profile {{ $labels.profile }} is {{ $value | humanizeDuration }}, more than %gx its 7-day baseline.' % c.latencyRegressionRatio,
+          summary: 'Disk latency regression on {{ $labels.instance }} {{ $labels.target }}',
+          description: std.join(' ', [
+            sel,
+            'The median p99 latency of profile {{ $labels.profile }} is',
+            value('diskprobe:probe_latency_p99:median_30m', '10m', 'humanizeDuration', 'unknown') + ' over the last 30 minutes and',
+            value('diskprobe:probe_latency_p99:median_1d', '2h', 'humanizeDuration', 'unknown') + ' over the last day,',
+            '{{ $value | printf "%.2f" }}x its baseline of',
+            value('diskprobe:probe_latency_p99:baseline_7d', '2h', 'humanizeDuration'),
+            '(its best daily median of the last 7 days); it has no cohort of %d to compare with.' % c.cohortMinSize,
+          ]),
         },
       }),
-      // Small-block (< 100,000 bytes), uncapped profiles deeper than 1: IOPS under half its baseline.
+      // Small-block (< 100,000 bytes), uncapped profiles deeper than 1.
       alert('DiskprobeIOPSDrop', {
-        expr: |||
-          %s
-            < %s * %s
-          and on (%s) %s
-        ||| % [
-          current('probe_iops'),
-          c.iopsDropRatio,
-          baseline('probe_iops'),
-          pair,
-          s.sel('diskprobe_profile_info', ['block_size=~"[0-9]{1,5}"', 'iodepth!="1"', 'rate_iops="0"']),
-        ],
+        expr: drop('probe_iops', c.iopsDropRatio, ['block_size=~"[0-9]{1,5}"', 'iodepth!="1"', 'rate_iops="0"']),
         'for': '15m',
         labels: { severity: 'warning' },
         annotations: {
-          summary: 'Disk IOPS dropped on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: 'The median IOPS of the last runs of profile {{ $labels.profile }} is {{ $value | humanize }}, less than %s of its 7-day baseline.' % share(c.iopsDropRatio),
+          summary: 'Disk IOPS dropped on {{ $labels.instance }} {{ $labels.target }}',
+          description: dropDescription('IOPS', 'probe_iops', 'humanize', ''),
         },
       }),
-      // Large-block (>= 100,000 bytes), uncapped profiles deeper than 1: throughput under half its baseline.
+      // Large-block (>= 100,000 bytes), uncapped profiles deeper than 1.
       alert('DiskprobeThroughputDrop', {
-        expr: |||
-          %s
-            < %s * %s
-          and on (%s) %s
-        ||| % [
-          current('probe_throughput_bytes_per_second'),
-          c.throughputDropRatio,
-          baseline('probe_throughput_bytes_per_second'),
-          pair,
-          s.sel('diskprobe_profile_info', ['block_size=~"[0-9]{6,}"', 'iodepth!="1"', 'rate_iops="0"']),
-        ],
+        expr: drop('probe_throughput_bytes_per_second', c.throughputDropRatio, ['block_size=~"[0-9]{6,}"', 'iodepth!="1"', 'rate_iops="0"']),
         'for': '15m',
         labels: { severity: 'warning' },
         annotations: {
-          summary: 'Disk throughput dropped on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: 'The median throughput of the last runs of profile {{ $labels.profile }} is {{ $value | humanize1024 }}B/s, less than %s of its 7-day baseline.' % share(c.throughputDropRatio),
+          summary: 'Disk throughput dropped on {{ $labels.instance }} {{ $labels.target }}',
+          description: dropDescription('throughput', 'probe_throughput_bytes_per_second', 'humanize1024', 'B/s'),
         },
       }),
-      // Durability profiles (fsync or fdatasync after each write, e.g. etcd-wal): the exact p99 of
-      // each run's syncs above 10 ms, etcd's hardware guidance for fdatasync, in every run seen
-      // over 15 minutes (four runs in a row at the default 5-minute interval): one slow run does
-      // not page. The window, not `for:`, holds the 15 minutes, so that a fast run in between
-      // clears it however the evaluations fall. An absolute limit, not a regression from a
-      // baseline: a disk that was always this slow is unfit for a write-ahead log too.
+      // Durability profiles (fsync or fdatasync after each write, e.g. etcd-wal): the exact p99
+      // of the syncs above 10 ms, etcd's hardware guidance for fdatasync, in each of the last 3
+      // runs (the agent exports the least of them): one slow run does not page, at any probe
+      // interval. An absolute limit, not a regression from a baseline: a disk that was always
+      // this slow is unfit for a write-ahead log too.
       alert('DiskprobeSyncLatencyHigh', {
-        expr: 'max without (stat) (min_over_time(%s[15m])) > %s' % [
-          s.sel('diskprobe_probe_sync_latency_seconds', ['stat="p99"']),
+        expr: 'max without (%s, device, stat) (%s) > %s' % [
+          std.join(', ', c.volatileLabels),
+          s.sel('diskprobe_probe_recent_sync_latency_seconds', ['stat="p99"']),
           c.syncLatencyP99Seconds,
         ],
         labels: { severity: 'warning' },
         annotations: {
-          summary: 'Slow syncs on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: 'The p99 sync latency of profile {{ $labels.profile }} has been above %g ms in every run for 15 minutes (at least {{ $value | humanizeDuration }}); etcd and other write-ahead logs wait for it on every commit.' % (c.syncLatencyP99Seconds * 1000),
+          summary: 'Slow syncs on {{ $labels.instance }} {{ $labels.target }}',
+          description: 'The p99 sync latency of profile {{ $labels.profile }} has been above %g ms in each of its last 3 runs (at least {{ $value | humanizeDuration }}); etcd and other write-ahead logs wait for it on every commit.' % (c.syncLatencyP99Seconds * 1000),
         },
       }),
     ],

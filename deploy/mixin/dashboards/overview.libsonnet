@@ -45,7 +45,7 @@ function(c)
       ) + g.organize(['Time'], 'x baseline'),
       g.panel(
         6, 'table', 'Highest failure share (last hour)',
-        'The 20 targets with the highest share of failed or timed-out runs in the last hour (DiskprobeProbeFailing fires above %g%%).' % (c.probeFailingShare * 100),
+        'The 20 targets with the highest share of failed or timed-out runs in the last hour (DiskprobeProbeFailing fires at %d of the last 10 runs).' % c.probeFailingRuns,
         12, 9,
         [g.query('A', 'topk(20, %s / %s)' % [runs('error|timeout'), runs('success|error|timeout')], instant=true, format='table')],
       ) + g.unit('percentunit') + g.organize(['Time'], 'failed'),
@@ -82,9 +82,9 @@ function(c)
       ) + g.unit('short') + { interval: '5m' },
       g.panel(
         11, 'table', 'Slowest syncs (last run)',
-        'The 20 durability profiles (fsync or fdatasync after writes, such as etcd-wal) whose last run had the highest p99 sync latency; DiskprobeSyncLatencyHigh fires when every run for 15 minutes is above %g ms. One instant sample per pair.' % (c.syncLatencyP99Seconds * 1000),
+        'The 20 durability profiles (fsync or fdatasync after writes, such as etcd-wal) whose last run had the highest p99 sync latency; DiskprobeSyncLatencyHigh fires when each of its last 3 runs is above %g ms. One instant sample per pair.' % (c.syncLatencyP99Seconds * 1000),
         12, 9,
         [g.query('A', 'topk(20, max without (stat) (%s))' % sel('diskprobe_probe_sync_latency_seconds', ['stat="p99"']), instant=true, format='table')],
       ) + g.unit('s') + g.organize(['Time'], 'sync p99'),
-    ] + (import 'overview/headroom.libsonnet')(c),
+    ] + (import 'overview/peers.libsonnet')(c) + (import 'overview/headroom.libsonnet')(c),
   )

@@ -4,6 +4,7 @@ local g = import '../lib/dashboards.libsonnet';
 
 local rows = [
   import 'target/probes.libsonnet',
+  import 'target/cohort.libsonnet',
   import 'target/durability.libsonnet',
   import 'target/device.libsonnet',
   import 'target/headroom.libsonnet',
@@ -15,7 +16,7 @@ function(c)
     c,
     'target',
     'Target detail',
-    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, IOPS and throughput per profile, sync latency of durability profiles, and diskstats of its device.",
+    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, its p99 against its cohort's, IOPS and throughput per profile, sync latency of durability profiles, and diskstats of its device.",
     [
       g.datasourceVariable(c),
       g.clusterVariable(c),

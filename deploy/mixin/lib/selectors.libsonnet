@@ -16,6 +16,15 @@ function(c) {
   // A grouping (for by and on): the cluster label, then `labels`.
   by(labels):: std.join(', ', [c.clusterLabel] + labels),
 
+  // For alert annotations: a Go template action setting `$var` to PromQL matchers of the alert's
+  // cluster label and `labels` (its own values), for the queries an annotation makes. A label
+  // the alert does not have matches series without it.
+  matchers(var, labels):: '{{ $%s := printf "%s" %s -}}' % [
+    var,
+    std.join(',', ['%s=%%q' % l for l in [c.clusterLabel] + labels]),
+    std.join(' ', ['$labels.%s' % l for l in [c.clusterLabel] + labels]),
+  ],
+
   // An alert's runbook_url annotation: its section of docs/runbook.md where runbookURLBase
   // says it is served; none without.
   runbook(alert):: if c.runbookURLBase == '' then {} else {

@@ -1,34 +1,60 @@
-// "Baseline": once an hour, the hourly median of the per-run gauges, then the 7-day median of
-// those. An evaluation reads ~120 raw samples (30 s scrapes) and 168 + 144 hourly samples per
-// series.
+// "Baseline", once an hour, for targets without a cohort of `cohortMinSize` (the others are
+// compared with their peers): the hourly median of the 5-minute samples, the daily median of
+// those (once the target has 20 hours of history), and the baseline: the best daily median of
+// the last 7 days (a floor for latency, a ceiling for IOPS and throughput), which a slow drift
+// cannot drag along. The same for each cohort's median, for its cohort-wide alert.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
-  local hourly(record, selector) = {
+  local pair = s.by(['job', 'instance', 'target', 'profile']);
+  // A target that has peers now has no baseline, whatever it had before.
+  local withoutPeers = 'unless on (%s) last_over_time(%s[1h])' % [
+    pair,
+    s.sel('diskprobe:probe_latency_p99:peer_ratio_median_12h'),
+  ];
+  local hourly(record) = {
     record: 'diskprobe:%s:median_1h' % record,
-    expr: 'quantile_over_time(0.5, %s[1h]) > 0' % selector,
+    expr: |||
+      quantile_over_time(0.5, %s[1h])
+        %s
+    ||| % [s.sel('diskprobe:%s:last' % record), withoutPeers],
   };
-  // A baseline needs a day of history: an hourly median between 8 and 1 days ago.
-  local baseline(record) = {
-    local hourly = s.sel('diskprobe:%s:median_1h' % record),
+  local dailyOf(record, hourly) = |||
+    quantile_over_time(0.5, %s[1d])
+      and last_over_time(%s[1h] offset 20h)
+  ||| % [s.sel(hourly), s.sel(hourly)];
+  local daily(record) = {
+    record: 'diskprobe:%s:median_1d' % record,
+    expr: dailyOf(record, 'diskprobe:%s:median_1h' % record) + '  %s\n' % withoutPeers,
+  };
+  // The daily medians at each midnight (UTC) of the last 7 days: the best of them.
+  local best(fn, daily) = '%s(last_over_time(%s[1h])[7d:1d])' % [fn, s.sel(daily)];
+  local baseline(record, fn) = {
     record: 'diskprobe:%s:baseline_7d' % record,
     expr: |||
-      quantile_over_time(0.5, %s[7d]) > 0
-        and last_over_time(%s[7d] offset 1d)
-    ||| % [hourly, hourly],
+      %s
+        %s
+    ||| % [best(fn, 'diskprobe:%s:median_1d' % record), withoutPeers],
   };
   [{
     name: 'diskprobe.baseline',
     interval: '1h',
     rules: [
+      hourly('probe_latency_p99'),
+      hourly('probe_iops'),
+      hourly('probe_throughput_bytes_per_second'),
+      daily('probe_latency_p99'),
+      daily('probe_iops'),
+      daily('probe_throughput_bytes_per_second'),
+      baseline('probe_latency_p99', 'min_over_time'),
+      baseline('probe_iops', 'max_over_time'),
+      baseline('probe_throughput_bytes_per_second', 'max_over_time'),
       {
-        record: 'diskprobe:probe_latency_p99:median_1h',
-        expr: 'max without (stat) (quantile_over_time(0.5, %s[1h])) > 0'
-              % s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
+        record: 'diskprobe_cohort:probe_latency_p99:median_1d',
+        expr: dailyOf('', 'diskprobe_cohort:probe_latency_p99:median'),
       },
-      hourly('probe_iops', s.sel('diskprobe_probe_iops')),
-      hourly('probe_throughput_bytes_per_second', s.sel('diskprobe_probe_throughput_bytes_per_second')),
-      baseline('probe_latency_p99'),
-      baseline('probe_iops'),
-      baseline('probe_throughput_bytes_per_second'),
+      {
+        record: 'diskprobe_cohort:probe_latency_p99:baseline_7d',
+        expr: best('min_over_time', 'diskprobe_cohort:probe_latency_p99:median_1d'),
+      },
     ],
   }]

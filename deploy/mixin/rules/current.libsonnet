@@ -1,35 +1,29 @@
-// "Current": the median of the per-run gauges over the last 30 minutes of runs, recorded when the
-// window holds at least 5 runs (the last-run timestamp changed at least 4 times): one slow run
-// is one of five or six values and cannot move a median.
+// "Current": the median of the 5-minute samples of the last 30 minutes (diskprobe.fleet.sample's
+// `:last` recordings): one slow run moves it not at all. Only for targets probed at least every
+// `currentMaxIntervalSeconds` (diskprobe_target_interval_seconds), whose 30 minutes hold at
+// least 5 runs.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
-  local enoughRuns = 'and on (%s) changes(%s[30m]) >= 4' % [
-    s.by(['job', 'instance', 'target', 'profile']),
-    s.sel('diskprobe_probe_last_run_timestamp_seconds'),
-  ];
+  local target = s.by(['job', 'instance', 'target']);
+  local median(record) = {
+    record: 'diskprobe:%s:median_30m' % record,
+    expr: |||
+      quantile_over_time(0.5, %s[30m])
+        and on (%s) max by (%s) (%s) <= %s
+    ||| % [
+      s.sel('diskprobe:%s:last' % record),
+      target,
+      target,
+      s.sel('diskprobe_target_interval_seconds'),
+      c.currentMaxIntervalSeconds,
+    ],
+  };
   [{
     name: 'diskprobe.current',
+    interval: '5m',
     rules: [
-      {
-        record: 'diskprobe:probe_latency_p99:median_30m',
-        expr: |||
-          max without (stat) (quantile_over_time(0.5, %s[30m]))
-            %s
-        ||| % [s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']), enoughRuns],
-      },
-      {
-        record: 'diskprobe:probe_iops:median_30m',
-        expr: |||
-          quantile_over_time(0.5, %s[30m])
-            %s
-        ||| % [s.sel('diskprobe_probe_iops'), enoughRuns],
-      },
-      {
-        record: 'diskprobe:probe_throughput_bytes_per_second:median_30m',
-        expr: |||
-          quantile_over_time(0.5, %s[30m])
-            %s
-        ||| % [s.sel('diskprobe_probe_throughput_bytes_per_second'), enoughRuns],
-      },
+      median('probe_latency_p99'),
+      median('probe_iops'),
+      median('probe_throughput_bytes_per_second'),
     ],
   }]

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Generates the scenario suite of deploy/prometheus/rules.yml for `promtool test rules`.
+"""Generates the scenario suites of deploy/prometheus/rules.yml for `promtool test rules`.
 
 The series are not typed by hand: a small model of what diskprobe_exporter exports (a cycle of
-runs every interval with jitter; per-run gauges; counters of runs, I/Os and errors; classic
-latency buckets; diskstats; `up`) is driven by scenarios that say what happens to a disk ("one
-slow run", "a sustained x4 regression on NVMe", "the agent restarts"). Each scenario states, for
-every alert, whether it fires and from when; the suite checks every alert at every checkpoint.
+runs every interval with jitter; per-run gauges; counts of the last runs; counters of runs, I/Os
+and errors; classic latency buckets; diskstats; discovery; `up`) is driven by scenarios that say
+what happens to a disk ("one slow run", "a sustained x4 regression on NVMe", "the agent
+restarts"). Each one-target scenario states, for every alert, whether it fires and from when; the
+suite checks every alert at every checkpoint. The fleet scenarios (fleet.py) put dozens of disks
+side by side for a week; they are drawn from a seed.
 
-    python3 deploy/prometheus/scenarios/generate.py OUT.json   # then: promtool test rules OUT.json
-    python3 deploy/prometheus/scenarios/generate.py --table    # the table in docs/runbook.md
+    python3 deploy/prometheus/scenarios/generate.py OUT.json        # one-target scenarios
+    python3 deploy/prometheus/scenarios/generate.py --fleet SEED OUT.json
+    python3 deploy/prometheus/scenarios/generate.py --fleet exact OUT.json
+    python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/runbook.md
+    promtool test rules OUT.json
 
 OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/it/prometheus_rules.rs
-runs both steps. Standard library only.
+runs them all. Standard library only.
 
 The model exports classic buckets only: promtool 2.42 does not accept native histograms in
 `input_series` (it rejects the `{{schema:... buckets:[...]}}` notation). No rule reads the
@@ -19,18 +24,35 @@ histogram; tests/it/prometheus_e2e.rs runs the rules and the dashboards' queries
 2.42 with native histograms only.
 
 promtool evaluates every rule group at the suite's evaluation interval, whatever the group's own
-`interval` (the hourly baseline group included); the suite uses 5 minutes, which keeps 28-hour
-scenarios fast, so firing times are on a 5-minute grid. The expected annotations are computed
-here the way Prometheus 2.42 computes them (quantile_over_time, humanize*), from the same samples.
+`interval` (the hourly baseline group included); the suites use 5 minutes, the shortest interval
+of the rules, so firing times are on a 5-minute grid. The expected annotations are computed here
+the way Prometheus 2.42 computes them, from the same samples and at the same evaluations.
 """
 
 import bisect
 import json
 import math
-import os
 import random
 import sys
+from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+import fleet
+from common import (
+    GROUP_ORDER,
+    JOB,
+    RULES,
+    encode,
+    humanize,
+    humanize1024,
+    humanize_duration,
+    humanize_timestamp,
+    labels_text,
+    quantile,
+    runbook_tests,
+    severity,
+)
 
 import headroom
 
@@ -38,8 +60,7 @@ SCRAPE = 30  # seconds between scrapes
 EVAL = 300  # seconds between rule evaluations in the suite
 M = 60
 H = 3600
-JOB = "diskprobe"
-RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rules.yml")
+DAY = 24 * H
 ALERTS = [
     "DiskprobeLatencyRegression",
     "DiskprobeIOPSDrop",
@@ -52,9 +73,14 @@ ALERTS = [
     "DiskprobeProbeAbsent",
     "DiskprobeExporterDown",
     "DiskprobeDiskSaturated",
+    "DiskprobeSlowerThanPeers",
+    "DiskprobeCohortSlowdown",
+    "DiskprobeDiskLost",
     "DiskprobeNearLimit",
     "DiskprobeThrottled",
 ]
+RECENT_RUNS = 10  # diskprobe_probe_recent_runs counts the last 10 finished runs
+RECENT_SYNC_RUNS = 3  # diskprobe_probe_recent_sync_latency_seconds: the least of the last 3
 
 
 def round3(x):
@@ -92,6 +118,10 @@ class Target:
     fstype: str = "ext4"
     path: str = ""
     start: int = 0  # when the target was added to the configuration
+    rule: str = ""  # the [[discover]] rule that found it ("": a [[targets]] entry)
+    model: str = ""  # of the disk under it (diskprobe_disk_info)
+    serial: str = ""
+    gone: int = None  # when its disk (block rule) or mount (mount rule) went away
 
     def __post_init__(self):
         if not self.path:
@@ -132,6 +162,7 @@ class Agent:
     # ServiceMonitor adds `service`, a PodMonitor does not).
     copies: list = field(default_factory=lambda: [{}])
     down: list = field(default_factory=list)  # [(from, to)]: not answering scrapes, then restarted
+    rules: dict = field(default_factory=dict)  # [[discover]] rule id -> kind (block, mount)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,15 +317,14 @@ class ProfileState:
     sync_buckets: list = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
     sync_sum: float = 0.0
     last: dict = None
+    # The last finished runs: (result, had I/O errors); the sync p99 of the last runs that synced.
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_RUNS))
+    recent_sync: deque = field(default_factory=lambda: deque(maxlen=RECENT_SYNC_RUNS))
 
 
-def fmt(v):
-    """A sample value as promtool reads it back exactly."""
-    return repr(float(v)) if v != int(v) or abs(v) > 1e15 else str(int(v))
-
-
-def labels_text(labels):
-    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items() if v != "") + "}"
+def rescan_after(t):
+    """The first discovery rescan (every 30 s) at or after t."""
+    return math.ceil(t / 30) * 30
 
 
 class Simulation:
@@ -326,6 +356,11 @@ class Simulation:
     def values(self, name, **labels):
         """Samples of the series named `name` with exactly `labels`."""
         return self.series[(name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))]
+
+    def at(self, ts, name, **labels):
+        """The value an instant selector reads at ts (a scrape time): None when absent."""
+        key = (name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))
+        return self.series[key][ts // SCRAPE] if key in self.series else None
 
     def run(self):
         s = self.s
@@ -367,14 +402,16 @@ class Simulation:
                 for target in agent.targets
                 for e in s.effects
                 if isinstance(e, Vanished) and e.applies(target, target.profiles[0], t)
-            }
+            } | {target.device for target in agent.targets if target.gone is not None and rescan_after(target.gone) <= t}
             devices = sorted({target.device for target in agent.targets} | {q.device for q in s.queues})
             for device in devices:
                 d = dict(base, device=device)
+                disk = next((x for x in agent.targets if x.device == device), None)
+                info = dict(d, rotational="0", model=disk.model if disk else "", serial=disk.serial if disk else "")
                 if device in vanished:
                     for name in ("diskprobe_disk_io_time_weighted_seconds_total", "diskprobe_disk_io_time_seconds_total"):
                         self.remove(name, d)
-                    self.remove("diskprobe_disk_info", dict(d, rotational="0"))
+                    self.remove("diskprobe_disk_info", info)
                     continue
                 queue = [q for q in s.queues if q.device == device and q.start <= t]
                 size, util = (queue[-1].size, queue[-1].util) if queue else (0.05, 0.02)
@@ -382,11 +419,21 @@ class Simulation:
                 if i > 0:
                     weighted, busy = weighted + size * SCRAPE, busy + util * SCRAPE
                 device_io[device] = (weighted, busy)
-                self.put("diskprobe_disk_info", dict(d, rotational="0"), 1)
+                self.put("diskprobe_disk_info", info, 1)
                 self.put("diskprobe_disk_io_time_weighted_seconds_total", d, weighted)
                 self.put("diskprobe_disk_io_time_seconds_total", d, busy)
+                # A steady workload: 35 reads, 15 writes and 2 flushes per second.
+                self.put("diskprobe_disk_reads_completed_total", d, 35 * t)
+                self.put("diskprobe_disk_writes_completed_total", d, 15 * t)
+                self.put("diskprobe_disk_flush_requests_total", d, 2 * t)
+            for rule in agent.rules:
+                found = [x for x in agent.targets if x.rule == rule and x.start <= t and (x.gone is None or rescan_after(x.gone) > t)]
+                self.put("diskprobe_discovered_targets", dict(base, rule=rule), len(found))
             for target in agent.targets:
                 if t < target.start:
+                    continue
+                if target.gone is not None and rescan_after(target.gone) <= t:
+                    self.forget(base, target, agent)
                     continue
                 changed = target.name not in emitted
                 emitted.add(target.name)
@@ -403,6 +450,19 @@ class Simulation:
                 hook(self, agent, base, state, t)
             self.scraped(i)
 
+    def forget(self, base, target, agent):
+        """A discovered target whose disk or mount went away: its series leave /metrics; a disk
+        that a block-device rule probed stays as lost (the agent keeps it in its state directory,
+        so across restarts too)."""
+        for key in [k for k in self.current if dict(k[1]).get("target") == target.name]:
+            del self.current[key]
+        if agent.rules.get(target.rule) == "block":
+            self.put(
+                "diskprobe_discovered_target_lost_timestamp_seconds",
+                dict(base, rule=target.rule, target=target.name, device=target.device, model=target.model, serial=target.serial),
+                rescan_after(target.gone) - 30,
+            )
+
     def apply_run(self, state, target, profile, end, rng):
         run = Run(p99=profile.p99, iops=profile.iops, sync_p99=profile.sync_p99)
         for e in self.s.effects:
@@ -412,6 +472,7 @@ class Simulation:
         st.runs[run.result] += 1
         if run.result == "skipped":
             return
+        st.recent.append((run.result, run.io_errors > 0))
         # Gauges keep four significant digits, so that the values promtool reads back are the
         # ones this model computes with.
         p99 = float(f"{run.p99:.4g}")
@@ -420,6 +481,8 @@ class Simulation:
         st.last = dict(result=run.result, timestamp=end, ran=run.ran, p99=p99, iops=iops, sync_p99=sync_p99)
         if not run.ran:
             return
+        if profile.sync_p99:
+            st.recent_sync.append(sync_p99)
         n = max(1, round(iops))  # 1 s runs
         st.ios += n
         st.io_errors += run.io_errors
@@ -439,7 +502,7 @@ class Simulation:
         t = dict(base, target=target.name)
         self.put(
             "diskprobe_target_info",
-            dict(t, path=target.path, device=target.device, kind=target.kind, fstype=target.fstype),
+            dict(t, path=target.path, device=target.device, kind=target.kind, fstype=target.fstype, rule=target.rule),
             1,
         )
         self.put("diskprobe_target_interval_seconds", t, target.interval)
@@ -460,6 +523,11 @@ class Simulation:
             p = dict(t, profile=profile.name, device=target.device)
             for result, count in st.runs.items():
                 self.put("diskprobe_probe_runs_total", dict(p, result=result), count)
+            for result in ("success", "error", "timeout"):
+                self.put("diskprobe_probe_recent_runs", dict(p, result=result), sum(1 for r, _ in st.recent if r == result))
+            self.put("diskprobe_probe_recent_io_error_runs", p, sum(1 for _, e in st.recent if e))
+            if len(st.recent_sync) == RECENT_SYNC_RUNS:
+                self.put("diskprobe_probe_recent_sync_latency_seconds", dict(p, stat="p99"), min(st.recent_sync))
             self.put("diskprobe_ios_total", p, st.ios)
             self.put("diskprobe_io_errors_total", p, st.io_errors)
             self.put("diskprobe_probe_busy_seconds_total", p, st.busy)
@@ -517,90 +585,59 @@ class Simulation:
         return out
 
 
-def encode(values):
-    """promtool's notation: `v+0xN` for repeats, `stale` where a series vanishes, `_xN` gaps."""
-    parts, i, n = [], 0, len(values)
-    while i < n:
-        v, j = values[i], i
-        while j + 1 < n and values[j + 1] == v:
-            j += 1
-        count = j - i + 1
-        if v is None:
-            if i > 0:
-                parts.append("stale")
-                count -= 1
-            if count:
-                parts.append(f"_x{count}")
-        else:
-            parts.append(f"{fmt(v)}+0x{count - 1}" if count > 1 else fmt(v))
-        i = j + 1
-    return " ".join(parts)
-
-
 # ---------------------------------------------------------------------------------------------
-# PromQL and Go template functions, exactly as Prometheus 2.42 computes them, for the values in
-# the expected annotations.
+# The recording rules of a target without a cohort, as promtool evaluates them (every group at
+# every evaluation of the suite), for the values in expected annotations.
 
 
-def window(sim, values, ts, seconds):
-    lo = ts - seconds
-    return [v for k, v in enumerate(values) if v is not None and lo <= k * SCRAPE <= ts]
+class Recordings:
+    """diskprobe:probe_<metric>:{last,median_30m,median_1h,median_1d,baseline_7d} of one target
+    and profile (one scrape of it), at evaluation times."""
 
+    def __init__(self, sim, metric, labels, best):
+        self.sim, self.labels, self.best = sim, labels, best
+        self.name, self.extra = {
+            "latency": ("diskprobe_probe_latency_seconds", dict(stat="p99")),
+            "iops": ("diskprobe_probe_iops", {}),
+            "throughput": ("diskprobe_probe_throughput_bytes_per_second", {}),
+        }[metric]
+        self.cached = lru_cache(maxsize=None)(self.compute)
 
-def quantile(q, vals):
-    vals = sorted(vals)
-    n = len(vals)
-    rank = q * (n - 1)
-    lower = max(0, math.floor(rank))
-    upper = min(n - 1, lower + 1)
-    weight = rank - math.floor(rank)
-    return vals[lower] * (1 - weight) + vals[upper] * weight
+    def get(self, what, t):
+        return self.cached(what, t) if t >= 0 else None
 
+    def values(self, what, lo, hi):
+        out = []
+        for s in range(max(0, math.ceil(lo / EVAL) * EVAL), hi + 1, EVAL):
+            v = self.get(what, s)
+            if v is not None:
+                out.append(v)
+        return out
 
-def go_g4(v):
-    return "%.4g" % v
+    def latest(self, what, t, window):
+        for s in range(t - t % EVAL, t - window - 1, -EVAL):
+            v = self.get(what, s)
+            if v is not None:
+                return v
+        return None
 
-
-def humanize(v):
-    if v == 0 or math.isnan(v) or math.isinf(v):
-        return go_g4(v)
-    if abs(v) >= 1:
-        prefix = ""
-        for p in ["k", "M", "G", "T", "P", "E", "Z", "Y"]:
-            if abs(v) < 1000:
-                break
-            prefix, v = p, v / 1000
-        return go_g4(v) + prefix
-    prefix = ""
-    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
-        if abs(v) >= 1:
-            break
-        prefix, v = p, v * 1000
-    return go_g4(v) + prefix
-
-
-def humanize1024(v):
-    if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
-        return go_g4(v)
-    prefix = ""
-    for p in ["ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]:
-        if abs(v) < 1024:
-            break
-        prefix, v = p, v / 1024
-    return go_g4(v) + prefix
-
-
-def humanize_duration(v):
-    if v == 0:
-        return go_g4(v) + "s"
-    if abs(v) >= 1:
-        return go_g4(v) + "s"  # under a minute in these scenarios
-    prefix = ""
-    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
-        if abs(v) >= 1:
-            break
-        prefix, v = p, v * 1000
-    return go_g4(v) + prefix + "s"
+    def compute(self, what, t):
+        if what == "last":
+            v = self.sim.at(t, self.name, **self.labels, **self.extra)
+            return v if v is not None and v > 0 else None
+        if what in ("median_30m", "median_1h"):
+            vals = self.values("last", t - (30 * M if what == "median_30m" else H), t)
+            return quantile(0.5, vals) if vals else None
+        if what == "median_1d":
+            vals = self.values("median_1h", t - DAY, t)
+            if not vals or not self.values("median_1h", t - 21 * H, t - 20 * H):
+                return None
+            return quantile(0.5, vals)
+        if what == "baseline_7d":
+            midnights = range(math.ceil((t - 7 * DAY) / DAY) * DAY, t + 1, DAY)
+            days = [v for v in (self.latest("median_1d", m, H) for m in midnights if m >= 0) if v is not None]
+            return (min if self.best == "min" else max)(days) if days else None
+        raise ValueError(what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,54 +668,61 @@ class Fires:
             return dict(base, device=self.device)
         t = self.target
         if self.alert in ("DiskprobeTargetVanished", "DiskprobeProbeAbsent"):
-            return dict(base, target=t.name, path=t.path, device=t.device, kind=t.kind, fstype=t.fstype)
-        return dict(base, target=t.name, profile=self.profile.name, device=t.device)
+            return dict(base, target=t.name, path=t.path, device=t.device, kind=t.kind, fstype=t.fstype, rule=t.rule)
+        if self.alert == "DiskprobeDiskLost":
+            return dict(base, rule=t.rule, target=t.name, device=t.device, model=t.model, serial=t.serial)
+        return dict(base, target=t.name, profile=self.profile.name)
 
     def expected(self, sim, ts):
         labels = {k: str(v) for k, v in self.labels().items() if v != ""}
-        labels["severity"] = "info" if self.alert == "DiskprobeDiskSaturated" else "warning"
+        labels["severity"] = severity(self.alert)
         inst, a = labels["instance"], self.alert
         t, p = self.target, self.profile
-        match = {k: v for k, v in labels.items() if k != "severity"}
-        if a == "DiskprobeLatencyRegression":
-            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_latency_seconds", stat="p99", **match), ts, 30 * M))
-            ann = dict(
-                summary=f"Disk latency regression on {inst} {t.name} ({t.device})",
-                description=f"The median p99 latency of the last runs of profile {p.name} is {humanize_duration(v)}, more than 2.5x its 7-day baseline.",
-            )
-        elif a == "DiskprobeIOPSDrop":
-            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_iops", **match), ts, 30 * M))
-            ann = dict(
-                summary=f"Disk IOPS dropped on {inst} {t.name} ({t.device})",
-                description=f"The median IOPS of the last runs of profile {p.name} is {humanize(v)}, less than half of its 7-day baseline.",
-            )
-        elif a == "DiskprobeThroughputDrop":
-            v = quantile(0.5, window(sim, sim.values("diskprobe_probe_throughput_bytes_per_second", **match), ts, 30 * M))
-            ann = dict(
-                summary=f"Disk throughput dropped on {inst} {t.name} ({t.device})",
-                description=f"The median throughput of the last runs of profile {p.name} is {humanize1024(v)}B/s, less than half of its 7-day baseline.",
-            )
+        probe = dict(job=JOB, instance=inst, target=t.name, profile=p.name, device=t.device, **self.extra) if p else None
+        if a in ("DiskprobeLatencyRegression", "DiskprobeIOPSDrop", "DiskprobeThroughputDrop"):
+            metric = {"DiskprobeLatencyRegression": "latency", "DiskprobeIOPSDrop": "iops", "DiskprobeThroughputDrop": "throughput"}[a]
+            rec = Recordings(sim, metric, probe, "min" if metric == "latency" else "max")
+            current, day = rec.latest("median_30m", ts, 10 * M), rec.latest("median_1d", ts, 2 * H)
+            base = rec.latest("baseline_7d", ts, 2 * H)
+            fast, slow = current / base, (day / base if day is not None else None)
+            if metric == "latency":
+                value = fast if fast > 2.5 and current - base > 0.0001 else slow
+                ann = dict(
+                    summary=f"Disk latency regression on {inst} {t.name}",
+                    description=(
+                        f"The median p99 latency of profile {p.name} is {humanize_duration(current)} over the last 30 minutes and "
+                        f"{humanize_duration(day) if day is not None else 'unknown'} over the last day, {value:.2f}x its baseline of "
+                        f"{humanize_duration(base)} (its best daily median of the last 7 days); it has no cohort of 5 to compare with."
+                    ),
+                )
+            else:
+                value = fast if fast < 0.5 else slow
+                show = humanize if metric == "iops" else (lambda v: humanize1024(v) + "B/s")
+                what = "IOPS" if metric == "iops" else "throughput"
+                ann = dict(
+                    summary=f"Disk {what} dropped on {inst} {t.name}",
+                    description=(
+                        f"The median {what} of profile {p.name} is {show(current)} over the last 30 minutes, "
+                        f"{value:.2f}x its baseline of {show(base)} (its best daily median of the last 7 days)."
+                    ),
+                )
         elif a == "DiskprobeSyncLatencyHigh":
-            v = min(window(sim, sim.values("diskprobe_probe_sync_latency_seconds", stat="p99", **match), ts, 15 * M))
+            v = sim.at(ts, "diskprobe_probe_recent_sync_latency_seconds", stat="p99", **probe)
             ann = dict(
-                summary=f"Slow syncs on {inst} {t.name} ({t.device})",
-                description=f"The p99 sync latency of profile {p.name} has been above 10 ms in every run for 15 minutes (at least {humanize_duration(v)}); etcd and other write-ahead logs wait for it on every commit.",
+                summary=f"Slow syncs on {inst} {t.name}",
+                description=f"The p99 sync latency of profile {p.name} has been above 10 ms in each of its last 3 runs (at least {humanize_duration(v)}); etcd and other write-ahead logs wait for it on every commit.",
             )
         elif a == "DiskprobeProbeFailing":
-            def delta(result):
-                w = window(sim, sim.values("diskprobe_probe_runs_total", result=result, **match), ts, H)
-                return w[-1] - w[0]  # full windows without resets: increase() is the raw delta
-
-            failed = delta("error") + delta("timeout")
-            share = failed / (delta("success") + failed)
+            failed = sum(sim.at(ts, "diskprobe_probe_recent_runs", result=r, **probe) for r in ("error", "timeout"))
             ann = dict(
                 summary=f"Disk probe failing on {inst} {t.name}",
-                description=f"{go_g4(share * 100)}% of the runs of profile {p.name} on {t.name} failed or timed out in the last hour; the agent's log says why.",
+                description=f"{failed} of the last 10 runs of profile {p.name} on {t.name} failed or timed out; the agent's log says why.",
             )
         elif a == "DiskprobeIOErrors":
+            v = sim.at(ts, "diskprobe_probe_recent_io_error_runs", **probe)
             ann = dict(
-                summary=f"Disk I/O errors on {inst} {t.name} ({t.device})",
-                description=f"Probe I/Os of profile {p.name} on {t.name} failed in several runs within the last hour.",
+                summary=f"Disk I/O errors on {inst} {t.name}",
+                description=f"Probe I/Os of profile {p.name} on {t.name} failed in {v} of its last 10 runs.",
             )
         elif a == "DiskprobeTargetVanished":
             ann = dict(
@@ -686,7 +730,7 @@ class Fires:
                 description=f"{t.device}, the device under target {t.name} ({t.path}), is no longer in /proc/diskstats.",
             )
         elif a == "DiskprobeProbeStale":
-            last = [v for v in window(sim, sim.values("diskprobe_probe_last_run_timestamp_seconds", **match), ts, 5 * M)][-1]
+            last = sim.at(ts, "diskprobe_probe_last_run_timestamp_seconds", **probe)
             ann = dict(
                 summary=f"Disk probe stale on {inst} {t.name}",
                 description=f"Profile {p.name} on {t.name} has not finished a run for {(ts - last) / t.interval:.1f} intervals.",
@@ -702,11 +746,20 @@ class Fires:
                 description=f"Prometheus cannot scrape diskprobe_exporter on {inst}.",
             )
         elif a == "DiskprobeDiskSaturated":
-            w = window(sim, sim.values("diskprobe_disk_io_time_weighted_seconds_total", **match), ts, 5 * M)
+            w = sim.values("diskprobe_disk_io_time_weighted_seconds_total", job=JOB, instance=inst, device=self.device)
+            i = ts // SCRAPE
             ann = dict(
                 summary=f"Disk {self.device} saturated on {inst}",
-                description=f"The I/O queue of {self.device} has averaged {(w[-1] - w[0]) / 300:.1f} requests for 30 minutes.",
+                description=f"The I/O queue of {self.device} has averaged {(w[i] - w[i - 10]) / 300:.1f} requests for 30 minutes.",
             )
+        elif a == "DiskprobeDiskLost":
+            v = sim.at(ts, "diskprobe_discovered_target_lost_timestamp_seconds", **{k: v for k, v in labels.items() if k != "severity"})
+            ann = dict(
+                summary=f"Disk lost on {inst}: {t.name}",
+                description=f"The disk probed as target {t.name} by discovery rule {t.rule} (model {t.model}, serial {t.serial}, last seen as {t.device}) has been gone since {humanize_timestamp(v)}.",
+            )
+        else:
+            raise ValueError(a)
         return dict(exp_labels=labels, exp_annotations=ann)
 
 
@@ -746,6 +799,16 @@ class Scenario:
                 tests.append(dict(eval_time=f"{ts // M}m", alertname=alert, exp_alerts=firing))
         return tests
 
+    def runbook_tests(self):
+        """Each runbook query of each alert that fires returns data when it has fired."""
+        out, seen = [], set()
+        for f in self.fires:
+            if (f.alert, f.by) in seen:
+                continue
+            seen.add((f.alert, f.by))
+            out += runbook_tests(f.alert, {k: str(v) for k, v in f.labels().items()}, f.by)
+        return out
+
     def test_group(self):
         sim = Simulation(self).run()
         group = dict(
@@ -754,27 +817,31 @@ class Scenario:
             input_series=sim.input_series(),
             alert_rule_test=self.alert_tests(sim),
         )
-        if self.promql:
-            group["promql_expr_test"] = self.promql
+        promql = self.promql + self.runbook_tests()
+        if promql:
+            group["promql_expr_test"] = promql
         return group
 
     def row(self):
         def rel(x):
-            return f"+{(x - self.onset) // M} min"
+            d = x - self.onset
+            return f"+{d // H} h" if d >= 2 * H and d % H == 0 else f"+{d // M} min"
 
-        def when(f):
-            copies = sum(1 for g in self.fires if g.alert == f.alert)
-            return (
+        def when(f, again):
+            copies = len({tuple(sorted(g.extra.items())) for g in self.fires if g.alert == f.alert})
+            text = (
                 f"{f.alert}{' (once per scrape)' if copies > 1 else ''}: "
                 f"silent up to {rel(max(c for c in self.checkpoints() if c < f.not_before))}, "
                 f"firing from {rel(f.by)}" + (f" until {rel(f.until)}" if f.until else "")
             )
+            return text + "".join(f", and from {rel(g.by)}" + (f" until {rel(g.until)}" if g.until else "") for g in again)
 
         seen, fires = set(), []
         for f in self.fires:
             if f.alert not in seen:
                 seen.add(f.alert)
-                fires.append(when(f))
+                again = [g for g in self.fires if g.alert == f.alert and g.extra == f.extra and g is not f]
+                fires.append(when(f, again))
         onset = f"{self.onset / H:g} h" if self.onset >= H else f"{self.onset // M} min"
         return f"| `{self.name}` | {self.says} | {onset} | {'; '.join(fires) or 'none'} |"
 
@@ -782,7 +849,6 @@ class Scenario:
 # ---------------------------------------------------------------------------------------------
 # The scenarios. Times are seconds since the start of the series.
 
-DAY = 24 * H
 ONSET = 26 * H  # after a day of history, when a baseline exists
 
 
@@ -850,7 +916,7 @@ def scenarios():
     out.append(
         Scenario(
             "nvme-x4",
-            "NVMe p99 150 us -> 600 us (x4) from 26 h on, with +-40% noise throughout",
+            "NVMe p99 150 us -> 600 us (x4) from 26 h on, with +-40% noise throughout; no peers",
             [a],
             28 * H,
             effects=[Noise(0.4), Slower(4, start=ONSET)],
@@ -864,7 +930,7 @@ def scenarios():
     out.append(
         Scenario(
             "hdd-x4",
-            "HDD p99 13 ms -> 54 ms from 26 h on, with +-40% noise throughout",
+            "HDD p99 13 ms -> 54 ms from 26 h on, with +-40% noise throughout; no peers",
             [b],
             28 * H,
             effects=[Noise(0.4), Slower(54 / 13, start=ONSET)],
@@ -964,17 +1030,32 @@ def scenarios():
             [a],
             4 * H,
             effects=[Noise(0.2), Slower(4, start=2 * H)],
-            fires=[Fires("DiskprobeSyncLatencyHigh", a, t, t.profiles[0], not_before=2 * H + 15 * M, by=2 * H + 25 * M)],
+            fires=[Fires("DiskprobeSyncLatencyHigh", a, t, t.profiles[0], not_before=2 * H + 10 * M, by=2 * H + 20 * M)],
             focus=H,
             onset=2 * H,
             seed=19,
+        )
+    )
+    a = Agent("node-3:9957", [Target("etcd", "nvme0n1", [etcd_wal(4e-3)], path="/var/lib/etcd/diskprobe.dat", interval=H)])
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "etcd-slow-syncs-hourly",
+            "as etcd-slow-syncs, probed once an hour: it takes 3 slow runs, not 15 minutes",
+            [a],
+            9 * H,
+            effects=[Noise(0.2), Slower(4, start=2 * H)],
+            fires=[Fires("DiskprobeSyncLatencyHigh", a, t, t.profiles[0], not_before=4 * H, by=5 * H + 10 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=21,
         )
     )
     a = Agent("node-3:9957", [Target("etcd", "nvme0n1", [etcd_wal(4e-3)], path="/var/lib/etcd/diskprobe.dat")])
     out.append(
         Scenario(
             "etcd-sync-spikes",
-            "every other run of the etcd-wal profile from 2 h on has an fdatasync p99 of 40 ms (4 ms otherwise): never 15 minutes in a row",
+            "every other run of the etcd-wal profile from 2 h on has an fdatasync p99 of 40 ms (4 ms otherwise): never 3 runs in a row",
             [a],
             4 * H,
             effects=[Noise(0.2), SlowSyncs(2, 40e-3, start=2 * H)],
@@ -992,10 +1073,50 @@ def scenarios():
             [a],
             5 * H,
             effects=[Noise(0.2), Failing(2, start=2 * H)],
-            fires=[Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=2 * H + 30 * M, by=2 * H + 55 * M)],
+            fires=[Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=2 * H + 15 * M, by=2 * H + 35 * M)],
             focus=H,
             onset=2 * H,
             seed=11,
+        )
+    )
+    a = nvme(interval=H)
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "failing-hourly",
+            "probed once an hour, every run fails from 2 h on: the third failed run fires",
+            [a],
+            8 * H,
+            effects=[Noise(0.2), Failing(1, start=2 * H)],
+            fires=[Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=4 * H, by=5 * H + 10 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=22,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [
+            Target("data", "nvme0n1", [nvme_qd1()], interval=M),
+            Target("flaky", "nvme1n1", [nvme_qd1()], interval=M),
+            Target("busy", "sda", [hdd_qd1()], interval=M),
+        ],
+    )
+    flaky, busy = a.targets[1], a.targets[2]
+    out.append(
+        Scenario(
+            "every-minute",
+            "probed every minute, from 1 h on: every fifth run of data fails (2 of the last 10 runs, never 3), every other run of flaky fails, no run of busy finishes",
+            [a],
+            2 * H,
+            effects=[Noise(0.2), Failing(5, start=H, target="data"), Failing(2, start=H, target="flaky"), Skipped(start=H, target="busy")],
+            fires=[
+                Fires("DiskprobeProbeFailing", a, flaky, flaky.profiles[0], not_before=H + 5 * M, by=H + 10 * M),
+                Fires("DiskprobeProbeStale", a, busy, busy.profiles[0], not_before=H + 1, by=H + 5 * M),
+            ],
+            focus=H,
+            onset=H,
+            seed=23,
         )
     )
     a = nvme()
@@ -1007,7 +1128,7 @@ def scenarios():
             [a],
             5 * H,
             effects=[Noise(0.2), IOErrors(3, start=2 * H)],
-            fires=[Fires("DiskprobeIOErrors", a, t, t.profiles[0], not_before=2 * H + 5 * M, by=2 * H + 15 * M)],
+            fires=[Fires("DiskprobeIOErrors", a, t, t.profiles[0], not_before=2 * H + 1, by=2 * H + 15 * M)],
             focus=H,
             onset=2 * H,
             seed=12,
@@ -1021,7 +1142,7 @@ def scenarios():
     out.append(
         Scenario(
             "vanished-target",
-            "the disk under target data falls off the bus at 2 h (gone from diskstats, its runs fail); the other target goes on",
+            "the disk under configured target data falls off the bus at 2 h (gone from diskstats, its runs fail); the other target goes on",
             [a],
             4 * H,
             effects=[Noise(0.2), Vanished(start=2 * H, target="data")],
@@ -1029,6 +1150,33 @@ def scenarios():
             focus=H,
             onset=2 * H,
             seed=13,
+        )
+    )
+    a = Agent(
+        "node-4:9957",
+        [
+            Target("disk-S6XNNA0R123456", "nvme0n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme0n1", rule="disks", model="SAMSUNG MZQL23T8HCLS-00A07", serial="S6XNNA0R123456", gone=2 * H + 10),
+            Target("disk-S6XNNA0R654321", "nvme1n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme1n1", rule="disks", model="SAMSUNG MZQL23T8HCLS-00A07", serial="S6XNNA0R654321"),
+            Target("pv-pvc-3f1c", "nvme2n1", [gentle()], kind="block_device", fstype="ext4", path="/dev/nvme2n1", rule="pvcs", gone=2 * H + 30 * M),
+        ],
+        down=[(3 * H, 3 * H + 2 * M)],
+        rules=dict(disks="block", pvcs="mount"),
+    )
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "disk-lost",
+            "a disk found by a block-device discovery rule falls off the bus at 2 h; a volume found by a mount rule moves away with its pod at 2.5 h; the agent restarts at 3 h (it keeps the lost disk in its state directory)",
+            [a],
+            4 * H,
+            effects=[Noise(0.2)],
+            fires=[
+                Fires("DiskprobeDiskLost", a, t, not_before=2 * H + 1, by=2 * H + 5 * M, until=3 * H),
+                Fires("DiskprobeDiskLost", a, t, not_before=3 * H, by=3 * H + 5 * M),
+            ],
+            focus=H,
+            onset=2 * H,
+            seed=24,
         )
     )
     twice = [dict(service="diskprobe-exporter"), {}]
@@ -1050,7 +1198,7 @@ def scenarios():
                 for x in twice
             ]
             + [
-                Fires("DiskprobeProbeStale", a, busy, busy.profiles[0], not_before=ONSET + 15 * M, by=ONSET + 30 * M, extra=x)
+                Fires("DiskprobeProbeStale", a, busy, busy.profiles[0], not_before=ONSET + 10 * M, by=ONSET + 25 * M, extra=x)
                 for x in twice
             ],
             focus=ONSET,
@@ -1067,10 +1215,25 @@ def scenarios():
             [a],
             4 * H,
             effects=[Noise(0.2), Skipped(start=2 * H)],
-            fires=[Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=2 * H + 15 * M, by=2 * H + 30 * M)],
+            fires=[Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=2 * H + 10 * M, by=2 * H + 25 * M)],
             focus=H,
             onset=2 * H,
             seed=15,
+        )
+    )
+    a = nvme(interval=H)
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "stale-hourly",
+            "probed once an hour, runs are skipped from 2 h on: stale after 3.5 intervals, not 15 minutes",
+            [a],
+            8 * H,
+            effects=[Noise(0.2), Skipped(start=2 * H)],
+            fires=[Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=4 * H + 20 * M, by=5 * H + 35 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=25,
         )
     )
     a = Agent(
@@ -1128,30 +1291,32 @@ def scenarios():
     return out
 
 
+def table():
+    lines = [
+        "| scenario | what happens | onset | alerts that fire, relative to the onset (all others stay silent throughout) |",
+        "|---|---|---|---|",
+    ]
+    lines += [s.row() for s in scenarios()]
+    lines += fleet.rows()
+    return "\n".join(lines)
+
+
 def main(argv):
     if argv[1:] == ["--table"]:
-        print("| scenario | what happens | onset | alerts that fire, relative to the onset (all others stay silent throughout) |")
-        print("|---|---|---|---|")
-        for s in scenarios():
-            print(s.row())
+        print(table())
+        return 0
+    if len(argv) == 4 and argv[1] == "--fleet":
+        seed = None if argv[2] == "exact" else int(argv[2])
+        with open(argv[3], "w") as f:
+            json.dump(fleet.suite(seed), f)
         return 0
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     suite = dict(
-        rule_files=[os.path.abspath(RULES)],
+        rule_files=[RULES],
         evaluation_interval=f"{EVAL}s",
-        # In the order of rules.yml, so that an alert sees the recordings of the same evaluation
-        # (promtool's order is otherwise random; Prometheus evaluates groups independently, so
-        # there an alert may see them up to one evaluation later).
-        group_eval_order=[
-            "diskprobe.current",
-            "diskprobe.baseline",
-            "diskprobe.headroom",
-            "diskprobe.headroom.runs",
-            "diskprobe.headroom.hourly",
-            "diskprobe.alerts",
-        ],
+        group_eval_order=GROUP_ORDER,
         tests=[s.test_group() for s in scenarios()],
     )
     with open(argv[1], "w") as f:

@@ -1,0 +1,122 @@
+// Fleet alerts: a disk slower than its peers, a cohort slower together, a disk lost
+// (rules/fleet.libsonnet records what they read; docs/runbook.md explains the design).
+function(c)
+  local s = (import '../lib/selectors.libsonnet')(c);
+  local alert(name, rule) = { alert: name } + rule + { annotations+: s.runbook(name) };
+  local target = s.by(['job', 'instance', 'target']);
+  local cohortLabels = [c.cohortLabel] + c.cohortDiskLabels;
+  local read(record, window) = 'last_over_time(%s[%s])' % [s.sel(record), window];
+  local ratioMedian = read('diskprobe:probe_latency_p99:peer_ratio_median_12h', '1h');
+  local ratioP80 = read('diskprobe:probe_latency_p99:peer_ratio_p80_12h', '1h');
+  // How a cohort is named in an annotation: its `cohortLabel`, else its first disk label.
+  local cohortName = '{{ if $labels.%s }}{{ $labels.%s }}{{ else }}{{ $labels.%s }}{{ end }}'
+                     % [c.cohortLabel, c.cohortLabel, c.cohortDiskLabels[0]];
+  // An annotation's query `expr` (with %s where the matchers `var` go): its first value
+  // through `fn`.
+  // A window in words: 12h is "12 hours".
+  local words(w) = if std.endsWith(w, 'h') then '%s hours' % std.substr(w, 0, std.length(w) - 1) else w;
+  local value(expr, var, fn) =
+    '{{ with printf "%s" $%s | query }}{{ . | first | value | %s }}{{ end }}' % [expr, var, fn];
+  [{
+    name: 'diskprobe.fleet.alerts',
+    interval: '5m',
+    rules: [
+      // Over `peerWindow`, the median of a disk's p99 samples divided by its cohort's median at
+      // the same moments is at least 2 (steady, drifting, born slow), or a fifth of them are and
+      // stand out from its own typical sample by 1.6x (slow runs much more often than its
+      // peers'), and that is an outlier in its cohort (modified z-score above 3.5), unless the
+      // disk's own workload is 3x its cohort's median in a fifth of the samples. The value is
+      // the ratio.
+      alert('DiskprobeSlowerThanPeers', {
+        expr: |||
+          (
+            (
+              %(median)s >= %(ratio)s
+                and %(scoreMedian)s > %(score)s
+            )
+            or
+            (
+              %(p80)s >= %(ratio)s
+                and %(p80)s
+                  >= %(spread)s * %(median)s
+                and %(scoreP80)s > %(score)s
+            )
+          )
+          unless on (%(target)s) %(busy)s >= %(busyRatio)s
+        ||| % {
+          median: ratioMedian,
+          p80: ratioP80,
+          scoreMedian: read('diskprobe:probe_latency_p99:peer_score_median_12h', '1h'),
+          scoreP80: read('diskprobe:probe_latency_p99:peer_score_p80_12h', '1h'),
+          ratio: c.peerRatio,
+          spread: '%g' % c.peerIntermittentSpread,
+          score: c.peerScore,
+          target: target,
+          busy: read('diskprobe:target_disk_ios:peer_ratio_p80_12h', '1h'),
+          busyRatio: c.peerBusyRatio,
+        },
+        'for': c.peerFor,
+        keep_firing_for: c.peerFor,
+        labels: { severity: 'warning' },
+        annotations: {
+          summary: 'Disk slower than its peers: {{ $labels.instance }} {{ $labels.target }}',
+          description: std.join(' ', [
+            s.matchers('sel', ['job', 'instance', 'target', 'profile']),
+            s.matchers('cohort', ['job'] + cohortLabels + ['profile']),
+            s.matchers('target', ['job', 'instance', 'target']),
+            'Over the last %s the runs of profile {{ $labels.profile }} on {{ $labels.target }}' % words(c.peerWindow),
+            '{{ with printf "diskprobe_target_info{%s}" $target | query }}{{ with first . }}(now {{ .Labels.device }}) {{ end }}{{ end -}}',
+            'had a median p99 of',
+            value('quantile_over_time(0.5, diskprobe:probe_latency_p99:last{%%s}[%s])' % c.peerWindow, 'sel', 'humanizeDuration'),
+            'against ' + value('quantile_over_time(0.5, diskprobe_cohort:probe_latency_p99:median{%%s}[%s])' % c.peerWindow, 'cohort', 'humanizeDuration'),
+            'for the disks of its cohort (%s);' % cohortName,
+            'sample by sample its p99 was',
+            value('last_over_time(diskprobe:probe_latency_p99:peer_ratio_median_12h{%s}[1h])', 'sel', 'printf "%.2f"') + "x its peers' median,",
+            'and at least',
+            value('last_over_time(diskprobe:probe_latency_p99:peer_ratio_p80_12h{%s}[1h])', 'sel', 'printf "%.2f"') + 'x in a fifth of its samples.',
+          ]),
+        },
+      }),
+      // A whole cohort is slow: its median p99 over 6 hours is 2x its baseline (its best daily
+      // median of the last 7 days). A backup window or a noisy neighbour on every disk of a
+      // model, a storage backend, a firmware or kernel change: not one disk's fault, so `info`.
+      alert('DiskprobeCohortSlowdown', {
+        expr: |||
+          %s
+            / %s
+            >= %s
+        ||| % [
+          read('diskprobe_cohort:probe_latency_p99:median_6h', '1h'),
+          read('diskprobe_cohort:probe_latency_p99:baseline_7d', '2h'),
+          c.cohortSlowdownRatio,
+        ],
+        'for': '1h',
+        labels: { severity: 'info' },
+        annotations: {
+          summary: 'Disks of cohort %s are slower together' % cohortName,
+          description: std.join(' ', [
+            s.matchers('cohort', ['job'] + cohortLabels + ['profile']),
+            "The median p99 of profile {{ $labels.profile }} over the cohort's disks has been",
+            value('last_over_time(diskprobe_cohort:probe_latency_p99:median_6h{%s}[1h])', 'cohort', 'humanizeDuration'),
+            'over the last 6 hours, {{ $value | printf "%.2f" }}x its baseline of',
+            value('last_over_time(diskprobe_cohort:probe_latency_p99:baseline_7d{%s}[2h])', 'cohort', 'humanizeDuration') + ';',
+            'each of its disks is compared with the others at the same moments, so none of them is paged for it.',
+          ]),
+        },
+      }),
+      // A disk that a block-device discovery rule was probing has vanished (the agent keeps it
+      // as lost, across its restarts, for the rule's lost_retention). A mounted volume that
+      // moves away with its pod is not a lost disk.
+      alert('DiskprobeDiskLost', {
+        expr: 'max without (%s) (%s)' % [
+          std.join(', ', c.volatileLabels),
+          s.sel('diskprobe_discovered_target_lost_timestamp_seconds'),
+        ],
+        labels: { severity: 'critical' },
+        annotations: {
+          summary: 'Disk lost on {{ $labels.instance }}: {{ $labels.target }}',
+          description: 'The disk probed as target {{ $labels.target }} by discovery rule {{ $labels.rule }} (model {{ $labels.model }}, serial {{ $labels.serial }}, last seen as {{ $labels.device }}) has been gone since {{ $value | humanizeTimestamp }}.',
+        },
+      }),
+    ],
+  }]

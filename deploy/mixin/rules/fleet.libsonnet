@@ -1,0 +1,239 @@
+// "Fleet": each disk against its peers (docs/runbook.md, "How the rules are built").
+//
+// diskprobe.fleet.sample, every 5 minutes, reads the raw series once, by instant reads or [5m]
+// windows: the last run's figures without the labels that change while the disk does not
+// (`volatileLabels`, `device`), each target's cohort, the workload of the disk under each target,
+// and each sample of a p99 divided by its cohort's median at that moment (what the cohort shares,
+// a backup window, a noisy neighbour, a daily cycle, divides out).
+//
+// diskprobe.fleet.score, every 30 minutes, reads only those recordings: the median and 80th
+// percentile of each disk's ratios over `peerWindow`, and how unusual they are in the cohort (the
+// modified z-score with the median absolute deviation). A disk whose own workload is
+// `peerBusyRatio` times its cohort's median leaves the cohort's reference and is not scored
+// against it.
+function(c)
+  local s = (import '../lib/selectors.libsonnet')(c);
+  local volatile = std.join(', ', c.volatileLabels);
+  local target = s.by(['job', 'instance', 'target']);
+  local pair = s.by(['job', 'instance', 'target', 'profile']);
+  local cohortLabels = [c.cohortLabel] + c.cohortDiskLabels;
+  // A cohort and a cohort's profile, as groupings.
+  local cohortOnly = s.by(['job'] + cohortLabels);
+  local cohort = s.by(['job'] + cohortLabels + ['profile']);
+  local rec(name) = s.sel(name);
+  // Targets busier than their peers (their disk's I/O per second over the cohort's median, in a
+  // fifth of the samples of `peerWindow`): left out of the cohort's reference.
+  local busy(read) = 'unless on (%s) %s >= %s' % [target, read, c.peerBusyRatio];
+  local busyNow = busy('last_over_time(%s[1h])' % rec('diskprobe:target_disk_ios:peer_ratio_p80_12h'));
+  local busyScored = busy(rec('diskprobe:target_disk_ios:peer_ratio_p80_12h'));
+  local inCohort = rec('diskprobe:probe_latency_p99:last_in_cohort');
+  // The cohort's median of `what` at like load, and the modified z-score of each disk's `what`.
+  local cohortMedian(what) = {
+    record: 'diskprobe_cohort:probe_latency_p99:%s' % what,
+    expr: |||
+      quantile by (%s) (0.5,
+        %s
+          %s
+      )
+    ||| % [cohort, rec('diskprobe:probe_latency_p99:%s' % what), busyScored],
+  };
+  local cohortMAD(what) = {
+    record: 'diskprobe_cohort:probe_latency_p99:%s_mad' % what,
+    expr: |||
+      quantile by (%(cohort)s) (0.5,
+        abs(
+          %(disk)s
+          - on (%(cohort)s) group_left
+          %(median)s
+        )
+          %(busy)s
+      )
+    ||| % {
+      cohort: cohort,
+      disk: rec('diskprobe:probe_latency_p99:%s' % what),
+      median: rec('diskprobe_cohort:probe_latency_p99:%s' % what),
+      busy: busyScored,
+    },
+  };
+  local score(what, scoreName) = {
+    record: 'diskprobe:probe_latency_p99:%s' % scoreName,
+    expr: |||
+      0.6745 * (
+        %(disk)s
+        - on (%(cohort)s) group_left
+        %(median)s
+      )
+      / on (%(cohort)s) group_left
+      clamp_min(%(mad)s, %(floor)s)
+    ||| % {
+      cohort: cohort,
+      disk: rec('diskprobe:probe_latency_p99:%s' % what),
+      median: rec('diskprobe_cohort:probe_latency_p99:%s' % what),
+      mad: rec('diskprobe_cohort:probe_latency_p99:%s_mad' % what),
+      floor: c.peerMADFloor,
+    },
+  };
+  local window = c.peerWindow;
+  [
+    {
+      name: 'diskprobe.fleet.sample',
+      interval: '5m',
+      rules: [
+        {
+          record: 'diskprobe:probe_latency_p99:last',
+          expr: 'max without (%s, device, stat) (%s > 0)' % [volatile, s.sel('diskprobe_probe_latency_seconds', ['stat="p99"'])],
+        },
+        {
+          record: 'diskprobe:probe_iops:last',
+          expr: 'max without (%s, device) (%s > 0)' % [volatile, s.sel('diskprobe_probe_iops')],
+        },
+        {
+          record: 'diskprobe:probe_throughput_bytes_per_second:last',
+          expr: 'max without (%s, device) (%s > 0)' % [volatile, s.sel('diskprobe_probe_throughput_bytes_per_second')],
+        },
+        // A target's cohort: the `cohort` it is configured with, else the model and rotational
+        // of the disk under it now (a partition's disk_info carries its disk's model).
+        {
+          record: 'diskprobe:target_cohort:info',
+          expr: |||
+            max by (%(byCohort)s) (%(named)s)
+            or
+            max by (%(byDisk)s) (
+              max by (%(byDevice)s) (%(unnamed)s)
+              * on (%(device)s) group_left (%(diskLabels)s)
+              max by (%(deviceDisk)s) (%(diskInfo)s)
+            )
+          ||| % {
+            byCohort: s.by(['job', 'instance', 'target', c.cohortLabel]),
+            named: s.sel('diskprobe_target_info', ['%s!=""' % c.cohortLabel]),
+            byDisk: s.by(['job', 'instance', 'target'] + c.cohortDiskLabels),
+            byDevice: s.by(['job', 'instance', 'target', 'device']),
+            unnamed: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel, 'device!=""']),
+            device: s.by(['job', 'instance', 'device']),
+            diskLabels: std.join(', ', c.cohortDiskLabels),
+            deviceDisk: s.by(['job', 'instance', 'device'] + c.cohortDiskLabels),
+            diskInfo: s.sel('diskprobe_disk_info', ['%s!=""' % c.cohortDiskLabels[0]]),
+          },
+        },
+        // The workload of the disk under each target (its parent disk for a partition): reads
+        // and writes completed per second. It counts requests, not busy time, which a slow disk
+        // inflates.
+        {
+          record: 'diskprobe:target_disk_ios:rate5m',
+          expr: |||
+            max by (%(target)s) (
+              max by (%(byDevice)s) (
+                label_replace(%(info)s, "device", "$1", "parent", "(.+)")
+              )
+              * on (%(device)s) group_left
+              max by (%(device)s) (
+                rate(%(reads)s[5m]) + rate(%(writes)s[5m])
+              )
+            )
+          ||| % {
+            target: target,
+            byDevice: s.by(['job', 'instance', 'target', 'device']),
+            info: s.sel('diskprobe_target_info', ['device!=""']),
+            device: s.by(['job', 'instance', 'device']),
+            reads: s.sel('diskprobe_disk_reads_completed_total'),
+            writes: s.sel('diskprobe_disk_writes_completed_total'),
+          },
+        },
+        // The last p99 and the workload of each target that has a cohort, with its cohort's labels.
+        {
+          record: 'diskprobe:probe_latency_p99:last_in_cohort',
+          expr: |||
+            %s
+            * on (%s) group_left (%s) %s
+          ||| % [rec('diskprobe:probe_latency_p99:last'), target, std.join(', ', cohortLabels), rec('diskprobe:target_cohort:info')],
+        },
+        {
+          record: 'diskprobe:target_disk_ios:rate5m_in_cohort',
+          expr: |||
+            %s
+            * on (%s) group_left (%s) %s
+          ||| % [rec('diskprobe:target_disk_ios:rate5m'), target, std.join(', ', cohortLabels), rec('diskprobe:target_cohort:info')],
+        },
+        // The reference of a cohort at each moment: the median of the last p99s of its members
+        // at like load, when at least `cohortMinSize` such members have one.
+        {
+          record: 'diskprobe_cohort:probe_latency_p99:median',
+          expr: |||
+            quantile by (%(cohort)s) (0.5,
+              %(last)s
+                %(busy)s
+            )
+            and
+            count by (%(cohort)s) (
+              %(last)s
+                %(busy)s
+            ) >= %(min)s
+          ||| % { cohort: cohort, last: inCohort, busy: busyNow, min: c.cohortMinSize },
+        },
+        // Each disk's last p99 against its cohort's median at the same moment.
+        {
+          record: 'diskprobe:probe_latency_p99:peer_ratio',
+          expr: |||
+            %s
+            / on (%s) group_left
+            %s
+          ||| % [inCohort, cohort, rec('diskprobe_cohort:probe_latency_p99:median')],
+        },
+        // Each disk's workload against its cohort's median at the same moment (at least 1 I/O
+        // per second), for cohorts of at least `cohortMinSize`.
+        {
+          record: 'diskprobe:target_disk_ios:peer_ratio',
+          expr: |||
+            %(ios)s
+            / on (%(cohort)s) group_left
+            clamp_min(
+              quantile by (%(cohort)s) (0.5, %(ios)s)
+                and count by (%(cohort)s) (%(ios)s) >= %(min)s,
+              1
+            )
+          ||| % { ios: rec('diskprobe:target_disk_ios:rate5m_in_cohort'), cohort: cohortOnly, min: c.cohortMinSize },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.score',
+      interval: '30m',
+      rules: [
+        // A disk's typical sample (the median ratio), once it has `peerMinHistory` of samples,
+        // and its slower ones (the 80th percentile: a fifth of its samples are at least this far
+        // above its peers).
+        {
+          record: 'diskprobe:probe_latency_p99:peer_ratio_median_12h',
+          expr: |||
+            quantile_over_time(0.5, %s[%s])
+              and last_over_time(%s[1h] offset %s)
+          ||| % [rec('diskprobe:probe_latency_p99:peer_ratio'), window, rec('diskprobe:probe_latency_p99:peer_ratio'), c.peerMinHistory],
+        },
+        {
+          record: 'diskprobe:probe_latency_p99:peer_ratio_p80_12h',
+          expr: |||
+            quantile_over_time(0.8, %s[%s])
+              and %s
+          ||| % [rec('diskprobe:probe_latency_p99:peer_ratio'), window, rec('diskprobe:probe_latency_p99:peer_ratio_median_12h')],
+        },
+        // How much busier than its peers each disk was in its busier samples.
+        {
+          record: 'diskprobe:target_disk_ios:peer_ratio_p80_12h',
+          expr: 'quantile_over_time(0.8, %s[%s])' % [rec('diskprobe:target_disk_ios:peer_ratio'), window],
+        },
+        // How unusual each disk is among its cohort's disks at like load: the modified z-score
+        // 0.6745 (x - median) / MAD (Iglewicz and Hoaglin: above 3.5 is an outlier).
+        cohortMedian('peer_ratio_median_12h'),
+        cohortMAD('peer_ratio_median_12h'),
+        score('peer_ratio_median_12h', 'peer_score_median_12h'),
+        cohortMedian('peer_ratio_p80_12h'),
+        cohortMAD('peer_ratio_p80_12h'),
+        score('peer_ratio_p80_12h', 'peer_score_p80_12h'),
+        // The cohort's median p99 over 6 hours, for its cohort-wide alert and annotations.
+        {
+          record: 'diskprobe_cohort:probe_latency_p99:median_6h',
+          expr: 'quantile_over_time(0.5, %s[6h])' % rec('diskprobe_cohort:probe_latency_p99:median'),
+        },
+      ],
+    },
+  ]

@@ -1,0 +1,236 @@
+"""What the scenario suites share: promtool's series notation, and PromQL functions and Go
+template functions computed exactly as Prometheus 2.42 computes them (for the values in expected
+annotations), and the queries of docs/runbook.md. Standard library only."""
+
+import math
+import os
+import re
+
+JOB = "diskprobe"
+HERE = os.path.dirname(os.path.abspath(__file__))
+RULES = os.path.abspath(os.path.join(HERE, "..", "rules.yml"))
+RUNBOOK_FILE = os.path.abspath(os.path.join(HERE, "..", "..", "..", "docs", "runbook.md"))
+
+# The rule groups in the order of rules.yml, so that a rule sees the recordings of the same
+# evaluation (promtool's order is otherwise random; Prometheus evaluates groups independently, so
+# there a rule may see them up to one evaluation later, which the rules allow for).
+GROUP_ORDER = [
+    "diskprobe.fleet.sample",
+    "diskprobe.fleet.score",
+    "diskprobe.current",
+    "diskprobe.baseline",
+    "diskprobe.headroom",
+    "diskprobe.headroom.runs",
+    "diskprobe.headroom.hourly",
+    "diskprobe.alerts",
+    "diskprobe.fleet.alerts",
+]
+
+SEVERITY = {
+    "DiskprobeIOErrors": "critical",
+    "DiskprobeTargetVanished": "critical",
+    "DiskprobeDiskLost": "critical",
+    "DiskprobeDiskSaturated": "info",
+    "DiskprobeCohortSlowdown": "info",
+}
+
+
+def severity(alert):
+    return SEVERITY.get(alert, "warning")
+
+
+def fmt(v):
+    """A sample value as promtool reads it back exactly."""
+    return repr(float(v)) if v != int(v) or abs(v) > 1e15 else str(int(v))
+
+
+def labels_text(labels):
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if v != "") + "}"
+
+
+def encode(values):
+    """promtool's notation for one value (or None: absent) per scrape: `v+0xN` for repeats,
+    `stale` where a series vanishes, `_xN` for N missing samples."""
+    parts, i, n = [], 0, len(values)
+    while i < n:
+        v, j = values[i], i
+        while j + 1 < n and values[j + 1] == v:
+            j += 1
+        count = j - i + 1
+        if v is None:
+            if i > 0:
+                parts.append("stale")
+                count -= 1
+            if count:
+                parts.append(f"_x{count}")
+        else:
+            parts.append(f"{fmt(v)}+0x{count - 1}" if count > 1 else fmt(v))
+        i = j + 1
+    return " ".join(parts)
+
+
+class Track:
+    """One series on the scrape grid, as pieces in time order: from scrape `i` on, the value is
+    `value + inc * (k - i)` at scrape k (None: absent). Encodes to promtool's notation without a
+    value per scrape."""
+
+    def __init__(self):
+        self.pieces = []
+
+    def set(self, i, value, inc=0):
+        if self.pieces and self.pieces[-1][0] == i:
+            self.pieces[-1] = (i, value, inc)
+        elif not self.pieces or self.pieces[-1][1:] != (value, inc) or inc:
+            self.pieces.append((i, value, inc))
+
+    def value_at(self, k):
+        """The value at scrape k (None when absent)."""
+        value = None
+        for i, v, inc in self.pieces:
+            if i > k:
+                break
+            value = None if v is None else v + inc * (k - i)
+        return value
+
+    def encode(self, n):
+        parts, present = [], False
+        if self.pieces and self.pieces[0][0] > 0:
+            parts.append(f"_x{min(self.pieces[0][0], n)}")
+        for j, (i, v, inc) in enumerate(self.pieces):
+            end = min(self.pieces[j + 1][0] if j + 1 < len(self.pieces) else n, n)
+            length = end - i
+            if length <= 0:
+                continue
+            if v is None:
+                if present:
+                    parts.append("stale")
+                    length -= 1
+                if length:
+                    parts.append(f"_x{length}")
+                present = False
+                continue
+            present = True
+            if length == 1:
+                parts.append(fmt(v))
+            else:
+                parts.append(f"{fmt(v)}{'+' if inc >= 0 else '-'}{fmt(abs(inc))}x{length - 1}")
+        return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL and Go template functions, exactly as Prometheus 2.42 computes them.
+
+
+def quantile(q, vals):
+    vals = sorted(vals)
+    n = len(vals)
+    rank = q * (n - 1)
+    lower = max(0, math.floor(rank))
+    upper = min(n - 1, lower + 1)
+    weight = rank - math.floor(rank)
+    return vals[lower] * (1 - weight) + vals[upper] * weight
+
+
+def go_g4(v):
+    return "%.4g" % v
+
+
+def humanize(v):
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    if abs(v) >= 1:
+        prefix = ""
+        for p in ["k", "M", "G", "T", "P", "E", "Z", "Y"]:
+            if abs(v) < 1000:
+                break
+            prefix, v = p, v / 1000
+        return go_g4(v) + prefix
+    prefix = ""
+    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
+        if abs(v) >= 1:
+            break
+        prefix, v = p, v * 1000
+    return go_g4(v) + prefix
+
+
+def humanize1024(v):
+    if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    prefix = ""
+    for p in ["ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]:
+        if abs(v) < 1024:
+            break
+        prefix, v = p, v / 1024
+    return go_g4(v) + prefix
+
+
+def humanize_duration(v):
+    if v == 0:
+        return go_g4(v) + "s"
+    if abs(v) >= 1:
+        return go_g4(v) + "s"  # under a minute in these scenarios
+    prefix = ""
+    for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
+        if abs(v) >= 1:
+            break
+        prefix, v = p, v * 1000
+    return go_g4(v) + prefix + "s"
+
+
+def humanize_timestamp(v):
+    """Go's time.Unix(v).UTC().String() for whole seconds, as `humanizeTimestamp` prints it."""
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(v, datetime.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/runbook.md: the queries of each alert's section.
+
+
+def runbook_queries():
+    """{alert: [query, ...]}: the lines of the ```promql blocks in each `## Alert` section of
+    docs/runbook.md (lines starting with # are comments). Queries name an alert's labels as
+    `$label`, filled in with the labels of an alert that fires."""
+    with open(RUNBOOK_FILE) as f:
+        text = f.read()
+    out, section = {}, None
+    for block in re.split(r"(?m)^## ", text)[1:]:
+        section = block.split("\n", 1)[0].strip()
+        queries = []
+        for code in re.findall(r"```promql\n(.*?)```", block, re.S):
+            queries += [q.strip() for q in code.splitlines() if q.strip() and not q.strip().startswith("#")]
+        if queries:
+            out[section] = queries
+    return out
+
+
+# A cohort is named by `cohort`, or by `model` and `rotational`: the others are empty (absent).
+COHORT_LABELS = ("cohort", "model", "rotational")
+
+
+def fill(query, labels):
+    """A runbook query with `$label` replaced by the alert's label values (the cohort labels an
+    alert does not have by the empty string, which matches their absence)."""
+    out = query
+    labels = dict({k: "" for k in COHORT_LABELS}, **labels)
+    for k in sorted(labels, key=len, reverse=True):
+        out = out.replace(f"${k}", labels[k])
+    leftover = re.findall(r"\$[a-z_]+", out)
+    if leftover:
+        raise ValueError(f"runbook query {query!r} names {leftover}, which the alert does not have")
+    return out
+
+
+def runbook_tests(alert, labels, eval_time):
+    """promql_expr_test entries: each runbook query of `alert`, with its labels filled in, returns
+    data at `eval_time` (seconds)."""
+    return [
+        dict(
+            expr=f"clamp_max(count({fill(q, labels)}), 1)",
+            eval_time=f"{eval_time}s",
+            exp_samples=[dict(labels="{}", value=1)],
+        )
+        for q in runbook_queries().get(alert, [])
+    ]
