@@ -108,7 +108,8 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     if !loopdev::ready() {
         return;
     }
-    let _guard = shared();
+    // Exclusive: once detached, its number must not go to another test's loop device.
+    let _guard = common::exclusive();
     let ws = Workspace::new();
     let n = free_loop_numbers(1);
     let arg = ws.config(&format!(

@@ -32,7 +32,9 @@ fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
     if !loopdev::ready() {
         return;
     }
-    let _guard = shared();
+    // Exclusive: a loop device another test attaches meanwhile would take the detached one's
+    // number, and the vanished target would probe it.
+    let _guard = common::exclusive();
     let a = LoopDev::tmpfs(32 << 20);
     let b = LoopDev::tmpfs(32 << 20);
     let dir = open_tempdir();
