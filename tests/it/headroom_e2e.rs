@@ -43,9 +43,7 @@ const CAP_BPS: u64 = 64 << 20;
 /// with `offset 1s`, the hourly group every 2 s, its `[1h]` 20 s, `[1d]` and the `[2h]` reads of
 /// the hourly recordings 10 minutes (the whole test), every `for:` 5 s.
 fn shortened_rules() -> String {
-    let mut rules =
-        std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml")).unwrap();
-    for (from, to) in [
+    prometheus::shortened_rules(&[
         ("[2m]", "[5s]"),
         ("interval: 5m", "interval: 1s"),
         ("offset 5m", "offset 1s"),
@@ -53,18 +51,7 @@ fn shortened_rules() -> String {
         ("[1h]", "[20s]"),
         ("[1d]", "[10m]"),
         ("[2h]", "[10m]"),
-    ] {
-        assert!(rules.contains(from), "rules.yml no longer has {from}");
-        rules = rules.replace(from, to);
-    }
-    rules
-        .lines()
-        .map(|l| match l.find("for: ") {
-            Some(i) => format!("{}for: 5s", &l[..i]),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    ])
 }
 
 /// A fio workload of 4k random reads at `iops` and queue depth `depth` in the group, until dropped

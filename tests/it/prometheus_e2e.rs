@@ -47,10 +47,7 @@ use std::time::{Duration, Instant};
 /// of hourly recordings 20 s, the peer windows `[6h]` and `[12h]` 1 min and their minimum history
 /// `offset 3h` 10 s, `[5m]` 15 s, every `for:` and `keep_firing_for:` 5 s.
 fn shortened_rules() -> String {
-    let rules = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
-        .expect("read rules.yml");
-    let mut rules = rules;
-    for (from, to) in [
+    prometheus::shortened_rules(&[
         ("interval: 5m", "interval: 1s"),
         ("interval: 30m", "interval: 2s"),
         ("[10m]", "[5s]"),
@@ -66,18 +63,7 @@ fn shortened_rules() -> String {
         ("offset 3h", "offset 10s"),
         ("[5m]", "[15s]"),
         ("offset 5m", "offset 1s"),
-    ] {
-        assert!(rules.contains(from), "rules.yml no longer has {from}");
-        rules = rules.replace(from, to);
-    }
-    rules
-        .lines()
-        .map(|l| match l.find("for: ") {
-            Some(i) => format!("{}for: 5s", &l[..i]),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    ])
 }
 
 /// How a Prometheus 2.42 stores the agent's latency histogram.

@@ -160,3 +160,24 @@ pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// The bundled rules (deploy/prometheus/rules.yml) with each `(from, to)` replaced (every `from`
+/// must occur) and every `for:` and `keep_firing_for:` made 5 s: windows shortened for a test
+/// that lasts minutes, not days.
+pub fn shortened_rules(replacements: &[(&str, &str)]) -> String {
+    let mut rules =
+        std::fs::read_to_string(crate::common::repo_root().join("deploy/prometheus/rules.yml"))
+            .expect("read rules.yml");
+    for (from, to) in replacements {
+        assert!(rules.contains(from), "rules.yml no longer has {from}");
+        rules = rules.replace(from, to);
+    }
+    rules
+        .lines()
+        .map(|l| match l.find("for: ") {
+            Some(i) => format!("{}for: 5s", &l[..i]),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
