@@ -51,6 +51,7 @@ mod prometheus_e2e;
 mod prometheus_rules;
 mod protobuf_codegen;
 mod recent_runs;
+mod rule_joins;
 mod sandbox;
 mod scheduler_runs;
 mod series_budget;

@@ -16,6 +16,11 @@ function(c) {
   // A grouping (for by and on): the cluster label, then `labels`.
   by(labels):: std.join(', ', [c.clusterLabel] + labels),
 
+  // The "one" side of a join, unique per match group by construction (docs/rules-design.md,
+  // "Joins"): at most one series of `expr` per value of `labels` (a grouping from `by`), with all
+  // of its labels, so that a join `on (labels) group_left (...)` copies them and never finds two.
+  one(labels, expr):: 'topk by (%s) (1, %s)' % [labels, expr],
+
   // For alert annotations: a Go template action setting `$var` to PromQL matchers of the alert's
   // cluster label and `labels` (its own values), for the queries an annotation makes. A label
   // the alert does not have matches series without it.

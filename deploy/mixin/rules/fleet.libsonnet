@@ -92,18 +92,25 @@ function(c)
           expr: 'max without (%s, device) (%s > 0)' % [volatile, s.sel('diskprobe_probe_throughput_bytes_per_second')],
         },
         // A target's cohort: the `cohort` it is configured with, else the model and rotational
-        // of the disk under it now (a partition's disk_info carries its disk's model).
+        // of the disk under it now (a partition's disk_info carries its disk's model). One
+        // series per target whatever its copies say: a configured cohort wins over the disk's
+        // model (`or on`), and of two copies that disagree (two scrapes of one agent while a
+        // reload sets its cohort, two pods of one node in a rollout) one is taken; of two models
+        // on one kernel name (series that end without a staleness marker) one is taken.
         {
           record: 'diskprobe:target_cohort:info',
           expr: |||
-            max by (%(byCohort)s) (%(named)s)
-            or
-            max by (%(byDisk)s) (
-              max by (%(byDevice)s) (%(unnamed)s)
-              * on (%(device)s) group_left (%(diskLabels)s)
-              max by (%(deviceDisk)s) (%(diskInfo)s)
+            topk by (%(target)s) (1,
+              max by (%(byCohort)s) (%(named)s)
+              or on (%(target)s)
+              max by (%(byDisk)s) (
+                max by (%(byDevice)s) (%(unnamed)s)
+                * on (%(device)s) group_left (%(diskLabels)s)
+                %(diskInfo)s
+              )
             )
           ||| % {
+            target: target,
             byCohort: s.by(['job', 'instance', 'target', c.cohortLabel]),
             named: s.sel('diskprobe_target_info', ['%s!=""' % c.cohortLabel]),
             byDisk: s.by(['job', 'instance', 'target'] + c.cohortDiskLabels),
@@ -111,8 +118,10 @@ function(c)
             unnamed: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel, 'device!=""']),
             device: s.by(['job', 'instance', 'device']),
             diskLabels: std.join(', ', c.cohortDiskLabels),
-            deviceDisk: s.by(['job', 'instance', 'device'] + c.cohortDiskLabels),
-            diskInfo: s.sel('diskprobe_disk_info', ['%s!=""' % c.cohortDiskLabels[0]]),
+            diskInfo: s.one(s.by(['job', 'instance', 'device']), 'max by (%s) (%s)' % [
+              s.by(['job', 'instance', 'device'] + c.cohortDiskLabels),
+              s.sel('diskprobe_disk_info', ['%s!=""' % c.cohortDiskLabels[0]]),
+            ]),
           },
         },
         // The workload of the disk under each target (its parent disk for a partition): reads
@@ -139,20 +148,22 @@ function(c)
             writes: s.sel('diskprobe_disk_writes_completed_total'),
           },
         },
-        // The last p99 and the workload of each target that has a cohort, with its cohort's labels.
+        // The last p99 and the workload of each target that has a cohort, with its cohort's labels
+        // (the recording is read through the look-back window, which can hold the series of the
+        // last two evaluations when the choice changed: one of them again).
         {
           record: 'diskprobe:probe_latency_p99:last_in_cohort',
           expr: |||
             %s
             * on (%s) group_left (%s) %s
-          ||| % [rec('diskprobe:probe_latency_p99:last'), target, std.join(', ', cohortLabels), rec('diskprobe:target_cohort:info')],
+          ||| % [rec('diskprobe:probe_latency_p99:last'), target, std.join(', ', cohortLabels), s.one(target, rec('diskprobe:target_cohort:info'))],
         },
         {
           record: 'diskprobe:target_disk_ios:rate5m_in_cohort',
           expr: |||
             %s
             * on (%s) group_left (%s) %s
-          ||| % [rec('diskprobe:target_disk_ios:rate5m'), target, std.join(', ', cohortLabels), rec('diskprobe:target_cohort:info')],
+          ||| % [rec('diskprobe:target_disk_ios:rate5m'), target, std.join(', ', cohortLabels), s.one(target, rec('diskprobe:target_cohort:info'))],
         },
         // The reference of a cohort at each moment: the median of the last p99s of its members
         // at like load, when at least `cohortMinSize` such members have one.

@@ -1,7 +1,12 @@
 // Headroom: how close each disk is to the limits it is sold with (docs/runbook.md, "Headroom").
 // Every recorded series drops the labels that change with a rollout while the disk does not
 // (pod, container, endpoint); joins use `ignoring` and `group_*` on the disk's labels, so that the
-// cluster label and an agent scraped twice both carry through.
+// cluster label and an agent scraped twice both carry through. Every join's "one" side is unique
+// per match group by construction (docs/rules-design.md, "Joins"): an aggregation `without` every
+// label the join ignores (labels the series do not have included, so that the guard is written
+// where it holds), or `topk without (...) (1, ...)` where the join copies labels from it. A kernel
+// name that moved to another disk puts two serials on one device for as long as a window looks
+// back, and a join that found both would fail for the whole fleet.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local volatile = 'pod, container, endpoint';
@@ -15,7 +20,7 @@ function(c)
         rate(%(first)s[2m]) + rate(%(second)s[2m])
           - (
             sum without (target, serial, wwn) (
-              sum without (profile, device) (rate(%(probe)s[2m]))
+              sum without (profile, device, serial, wwn) (rate(%(probe)s[2m]))
                 * ignoring (device, serial, wwn) group_right %(targetDisk)s
             )
             or 0 * %(ioNow)s
@@ -31,20 +36,29 @@ function(c)
     targetDisk: s.sel('diskprobe_target_disk_info'),
     ioNow: disks('diskprobe_disk_io_now'),
   };
+  // A disk's limit: the declared one where there is one, else the one its capacity runs measured
+  // over the last day for the disk that has the kernel name now (its serial and wwn under a
+  // target); the larger where a window holds two.
   local share(kind, quantity, limit) = {
     record: 'diskprobe:disk_limit_consumed:ratio_rate2m',
     labels: { limit: kind },
     expr: |||
       %(workload)s
         / ignoring (serial, wwn, source) group_left (serial, wwn, source)
-          (
+          topk without (serial, wwn, source) (1,
             %(declared)s
-              or ignoring (source) last_over_time(%(measured)s[2h])
+              or ignoring (source)
+            (
+              last_over_time(%(measured)s[2h])
+                and on (%(diskId)s) %(current)s
+            )
           )
     ||| % {
       workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
       declared: stable('diskprobe_disk_limit_%s' % limit),
       measured: s.sel('diskprobe:disk_limit_%s:probe' % limit),
+      diskId: s.by(['job', 'instance', 'device', 'serial', 'wwn']),
+      current: s.sel('diskprobe_target_disk_info'),
     },
   };
   local nodeShare(kind, quantity, limit) = {
@@ -55,7 +69,7 @@ function(c)
         %(workload)s
           and ignoring (serial, wwn) %(members)s
       )
-        / ignoring (source) group_left (source) %(limit)s
+        / ignoring (source) group_left (source) topk without (source) (1, %(limit)s)
     ||| % {
       workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
       members: s.sel('diskprobe_node_limit_device_info'),
@@ -85,7 +99,7 @@ function(c)
     labels: { source: 'probe' },
     expr: |||
       max without (target) (
-        max without (profile, device) (quantile_over_time(0.5, %s[1d]))
+        max without (profile, device, serial, wwn) (quantile_over_time(0.5, %s[1d]))
           * ignoring (device, serial, wwn) group_right %s
       )
     ||| % [s.sel(completed), stable('diskprobe_target_disk_info')],
@@ -112,7 +126,7 @@ function(c)
             max without (limit, source) (
               %s
               or
-                max without (limit, source) (%s)
+                max without (limit, source, device, serial, wwn) (%s)
                   * ignoring (device, serial, wwn) group_right %s
             )
           ||| % [
@@ -125,7 +139,7 @@ function(c)
           record: 'diskprobe:disk_throttled:bool',
           expr: |||
             max without (target) (
-              max without (profile) (
+              max without (profile, device, serial, wwn) (
                 max without (stat, device, %(volatile)s) (%(p99)s)
                   > bool last_over_time(%(above)s[2h])
               )
