@@ -3,7 +3,11 @@
 //! one-target scenarios (every alert checked at every checkpoint), a small cohort without noise
 //! (the fleet alerts' annotations, exactly), and a week of a fleet of 41 disks for each of a set
 //! of seeds (every fail-slow disk named from its deadline to the end, no healthy disk ever named,
-//! every runbook query of an alert that fires returns data). Every alert fires in at least one
+//! every runbook query of an alert that fires returns data), and the rule-chaos suite
+//! (`scenarios/chaos.py`: a fleet scraped twice, rolled out with `maxSurge`, rebooted with kernel
+//! names swapped with and without staleness markers, a disk replaced under its kernel name, a
+//! node's series ending without markers: no rule of any group may fail to evaluate, and only the
+//! fail-slow disk is named) for fixed seeds. Every alert fires in at least one
 //! scenario and has a runbook section with queries, and the scenario table in docs/runbook.md is
 //! the one the generator prints.
 //!
@@ -19,6 +23,9 @@ use std::time::Instant;
 
 /// Seeds of the fleet suite that the rules were not tuned on.
 const FLEET_SEEDS: &[u64] = &[1001, 1002, 1003];
+
+/// Seeds of the rule-chaos suite (which node has which odd moment, when, and the probes' phases).
+const CHAOS_SEEDS: &[u64] = &[1, 2];
 
 fn run(cmd: &mut Command) -> (bool, String) {
     let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
@@ -92,6 +99,12 @@ fn rules_pass_promtool_and_every_scenario() {
         let path = dir.path().join(format!("fleet-{seed}.json"));
         generate(&["--fleet", &seed], &path);
         suites.push((format!("fleet, seed {seed}"), path));
+    }
+    // The rule-chaos suites: a rule that fails to evaluate at any evaluation fails promtool.
+    for seed in CHAOS_SEEDS.iter().map(u64::to_string) {
+        let path = dir.path().join(format!("chaos-{seed}.json"));
+        generate(&["--chaos", &seed], &path);
+        suites.push((format!("chaos, seed {seed}"), path));
     }
     let generated = started.elapsed();
 

@@ -482,6 +482,15 @@ class Exporter:
         put("diskprobe_target_interval_seconds", target, i0, INTERVAL)
         dev = dict(device=kname)
         put("diskprobe_disk_info", dict(dev, model=model.name, serial=disk.serial, rotational=model.rotational), i0, 1)
+        if f.full:
+            # What the headroom rules read: the disk under the target, its declared limit and the
+            # node's ceiling, and the byte counters and queue of diskstats.
+            ident = dict(dev, serial=disk.serial)
+            put("diskprobe_target_disk_info", dict(target, **ident), i0, 1)
+            put("diskprobe_disk_limit_iops", dict(ident, source="config"), i0, 3 * model.iops)
+            put("diskprobe_node_limit_device_info", ident, i0, 1)
+            put("diskprobe_node_limit_iops", dict(source="config"), i0, 20 * NVME.iops)
+            put("diskprobe_disk_io_now", dev, i0, 0)
         # Diskstats: reads and writes completed, at a rate constant within each hour.
         for h in range(int(t0 // H), math.ceil(end / H)):
             lo, hi = max(h * H, t0), min((h + 1) * H, end)
@@ -497,6 +506,9 @@ class Exporter:
             put("diskprobe_disk_writes_completed_total", dev, i, io[1], writes, kind="counter")
             put("diskprobe_disk_io_time_seconds_total", dev, i, io[2] / 1000, busy / 1000, kind="counter")
             put("diskprobe_disk_io_time_weighted_seconds_total", dev, i, io[3] / 1000, queue / 1000, kind="counter")
+            if f.full:
+                put("diskprobe_disk_read_bytes_total", dev, i, io[0] * 4096, reads * 4096, kind="counter")
+                put("diskprobe_disk_written_bytes_total", dev, i, io[1] * 4096, writes * 4096, kind="counter")
             io[0] += reads * (j - i)
             io[1] += writes * (j - i)
             io[2] += busy * (j - i)
@@ -533,6 +545,8 @@ class Exporter:
                 if f.full:
                     put("diskprobe_probe_latency_seconds", dict(pd, stat="p50"), i, round(p99 / 2.5, 9))
                     put("diskprobe_probe_runs_total", dict(pd, result="success"), i, runs, kind="counter")
+                    put("diskprobe_ios_total", pd, i, runs * RATE, kind="counter")
+                    put("diskprobe_io_bytes_total", pd, i, runs * RATE * 4096, kind="counter")
                 begin += INTERVAL * (1 + rng.uniform(-0.1, 0.1))
 
     def workload(self, disk, t):
@@ -772,7 +786,9 @@ def rows():
 
 def bench_fleet(nodes=2):
     """`nodes` nodes with 8 disks and 2 gentle profiles each (5 NVMe and 3 SATA SSDs): every
-    target-profile pair has a cohort of 5 or more. A week, no faults."""
+    target-profile pair has a cohort of 5 or more. A week, no faults; the first node reboots twice,
+    its NVMe kernel names swapping each time; every disk has a declared IOPS limit and every node
+    a ceiling, so that the headroom rules read what they read on a real fleet."""
     rng = random.Random(42)
     out = []
     for k in range(nodes):
@@ -785,6 +801,9 @@ def bench_fleet(nodes=2):
         out.append(n)
     for n in out:
         n.rollout = None
+    # Two reboots of the first node, each swapping its first two NVMe kernel names (and back):
+    # the series of the old names end without staleness markers, as backfilled history has none.
+    out[0].reboots = [(2 * DAY + 3 * H, 120), (5 * DAY + 3 * H, 120)]
     return Fleet(out, [], [], [], profiles=(PROFILE, "randwrite-4k-qd1-gentle"), full=True)
 
 

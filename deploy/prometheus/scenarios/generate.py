@@ -7,11 +7,14 @@ and errors; classic latency buckets; diskstats; discovery; `up`) is driven by sc
 what happens to a disk ("one slow run", "a sustained x4 regression on NVMe", "the agent
 restarts"). Each one-target scenario states, for every alert, whether it fires and from when; the
 suite checks every alert at every checkpoint. The fleet scenarios (fleet.py) put dozens of disks
-side by side for a week; they are drawn from a seed.
+side by side for a week; they are drawn from a seed. The rule-chaos suite (chaos.py) injects what
+real fleets do to the series (two scrapes of one agent, a rollout with maxSurge, kernel names that
+swap with and without staleness markers) and fails if any rule fails to evaluate.
 
     python3 deploy/prometheus/scenarios/generate.py OUT.json        # one-target scenarios
     python3 deploy/prometheus/scenarios/generate.py --fleet SEED OUT.json
     python3 deploy/prometheus/scenarios/generate.py --fleet exact OUT.json
+    python3 deploy/prometheus/scenarios/generate.py --chaos SEED OUT.json   # rule chaos (chaos.py)
     python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/runbook.md
     promtool test rules OUT.json
 
@@ -54,6 +57,7 @@ from common import (
     severity,
 )
 
+import chaos
 import headroom
 
 SCRAPE = 30  # seconds between scrapes
@@ -1304,6 +1308,10 @@ def table():
 def main(argv):
     if argv[1:] == ["--table"]:
         print(table())
+        return 0
+    if len(argv) == 4 and argv[1] == "--chaos":
+        with open(argv[3], "w") as f:
+            json.dump(chaos.suite(int(argv[2])), f)
         return 0
     if len(argv) == 4 and argv[1] == "--fleet":
         seed = None if argv[2] == "exact" else int(argv[2])
