@@ -17,7 +17,7 @@ pub mod recent;
 
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
-use crate::probe::measurement::{EngineKind, RunStatus, StuckIos};
+use crate::probe::measurement::{EngineKind, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use recent::RecentRuns;
 use std::collections::BTreeMap;
@@ -137,6 +137,8 @@ pub struct ProfileSeries {
     pub syncs: Option<SyncSeries>,
     /// The outcomes of the last finished runs.
     pub recent: RecentRuns,
+    /// When a run was last skipped, per reason in [`SkipReason::ALL`] order (Unix seconds).
+    pub last_skips: [Option<f64>; 5],
 }
 
 /// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
@@ -281,8 +283,10 @@ pub enum RunOutcome {
     },
     /// The run was not started.
     Skipped {
-        /// Why (busy, budget, ...).
+        /// Why, in words (busy, budget, ...).
         reason: String,
+        /// Why, for the `reason` label.
+        why: SkipReason,
     },
 }
 
@@ -311,7 +315,18 @@ impl RunOutcome {
             RunOutcome::Failed { error, .. } | RunOutcome::Abandoned { error, .. } => {
                 Some(error.clone())
             }
-            RunOutcome::Skipped { reason } => Some(reason.clone()),
+            RunOutcome::Skipped { reason, .. } => Some(reason.clone()),
+        }
+    }
+
+    /// Why the run was skipped, when it was (a capacity run that yielded counts as skipped).
+    pub fn skip_reason(&self) -> Option<SkipReason> {
+        match self {
+            RunOutcome::Skipped { why, .. } => Some(*why),
+            RunOutcome::Ran { result, .. } if result.status() == RunStatus::Skipped => {
+                Some(SkipReason::Yielded)
+            }
+            _ => None,
         }
     }
 
@@ -481,6 +496,9 @@ impl SeriesStore {
         if let RunOutcome::Ran { result, cost, .. } = outcome {
             add_io(series, result, cost);
         }
+        if let Some(why) = outcome.skip_reason() {
+            series.last_skips[why as usize] = Some(now);
+        }
         if let Some(last) = outcome.last_run(now) {
             if series.history.len() == HISTORY_LEN {
                 series.history.pop_front();
@@ -568,10 +586,15 @@ mod tests {
             "randread-4k-qd1-gentle",
             &RunOutcome::Skipped {
                 reason: "busy".into(),
+                why: SkipReason::Busy,
             },
         );
         let s = store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!(s.runs, [1, 0, 0, 1]);
+        // The skip's time is kept by its reason, and no other reason has one.
+        let busy = s.last_skips[SkipReason::Busy as usize].expect("a busy skip");
+        assert!((busy - unix_now()).abs() < 60.0, "{busy}");
+        assert_eq!(s.last_skips.iter().flatten().count(), 1);
         assert_eq!(s.ios, 100);
         assert_eq!(s.latency.count(), 100);
         let sum = s.latency.sum();
@@ -614,6 +637,7 @@ mod tests {
             "randread-4k-qd1-gentle",
             &RunOutcome::Skipped {
                 reason: "late".into(),
+                why: SkipReason::InFlight,
             },
         );
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
@@ -622,6 +646,7 @@ mod tests {
             "randread-4k-qd1-gentle",
             &RunOutcome::Skipped {
                 reason: "busy".into(),
+                why: SkipReason::Busy,
             },
         );
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0, 0, 0, 1]);
@@ -738,6 +763,9 @@ mod tests {
         let s = store.read(|t| t["t"].profiles[0].1.clone());
         assert_eq!((s.runs, s.ios, s.history.len()), ([1, 0, 0, 1], 2, 1));
         assert_eq!(s.last.unwrap().result, RunStatus::Success);
+        assert_eq!(yielded.skip_reason(), Some(SkipReason::Yielded));
+        assert!(s.last_skips[SkipReason::Yielded as usize].is_some());
+        assert_eq!(run(Ending::Finished, None).skip_reason(), None);
         // Timed out and cancelled runs are not skips.
         assert_eq!(run(Ending::TimedOut, None).status(), RunStatus::Timeout);
         assert_eq!(run(Ending::Cancelled, None).status(), RunStatus::Error);

@@ -42,6 +42,11 @@
     peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios
     peerBusyRatio: 3,  // a disk this much busier than its cohort's median is not compared
     peerFor: '1h',  // DiskprobeSlowerThanPeers: for and keep_firing_for
+    // Critical alerts: how long they keep firing once their condition clears (an agent restart
+    // empties its windows and its series for a minute; intermittent errors come and go).
+    criticalKeepFiringFor: '1h',
+    diskLostFor: '10m',  // DiskprobeDiskLost: a volume that moves is attached elsewhere by then
+    ioHungSeconds: 300,  // DiskprobeIOHung: the kernel has held a probe I/O this long
     cohortSlowdownRatio: 2,  // a cohort's median p99 over 6 hours against its best day
     currentMaxIntervalSeconds: 360,  // "current" medians need runs at least this often
     // Headroom: disks against the limits they are sold with (rules/headroom.libsonnet).

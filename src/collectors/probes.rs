@@ -14,7 +14,7 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, Kind, Labels, Value, labels};
-use crate::probe::measurement::{LatencySummary, RunStatus};
+use crate::probe::measurement::{LatencySummary, RunStatus, SkipReason};
 use crate::series::recent::FINISHED;
 use crate::series::{LastRun, ProfileSeries, SeriesStore, TargetInfo, TargetSeries};
 use std::collections::BTreeSet;
@@ -27,6 +27,10 @@ static RESULT_VALUES: LazyLock<[Arc<str>; 4]> =
 /// `result` label values of finished runs in [`FINISHED`] order.
 static FINISHED_VALUES: LazyLock<[Arc<str>; 3]> =
     LazyLock::new(|| FINISHED.map(|r| Arc::from(r.as_str())));
+
+/// `reason` label values in [`SkipReason::ALL`] order.
+static REASON_VALUES: LazyLock<[Arc<str>; 5]> =
+    LazyLock::new(|| SkipReason::ALL.map(|r| Arc::from(r.as_str())));
 
 /// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
 static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
@@ -45,6 +49,8 @@ enum Source {
     Runs,
     /// The profile's last finished runs by result: one per finished `result` (no `skipped`).
     RecentRuns,
+    /// When the profile's runs were last skipped: one per `reason` that has happened.
+    LastSkips,
     /// The profile's last run, once there is one; `None`: none.
     LastRun(fn(&LastRun) -> Option<f64>),
     /// A statistic per `stat` label of a latency summary of the profile's last run.
@@ -130,6 +136,12 @@ const FAMILIES: &[Row] = &[
         "Outcomes of the last 10 finished runs of the profile on the target since the agent started, by result: success, error or timeout (skipped and cancelled runs are not counted).",
         Kind::Gauge,
         Source::RecentRuns,
+    ),
+    row(
+        "diskprobe_probe_last_skip_timestamp_seconds",
+        "When a run of the profile on the target was last skipped since the agent started, by reason: in_flight (an earlier run or stat had not returned), budget (duty-cycle budget used up), busy (other processes kept the disk busy), held_by_kernel (I/Os of an earlier run still held: a hung device) or yielded (a capacity run stopped early for other processes' I/O).",
+        Kind::Gauge,
+        Source::LastSkips,
     ),
     row(
         "diskprobe_probe_recent_io_error_runs",
@@ -308,6 +320,13 @@ impl Row {
             Source::LastRun(value) => {
                 if let Some(v) = s.last.as_ref().and_then(value) {
                     family.push(l, v);
+                }
+            }
+            Source::LastSkips => {
+                for (value, at) in REASON_VALUES.iter().zip(s.last_skips) {
+                    if let Some(at) = at {
+                        family.push(&with(l, "reason", value), at);
+                    }
                 }
             }
             Source::RecentRuns => {

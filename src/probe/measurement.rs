@@ -158,6 +158,44 @@ impl RunStatus {
     }
 }
 
+/// Why a run was skipped: the `reason` label of `diskprobe_probe_last_skip_timestamp_seconds`,
+/// so that rules tell a profile rightly skipped on a busy disk from one that cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkipReason {
+    /// An earlier run or stat of the target had not returned.
+    InFlight,
+    /// The device's duty-cycle budget was used up.
+    Budget,
+    /// Other processes kept the disk busy (`skip_busy_above`).
+    Busy,
+    /// The kernel still held I/Os of an earlier run (a hung device).
+    HeldByKernel,
+    /// A capacity run stopped early to yield to other processes' I/O.
+    Yielded,
+}
+
+impl SkipReason {
+    /// All reasons, in label order.
+    pub const ALL: [SkipReason; 5] = [
+        SkipReason::InFlight,
+        SkipReason::Budget,
+        SkipReason::Busy,
+        SkipReason::HeldByKernel,
+        SkipReason::Yielded,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::InFlight => "in_flight",
+            SkipReason::Budget => "budget",
+            SkipReason::Busy => "busy",
+            SkipReason::HeldByKernel => "held_by_kernel",
+            SkipReason::Yielded => "yielded",
+        }
+    }
+}
+
 /// What went wrong first in a run: a failed I/O or sync, a failed system call of the engine, or
 /// what the run left in the kernel. Its text is the run's error in the one-shot output, the
 /// status page and the log.

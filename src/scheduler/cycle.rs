@@ -106,8 +106,7 @@ impl TargetTask {
 
     fn skip(&self, profile: &Profile, skip: &Skip) {
         log::skipped(&self.spec, profile, skip);
-        let reason = skip.to_string();
-        self.record(profile, &RunOutcome::Skipped { reason });
+        self.record(profile, &skip.outcome());
     }
 
     /// The device under the target for this cycle (`Some(None)`: none), from `stat` or a new
@@ -117,8 +116,7 @@ impl TargetTask {
             Some(stat) => stat,
             None if self.threads.load(Ordering::SeqCst) > 0 => {
                 log::cycle_skipped(&self.spec);
-                let reason = Skip::StillInFlight.to_string();
-                self.record_all(&RunOutcome::Skipped { reason });
+                self.record_all(&Skip::StillInFlight.outcome());
                 return None;
             }
             None => stat_and_label(&self.spec, &self.shared, &self.threads).await,
@@ -149,9 +147,7 @@ impl TargetTask {
         let key = DeviceKey::of(&self.spec, device.as_ref());
         let state = self.shared.devices.get(&key);
         if let Some(stuck) = state.stuck() {
-            self.record_all(&RunOutcome::Skipped {
-                reason: Skip::held_by_kernel(&key, &stuck).to_string(),
-            });
+            self.record_all(&Skip::held_by_kernel(&key, &stuck).outcome());
             return;
         }
         // The device first, then a global slot for each run: a run gives its slot back while it

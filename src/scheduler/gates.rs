@@ -6,9 +6,10 @@
 use super::devices::{Budget, DeviceKey, DeviceState};
 use crate::config::TargetSpec;
 use crate::contention::{DiskReader, Load};
-use crate::probe::measurement::StuckIos;
+use crate::probe::measurement::{SkipReason, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::probe::target::DeviceId;
+use crate::series::RunOutcome;
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,6 +46,24 @@ pub enum Skip {
 }
 
 impl Skip {
+    /// Why, for the `reason` label.
+    pub fn why(&self) -> SkipReason {
+        match self {
+            Skip::StillInFlight => SkipReason::InFlight,
+            Skip::BudgetUsedUp { .. } => SkipReason::Budget,
+            Skip::Busy { .. } => SkipReason::Busy,
+            Skip::HeldByKernel { .. } => SkipReason::HeldByKernel,
+        }
+    }
+
+    /// What the store records for a run skipped for this.
+    pub fn outcome(&self) -> RunOutcome {
+        RunOutcome::Skipped {
+            reason: self.to_string(),
+            why: self.why(),
+        }
+    }
+
     /// The skip while `stuck` I/Os of an earlier run are held on `device`.
     pub fn held_by_kernel(device: &DeviceKey, stuck: &StuckIos) -> Skip {
         Skip::HeldByKernel {

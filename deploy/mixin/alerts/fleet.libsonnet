@@ -105,17 +105,36 @@ function(c)
         },
       }),
       // A disk that a block-device discovery rule was probing has vanished (the agent keeps it
-      // as lost, across its restarts, for the rule's lost_retention). A mounted volume that
-      // moves away with its pod is not a lost disk.
+      // as lost, across its restarts, for the rule's lost_retention) and is not alive on any
+      // instance of the cluster: its serial (else its WWN) is in no node's diskprobe_disk_info.
+      // A volume that moved to another node is alive there; a serial that many disks share
+      // (an overlay's) is alive somewhere and names no disk; a disk with neither does not page.
       alert('DiskprobeDiskLost', {
-        expr: 'max without (%s) (%s)' % [
-          std.join(', ', c.volatileLabels),
-          s.sel('diskprobe_discovered_target_lost_timestamp_seconds'),
-        ],
+        expr: |||
+          (
+            max without (%(volatile)s) (%(lostSerial)s)
+              unless on (%(bySerial)s) max by (%(bySerial)s) (%(aliveSerial)s)
+          )
+          or
+          (
+            max without (%(volatile)s) (%(lostWWN)s)
+              unless on (%(byWWN)s) max by (%(byWWN)s) (%(aliveWWN)s)
+          )
+        ||| % {
+          volatile: std.join(', ', c.volatileLabels),
+          lostSerial: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['serial!=""']),
+          lostWWN: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['serial=""', 'wwn!=""']),
+          bySerial: s.by(['job', 'serial']),
+          byWWN: s.by(['job', 'wwn']),
+          aliveSerial: s.sel('diskprobe_disk_info', ['serial!=""']),
+          aliveWWN: s.sel('diskprobe_disk_info', ['wwn!=""']),
+        },
+        'for': c.diskLostFor,
+        keep_firing_for: c.criticalKeepFiringFor,
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk lost on {{ $labels.instance }}: {{ $labels.target }}',
-          description: 'The disk probed as target {{ $labels.target }} by discovery rule {{ $labels.rule }} (model {{ $labels.model }}, serial {{ $labels.serial }}, last seen as {{ $labels.device }}) has been gone since {{ $value | humanizeTimestamp }}.',
+          description: 'The disk probed as target {{ $labels.target }} by discovery rule {{ $labels.rule }} (model {{ $labels.model }}, serial {{ $labels.serial }}, last seen as {{ $labels.device }}) has been gone since {{ $value | humanizeTimestamp }}, and no node of the cluster has a disk of that identity.',
         },
       }),
     ],

@@ -4,10 +4,14 @@ function(c)
   local alert(name, rule) = { alert: name } + rule + { annotations+: s.runbook(name) };
   local volatile = std.join(', ', c.volatileLabels);
   // The block device under a target is gone from /proc/diskstats.
-  local vanished = '%s unless on (%s) %s' % [
+  // (Only where the agent's diskstats collector works: a failing collector exports no
+  // diskprobe_disk_info, and every device would look vanished.)
+  local vanished = '%s unless on (%s) %s and on (%s) %s == 1' % [
     s.sel('diskprobe_target_info', ['device!=""']),
     s.by(['job', 'instance', 'device']),
     s.sel('diskprobe_disk_info'),
+    s.by(['job', 'instance']),
+    s.sel('diskprobe_scrape_collector_success', ['collector="diskstats"']),
   ];
   [{
     name: 'diskprobe.alerts',
@@ -42,6 +46,7 @@ function(c)
       // not page).
       alert('DiskprobeIOErrors', {
         expr: 'max without (%s, device) (%s) >= %s' % [volatile, s.sel('diskprobe_probe_recent_io_error_runs'), c.ioErrorRuns],
+        keep_firing_for: c.criticalKeepFiringFor,
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk I/O errors on {{ $labels.instance }} {{ $labels.target }}',
@@ -54,40 +59,53 @@ function(c)
         expr: |||
           max without (%s) (
             %s
-              unless on (%s) %s
-              and on (%s) %s == 1
           )
-        ||| % [
-          volatile,
-          s.sel('diskprobe_target_info', ['device!=""']),
-          s.by(['job', 'instance', 'device']),
-          s.sel('diskprobe_disk_info'),
-          s.by(['job', 'instance']),
-          s.sel('diskprobe_scrape_collector_success', ['collector="diskstats"']),
-        ],
+        ||| % [volatile, vanished],
         'for': '5m',
+        keep_firing_for: c.criticalKeepFiringFor,
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk under probe target vanished on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
           description: '{{ $labels.device }}, the device under target {{ $labels.target }} ({{ $labels.path }}), is no longer in /proc/diskstats.',
         },
       }),
+      // The kernel has held an I/O of a probe run for `ioHungSeconds`: the run gave up on it
+      // (its timeout), no run starts on the device until it completes, and whatever else uses
+      // the device waits too. A hung disk, or its path (a controller, a network volume's link).
+      alert('DiskprobeIOHung', {
+        expr: 'max without (%s) (%s) >= %s' % [volatile, s.sel('diskprobe_probe_stuck_io_age_seconds'), c.ioHungSeconds],
+        keep_firing_for: c.criticalKeepFiringFor,
+        labels: { severity: 'critical' },
+        annotations: {
+          summary: 'Disk I/O hung on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
+          description: '{{ $labels.device }}, under target {{ $labels.target }}, has held an I/O of a probe run of profile {{ $labels.profile }} for {{ $value | humanizeDuration }}; no probe runs on it until the kernel completes it.',
+        },
+      }),
       // No finished run for 3.5 intervals: at least three cycles in a row (jitter is at most
-      // 10%) were skipped (busy device, budget) or hang, at any probe interval.
+      // 10%) were skipped (budget, a run in flight) or hang, at any probe interval. Not for a
+      // profile whose latest skip was for a busy disk (`busy`, or a capacity run that yielded):
+      // it is skipped by design while the workload needs the disk.
       alert('DiskprobeProbeStale', {
         expr: |||
-          (time() - max without (%s, device) (%s))
-            / on (%s) group_left
-              max by (%s) (%s)
-            > %s
-        ||| % [
-          volatile,
-          s.sel('diskprobe_probe_last_run_timestamp_seconds'),
-          s.by(['job', 'instance', 'target']),
-          s.by(['job', 'instance', 'target']),
-          s.sel('diskprobe_target_interval_seconds'),
-          c.probeStaleIntervals,
-        ],
+          (time() - max without (%(volatile)s, device) (%(last)s))
+            / on (%(target)s) group_left
+              max by (%(target)s) (%(interval)s)
+            > %(stale)s
+          unless on (%(pair)s)
+            (
+              max by (%(pair)s) (%(busySkip)s)
+                >= on (%(pair)s) max by (%(pair)s) (%(anySkip)s)
+            )
+        ||| % {
+          volatile: volatile,
+          last: s.sel('diskprobe_probe_last_run_timestamp_seconds'),
+          target: s.by(['job', 'instance', 'target']),
+          interval: s.sel('diskprobe_target_interval_seconds'),
+          stale: c.probeStaleIntervals,
+          pair: s.by(['job', 'instance', 'target', 'profile']),
+          busySkip: s.sel('diskprobe_probe_last_skip_timestamp_seconds', ['reason=~"busy|yielded"']),
+          anySkip: s.sel('diskprobe_probe_last_skip_timestamp_seconds'),
+        },
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk probe stale on {{ $labels.instance }} {{ $labels.target }}',

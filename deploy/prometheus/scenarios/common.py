@@ -30,6 +30,7 @@ SEVERITY = {
     "DiskprobeIOErrors": "critical",
     "DiskprobeTargetVanished": "critical",
     "DiskprobeDiskLost": "critical",
+    "DiskprobeIOHung": "critical",
     "DiskprobeDiskSaturated": "info",
     "DiskprobeCohortSlowdown": "info",
 }
@@ -168,7 +169,16 @@ def humanize_duration(v):
     if v == 0:
         return go_g4(v) + "s"
     if abs(v) >= 1:
-        return go_g4(v) + "s"  # under a minute in these scenarios
+        sign, v = ("-", -v) if v < 0 else ("", v)
+        d = int(v)
+        seconds, minutes, hours, days = d % 60, d // 60 % 60, d // 3600 % 24, d // 86400
+        if days:
+            return f"{sign}{days}d {hours}h {minutes}m {seconds}s"
+        if hours:
+            return f"{sign}{hours}h {minutes}m {seconds}s"
+        if minutes:
+            return f"{sign}{minutes}m {seconds}s"
+        return sign + go_g4(v) + "s"
     prefix = ""
     for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
         if abs(v) >= 1:

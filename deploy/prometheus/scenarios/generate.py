@@ -73,6 +73,7 @@ ALERTS = [
     "DiskprobeProbeFailing",
     "DiskprobeIOErrors",
     "DiskprobeTargetVanished",
+    "DiskprobeIOHung",
     "DiskprobeProbeStale",
     "DiskprobeProbeAbsent",
     "DiskprobeExporterDown",
@@ -126,6 +127,7 @@ class Target:
     model: str = ""  # of the disk under it (diskprobe_disk_info)
     serial: str = ""
     gone: int = None  # when its disk (block rule) or mount (mount rule) went away
+    attached: int = 0  # when its disk appeared on this node (a volume that moved here)
 
     def __post_init__(self):
         if not self.path:
@@ -167,6 +169,7 @@ class Agent:
     copies: list = field(default_factory=lambda: [{}])
     down: list = field(default_factory=list)  # [(from, to)]: not answering scrapes, then restarted
     rules: dict = field(default_factory=dict)  # [[discover]] rule id -> kind (block, mount)
+    diskstats_fails: int = None  # from then on the diskstats collector fails (no disk series)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +184,7 @@ class Run:
     iops: float = 0.0
     io_errors: int = 0
     sync_p99: float = 0.0
+    skip_reason: str = "in_flight"  # of a skipped run: diskprobe_probe_last_skip_timestamp_seconds
 
 
 class Effect:
@@ -288,11 +292,57 @@ class Vanished(Effect):
         run.result, run.ran = "error", False
 
 
-class Skipped(Effect):
-    """Runs are skipped (device busy, budget): no run finishes."""
+class IOErrorsEvery(Effect):
+    """Every `every`-th run has `n` failed I/Os (intermittent errors)."""
+
+    def __init__(self, every, n, **kw):
+        super().__init__(**kw)
+        self.every, self.errors, self.n = every, n, {}
 
     def apply(self, run, target, profile, rng, t):
-        run.result, run.ran = "skipped", False
+        key = (target.name, profile.name)
+        self.n[key] = self.n.get(key, 0) + 1
+        if self.n[key] % self.every == 0:
+            run.result, run.io_errors = "error", self.errors
+
+
+class Hung(Effect):
+    """The device hangs: the first run from `start` on times out with its I/O held by the kernel
+    (`at`: when it was issued), and every later run is skipped while the I/O is held. With
+    `stuck`, a hook that exports the held I/O as the agent does."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.at = None
+
+    def apply(self, run, target, profile, rng, t):
+        if self.at is None:
+            self.at = t - 1  # the run started a second before it ended
+            run.result, run.ran = "timeout", False
+        else:
+            run.result, run.ran, run.skip_reason = "skipped", False, "held_by_kernel"
+
+    def stuck(self, sim, agent, base, state, t):
+        for target in agent.targets:
+            if self.target not in (None, target.name):
+                continue
+            for profile in target.profiles:
+                p = dict(base, target=target.name, profile=profile.name, device=target.device)
+                held = self.at is not None and self.at <= t
+                sim.put("diskprobe_probe_stuck_ios", p, 1 if held else 0)
+                sim.put("diskprobe_probe_stuck_io_age_seconds", p, t - self.at if held else 0)
+
+
+class Skipped(Effect):
+    """Runs are skipped for `reason` (in_flight: an open that hangs; busy: the workload needs the
+    disk; budget; ...): no run finishes."""
+
+    def __init__(self, reason="in_flight", **kw):
+        super().__init__(**kw)
+        self.reason = reason
+
+    def apply(self, run, target, profile, rng, t):
+        run.result, run.ran, run.skip_reason = "skipped", False, self.reason
 
 
 @dataclass
@@ -321,6 +371,7 @@ class ProfileState:
     sync_buckets: list = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
     sync_sum: float = 0.0
     last: dict = None
+    skips: dict = field(default_factory=dict)  # reason -> when a run was last skipped for it
     # The last finished runs: (result, had I/O errors); the sync p99 of the last runs that synced.
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_RUNS))
     recent_sync: deque = field(default_factory=lambda: deque(maxlen=RECENT_SYNC_RUNS))
@@ -400,19 +451,20 @@ class Simulation:
                 for target in agent.targets:
                     schedule(target, t)
             self.put("up", base, 1)
-            self.put("diskprobe_scrape_collector_success", dict(base, collector="diskstats"), 1)
+            failing = agent.diskstats_fails is not None and agent.diskstats_fails <= t
+            self.put("diskprobe_scrape_collector_success", dict(base, collector="diskstats"), 0 if failing else 1)
             vanished = {
                 target.device
                 for target in agent.targets
                 for e in s.effects
                 if isinstance(e, Vanished) and e.applies(target, target.profiles[0], t)
             } | {target.device for target in agent.targets if target.gone is not None and rescan_after(target.gone) <= t}
-            devices = sorted({target.device for target in agent.targets} | {q.device for q in s.queues})
+            devices = sorted({target.device for target in agent.targets if target.attached <= t} | {q.device for q in s.queues})
             for device in devices:
                 d = dict(base, device=device)
                 disk = next((x for x in agent.targets if x.device == device), None)
                 info = dict(d, rotational="0", model=disk.model if disk else "", serial=disk.serial if disk else "")
-                if device in vanished:
+                if device in vanished or failing:
                     for name in ("diskprobe_disk_io_time_weighted_seconds_total", "diskprobe_disk_io_time_seconds_total"):
                         self.remove(name, d)
                     self.remove("diskprobe_disk_info", info)
@@ -475,6 +527,7 @@ class Simulation:
         st = state.setdefault((target.name, profile.name), ProfileState())
         st.runs[run.result] += 1
         if run.result == "skipped":
+            st.skips[run.skip_reason] = end
             return
         st.recent.append((run.result, run.io_errors > 0))
         # Gauges keep four significant digits, so that the values promtool reads back are the
@@ -530,6 +583,8 @@ class Simulation:
             for result in ("success", "error", "timeout"):
                 self.put("diskprobe_probe_recent_runs", dict(p, result=result), sum(1 for r, _ in st.recent if r == result))
             self.put("diskprobe_probe_recent_io_error_runs", p, sum(1 for _, e in st.recent if e))
+            for reason, at in st.skips.items():
+                self.put("diskprobe_probe_last_skip_timestamp_seconds", dict(p, reason=reason), at)
             if len(st.recent_sync) == RECENT_SYNC_RUNS:
                 self.put("diskprobe_probe_recent_sync_latency_seconds", dict(p, stat="p99"), min(st.recent_sync))
             self.put("diskprobe_ios_total", p, st.ios)
@@ -671,6 +726,8 @@ class Fires:
         if self.alert == "DiskprobeDiskSaturated":
             return dict(base, device=self.device)
         t = self.target
+        if self.alert == "DiskprobeIOHung":
+            return dict(base, target=t.name, profile=self.profile.name, device=t.device)
         if self.alert in ("DiskprobeTargetVanished", "DiskprobeProbeAbsent"):
             return dict(base, target=t.name, path=t.path, device=t.device, kind=t.kind, fstype=t.fstype, rule=t.rule)
         if self.alert == "DiskprobeDiskLost":
@@ -723,7 +780,12 @@ class Fires:
                 description=f"{failed} of the last 10 runs of profile {p.name} on {t.name} failed or timed out; the agent's log says why.",
             )
         elif a == "DiskprobeIOErrors":
-            v = sim.at(ts, "diskprobe_probe_recent_io_error_runs", **probe)
+            # While it keeps firing (keep_firing_for) with fewer errors than it needs, the alert
+            # keeps the value of its last evaluation that had them.
+            k = ts
+            while sim.at(k, "diskprobe_probe_recent_io_error_runs", **probe) < 2:
+                k -= EVAL
+            v = sim.at(k, "diskprobe_probe_recent_io_error_runs", **probe)
             ann = dict(
                 summary=f"Disk I/O errors on {inst} {t.name}",
                 description=f"Probe I/Os of profile {p.name} on {t.name} failed in {v} of its last 10 runs.",
@@ -732,6 +794,12 @@ class Fires:
             ann = dict(
                 summary=f"Disk under probe target vanished on {inst} {t.name} ({t.device})",
                 description=f"{t.device}, the device under target {t.name} ({t.path}), is no longer in /proc/diskstats.",
+            )
+        elif a == "DiskprobeIOHung":
+            v = sim.at(ts, "diskprobe_probe_stuck_io_age_seconds", **probe)
+            ann = dict(
+                summary=f"Disk I/O hung on {inst} {t.name} ({t.device})",
+                description=f"{t.device}, under target {t.name}, has held an I/O of a probe run of profile {p.name} for {humanize_duration(v)}; no probe runs on it until the kernel completes it.",
             )
         elif a == "DiskprobeProbeStale":
             last = sim.at(ts, "diskprobe_probe_last_run_timestamp_seconds", **probe)
@@ -757,10 +825,14 @@ class Fires:
                 description=f"The I/O queue of {self.device} has averaged {(w[i] - w[i - 10]) / 300:.1f} requests for 30 minutes.",
             )
         elif a == "DiskprobeDiskLost":
-            v = sim.at(ts, "diskprobe_discovered_target_lost_timestamp_seconds", **{k: v for k, v in labels.items() if k != "severity"})
+            # Held through an agent restart (keep_firing_for): the value of its last evaluation.
+            k, v = ts, None
+            while v is None:
+                v = sim.at(k, "diskprobe_discovered_target_lost_timestamp_seconds", **{n: x for n, x in labels.items() if n != "severity"})
+                k -= EVAL
             ann = dict(
                 summary=f"Disk lost on {inst}: {t.name}",
-                description=f"The disk probed as target {t.name} by discovery rule {t.rule} (model {t.model}, serial {t.serial}, last seen as {t.device}) has been gone since {humanize_timestamp(v)}.",
+                description=f"The disk probed as target {t.name} by discovery rule {t.rule} (model {t.model}, serial {t.serial}, last seen as {t.device}) has been gone since {humanize_timestamp(v)}, and no node of the cluster has a disk of that identity.",
             )
         else:
             raise ValueError(a)
@@ -1170,17 +1242,91 @@ def scenarios():
     out.append(
         Scenario(
             "disk-lost",
-            "a disk found by a block-device discovery rule falls off the bus at 2 h; a volume found by a mount rule moves away with its pod at 2.5 h; the agent restarts at 3 h (it keeps the lost disk in its state directory)",
+            "a disk found by a block-device discovery rule falls off the bus at 2 h; a volume found by a mount rule moves away with its pod at 2.5 h; the agent restarts at 3 h (it keeps the lost disk in its state directory): one page, across the restart",
             [a],
             4 * H,
             effects=[Noise(0.2)],
-            fires=[
-                Fires("DiskprobeDiskLost", a, t, not_before=2 * H + 1, by=2 * H + 5 * M, until=3 * H),
-                Fires("DiskprobeDiskLost", a, t, not_before=3 * H, by=3 * H + 5 * M),
-            ],
+            fires=[Fires("DiskprobeDiskLost", a, t, not_before=2 * H + 10 * M, by=2 * H + 15 * M)],
             focus=H,
             onset=2 * H,
             seed=24,
+        )
+    )
+    model, serial = "SAMSUNG MZQL23T8HCLS-00A07", "S6XNNA0R777777"
+    a = Agent(
+        "node-1:9957",
+        [Target("disk-" + serial, "nvme2n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme2n1", rule="disks", model=model, serial=serial, gone=2 * H + 10)],
+        rules=dict(disks="block"),
+    )
+    b = Agent(
+        "node-2:9957",
+        [
+            Target("disk-S6XNNA0R888888", "nvme0n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme0n1", rule="disks", model=model, serial="S6XNNA0R888888"),
+            Target("disk-" + serial, "nvme1n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme1n1", rule="disks", model=model, serial=serial, start=2 * H + 4 * M, attached=2 * H + 4 * M),
+        ],
+        rules=dict(disks="block"),
+    )
+    out.append(
+        Scenario(
+            "moved-volume",
+            "a network volume probed by a block-device discovery rule on node-1 is detached at 2 h (node-1 reports it lost) and attached to node-2 4 minutes later, where the same rule probes it: no page",
+            [a, b],
+            4 * H,
+            effects=[Noise(0.2)],
+            fires=[],
+            focus=H,
+            onset=2 * H,
+            seed=26,
+        )
+    )
+    a = nvme()
+    t = a.targets[0]
+    hung = Hung(start=2 * H, target="data")
+    out.append(
+        Scenario(
+            "hung-device",
+            "the device hangs at 2 h: the next run times out with its I/O held by the kernel, later runs are skipped while it is held; pages critical within 10 minutes of the held I/O",
+            [a],
+            4 * H,
+            effects=[Noise(0.2), hung],
+            hooks=[hung.stuck],
+            fires=[
+                Fires("DiskprobeIOHung", a, t, t.profiles[0], not_before=2 * H + 5 * M, by=2 * H + 10 * M),
+                Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=2 * H + 17 * M, by=2 * H + 30 * M),
+            ],
+            focus=H,
+            onset=2 * H,
+            seed=27,
+        )
+    )
+    a = nvme()
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "intermittent-io-errors",
+            "from 2 h every sixth run has failed I/Os: 1 or 2 of the last 10 runs, coming and going; one page, held through the dips",
+            [a],
+            10 * H,
+            effects=[Noise(0.2), IOErrorsEvery(6, 2, start=2 * H)],
+            fires=[Fires("DiskprobeIOErrors", a, t, t.profiles[0], not_before=2 * H + 1, by=3 * H + 20 * M)],
+            focus=H,
+            onset=2 * H,
+            seed=28,
+        )
+    )
+    a = Agent("node-1:9957", [Target("data", "nvme0n1", [nvme_qd1()], interval=M)], diskstats_fails=H)
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "diskstats-fails",
+            "from 1 h the agent's diskstats collector fails (no disk series) and every other run of data fails: the failing probe pages, no target is reported vanished",
+            [a],
+            2 * H,
+            effects=[Noise(0.2), Failing(2, start=H, target="data")],
+            fires=[Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=H + 5 * M, by=H + 10 * M)],
+            focus=H,
+            onset=H,
+            seed=29,
         )
     )
     twice = [dict(service="diskprobe-exporter"), {}]
@@ -1215,10 +1361,10 @@ def scenarios():
     out.append(
         Scenario(
             "stale",
-            "runs are skipped (device busy) from 2 h on: no run finishes",
+            "runs are skipped (the duty-cycle budget is used up) from 2 h on: no run finishes",
             [a],
             4 * H,
-            effects=[Noise(0.2), Skipped(start=2 * H)],
+            effects=[Noise(0.2), Skipped(reason="budget", start=2 * H)],
             fires=[Fires("DiskprobeProbeStale", a, t, t.profiles[0], not_before=2 * H + 10 * M, by=2 * H + 25 * M)],
             focus=H,
             onset=2 * H,
