@@ -8,7 +8,7 @@
 //! with many devices.
 
 use super::{CollectError, Collector};
-use crate::block_info::{self, BlockInfo};
+use crate::blockdev::{self, BlockDevice};
 use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
@@ -103,7 +103,8 @@ impl DiskstatsCollector {
             .map(|d| match cache.get(&(d.major, d.minor)) {
                 Some(c) if c.name == d.name && now < c.stale_at => c.labels.clone(),
                 _ => {
-                    let i = block_info::read(&self.sysfs_root, d.major, d.minor);
+                    let i =
+                        blockdev::by_dev(&self.sysfs_root, d.major, d.minor).unwrap_or_default();
                     let labels = DeviceLabels {
                         device: labels(&[("device", &d.name)]),
                         info: info_labels(d, &i),
@@ -129,7 +130,7 @@ impl DiskstatsCollector {
     }
 }
 
-fn info_labels(d: &DiskStats, i: &BlockInfo) -> Labels {
+fn info_labels(d: &DiskStats, i: &BlockDevice) -> Labels {
     let (major, minor) = (d.major.to_string(), d.minor.to_string());
     labels(&[
         ("device", &d.name),
@@ -138,11 +139,14 @@ fn info_labels(d: &DiskStats, i: &BlockInfo) -> Labels {
         ("model", &i.model),
         ("serial", &i.serial),
         ("wwn", &i.wwn),
-        ("revision", &i.revision),
-        ("rotational", &i.rotational),
-        ("logical_block_size", &i.logical_block_size),
+        ("revision", &i.firmware_rev),
+        ("rotational", i.rotational_label()),
+        ("logical_block_size", &i.logical_block_size_label()),
         ("dm_name", &i.dm_name),
-        ("parent", &i.parent),
+        ("parent", i.parent.as_deref().unwrap_or("")),
+        ("volume_id", &i.cloud.volume_id),
+        ("lun", &i.cloud.lun),
+        ("cloud", i.cloud.cloud.as_str()),
     ])
 }
 
@@ -260,7 +264,7 @@ impl Collector for DiskstatsCollector {
                     targets
                         .values()
                         .filter_map(|t| t.info.as_ref())
-                        .any(|i| i.device == name || i.parent == name)
+                        .any(|i| i.device_name() == name || i.parent_name() == name)
                 };
                 parsed
                     .devices

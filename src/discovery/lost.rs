@@ -15,7 +15,7 @@
 use super::lost_file;
 pub use super::lost_file::LostTarget;
 use super::matching::Scan;
-use super::sysfs::BlockDevice;
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{DiscoverRule, RuleSource};
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,11 +193,9 @@ mod tests {
             major: 8,
             minor: kname.bytes().map(u32::from).sum(),
             sectors,
-            parent: None,
-            holders: 0,
             serial: serial.into(),
-            wwn: String::new(),
             model: "M".into(),
+            ..BlockDevice::default()
         }
     }
 
