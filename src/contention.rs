@@ -101,6 +101,11 @@ impl DiskReader {
         }
     }
 
+    /// The directories of the disks read.
+    pub fn disk_dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
     fn read(dir: &Path, name: &str) -> Result<(PathBuf, String), ReadError> {
         let path = dir.join(name);
         match std::fs::read_to_string(&path) {

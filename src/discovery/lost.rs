@@ -137,6 +137,7 @@ impl LostTracker {
                     model: device.model.clone(),
                     serial: device.serial.clone(),
                     wwn: device.wwn.clone(),
+                    volume_id: device.cloud.volume_id.clone(),
                     since_ms: (r.now * 1000.0).round() as u64,
                 });
                 changed = true;
