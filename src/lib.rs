@@ -17,6 +17,8 @@
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
 //! - [`blockdev`]: the one model of a block device (kind, parent, the disks under it, serial,
 //!   WWN, model, what the cloud calls it) and the one reader of block devices in sysfs.
+//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl,
+//!   and what the clouds' vendor-specific identify data says.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
 //! - [`collectors`]: one collector per source (diskstats, probes, discovery, limits, exporter
 //!   state, process), run per scrape.
@@ -83,6 +85,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod logging;
 pub mod mountinfo;
+pub mod nvme_admin;
 pub mod probe;
 pub mod sandbox;
 pub mod scheduler;
