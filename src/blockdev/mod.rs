@@ -15,6 +15,8 @@
 pub mod cloud;
 pub mod sysfs;
 
+use std::path::Path;
+
 pub use cloud::{Cloud, CloudId};
 pub use sysfs::{all, by_dev, by_name, disk_names, disks_under};
 
@@ -86,6 +88,8 @@ pub struct BlockDevice {
     pub logical_block_size: Option<u64>,
     /// `dm/name` of a device-mapper volume.
     pub dm_name: String,
+    /// An NVMe namespace's id (`nsid`; a partition has its disk's).
+    pub nsid: Option<u32>,
     /// What the cloud calls the disk, where the kernel shows it.
     pub cloud: CloudId,
 }
@@ -110,6 +114,33 @@ impl BlockDevice {
         self.logical_block_size
             .map(|b| b.to_string())
             .unwrap_or_default()
+    }
+}
+
+/// Completes what the cloud calls `device` from NVMe identify data where sysfs does not say it: a
+/// GCP NVMe disk's device name (Identify Namespace, through the disk's node under `devfs`).
+/// Without `CAP_SYS_ADMIN`, or where the node cannot be opened, nothing changes.
+pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
+    let wanted = device.cloud.cloud == Cloud::Gcp && device.cloud.volume_id.is_empty();
+    let Some(nsid) = device.nsid.filter(|_| wanted) else {
+        return;
+    };
+    let node = devfs.join(device.disk_name());
+    let read = || -> Result<Option<String>, crate::nvme_admin::AdminError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&node)?;
+        let mut id_ns = vec![0u8; crate::nvme_admin::IDENTIFY_LEN];
+        let cmd = crate::nvme_admin::Command::identify_namespace(nsid);
+        crate::nvme_admin::admin(&file, &cmd, &mut id_ns)?;
+        Ok(crate::nvme_admin::gcp_device_name(&id_ns))
+    };
+    match read() {
+        Ok(Some(name)) => device.cloud.volume_id = name,
+        Ok(None) => {}
+        Err(err) => tracing::debug!(node = %node.display(), %err, "no NVMe identify data"),
     }
 }
 

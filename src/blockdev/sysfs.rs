@@ -231,6 +231,7 @@ fn read_dir(
             .parse()
             .ok(),
         dm_name: text(&dir.join("dm/name")),
+        nsid: nsid_of(disk_dir),
         parent: parent.map(|(p, _)| p),
         serial,
         model,
@@ -289,7 +290,7 @@ fn identify(
         .then(|| fs::read(disk_dir.join("device/vpd_pg80")).ok())
         .flatten()
         .and_then(|page| cloud::parse_vpd_pg80(&page));
-    let nsid = text(&disk_dir.join("nsid")).parse().ok();
+    let nsid = nsid_of(disk_dir);
     cloud::identify(&Facts {
         transport,
         vendor,
@@ -300,6 +301,11 @@ fn identify(
         nsid,
         vpd_serial: vpd.as_deref(),
     })
+}
+
+/// An NVMe namespace's id, from `nsid` in its disk's directory.
+fn nsid_of(disk_dir: &Path) -> Option<u32> {
+    text(&disk_dir.join("nsid")).parse().ok()
 }
 
 /// The `device_id` of the nearest ancestor of `device` (inside `sysfs`) that has one: a VMBus

@@ -60,6 +60,8 @@ pub struct DiskstatsCollector {
     /// Devices under probe targets: always reported, whatever the filter, so that probe results
     /// can be joined with their device's counters on the `device` label.
     probed: Option<Arc<SeriesStore>>,
+    /// Where device nodes are, for NVMe identify data (`None`: sysfs only).
+    devfs: Option<PathBuf>,
     cache: Mutex<HashMap<(u32, u32), Cached>>,
 }
 
@@ -71,6 +73,7 @@ impl DiskstatsCollector {
             sysfs_root,
             filter: RwLock::new(Arc::new(filter)),
             probed: None,
+            devfs: None,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -79,6 +82,13 @@ impl DiskstatsCollector {
     /// the filter excludes them (e.g. partitions and loop devices under the default filter).
     pub fn with_probe_targets(mut self, series: Arc<SeriesStore>) -> Self {
         self.probed = Some(series);
+        self
+    }
+
+    /// Also asks NVMe disks under `devfs` what sysfs does not say of them (a GCP NVMe disk's
+    /// device name: [`blockdev::complete_from_nvme`]); needs `CAP_SYS_ADMIN`, else does nothing.
+    pub fn with_devfs(mut self, devfs: PathBuf) -> Self {
+        self.devfs = Some(devfs);
         self
     }
 
@@ -103,8 +113,11 @@ impl DiskstatsCollector {
             .map(|d| match cache.get(&(d.major, d.minor)) {
                 Some(c) if c.name == d.name && now < c.stale_at => c.labels.clone(),
                 _ => {
-                    let i =
+                    let mut i =
                         blockdev::by_dev(&self.sysfs_root, d.major, d.minor).unwrap_or_default();
+                    if let Some(devfs) = &self.devfs {
+                        blockdev::complete_from_nvme(&mut i, devfs);
+                    }
                     let labels = DeviceLabels {
                         device: labels(&[("device", &d.name)]),
                         info: info_labels(d, &i),

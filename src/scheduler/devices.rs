@@ -1,5 +1,6 @@
-//! Per physical device (a partition counts as its disk; a target without a block device as its
-//! path), one [`DeviceState`]: the lock a cycle holds (at most one cycle per device), the
+//! Per set of physical disks (a partition counts as its disk, a device-mapper or RAID volume as
+//! the disks under it: [`BlockDevice::disks`]; a target without a block device as its path), one
+//! [`DeviceState`]: the lock a cycle holds (at most one cycle per device), the
 //! duty-cycle budget under it, and the I/Os of an earlier run the kernel still holds.
 
 use crate::blockdev::BlockDevice;
