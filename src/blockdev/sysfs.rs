@@ -123,7 +123,12 @@ fn partition_dirs(dir: &Path) -> Vec<PathBuf> {
 /// The kernel names of the whole devices in `<sysfs>/block`, sorted; empty when it cannot be
 /// read.
 pub fn disk_names(sysfs: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(sysfs.join("block"))
+    entry_names(&sysfs.join("block"))
+}
+
+/// The kernel names of the entries of directory `dir`, sorted; empty when it cannot be read.
+fn entry_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .map(|e| kname(&e.file_name().to_string_lossy()))
@@ -160,14 +165,7 @@ fn walk(sysfs: &Path, name: &str, dir: Option<PathBuf>, depth: usize, out: &mut 
         Some(parent) => parent,
         None => (name.to_owned(), dir),
     };
-    let mut under: Vec<String> = fs::read_dir(disk_dir.join("slaves"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| kname(&e.file_name().to_string_lossy()))
-                .collect()
-        })
-        .unwrap_or_default();
-    under.sort();
+    let under = entry_names(&disk_dir.join("slaves"));
     if under.is_empty() || depth >= MAX_DEPTH {
         out.push(disk);
         return;
