@@ -165,7 +165,8 @@ fn collectors(
                 cli.sysfs.clone(),
                 config.diskstats.filter.clone(),
             )
-            .with_probe_targets(series.clone()),
+            .with_probe_targets(series.clone())
+            .with_devfs(cli.devfs.clone()),
         ),
         limits: Arc::new(LimitsCollector::new(
             series.clone(),

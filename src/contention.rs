@@ -2,10 +2,12 @@
 //! (busy skip), and whether another process's I/O shows up while a run goes on (yield, and the
 //! cost of probing exported per target).
 //!
-//! Everything is read on the whole disk (a partition's I/O counts in its disk, as for the
-//! scheduler's per-disk lock and budget), from `/sys/block/DISK/stat` (the disk's
+//! Everything is read on the whole disks a target's I/O lands on ([`crate::blockdev`]: a
+//! partition's I/O counts in its disk, a device-mapper or RAID volume's in every disk under it, as
+//! for the scheduler's device lock and budget), from `/sys/block/DISK/stat` (the disk's
 //! `/proc/diskstats` counters, without the other devices) and `/sys/block/DISK/inflight` (I/Os in
-//! flight by direction).
+//! flight by direction), added up over the disks (the I/O time: the largest, as any I/O in
+//! flight on any of them).
 //!
 //! Before a run, all the disk's I/O is other processes': the agent runs one probe per disk at a
 //! time. During a run, the probe's own I/O is subtracted, using the engine's
@@ -81,33 +83,64 @@ pub fn parse_inflight(text: &str) -> Option<[u64; 2]> {
     }
 }
 
-/// Reads the counters of one disk.
+/// Reads the counters of the whole disks under one target, added up.
 #[derive(Debug, Clone)]
 pub struct DiskReader {
-    dir: PathBuf,
+    dirs: Vec<PathBuf>,
 }
 
 impl DiskReader {
-    /// The reader of disk `disk` (a kernel name such as `sda` or `cciss/c0d0`) under the sysfs
-    /// mountpoint `sysfs`.
-    pub fn new(sysfs: &Path, disk: &str) -> DiskReader {
+    /// The reader of the whole disks `disks` (kernel names such as `sda` or `cciss/c0d0`) under
+    /// the sysfs mountpoint `sysfs`.
+    pub fn new(sysfs: &Path, disks: &[String]) -> DiskReader {
         DiskReader {
-            dir: sysfs.join("block").join(disk.replace('/', "!")),
+            dirs: disks
+                .iter()
+                .map(|d| crate::blockdev::sysfs::disk_dir(sysfs, d))
+                .collect(),
         }
     }
 
-    fn read(&self, name: &str) -> Result<(PathBuf, String), ReadError> {
-        let path = self.dir.join(name);
+    /// The directories of the disks read.
+    pub fn disk_dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    fn read(dir: &Path, name: &str) -> Result<(PathBuf, String), ReadError> {
+        let path = dir.join(name);
         match std::fs::read_to_string(&path) {
             Ok(text) => Ok((path, text)),
             Err(source) => Err(ReadError::Io { path, source }),
         }
     }
 
-    /// The disk's counters now.
+    /// The disks' counters now, added up; an error when any disk's cannot be read (or there is
+    /// no disk).
     pub fn sample(&self) -> Result<Sample, ReadError> {
-        let (stat_path, stat) = self.read("stat")?;
-        let (inflight_path, inflight) = self.read("inflight")?;
+        let mut total: Option<Sample> = None;
+        for dir in &self.dirs {
+            let s = Self::sample_one(dir)?;
+            total = Some(match total {
+                None => s,
+                Some(t) => Sample {
+                    at: s.at,
+                    stats: add_stats(&t.stats, &s.stats),
+                    in_flight: [
+                        t.in_flight[0] + s.in_flight[0],
+                        t.in_flight[1] + s.in_flight[1],
+                    ],
+                },
+            });
+        }
+        total.ok_or_else(|| ReadError::Io {
+            path: PathBuf::from("block"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no disk to watch"),
+        })
+    }
+
+    fn sample_one(dir: &Path) -> Result<Sample, ReadError> {
+        let (stat_path, stat) = Self::read(dir, "stat")?;
+        let (inflight_path, inflight) = Self::read(dir, "inflight")?;
         let at = Instant::now();
         let stats = parse_stat(&stat).ok_or(ReadError::Format {
             path: stat_path,
@@ -129,9 +162,15 @@ impl DiskReader {
     /// than `max_segments`. One request per page when the limits cannot be read.
     pub fn requests_per_io(&self, block_size: u64) -> u64 {
         let pages = block_size.div_ceil(4096).max(1);
+        // The smallest limit of any disk splits the most.
         let limit = |name: &str| -> Option<u64> {
-            let (_, text) = self.read(&format!("queue/{name}")).ok()?;
-            text.trim().parse::<u64>().ok().filter(|v| *v > 0)
+            self.dirs
+                .iter()
+                .filter_map(|dir| {
+                    let (_, text) = Self::read(dir, &format!("queue/{name}")).ok()?;
+                    text.trim().parse::<u64>().ok().filter(|v| *v > 0)
+                })
+                .min()
         };
         match (limit("max_sectors_kb"), limit("max_segments")) {
             (Some(kb), Some(segments)) => block_size
@@ -140,6 +179,43 @@ impl DiskReader {
                 .max(1),
             _ => pages,
         }
+    }
+}
+
+/// The counters of two disks together: sums, but for the I/O time, the larger (time with any I/O
+/// in flight on either).
+fn add_stats(a: &DiskStats, b: &DiskStats) -> DiskStats {
+    let discards = match (a.discards, b.discards) {
+        (Some(x), Some(y)) => Some(diskstats::DiscardStats {
+            completed: x.completed + y.completed,
+            merged: x.merged + y.merged,
+            sectors: x.sectors + y.sectors,
+            time_ms: x.time_ms + y.time_ms,
+        }),
+        (x, y) => x.or(y),
+    };
+    let flushes = match (a.flushes, b.flushes) {
+        (Some(x), Some(y)) => Some(diskstats::FlushStats {
+            completed: x.completed + y.completed,
+            time_ms: x.time_ms + y.time_ms,
+        }),
+        (x, y) => x.or(y),
+    };
+    DiskStats {
+        reads_completed: a.reads_completed + b.reads_completed,
+        reads_merged: a.reads_merged + b.reads_merged,
+        sectors_read: a.sectors_read + b.sectors_read,
+        read_time_ms: a.read_time_ms + b.read_time_ms,
+        writes_completed: a.writes_completed + b.writes_completed,
+        writes_merged: a.writes_merged + b.writes_merged,
+        sectors_written: a.sectors_written + b.sectors_written,
+        write_time_ms: a.write_time_ms + b.write_time_ms,
+        io_in_progress: a.io_in_progress + b.io_in_progress,
+        io_time_ms: a.io_time_ms.max(b.io_time_ms),
+        io_weighted_time_ms: a.io_weighted_time_ms + b.io_weighted_time_ms,
+        discards,
+        flushes,
+        ..a.clone()
     }
 }
 
@@ -300,7 +376,7 @@ pub struct WatchReport {
 pub struct Watch {
     /// The disk's counters.
     pub disk: DiskReader,
-    /// The disk's name, for messages.
+    /// The disks' names (joined by `+`), for messages.
     pub disk_name: String,
     /// The run's own I/O.
     pub own: OwnIo,
@@ -544,7 +620,7 @@ mod tests {
 
         fn watch(&self, yield_on_others: bool) -> Watch {
             Watch {
-                disk: DiskReader::new(self.dir.path(), "sdx"),
+                disk: DiskReader::new(self.dir.path(), &["sdx".to_owned()]),
                 disk_name: "sdx".to_owned(),
                 own: OwnIo {
                     block_size: 4096,
@@ -623,7 +699,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let queue = dir.path().join("block/sdx/queue");
         std::fs::create_dir_all(&queue).unwrap();
-        let reader = DiskReader::new(dir.path(), "sdx");
+        let reader = DiskReader::new(dir.path(), &["sdx".to_owned()]);
         // Unknown limits: a request per page.
         assert_eq!(reader.requests_per_io(1 << 20), 256);
         std::fs::write(queue.join("max_sectors_kb"), "1280\n").unwrap();

@@ -15,9 +15,10 @@
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
-//! - [`block_info`]: static facts about a block device from sysfs.
-//! - [`disks`]: the whole disks under a block device (partition, device-mapper or RAID volume)
-//!   and their serial and WWN: what a disk's limits and consumption are counted against.
+//! - [`blockdev`]: the one model of a block device (kind, parent, the disks under it, serial,
+//!   WWN, model, what the cloud calls it) and the one reader of block devices in sysfs.
+//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl,
+//!   and what the clouds' vendor-specific identify data says.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
 //! - [`collectors`]: one collector per source (diskstats, probes, discovery, limits, exporter
 //!   state, process), run per scrape.
@@ -71,7 +72,7 @@
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod agent;
-pub mod block_info;
+pub mod blockdev;
 pub mod cli;
 pub mod coalesce;
 pub mod collectors;
@@ -79,12 +80,12 @@ pub mod config;
 pub mod contention;
 pub mod device_filter;
 pub mod discovery;
-pub mod disks;
 pub mod diskstats;
 pub mod exposition;
 pub mod histogram;
 pub mod logging;
 pub mod mountinfo;
+pub mod nvme_admin;
 pub mod probe;
 pub mod sandbox;
 pub mod scheduler;

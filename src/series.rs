@@ -15,10 +15,12 @@
 
 pub mod recent;
 
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
 use crate::probe::measurement::{EngineKind, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
+use crate::probe::target::{Cache, TargetKind};
 use recent::RecentRuns;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,17 +39,45 @@ pub(crate) fn unix_now() -> f64 {
 pub struct TargetInfo {
     /// Configured path.
     pub path: String,
-    /// Kernel name of the block device under the target (`""` when there is none).
-    pub device: String,
-    /// Disk of a partition.
-    pub parent: String,
-    /// `block_device` or `file`.
-    pub kind: String,
+    /// The block device under the target (`None` when there is none, or it is not known yet);
+    /// its [`BlockDevice::disks`] are the disks the target's I/O lands on.
+    pub device: Option<BlockDevice>,
+    /// Block device or file (`None` until a stat said).
+    pub kind: Option<TargetKind>,
     /// Filesystem type of a file target.
     pub fstype: String,
-    /// What the target's probes probably measure instead of a disk (`memory`, `page_cache`,
-    /// `zfs_arc`), or `""`.
-    pub cache: String,
+    /// What the target's probes probably measure instead of a disk.
+    pub cache: Option<Cache>,
+}
+
+impl TargetInfo {
+    /// Kernel name of the block device under the target, or `""`.
+    pub fn device_name(&self) -> &str {
+        self.device.as_ref().map_or("", |d| d.kname.as_str())
+    }
+
+    /// The disk of a partition under the target, or `""`.
+    pub fn parent_name(&self) -> &str {
+        self.device
+            .as_ref()
+            .and_then(|d| d.parent.as_deref())
+            .unwrap_or("")
+    }
+
+    /// The whole disks the target's I/O lands on (none without a block device).
+    pub fn disks(&self) -> &[String] {
+        self.device.as_ref().map_or(&[], |d| d.disks.as_slice())
+    }
+
+    /// `block_device`, `file`, or `""`.
+    pub fn kind_label(&self) -> &'static str {
+        self.kind.map_or("", TargetKind::as_str)
+    }
+
+    /// `memory`, `page_cache`, `zfs_arc`, or `""`.
+    pub fn cache_label(&self) -> &'static str {
+        self.cache.map_or("", Cache::as_str)
+    }
 }
 
 /// The last run of one profile on one target.

@@ -44,22 +44,21 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
         path,
         ..Default::default()
     });
-    let device = if info.device.is_empty() {
-        "no block device".to_owned()
-    } else {
-        info.device.clone()
+    let device = match info.device_name() {
+        "" => "no block device".to_owned(),
+        name => name.to_owned(),
     };
     let mut facts = vec![escape(&info.path), escape(&device)];
-    if !info.kind.is_empty() {
-        facts.push(escape(&info.kind));
+    if let Some(kind) = info.kind {
+        facts.push(escape(kind.as_str()));
     }
     if !info.fstype.is_empty() {
         facts.push(escape(&info.fstype));
     }
-    if !info.cache.is_empty() {
+    if let Some(cache) = info.cache {
         facts.push(format!(
             "probably measures {}, not a disk",
-            escape(&info.cache)
+            escape(cache.as_str())
         ));
     }
     facts.push(format!(

@@ -68,6 +68,7 @@ impl Collector for DiscoveryCollector {
                         ("model", &l.model),
                         ("serial", &l.serial),
                         ("wwn", &l.wwn),
+                        ("volume_id", &l.volume_id),
                     ]),
                     l.since(),
                 );

@@ -8,7 +8,7 @@
 //! with many devices.
 
 use super::{CollectError, Collector};
-use crate::block_info::{self, BlockInfo};
+use crate::blockdev::{self, BlockDevice};
 use crate::device_filter::DeviceFilter;
 use crate::diskstats::{self, DiskStats};
 use crate::exposition::{Family, Labels, labels};
@@ -60,6 +60,8 @@ pub struct DiskstatsCollector {
     /// Devices under probe targets: always reported, whatever the filter, so that probe results
     /// can be joined with their device's counters on the `device` label.
     probed: Option<Arc<SeriesStore>>,
+    /// Where device nodes are, for NVMe identify data (`None`: sysfs only).
+    devfs: Option<PathBuf>,
     cache: Mutex<HashMap<(u32, u32), Cached>>,
 }
 
@@ -71,6 +73,7 @@ impl DiskstatsCollector {
             sysfs_root,
             filter: RwLock::new(Arc::new(filter)),
             probed: None,
+            devfs: None,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -79,6 +82,13 @@ impl DiskstatsCollector {
     /// the filter excludes them (e.g. partitions and loop devices under the default filter).
     pub fn with_probe_targets(mut self, series: Arc<SeriesStore>) -> Self {
         self.probed = Some(series);
+        self
+    }
+
+    /// Also asks NVMe disks under `devfs` what sysfs does not say of them (a GCP NVMe disk's
+    /// device name: [`blockdev::complete_from_nvme`]); needs `CAP_SYS_ADMIN`, else does nothing.
+    pub fn with_devfs(mut self, devfs: PathBuf) -> Self {
+        self.devfs = Some(devfs);
         self
     }
 
@@ -103,7 +113,11 @@ impl DiskstatsCollector {
             .map(|d| match cache.get(&(d.major, d.minor)) {
                 Some(c) if c.name == d.name && now < c.stale_at => c.labels.clone(),
                 _ => {
-                    let i = block_info::read(&self.sysfs_root, d.major, d.minor);
+                    let mut i =
+                        blockdev::by_dev(&self.sysfs_root, d.major, d.minor).unwrap_or_default();
+                    if let Some(devfs) = &self.devfs {
+                        blockdev::complete_from_nvme(&mut i, devfs);
+                    }
                     let labels = DeviceLabels {
                         device: labels(&[("device", &d.name)]),
                         info: info_labels(d, &i),
@@ -129,7 +143,7 @@ impl DiskstatsCollector {
     }
 }
 
-fn info_labels(d: &DiskStats, i: &BlockInfo) -> Labels {
+fn info_labels(d: &DiskStats, i: &BlockDevice) -> Labels {
     let (major, minor) = (d.major.to_string(), d.minor.to_string());
     labels(&[
         ("device", &d.name),
@@ -138,11 +152,14 @@ fn info_labels(d: &DiskStats, i: &BlockInfo) -> Labels {
         ("model", &i.model),
         ("serial", &i.serial),
         ("wwn", &i.wwn),
-        ("revision", &i.revision),
-        ("rotational", &i.rotational),
-        ("logical_block_size", &i.logical_block_size),
+        ("revision", &i.firmware_rev),
+        ("rotational", i.rotational_label()),
+        ("logical_block_size", &i.logical_block_size_label()),
         ("dm_name", &i.dm_name),
-        ("parent", &i.parent),
+        ("parent", i.parent.as_deref().unwrap_or("")),
+        ("volume_id", &i.cloud.volume_id),
+        ("lun", &i.cloud.lun),
+        ("cloud", i.cloud.cloud.as_str()),
     ])
 }
 
@@ -260,7 +277,7 @@ impl Collector for DiskstatsCollector {
                     targets
                         .values()
                         .filter_map(|t| t.info.as_ref())
-                        .any(|i| i.device == name || i.parent == name)
+                        .any(|i| i.device_name() == name || i.parent_name() == name)
                 };
                 parsed
                     .devices

@@ -5,7 +5,8 @@
 //! much of them is in use.
 //!
 //! A limit is a whole disk's: a target on a partition or on a device-mapper or RAID volume gives
-//! its limits to the disks under it ([`crate::disks`]), each labelled with its kernel name
+//! its limits to the disks under it ([`crate::blockdev`]'s one rule, found when the target was last
+//! looked at: [`crate::series::TargetInfo::disks`]), each labelled with its kernel name
 //! (`device`, as in `diskprobe_disk_*`), serial number and WWN. When several targets give one disk
 //! a limit, the smallest counts. `diskprobe_target_disk_info` says which disks each target's probe
 //! I/O lands on, so that rules can subtract the probes' own I/O (`diskprobe_ios_total`, per
@@ -17,8 +18,8 @@
 //! found), read on every scrape; what sysfs says about a device is kept for [`SYSFS_TTL`].
 
 use super::{CollectError, Collector};
+use crate::blockdev::{self, BlockDevice};
 use crate::config::{DiskLimits, NodeLimits};
-use crate::disks::{self, Disk};
 use crate::exposition::{Family, labels};
 use crate::series::SeriesStore;
 use std::collections::{BTreeMap, HashMap};
@@ -26,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// How long what sysfs says about a device (the disks under it, a disk's serial and WWN) is
+/// How long what sysfs says about a disk (its serial and WWN) is
 /// reused before it is read again.
 pub const SYSFS_TTL: Duration = Duration::from_secs(60);
 
@@ -36,30 +37,19 @@ const CONFIG: &str = "config";
 /// What sysfs said, and until when it is believed.
 #[derive(Default)]
 struct Cache {
-    /// Device name → the kernel names of the whole disks under it.
-    under: HashMap<String, (Instant, Vec<String>)>,
-    /// Disk name → its identifiers.
-    identity: HashMap<String, (Instant, Disk)>,
+    /// Disk name → what sysfs says about it.
+    identity: HashMap<String, (Instant, BlockDevice)>,
 }
 
 impl Cache {
-    fn disks_under(&mut self, sysfs: &std::path::Path, device: &str, now: Instant) -> Vec<String> {
-        match self.under.get(device) {
-            Some((until, names)) if now < *until => names.clone(),
-            _ => {
-                let names = disks::disk_names_under(sysfs, device);
-                self.under
-                    .insert(device.to_owned(), (now + SYSFS_TTL, names.clone()));
-                names
-            }
-        }
-    }
-
-    fn identify(&mut self, sysfs: &std::path::Path, name: &str, now: Instant) -> Disk {
+    fn identify(&mut self, sysfs: &std::path::Path, name: &str, now: Instant) -> BlockDevice {
         match self.identity.get(name) {
             Some((until, disk)) if now < *until => disk.clone(),
             _ => {
-                let disk = disks::identify(sysfs, name);
+                let disk = blockdev::by_name(sysfs, name).unwrap_or_else(|| BlockDevice {
+                    kname: name.to_owned(),
+                    ..BlockDevice::default()
+                });
                 self.identity
                     .insert(name.to_owned(), (now + SYSFS_TTL, disk.clone()));
                 disk
@@ -69,7 +59,6 @@ impl Cache {
 
     /// Forgets what went stale (devices that left keep no entry for long).
     fn evict(&mut self, now: Instant) {
-        self.under.retain(|_, (until, _)| now < *until);
         self.identity.retain(|_, (until, _)| now < *until);
     }
 }
@@ -113,9 +102,9 @@ fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// Pushes `disk`'s labels and `value` (with `extra` labels after them) into `family`.
-fn push_disk(family: &mut Family, disk: &Disk, extra: &[(&'static str, &str)], value: f64) {
+fn push_disk(family: &mut Family, disk: &BlockDevice, extra: &[(&'static str, &str)], value: f64) {
     let mut pairs = vec![
-        ("device", disk.name.as_str()),
+        ("device", disk.kname.as_str()),
         ("serial", disk.serial.as_str()),
         ("wwn", disk.wwn.as_str()),
     ];
@@ -155,18 +144,13 @@ impl Collector for LimitsCollector {
         );
 
         // Copied out of the store so that sysfs is read without holding its lock.
-        let targets: Vec<(String, String, DiskLimits)> = self.results.read(|targets| {
+        let targets: Vec<(String, Vec<String>, DiskLimits)> = self.results.read(|targets| {
             targets
                 .iter()
                 .filter_map(|(name, t)| {
-                    let info = t.info.as_ref()?;
-                    let device = if info.parent.is_empty() {
-                        &info.device
-                    } else {
-                        &info.parent
-                    };
-                    (!device.is_empty())
-                        .then(|| (name.clone(), device.clone(), t.spec.settings.limits))
+                    let disks = t.info.as_ref()?.disks();
+                    (!disks.is_empty())
+                        .then(|| (name.clone(), disks.to_vec(), t.spec.settings.limits))
                 })
                 .collect()
         });
@@ -174,19 +158,21 @@ impl Collector for LimitsCollector {
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache.evict(now);
-        let mut limited: BTreeMap<Disk, DiskLimits> = BTreeMap::new();
-        for (target, device, limits) in &targets {
-            for name in cache.disks_under(&self.sysfs, device, now) {
-                let disk = cache.identify(&self.sysfs, &name, now);
+        let mut limited: BTreeMap<String, (BlockDevice, DiskLimits)> = BTreeMap::new();
+        for (target, disks, limits) in &targets {
+            for name in disks {
+                let disk = cache.identify(&self.sysfs, name, now);
                 push_disk(&mut target_disk, &disk, &[("target", target)], 1.0);
                 if !limits.is_empty() {
-                    let l = limited.entry(disk).or_default();
+                    let (_, l) = limited
+                        .entry(name.clone())
+                        .or_insert_with(|| (disk, DiskLimits::default()));
                     l.iops = smaller(l.iops, limits.iops);
                     l.bytes_per_second = smaller(l.bytes_per_second, limits.bytes_per_second);
                 }
             }
         }
-        for (disk, l) in &limited {
+        for (disk, l) in limited.values() {
             if let Some(iops) = l.iops {
                 push_disk(&mut disk_iops, disk, &[("source", CONFIG)], iops as f64);
             }
@@ -202,7 +188,7 @@ impl Collector for LimitsCollector {
             if let Some(bytes) = node.limits.bytes_per_second {
                 node_bytes.push(&source, bytes as f64);
             }
-            for name in disks::all_disk_names(&self.sysfs) {
+            for name in blockdev::disk_names(&self.sysfs) {
                 if node.devices.is_match(&name) {
                     let disk = cache.identify(&self.sysfs, &name, now);
                     push_disk(&mut node_devices, &disk, &[], 1.0);
@@ -232,21 +218,21 @@ mod tests {
     use crate::series::TargetInfo;
     use std::path::Path;
 
-    /// The exposition of a collector over `disks::tests::tree()` for configuration `toml`, whose
-    /// targets are found at the devices `at` (target name, device, parent).
-    fn scrape(toml: &str, at: &[(&str, &str, &str)]) -> String {
-        let tree = crate::disks::tests::tree();
+    /// The exposition of a collector over `blockdev::sysfs::tests::tree()` for configuration
+    /// `toml`, whose targets are found at the devices `at` (target name, device), as a stat finds
+    /// them.
+    fn scrape(toml: &str, at: &[(&str, &str)]) -> String {
+        let tree = crate::blockdev::sysfs::tests::tree();
         let config = Config::from_toml(toml, Path::new("t.toml")).unwrap();
         let store = Arc::new(SeriesStore::new());
         let specs: Vec<_> = config.targets.iter().cloned().map(Arc::new).collect();
         store.set_targets(&specs);
-        for (name, device, parent) in at {
+        for (name, device) in at {
             let spec = specs.iter().find(|s| s.name == *name).unwrap();
             store.set_info(
                 spec,
                 TargetInfo {
-                    device: (*device).into(),
-                    parent: (*parent).into(),
+                    device: blockdev::by_name(tree.path(), device),
                     ..TargetInfo::default()
                 },
             );
@@ -269,10 +255,10 @@ mod tests {
              [[targets]]\nname = \"plain\"\npath = \"/srv/x\"\n\
              [[targets]]\nname = \"tmp\"\npath = \"/dev/shm/x\"\niops_limit = 7\n",
             &[
-                ("part", "sda1", "sda"),
-                ("vol", "dm-0", ""),
-                ("plain", "vdb", ""),
-                ("tmp", "", ""),
+                ("part", "sda1"),
+                ("vol", "dm-0"),
+                ("plain", "vdb"),
+                ("tmp", ""),
             ],
         );
         assert_eq!(
@@ -312,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_reload_replaces_the_node_ceiling() {
-        let tree = crate::disks::tests::tree();
+        let tree = crate::blockdev::sysfs::tests::tree();
         let c = LimitsCollector::new(Arc::new(SeriesStore::new()), tree.path().to_owned(), None);
         let count = |c: &LimitsCollector| {
             let mut out = Vec::new();

@@ -262,11 +262,11 @@ fn target_info(name: &str, target: &TargetSeries, info: &TargetInfo, family: &mu
         &labels(&[
             ("target", name),
             ("path", &info.path),
-            ("device", &info.device),
-            ("parent", &info.parent),
-            ("kind", &info.kind),
+            ("device", info.device_name()),
+            ("parent", info.parent_name()),
+            ("kind", info.kind_label()),
             ("fstype", &info.fstype),
-            ("cache", &info.cache),
+            ("cache", info.cache_label()),
             ("rule", rule),
             ("cohort", &target.spec.settings.cohort),
         ]),
@@ -384,7 +384,7 @@ impl Collector for ProbesCollector {
                     let l = labels(&[
                         ("target", name),
                         ("profile", profile),
-                        ("device", &info.device),
+                        ("device", info.device_name()),
                     ]);
                     for (row, family) in FAMILIES.iter().zip(&mut families) {
                         row.push_series(family, &l, s);

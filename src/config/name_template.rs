@@ -1,7 +1,8 @@
 //! Name templates of `[[discover]]` rules: how a target found by a rule is named, from the rule
 //! regex's capture groups and facts about the device under it.
 //!
-//! `$1`.. (or `${1}`) are capture groups; `{kname}`, `{serial}` and `{wwn}` facts; `{wwn|serial|kname}`
+//! `$1`.. (or `${1}`) are capture groups; `{kname}`, `{serial}`, `{wwn}`, `{volume_id}`,
+//! `{lun}` and `{cloud}` facts (the labels of `diskprobe_disk_info`); `{wwn|serial|kname}`
 //! the first of the listed facts that the device has (not empty), so that a disk without a WWN is
 //! still named after its serial, and one without either after its kernel name; `$$`, `{{` and `}}`
 //! are a literal `$`, `{` and `}`. A template whose placeholder has none of its facts names
@@ -16,10 +17,24 @@ pub enum Fact {
     Serial,
     /// `{wwn}`: the device's World Wide Name (`wwid`).
     Wwn,
+    /// `{volume_id}`: what the cloud calls the volume (EBS `vol-…`, a GCP device name, a virtio
+    /// serial).
+    VolumeId,
+    /// `{lun}`: an Azure data disk's LUN.
+    Lun,
+    /// `{cloud}`: `aws`, `azure`, `gcp`, or empty.
+    Cloud,
 }
 
 impl Fact {
-    const ALL: [Fact; 3] = [Fact::Kname, Fact::Serial, Fact::Wwn];
+    const ALL: [Fact; 6] = [
+        Fact::Kname,
+        Fact::Serial,
+        Fact::Wwn,
+        Fact::VolumeId,
+        Fact::Lun,
+        Fact::Cloud,
+    ];
 
     /// The placeholder's name, between braces in a template.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +42,9 @@ impl Fact {
             Fact::Kname => "kname",
             Fact::Serial => "serial",
             Fact::Wwn => "wwn",
+            Fact::VolumeId => "volume_id",
+            Fact::Lun => "lun",
+            Fact::Cloud => "cloud",
         }
     }
 }
@@ -66,7 +84,7 @@ pub struct NameTemplate {
 fn facts(inner: &str, closed: bool) -> Result<Vec<Fact>, String> {
     let unknown = || {
         format!(
-            "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}}, {{wwn}} or several of them as {{wwn|serial|kname}} (write {{{{ for a literal {{)",
+            "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}}, {{wwn}}, {{volume_id}}, {{lun}}, {{cloud}} or several of them as {{wwn|serial|kname}} (write {{{{ for a literal {{)",
             if closed { "}" } else { "" }
         )
     };
@@ -239,7 +257,8 @@ mod tests {
             .render(groups, |f| match f {
                 Fact::Kname => Some("sdb".to_owned()),
                 Fact::Serial => Some("S3X".to_owned()),
-                Fact::Wwn => None,
+                Fact::VolumeId => Some("vol-0abc".to_owned()),
+                Fact::Wwn | Fact::Lun | Fact::Cloud => None,
             })
     }
 
@@ -274,6 +293,11 @@ mod tests {
             Ok("disk-sdb".into())
         );
         assert_eq!(render("{serial|wwn}", &[]), Ok("S3X".into()));
+        assert_eq!(
+            render("disk-{volume_id|wwn|serial|kname}", &[]),
+            Ok("disk-vol-0abc".into())
+        );
+        assert_eq!(render("{lun|kname}", &[]), Ok("sdb".into()));
         let t = NameTemplate::parse("d-{wwn|serial}").unwrap();
         assert!(t.uses(Fact::Wwn) && t.uses(Fact::Serial) && !t.uses(Fact::Kname));
         // A fact that is only blanks counts as missing (sysfs pads some serials with spaces).
@@ -281,6 +305,7 @@ mod tests {
             Fact::Wwn => Some("   ".to_owned()),
             Fact::Serial => Some(String::new()),
             Fact::Kname => Some("vdb".to_owned()),
+            Fact::VolumeId | Fact::Lun | Fact::Cloud => None,
         };
         assert_eq!(
             NameTemplate::parse("{wwn|serial|kname}")

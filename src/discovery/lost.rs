@@ -15,7 +15,7 @@
 use super::lost_file;
 pub use super::lost_file::LostTarget;
 use super::matching::Scan;
-use super::sysfs::BlockDevice;
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{DiscoverRule, RuleSource};
 use std::collections::{BTreeMap, BTreeSet};
@@ -137,6 +137,7 @@ impl LostTracker {
                     model: device.model.clone(),
                     serial: device.serial.clone(),
                     wwn: device.wwn.clone(),
+                    volume_id: device.cloud.volume_id.clone(),
                     since_ms: (r.now * 1000.0).round() as u64,
                 });
                 changed = true;
@@ -193,11 +194,9 @@ mod tests {
             major: 8,
             minor: kname.bytes().map(u32::from).sum(),
             sectors,
-            parent: None,
-            holders: 0,
             serial: serial.into(),
-            wwn: String::new(),
             model: "M".into(),
+            ..BlockDevice::default()
         }
     }
 

@@ -23,6 +23,10 @@ pub struct LostTarget {
     pub serial: String,
     /// World Wide Name.
     pub wwn: String,
+    /// What the cloud called the volume (`volume_id` of `diskprobe_disk_info`); absent from
+    /// files written before it was kept.
+    #[serde(default)]
+    pub volume_id: String,
     /// When a rescan found it missing, in whole Unix milliseconds (so that the state file
     /// gives back the very value the agent exported before a restart).
     pub since_ms: u64,
@@ -101,6 +105,7 @@ mod tests {
             model: "WDC WD40EFRX".into(),
             serial: "WD-1".into(),
             wwn: "naa.5001".into(),
+            volume_id: String::new(),
             since_ms: 1_700_000_000_500,
         }
     }

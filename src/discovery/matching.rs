@@ -11,7 +11,7 @@
 //! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
 //! or an earlier rule is not used again.
 
-use super::sysfs::BlockDevice;
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
 use crate::config::name_template::Fact;
@@ -136,6 +136,9 @@ fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
             Fact::Kname => d.kname.clone(),
             Fact::Serial => d.serial.clone(),
             Fact::Wwn => d.wwn.clone(),
+            Fact::VolumeId => d.cloud.volume_id.clone(),
+            Fact::Lun => d.cloud.lun.clone(),
+            Fact::Cloud => d.cloud.cloud.as_str().to_owned(),
         })
     }
 }

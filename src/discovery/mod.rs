@@ -2,8 +2,8 @@
 //! probe targets, rescanned on a period, so that one configuration serves a fleet of unlike
 //! machines and follows volumes as they are attached, mounted, unmounted and detached.
 //!
-//! - [`sysfs`]: the block devices of `<sysfs>/block` (and their partitions); the mount table comes
-//!   from [`crate::mountinfo`].
+//! - Block devices come from [`crate::blockdev`] (its one sysfs reader); the mount table from
+//!   [`crate::mountinfo`].
 //! - [`matching`]: pure: what each rule finds in a scan, and all rules together.
 //! - [`rescan`]: the task that scans on a thread every `rescan` and publishes the targets found,
 //!   which the agent hands to the scheduler beside the configured ones; and the rules' status
@@ -15,6 +15,5 @@ pub mod lost;
 pub mod lost_file;
 pub mod matching;
 pub mod rescan;
-pub mod sysfs;
 
 pub use rescan::{Discovery, Plan, RuleStatus, Status};

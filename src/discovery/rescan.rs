@@ -10,7 +10,6 @@
 
 use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
-use super::sysfs;
 use crate::config::{Config, DiscoverRule, TargetSpec};
 use crate::mountinfo;
 use crate::scheduler::Roots;
@@ -64,8 +63,8 @@ pub enum ScanError {
 /// mounts the host's `/proc`, as node_exporter's filesystem collector reads it), or the agent's own
 /// (`<procfs>/self/mountinfo`) where init's cannot be read (no root).
 pub fn scan(roots: &Roots, dev_dir: &Path, mounts: bool) -> Result<Scan, ScanError> {
-    let block = roots.sysfs.join("block");
-    let devices = sysfs::read(&roots.sysfs).map_err(|source| ScanError::Read {
+    let block = crate::blockdev::sysfs::block_root(&roots.sysfs);
+    let devices = crate::blockdev::all(&roots.sysfs).map_err(|source| ScanError::Read {
         path: block,
         source,
     })?;

@@ -148,7 +148,7 @@ impl RunRecord {
     fn new(target: &Path, open: Option<&OpenTarget>, profile: &Profile) -> RunRecord {
         RunRecord {
             target: target.display().to_string(),
-            device: open.and_then(|t| t.device.as_ref().map(|d| d.name.clone())),
+            device: open.and_then(|t| t.device.as_ref().map(|d| d.kname.clone())),
             kind: open.map(|t| t.kind.as_str()),
             fstype: open
                 .filter(|t| t.kind == TargetKind::File)

@@ -9,9 +9,10 @@ use super::shared::Shared;
 use super::slots::GlobalSlot;
 use super::stat::{StatFailure, stat_and_label};
 use super::thread::run_on_thread;
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::probe::profile::Profile;
-use crate::probe::target::{DeviceId, TargetFacts};
+use crate::probe::target::TargetFacts;
 use crate::series::RunOutcome;
 use rand::Rng;
 use std::sync::Arc;
@@ -111,7 +112,7 @@ impl TargetTask {
 
     /// The device under the target for this cycle (`Some(None)`: none), from `stat` or a new
     /// stat; `None` when the cycle is given up on, which is recorded for every profile.
-    async fn device(&self, stat: Option<Stat>) -> Option<Option<DeviceId>> {
+    async fn device(&self, stat: Option<Stat>) -> Option<Option<BlockDevice>> {
         let stat = match stat {
             Some(stat) => stat,
             None if self.threads.load(Ordering::SeqCst) > 0 => {

@@ -1,10 +1,11 @@
-//! Per physical device (a partition counts as its disk; a target without a block device as its
-//! path), one [`DeviceState`]: the lock a cycle holds (at most one cycle per device), the
+//! Per set of physical disks (a partition counts as its disk, a device-mapper or RAID volume as
+//! the disks under it: [`BlockDevice::disks`]; a target without a block device as its path), one
+//! [`DeviceState`]: the lock a cycle holds (at most one cycle per device), the
 //! duty-cycle budget under it, and the I/Os of an earlier run the kernel still holds.
 
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::probe::measurement::StuckIos;
-use crate::probe::target::DeviceId;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -14,27 +15,29 @@ use std::time::Instant;
 /// Which device a target's runs count against.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DeviceKey {
-    /// A whole disk, by kernel name (a partition's disk).
-    Disk(String),
+    /// The whole disks a target's I/O lands on ([`BlockDevice::disks`]: a partition's disk, every
+    /// disk under a device-mapper or RAID volume), by kernel name, sorted.
+    Disks(Vec<String>),
     /// A target with no block device under it (tmpfs, overlayfs, ...), by path.
     Path(PathBuf),
 }
 
 impl DeviceKey {
     /// The key of `spec`'s target, whose path is on `device`.
-    pub fn of(spec: &TargetSpec, device: Option<&DeviceId>) -> DeviceKey {
+    pub fn of(spec: &TargetSpec, device: Option<&BlockDevice>) -> DeviceKey {
         match device {
-            Some(d) => DeviceKey::Disk(d.parent.clone().unwrap_or_else(|| d.name.clone())),
+            Some(d) if !d.disks.is_empty() => DeviceKey::Disks(d.disks.clone()),
+            Some(d) => DeviceKey::Disks(vec![d.disk_name().to_owned()]),
             None => DeviceKey::Path(spec.path.clone()),
         }
     }
 }
 
 impl fmt::Display for DeviceKey {
-    /// The disk's name, or `path:` and the path.
+    /// The disks' names joined by `+`, or `path:` and the path.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeviceKey::Disk(name) => f.write_str(name),
+            DeviceKey::Disks(names) => f.write_str(&names.join("+")),
             DeviceKey::Path(path) => write!(f, "path:{}", path.display()),
         }
     }

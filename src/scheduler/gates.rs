@@ -4,11 +4,11 @@
 //! gate is recorded as `skipped` with the [`Skip`]'s text as its reason.
 
 use super::devices::{Budget, DeviceKey, DeviceState};
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::contention::{DiskReader, Load};
 use crate::probe::measurement::{SkipReason, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
-use crate::probe::target::DeviceId;
 use crate::series::RunOutcome;
 use std::fmt;
 use std::path::Path;
@@ -106,7 +106,7 @@ pub(super) enum Admission {
 pub(super) struct Gates<'a> {
     pub(super) spec: &'a TargetSpec,
     pub(super) key: &'a DeviceKey,
-    pub(super) device: Option<&'a DeviceId>,
+    pub(super) device: Option<&'a BlockDevice>,
     pub(super) state: &'a DeviceState,
     /// The target's threads that have not returned.
     pub(super) threads: &'a AtomicUsize,
@@ -150,11 +150,10 @@ impl Gates<'_> {
             return None;
         }
         let dev = self.device?;
-        let disk = dev.parent.as_deref().unwrap_or(&dev.name);
-        let load = disk_load(self.sysfs, disk, settings.busy_window, stop).await;
+        let load = disk_load(self.sysfs, &dev.disks, settings.busy_window, stop).await;
         if let Some(why) = load.and_then(|l| l.above(&settings.skip_busy_above)) {
             return Some(Admission::Skip(Skip::Busy {
-                disk: disk.to_owned(),
+                disk: dev.disks.join("+"),
                 load: why,
             }));
         }
@@ -167,15 +166,15 @@ impl Gates<'_> {
     }
 }
 
-/// The load of `disk` over `window` (no probe runs on it meanwhile: the caller holds its lock);
+/// The load of `disks` over `window` (no probe runs on it meanwhile: the caller holds its lock);
 /// `None` when its counters cannot be read or the target is stopped.
 async fn disk_load(
     sysfs: &Path,
-    disk: &str,
+    disks: &[String],
     window: Duration,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Load> {
-    let reader = DiskReader::new(sysfs, disk);
+    let reader = DiskReader::new(sysfs, disks);
     let before = reader.sample().ok()?;
     tokio::select! {
         () = tokio::time::sleep(window) => {}
@@ -190,7 +189,7 @@ mod tests {
 
     #[test]
     fn skip_reasons_read_as_before() {
-        let disk = DeviceKey::Disk("sdb".to_owned());
+        let disk = DeviceKey::Disks(vec!["sdb".to_owned()]);
         let path = DeviceKey::Path("/mnt/x/probe.dat".into());
         assert_eq!(
             Skip::StillInFlight.to_string(),

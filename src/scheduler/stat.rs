@@ -87,17 +87,12 @@ pub(super) async fn stat_and_label(
 
 /// The labels of `diskprobe_target_info` for a target at `path`.
 fn target_info(path: String, facts: &TargetFacts) -> TargetInfo {
-    let device = facts.device.as_ref();
     TargetInfo {
         path,
-        device: device.map(|d| d.name.clone()).unwrap_or_default(),
-        parent: device.and_then(|d| d.parent.clone()).unwrap_or_default(),
-        kind: facts.kind.as_str().to_owned(),
+        device: facts.device.clone(),
+        kind: Some(facts.kind),
         fstype: facts.fstype.clone(),
-        cache: facts
-            .cache
-            .map(|c| c.as_str().to_owned())
-            .unwrap_or_default(),
+        cache: facts.cache,
     }
 }
 

@@ -7,11 +7,12 @@
 use super::log;
 use super::shared::{Counted, Roots, Shared};
 use super::slots::GlobalSlot;
+use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};
 use crate::probe::engine::{self, DrainingHook, RunOptions};
 use crate::probe::profile::{ProbeClass, Profile};
-use crate::probe::target::{self, DeviceId, TargetOptions};
+use crate::probe::target::{self, TargetOptions};
 use crate::series::{RunCost, RunOutcome};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -217,9 +218,9 @@ fn probe_thread(
 }
 
 /// How a run of `profile` is watched on the disk under `device` (see [`crate::contention`]).
-fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &DeviceId) -> Watch {
-    let disk_name = device.parent.clone().unwrap_or_else(|| device.name.clone());
-    let disk = DiskReader::new(&roots.sysfs, &disk_name);
+fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &BlockDevice) -> Watch {
+    let disk_name = device.disks.join("+");
+    let disk = DiskReader::new(&roots.sysfs, &device.disks);
     Watch {
         own: OwnIo {
             block_size: profile.block_size,

@@ -240,7 +240,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[discover]]\nkind = \"block\"\nname = \"{model}\"\n",
-        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial}, {wwn} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
+        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial}, {wwn}, {volume_id}, {lun}, {cloud} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
     ),
     (
         "[[discover]]\nkind = \"block\"\nname = \"disk-{wwn|serial|wwn}\"\n",

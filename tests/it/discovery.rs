@@ -325,7 +325,7 @@ fn a_disk_detached_while_a_block_rule_probes_it_is_reported_lost_across_a_restar
     });
     let lost = lost_series(&m);
     let series = format!(
-        "diskprobe_discovered_target_lost_timestamp_seconds{{rule=\"disks\",target=\"{target}\",device=\"loop{n}\",model=\"\",serial=\"\",wwn=\"\"}}"
+        "diskprobe_discovered_target_lost_timestamp_seconds{{rule=\"disks\",target=\"{target}\",device=\"loop{n}\",model=\"\",serial=\"\",wwn=\"\",volume_id=\"\"}}"
     );
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(lost[0].0, series);

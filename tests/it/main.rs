@@ -25,6 +25,7 @@
 mod common;
 
 mod agent_probes;
+mod blockdev_fixtures;
 mod config_errors;
 mod dashboards;
 mod deploy_discovery;

@@ -65,7 +65,7 @@ fn assert_within(what: &str, got: u64, want: u64, tolerance: f64) {
 fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
     let reader = open(&dev.path, false, 0, None).expect("open read-only");
     assert_eq!(
-        reader.device.as_ref().map(|d| d.name.as_str()),
+        reader.device.as_ref().map(|d| d.kname.as_str()),
         Some(dev.name.as_str())
     );
     let writer = open(&dev.path, true, 0, None).expect("open for writes");

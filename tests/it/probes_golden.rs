@@ -7,6 +7,7 @@
 use crate::common;
 
 use common::{check_golden, decode_protobuf, promtool_check_metrics, protobuf_dump};
+use diskprobe_exporter::blockdev::BlockDevice;
 use diskprobe_exporter::collectors::Collector;
 use diskprobe_exporter::collectors::probes::ProbesCollector;
 use diskprobe_exporter::config::Config;
@@ -14,7 +15,17 @@ use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
 use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
+use diskprobe_exporter::probe::target::{Cache, TargetKind};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
+
+/// A whole disk named `kname`, as a stat of a target on it finds it.
+fn device(kname: &str) -> BlockDevice {
+    BlockDevice {
+        kname: kname.to_owned(),
+        disks: vec![kname.to_owned()],
+        ..BlockDevice::default()
+    }
+}
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,9 +52,8 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         &specs[0],
         TargetInfo {
             path: "/dev/nvme0n1".into(),
-            device: "nvme0n1".into(),
-            parent: String::new(),
-            kind: "block_device".into(),
+            device: Some(device("nvme0n1")),
+            kind: Some(TargetKind::BlockDevice),
             ..TargetInfo::default()
         },
     );
@@ -52,9 +62,9 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         &specs[1],
         TargetInfo {
             path: "/srv/probe.dat".into(),
-            kind: "file".into(),
+            kind: Some(TargetKind::File),
             fstype: "tmpfs".into(),
-            cache: "memory".into(),
+            cache: Some(Cache::Memory),
             ..TargetInfo::default()
         },
     );
@@ -125,8 +135,8 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         &specs[2],
         TargetInfo {
             path: "/var/lib/etcd/probe.dat".into(),
-            device: "nvme1n1".into(),
-            kind: "file".into(),
+            device: Some(device("nvme1n1")),
+            kind: Some(TargetKind::File),
             fstype: "ext4".into(),
             ..TargetInfo::default()
         },

@@ -7,6 +7,7 @@ use super::error::{Refusal, TargetError};
 use super::facts::TargetKind;
 use super::facts::{cache_of, mounted_devices, resolve_device};
 use super::opened::{OpenTarget, TargetOptions};
+use crate::blockdev;
 use crate::probe::engine::sys;
 use std::fs;
 use std::io;
@@ -82,29 +83,6 @@ pub(super) fn open_block_device(
     })
 }
 
-/// `MAJ:MIN` of the partitions of a disk, from its sysfs directory; an error when that directory,
-/// or a partition's `dev` in it, cannot be read (writes are then refused: the check cannot be
-/// made).
-pub(super) fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir(crate::block_info::device_dir(sysfs, major, minor))? {
-        let dir = entry?.path();
-        if dir.join("partition").exists() {
-            found.push(fs::read_to_string(dir.join("dev"))?.trim().to_owned());
-        }
-    }
-    Ok(found)
-}
-
-/// Whether `<sysfs>/dev/block/MAJ:MIN/holders` lists anything; an error when it cannot be read.
-fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
-    Ok(
-        fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))?
-            .next()
-            .is_some(),
-    )
-}
-
 pub(super) fn check_block_write_safety(
     path: &Path,
     major: u32,
@@ -131,13 +109,13 @@ pub(super) fn check_block_write_safety(
         })
     };
     let mut devices = vec![me.clone()];
-    devices.extend(partitions(&opts.sysfs, major, minor).map_err(unreadable)?);
+    devices.extend(blockdev::sysfs::partitions(&opts.sysfs, major, minor).map_err(unreadable)?);
     for dev in devices {
         let partition = dev != me;
         if mounted.contains(&dev) {
             return Err(refuse(Refusal::Mounted { dev, partition }));
         }
-        if has_holders(&opts.sysfs, &dev).map_err(unreadable)? {
+        if blockdev::sysfs::has_holders(&opts.sysfs, &dev).map_err(unreadable)? {
             return Err(refuse(Refusal::Held { dev, partition }));
         }
     }
@@ -165,9 +143,12 @@ mod tests {
         let disk = empty.path().join("dev/block/7:99");
         fs::create_dir_all(disk.join("loop99p1")).unwrap();
         fs::write(disk.join("loop99p1/partition"), "1\n").unwrap();
-        let err = partitions(empty.path(), 7, 99).unwrap_err();
+        let err = blockdev::sysfs::partitions(empty.path(), 7, 99).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
         fs::write(disk.join("loop99p1/dev"), "7:100\n").unwrap();
-        assert_eq!(partitions(empty.path(), 7, 99).unwrap(), vec!["7:100"]);
+        assert_eq!(
+            blockdev::sysfs::partitions(empty.path(), 7, 99).unwrap(),
+            vec!["7:100"]
+        );
     }
 }

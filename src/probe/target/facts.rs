@@ -3,6 +3,7 @@
 //! type, the direct-I/O alignment, and whether its probes would measure a cache rather than a disk.
 //! Also what these need of `/proc/self/mountinfo` (parsed by [`crate::mountinfo`]).
 
+use crate::blockdev::{self, BlockDevice};
 use crate::mountinfo;
 use crate::probe::engine::sys;
 use std::fs::{self, File};
@@ -29,32 +30,19 @@ impl TargetKind {
     }
 }
 
-/// The kernel block device under a target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceId {
-    /// Kernel name (`sda1`, `loop3`, `nvme0n1`), as in `/proc/diskstats`.
-    pub name: String,
-    /// Major number.
-    pub major: u32,
-    /// Minor number.
-    pub minor: u32,
-    /// For a partition, the kernel name of its disk.
-    pub parent: Option<String>,
-}
-
-/// The kernel name of `major:minor` and, for a partition, its disk, from `<sysfs>/dev/block`
-/// ([`crate::block_info::locate`]); `MAJ:MIN` when sysfs does not know the device.
-pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> DeviceId {
-    device_id(crate::block_info::locate(sysfs, major, minor), major, minor)
-}
-
-fn device_id(located: crate::block_info::Location, major: u32, minor: u32) -> DeviceId {
-    DeviceId {
-        name: located.name.unwrap_or_else(|| format!("{major}:{minor}")),
-        major,
-        minor,
-        parent: located.parent,
-    }
+/// The block device `major:minor` ([`blockdev::by_dev`]); one named `MAJ:MIN`, its own only disk,
+/// when sysfs does not know it.
+pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> BlockDevice {
+    blockdev::by_dev(sysfs, major, minor).unwrap_or_else(|| {
+        let kname = format!("{major}:{minor}");
+        BlockDevice {
+            disks: vec![kname.clone()],
+            kname,
+            major,
+            minor,
+            ..BlockDevice::default()
+        }
+    })
 }
 
 /// What a target is, as a stat of its path tells (without opening it): its kind, the block device
@@ -65,7 +53,7 @@ pub struct TargetFacts {
     /// Block device or file (a file that does not exist yet is a probe file to be created).
     pub kind: TargetKind,
     /// The block device under the target, when there is one (not for tmpfs, overlayfs, NFS...).
-    pub device: Option<DeviceId>,
+    pub device: Option<BlockDevice>,
     /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
     pub fstype: String,
     /// What the target's probes probably measure instead of a disk, if anything.
@@ -102,13 +90,13 @@ impl Cache {
         }
     }
 
-    pub(crate) fn warning(self, path: &Path, fstype: &str, device: Option<&DeviceId>) -> String {
+    pub(crate) fn warning(self, path: &Path, fstype: &str, device: Option<&BlockDevice>) -> String {
         let path = path.display();
         match self {
             Cache::Memory => format!("{path} is on {fstype}: probes measure memory, not a disk"),
             Cache::PageCache => format!(
                 "{path} is on {}, a loop device without direct I/O: probes measure the page cache of its backing file, not a disk (losetup --direct-io=on avoids it)",
-                device.map_or("a loop device", |d| d.name.as_str())
+                device.map_or("a loop device", |d| d.kname.as_str())
             ),
             Cache::ZfsArc => format!(
                 "{path} is on ZFS before 2.3, which serves O_DIRECT reads from its ARC: probes measure memory, not the disks"
@@ -119,7 +107,7 @@ impl Cache {
 
 /// What a target on a filesystem of type `fstype` (`""` for a block device) over `device`
 /// probably measures instead of a disk.
-pub fn cache_of(sysfs: &Path, fstype: &str, device: Option<&DeviceId>) -> Option<Cache> {
+pub fn cache_of(sysfs: &Path, fstype: &str, device: Option<&BlockDevice>) -> Option<Cache> {
     match fstype {
         "tmpfs" | "ramfs" => Some(Cache::Memory),
         "zfs" => zfs_version(sysfs)
@@ -132,9 +120,8 @@ pub fn cache_of(sysfs: &Path, fstype: &str, device: Option<&DeviceId>) -> Option
 }
 
 /// Whether `device` (or the disk of a partition) is a loop device whose `loop/dio` is 0.
-fn loop_without_direct_io(sysfs: &Path, device: &DeviceId) -> bool {
-    let disk = crate::block_info::locate(sysfs, device.major, device.minor).disk_dir;
-    fs::read_to_string(disk.join("loop/dio")).is_ok_and(|dio| dio.trim() == "0")
+fn loop_without_direct_io(sysfs: &Path, device: &BlockDevice) -> bool {
+    blockdev::sysfs::loop_without_direct_io(sysfs, device.major, device.minor)
 }
 
 /// The loaded ZFS module's `(major, minor)` version, from `<sysfs>/module/zfs/version`
@@ -189,13 +176,14 @@ pub(super) fn parent_dir(path: &Path) -> &Path {
 }
 
 /// The block device under a file at `path` whose `st_dev` is `dev`, when sysfs knows it.
-pub(super) fn file_device(procfs: &Path, sysfs: &Path, path: &Path, dev: u64) -> Option<DeviceId> {
+pub(super) fn file_device(
+    procfs: &Path,
+    sysfs: &Path,
+    path: &Path,
+    dev: u64,
+) -> Option<BlockDevice> {
     let (major, minor) = backing_device(procfs, path, dev)?;
-    let located = crate::block_info::locate(sysfs, major, minor);
-    located
-        .name
-        .is_some()
-        .then(|| device_id(located, major, minor))
+    blockdev::by_dev(sysfs, major, minor)
 }
 
 /// The block device (`major`, `minor`) under `path`, whose `st_dev` is `dev`. Filesystems such as
@@ -289,11 +277,11 @@ mod tests {
     #[test]
     fn caches_are_recognised_from_sysfs() {
         let sysfs = tempfile::tempdir().unwrap();
-        let loop0 = DeviceId {
-            name: "loop0".into(),
+        let loop0 = BlockDevice {
+            kname: "loop0".into(),
             major: 7,
             minor: 0,
-            parent: None,
+            ..BlockDevice::default()
         };
         let dir = sysfs.path().join("dev/block/7:0/loop");
         fs::create_dir_all(&dir).unwrap();

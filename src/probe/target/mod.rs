@@ -26,7 +26,7 @@ pub mod probe_file;
 pub mod reopen;
 
 pub use error::{Refusal, TargetError};
-pub use facts::{Cache, DeviceId, TargetFacts, TargetKind, facts};
+pub use facts::{Cache, TargetFacts, TargetKind, facts};
 pub use opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 
 use block::open_block_device;

@@ -1,7 +1,8 @@
 //! What opening a target takes ([`TargetOptions`]) and gives ([`OpenTarget`]: the O_DIRECT
 //! descriptor, the probe region, alignments, the device under it and the preflight warnings).
 
-use super::facts::{Cache, DeviceId, TargetKind};
+use super::facts::{Cache, TargetKind};
+use crate::blockdev::BlockDevice;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
@@ -48,7 +49,7 @@ pub struct OpenTarget {
     /// Required alignment of memory buffers for direct I/O.
     pub mem_align: u64,
     /// The block device holding the target, when there is one (not for tmpfs, overlayfs, ...).
-    pub device: Option<DeviceId>,
+    pub device: Option<BlockDevice>,
     /// Filesystem type of a file target (`ext4`, `tmpfs`, ...), or `""` for block devices.
     pub fstype: String,
     /// What the probes probably measure instead of a disk (see [`Cache`]), if anything.

@@ -1,0 +1,251 @@
+//! NVMe admin commands, sent with the kernel's `NVME_IOCTL_ADMIN_CMD` on an open NVMe device
+//! node (a namespace `/dev/nvme0n1` or a controller `/dev/nvme0`): Identify (opcode 0x06) now,
+//! Get Log Page (opcode 0x02, for EBS's statistics log 0xD0) through the same [`admin`] call.
+//!
+//! The kernel asks for `CAP_SYS_ADMIN` for admin commands: without it, and on a device that is
+//! not NVMe, a command fails with an [`AdminError`] that says so ([`AdminError::PermissionDenied`],
+//! [`AdminError::NotNvme`]), so that callers degrade to what sysfs says. The only `unsafe` of
+//! this module is the ioctl itself.
+//!
+//! What the vendor-specific areas hold (public: `amazonlinux/amazon-ec2-utils` `ebsnvme-id`,
+//! `GoogleCloudPlatform/guest-configs` `google_nvme_id`): EBS puts the attachment name
+//! (`sdf`, `/dev/xvdf`) in the first 32 bytes of Identify Controller's vendor-specific area
+//! (offset 3072) and of Identify Namespace's (offset 384), followed there by the volume id (65
+//! bytes); GCP puts a JSON object with `device_name` in Identify Namespace's.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+/// `_IOWR('N', 0x41, struct nvme_admin_cmd)`: 72 bytes of command.
+const NVME_IOCTL_ADMIN_CMD: libc::c_ulong = 0xC048_4E41;
+
+/// Identify.
+pub const OPCODE_IDENTIFY: u8 = 0x06;
+/// Get Log Page.
+pub const OPCODE_GET_LOG_PAGE: u8 = 0x02;
+/// What an Identify returns.
+pub const IDENTIFY_LEN: usize = 4096;
+
+/// The kernel's `struct nvme_admin_cmd` (`linux/nvme_ioctl.h`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct RawCommand {
+    opcode: u8,
+    flags: u8,
+    rsvd1: u16,
+    nsid: u32,
+    cdw2: u32,
+    cdw3: u32,
+    metadata: u64,
+    addr: u64,
+    metadata_len: u32,
+    data_len: u32,
+    cdw10: u32,
+    cdw11: u32,
+    cdw12: u32,
+    cdw13: u32,
+    cdw14: u32,
+    cdw15: u32,
+    timeout_ms: u32,
+    result: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<RawCommand>() == 72);
+
+/// An admin command that reads data from the controller into a buffer.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Command {
+    /// The opcode ([`OPCODE_IDENTIFY`], [`OPCODE_GET_LOG_PAGE`]).
+    pub opcode: u8,
+    /// The namespace (0: none; `0xFFFF_FFFF`: all).
+    pub nsid: u32,
+    /// Command dwords 10 to 15.
+    pub cdw: [u32; 6],
+    /// How long the controller may take, in milliseconds (0: the kernel's default).
+    pub timeout_ms: u32,
+}
+
+impl Command {
+    /// Identify Namespace `nsid` (CNS 0).
+    pub fn identify_namespace(nsid: u32) -> Command {
+        Command {
+            opcode: OPCODE_IDENTIFY,
+            nsid,
+            ..Command::default()
+        }
+    }
+
+    /// Identify Controller (CNS 1).
+    pub fn identify_controller() -> Command {
+        Command {
+            opcode: OPCODE_IDENTIFY,
+            cdw: [1, 0, 0, 0, 0, 0],
+            ..Command::default()
+        }
+    }
+
+    /// Get Log Page `log_id` of `len` bytes (a multiple of 4) for namespace `nsid`: the number
+    /// of dwords less one goes into CDW10 (low 16 bits, above the log id) and CDW11.
+    pub fn get_log_page(nsid: u32, log_id: u8, len: usize) -> Command {
+        let numd = (len / 4).saturating_sub(1) as u32;
+        Command {
+            opcode: OPCODE_GET_LOG_PAGE,
+            nsid,
+            cdw: [
+                ((numd & 0xFFFF) << 16) | u32::from(log_id),
+                numd >> 16,
+                0,
+                0,
+                0,
+                0,
+            ],
+            ..Command::default()
+        }
+    }
+}
+
+/// Why an admin command gave no data.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The agent lacks `CAP_SYS_ADMIN` (EACCES, EPERM).
+    #[error("NVMe admin commands need CAP_SYS_ADMIN")]
+    PermissionDenied,
+    /// The file is no NVMe device (ENOTTY, EINVAL).
+    #[error("not an NVMe device")]
+    NotNvme,
+    /// The controller answered with an NVMe status.
+    #[error("NVMe status {0:#x}")]
+    Status(u32),
+    /// Any other failure of the ioctl.
+    #[error("NVMe admin command failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Sends `cmd` on `device`, reading its data into `buf`; the command's result dword.
+pub fn admin(device: &File, cmd: &Command, buf: &mut [u8]) -> Result<u32, AdminError> {
+    let data_len = u32::try_from(buf.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
+    let mut raw = RawCommand {
+        opcode: cmd.opcode,
+        nsid: cmd.nsid,
+        addr: buf.as_mut_ptr() as u64,
+        data_len,
+        cdw10: cmd.cdw[0],
+        cdw11: cmd.cdw[1],
+        cdw12: cmd.cdw[2],
+        cdw13: cmd.cdw[3],
+        cdw14: cmd.cdw[4],
+        cdw15: cmd.cdw[5],
+        timeout_ms: cmd.timeout_ms,
+        ..RawCommand::default()
+    };
+    // SAFETY: `raw` is a live, properly laid out `struct nvme_admin_cmd` (72 bytes, checked at
+    // compile time) that the kernel reads and writes back (its `result`) during the call only;
+    // `addr` and `data_len` describe `buf`, which is borrowed mutably for the whole call, so the
+    // kernel's write of at most `data_len` bytes lands inside it; the fd is open for the call.
+    let rc = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            NVME_IOCTL_ADMIN_CMD as _,
+            std::ptr::addr_of_mut!(raw),
+        )
+    };
+    match rc {
+        0 => Ok(raw.result),
+        rc if rc > 0 => Err(AdminError::Status(rc as u32)),
+        _ => Err(classify(std::io::Error::last_os_error())),
+    }
+}
+
+fn classify(err: std::io::Error) -> AdminError {
+    match err.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => AdminError::PermissionDenied,
+        Some(libc::ENOTTY | libc::EINVAL) => AdminError::NotNvme,
+        _ => AdminError::Io(err),
+    }
+}
+
+/// An ASCII field of identify data: up to the first NUL, trimmed.
+fn ascii(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).trim().to_owned()
+}
+
+/// EBS's attachment name (`sdf`, without `/dev/`) from Identify Namespace data, else from
+/// Identify Controller data; `None` when neither has one.
+pub fn ebs_attachment_name(id_ns: &[u8], id_ctrl: &[u8]) -> Option<String> {
+    [id_ns.get(384..416), id_ctrl.get(3072..3104)]
+        .into_iter()
+        .flatten()
+        .map(ascii)
+        .find(|n| !n.is_empty())
+        .map(|n| n.trim_start_matches("/dev/").to_owned())
+}
+
+/// EBS's volume id from Identify Namespace data (`vol-…`), when it has one.
+pub fn ebs_volume_id(id_ns: &[u8]) -> Option<String> {
+    let id = ascii(id_ns.get(416..481)?);
+    (!id.is_empty()).then_some(id)
+}
+
+/// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
+/// in its vendor-specific area.
+pub fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
+    let text = ascii(id_ns.get(384..)?);
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let name = value.get("device_name")?.as_str()?.trim();
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_encoded_as_the_spec_says() {
+        assert_eq!(Command::identify_controller().cdw[0], 1);
+        assert_eq!(Command::identify_namespace(3).nsid, 3);
+        // EBS statistics: log 0xD0, 4096 bytes: 1023 dwords less one... in the upper half.
+        let log = Command::get_log_page(1, 0xD0, 4096);
+        assert_eq!(log.opcode, OPCODE_GET_LOG_PAGE);
+        assert_eq!(log.cdw[0], (1023 << 16) | 0xD0);
+        assert_eq!(log.cdw[1], 0);
+    }
+
+    #[test]
+    fn a_file_that_is_no_nvme_device_says_so() {
+        let file = File::open("/dev/null").unwrap();
+        let mut buf = vec![0u8; IDENTIFY_LEN];
+        let err = admin(&file, &Command::identify_controller(), &mut buf).unwrap_err();
+        assert!(
+            matches!(err, AdminError::NotNvme | AdminError::PermissionDenied),
+            "{err}"
+        );
+        assert!(matches!(
+            classify(std::io::Error::from_raw_os_error(libc::EACCES)),
+            AdminError::PermissionDenied
+        ));
+        assert!(matches!(
+            classify(std::io::Error::from_raw_os_error(libc::ENOTTY)),
+            AdminError::NotNvme
+        ));
+    }
+
+    #[test]
+    fn vendor_areas_give_names() {
+        let mut ns = vec![0u8; IDENTIFY_LEN];
+        let mut ctrl = vec![0u8; IDENTIFY_LEN];
+        ctrl[3072..3080].copy_from_slice(b"/dev/sdf");
+        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("sdf"));
+        ns[384..388].copy_from_slice(b"xvdg");
+        ns[416..437].copy_from_slice(b"vol-0123456789abcdef0");
+        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("xvdg"));
+        assert_eq!(ebs_volume_id(&ns).as_deref(), Some("vol-0123456789abcdef0"));
+        assert_eq!(ebs_attachment_name(&[], &[]), None);
+        let mut gcp = vec![0u8; IDENTIFY_LEN];
+        let json = br#"{"device_name":"data-disk-1","disk_type":"PERSISTENT"}"#;
+        gcp[384..384 + json.len()].copy_from_slice(json);
+        assert_eq!(gcp_device_name(&gcp).as_deref(), Some("data-disk-1"));
+        assert_eq!(gcp_device_name(&ns), None);
+    }
+}
