@@ -94,6 +94,9 @@ pub struct BlockSource {
     pub partitions: bool,
     /// Devices with holders (RAID, multipath, device-mapper members) are candidates too.
     pub held: bool,
+    /// Disks a mount rule of the configuration probes are left out (so each volume is probed
+    /// once, under the mount rule's name).
+    pub skip_claimed: bool,
     /// How long a target whose device disappeared while the rule probed it is reported lost
     /// (`diskprobe_discovered_target_lost_timestamp_seconds`); zero: never.
     pub lost_retention: Duration,
@@ -247,7 +250,7 @@ fn max_targets(key: &str, v: &Spanned<i64>) -> Result<usize, SpannedError> {
 }
 
 /// The keys only block rules have, with where they are set.
-fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 5] {
+fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 6] {
     [
         (
             "device_include",
@@ -262,6 +265,7 @@ fn block_keys(r: &RawDiscover) -> [(&'static str, Option<Range<usize>>); 5] {
             r.include_partitions.as_ref().map(Spanned::span),
         ),
         ("include_held", r.include_held.as_ref().map(Spanned::span)),
+        ("skip_claimed", r.skip_claimed.as_ref().map(Spanned::span)),
         (
             "lost_retention",
             r.lost_retention.as_ref().map(Spanned::span),
@@ -340,6 +344,7 @@ fn block_source(prefix: &str, r: &RawDiscover) -> Result<(RuleSource, Groups), S
         devices,
         partitions: r.include_partitions.as_ref().is_some_and(|b| *b.get_ref()),
         held: r.include_held.as_ref().is_some_and(|b| *b.get_ref()),
+        skip_claimed: r.skip_claimed.as_ref().is_some_and(|b| *b.get_ref()),
         lost_retention,
     });
     Ok((source, ("device_include", groups)))

@@ -240,6 +240,9 @@ with_probe_keys!(probe_table {
         pub include_partitions: Option<Spanned<bool>>,
         /// Block rules: devices with holders (RAID, multipath, device-mapper members) are candidates.
         pub include_held: Option<Spanned<bool>>,
+        /// Block rules: leave out the disks that a mount rule of the configuration probes (the
+        /// disks under the mounts it matched).
+        pub skip_claimed: Option<Spanned<bool>>,
         /// Mount rules: regex of mountpoints (its capture groups are `$1`.. in `name`).
         pub mountpoint_include: Option<Spanned<String>>,
         /// Mount rules: regex of filesystem types.

@@ -9,7 +9,9 @@
 //! target, named after the first mountpoint in sort order; two matches named alike keep the
 //! first. The rest are sorted by name and the first `max_targets` kept, so that the same targets
 //! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
-//! or an earlier rule is not used again.
+//! or an earlier rule is not used again, and a block rule with `skip_claimed` leaves out the disks
+//! that a mount rule probes (a cloud volume mounted for a pod is probed once, as the mount rule's
+//! target, and is not also a disk of the block rule).
 
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
@@ -48,6 +50,9 @@ impl Scan {
 pub struct Found {
     /// The targets to probe, sorted by name, at most `max_targets`.
     pub targets: Vec<TargetSpec>,
+    /// The whole disks under each target, in the order of `targets` (empty where the target
+    /// has no block device).
+    pub disks: Vec<Vec<String>>,
     /// Names of the matches beyond `max_targets`.
     pub dropped: Vec<String>,
     /// One sentence per match that is not probed, saying why.
@@ -66,6 +71,8 @@ struct Candidate {
     /// `None` when the template names nothing (the note that says why is made already).
     name: Option<String>,
     path: PathBuf,
+    /// The whole disks under it.
+    disks: Vec<String>,
 }
 
 /// What `rule` finds in `scan`.
@@ -110,19 +117,21 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
             continue;
         }
         names.insert(name.clone(), c.what.clone());
-        kept.push((name, c.path));
+        kept.push((name, c.path, c.disks));
     }
     kept.sort_by(|a, b| a.0.cmp(&b.0));
     let dropped = kept
         .split_off(kept.len().min(rule.max_targets))
         .into_iter()
-        .map(|(name, _)| name)
+        .map(|(name, ..)| name)
         .collect();
+    let (targets, disks) = kept
+        .into_iter()
+        .map(|(name, path, disks)| (rule.target(name, path), disks))
+        .unzip();
     Found {
-        targets: kept
-            .into_iter()
-            .map(|(name, path)| rule.target(name, path))
-            .collect(),
+        targets,
+        disks,
         dropped,
         notes,
         unnamed,
@@ -207,6 +216,7 @@ fn block(
             what: d.kname.clone(),
             name: name.ok(),
             path: device_path(scan, d),
+            disks: d.disks.clone(),
         });
     }
     out
@@ -265,14 +275,41 @@ fn mount(
             what: m.mountpoint.clone(),
             name: name.ok(),
             path,
+            disks: device.map(|d| d.disks.clone()).unwrap_or_default(),
         });
     }
     out
 }
 
+/// The whole disks the mount rules' targets land on, each with the mount rule and target that
+/// probe it.
+fn claimed(
+    rules: &[DiscoverRule],
+    found: &[Option<Found>],
+    configured: &BTreeSet<String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (rule, found) in rules.iter().zip(found) {
+        let (RuleSource::Mount(_), Some(found)) = (&rule.source, found) else {
+            continue;
+        };
+        for (t, disks) in found.targets.iter().zip(&found.disks) {
+            if configured.contains(&t.name) {
+                continue; // not the mount rule's: a [[targets]] entry has the name
+            }
+            for disk in disks {
+                out.entry(disk.clone())
+                    .or_insert_with(|| format!("mount rule {} (as {})", rule.id, t.name));
+            }
+        }
+    }
+    out
+}
+
 /// What every rule found, together: targets in rule order, each name used once and never one a
-/// configured target has (`configured`), with notes on the matches left out for that. Returns the
-/// targets and, per rule, how many of them it contributed.
+/// configured target has (`configured`), and no disk a mount rule probes in a block rule with
+/// `skip_claimed`, with notes on the matches left out for that. Returns the targets and, per
+/// rule, how many of them it contributed.
 pub fn assemble(
     rules: &[DiscoverRule],
     found: &[Option<Found>],
@@ -282,9 +319,24 @@ pub fn assemble(
     let mut counts = Vec::with_capacity(rules.len());
     let mut notes = Vec::new();
     let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    let claimed = claimed(rules, found, configured);
     for (rule, found) in rules.iter().zip(found) {
         let mut count = 0;
-        for t in found.iter().flat_map(|f| &f.targets) {
+        let skip_claimed = matches!(&rule.source, RuleSource::Block(b) if b.skip_claimed);
+        let disks = found.iter().flat_map(|f| &f.disks);
+        for (t, disks) in found.iter().flat_map(|f| &f.targets).zip(disks) {
+            if let Some(by) = disks
+                .iter()
+                .find_map(|d| claimed.get(d))
+                .filter(|_| skip_claimed)
+            {
+                notes.push(format!(
+                    "rule {}: {} is probed by {by}; not probed by this rule (skip_claimed)",
+                    rule.id,
+                    t.path.display()
+                ));
+                continue;
+            }
             let taken = if configured.contains(&t.name) {
                 Some("a [[targets]] entry".to_owned())
             } else {

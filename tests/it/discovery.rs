@@ -266,6 +266,65 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
     );
 }
 
+#[test]
+fn a_disk_that_a_mount_rule_probes_is_left_out_of_a_block_rule_with_skip_claimed() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = shared();
+    let ws = Workspace::new();
+    let dev = LoopDev::tmpfs(32 << 20);
+    mkfs(&dev, "ext4");
+    let disk = format!("disk-{}", dev.name);
+    let arg = ws.config(&format!(
+        "[[discover]]\nid = \"disks\"\nkind = \"block\"\ndevice_include = \"^{}$\"\n\
+         name = \"disk-{{kname}}\"\nskip_claimed = true\nrescan = \"1s\"\n\
+         [[discover]]\nid = \"volumes\"\nkind = \"mount\"\nmountpoint_include = \"{}\"\n\
+         fstype_include = \"^ext4$\"\nname = \"pv-$1\"\nrescan = \"1s\"\n",
+        dev.name,
+        ws.mountpoints("vol-")
+    ));
+    let agent = Agent::start(&[&arg]);
+    // Unmounted, the disk is the block rule's.
+    wait_until(&agent, Duration::from_secs(30), "probes of the disk", |m| {
+        runs(m, &disk, "success") >= 1.0
+    });
+    let device = dev.path.to_str().unwrap();
+    let alpha = Mount::at(&["-o", "ro", device], &ws.path().join("vol-alpha"));
+    // Mounted where the mount rule looks, it is the volume's only, and not lost to the block rule.
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "the volume, not the disk",
+        |m| runs(m, "pv-alpha", "success") >= 1.0 && !has_target(m, &disk),
+    );
+    assert_eq!(
+        gauge(&m, "diskprobe_discovered_targets", "disks"),
+        Some(0.0)
+    );
+    assert_eq!(
+        gauge(&m, "diskprobe_discovered_targets", "volumes"),
+        Some(1.0)
+    );
+    assert_eq!(
+        lost_series(&m),
+        Vec::<(String, f64)>::new(),
+        "a claimed disk is not lost"
+    );
+    agent.expect_log(
+        &format!(
+            "rule disks: /dev/{} is probed by mount rule volumes (as pv-alpha); not probed by this rule (skip_claimed)",
+            dev.name
+        ),
+        Duration::from_secs(1),
+    );
+    // Unmounted again, the block rule takes it back.
+    drop(alpha);
+    wait_until(&agent, Duration::from_secs(30), "the disk again", |m| {
+        !has_target(m, "pv-alpha") && has_target(m, &disk)
+    });
+}
+
 /// Every `diskprobe_discovered_target_lost_timestamp_seconds` series, with its value.
 fn lost_series(m: &Metrics) -> Vec<(String, f64)> {
     m.iter()

@@ -401,6 +401,49 @@ fn escaped_mountpoints_and_slashed_kernel_names() {
 }
 
 #[test]
+fn a_block_rule_with_skip_claimed_leaves_out_the_disks_a_mount_rule_probes() {
+    let s = fixture_scan();
+    let toml = |skip: &str| {
+        format!(
+            "[[discover]]\nid = \"disks\"\nkind = \"block\"\n{skip}\n\
+             [[discover]]\nid = \"pvcs\"\nkind = \"mount\"\n{CSI}\nname = \"pv-$1\"\n"
+        )
+    };
+    let names = |rules: &[DiscoverRule]| {
+        let found: Vec<Option<Found>> = rules.iter().map(|r| Some(find(r, &s))).collect();
+        let (all, counts, notes) = assemble(rules, &found, &BTreeSet::new());
+        let names: Vec<String> = all.iter().map(|t| t.name.clone()).collect();
+        (names, counts, notes)
+    };
+    // Without it, the disk under a PersistentVolume is probed twice: as a disk and as the volume.
+    let (all, counts, notes) = names(&rules(&toml("")));
+    assert_eq!(all, ["nvme0n1", "sda", "vda", "pv-pvc-1111", "pv-pvc-2222"]);
+    assert_eq!(counts, [3, 2]);
+    assert!(notes.is_empty(), "{notes:?}");
+    // With it, sda (under pvc-1111's partition sda1) is left to the mount rule.
+    let (all, counts, notes) = names(&rules(&toml("skip_claimed = true")));
+    assert_eq!(all, ["nvme0n1", "vda", "pv-pvc-1111", "pv-pvc-2222"]);
+    assert_eq!(counts, [2, 2]);
+    assert_eq!(
+        notes,
+        [
+            "rule disks: /dev/sda is probed by mount rule pvcs (as pv-pvc-1111); not probed by this rule (skip_claimed)"
+        ]
+    );
+    // The key belongs to block rules.
+    let err = Config::from_toml(
+        &format!("[[discover]]\nkind = \"mount\"\n{CSI}\nskip_claimed = true\n"),
+        Path::new("rules.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("skip_claimed: applies to kind = \"block\" rules only"),
+        "{err}"
+    );
+}
+
+#[test]
 fn names_are_used_once_across_rules_and_never_a_configured_targets() {
     let s = fixture_scan();
     let rules = rules(&format!(

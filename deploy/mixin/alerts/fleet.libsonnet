@@ -106,26 +106,27 @@ function(c)
       }),
       // A disk that a block-device discovery rule was probing has vanished (the agent keeps it
       // as lost, across its restarts, for the rule's lost_retention) and is not alive on any
-      // instance of the cluster: its serial (else its WWN) is in no node's diskprobe_disk_info.
-      // A volume that moved to another node is alive there; a serial that many disks share
-      // (an overlay's) is alive somewhere and names no disk; a disk with neither does not page.
+      // instance of the cluster: none of its identities (the cloud's volume id, its serial, its
+      // WWN) is in any node's diskprobe_disk_info. A volume that moved to another node is alive
+      // there; a serial that many disks share (an overlay's) is alive somewhere and names no
+      // disk; a lost disk with no identity at all does not page.
       alert('DiskprobeDiskLost', {
         expr: |||
-          (
-            max without (%(volatile)s) (%(lostSerial)s)
-              unless on (%(bySerial)s) max by (%(bySerial)s) (%(aliveSerial)s)
+          max without (%(volatile)s) (
+            %(lostVolume)s or %(lostSerial)s or %(lostWWN)s
           )
-          or
-          (
-            max without (%(volatile)s) (%(lostWWN)s)
-              unless on (%(byWWN)s) max by (%(byWWN)s) (%(aliveWWN)s)
-          )
+            unless on (%(byVolume)s) %(aliveVolume)s
+            unless on (%(bySerial)s) %(aliveSerial)s
+            unless on (%(byWWN)s) %(aliveWWN)s
         ||| % {
           volatile: std.join(', ', c.volatileLabels),
+          lostVolume: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['volume_id!=""']),
           lostSerial: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['serial!=""']),
-          lostWWN: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['serial=""', 'wwn!=""']),
+          lostWWN: s.sel('diskprobe_discovered_target_lost_timestamp_seconds', ['wwn!=""']),
+          byVolume: s.by(['job', 'volume_id']),
           bySerial: s.by(['job', 'serial']),
           byWWN: s.by(['job', 'wwn']),
+          aliveVolume: s.sel('diskprobe_disk_info', ['volume_id!=""']),
           aliveSerial: s.sel('diskprobe_disk_info', ['serial!=""']),
           aliveWWN: s.sel('diskprobe_disk_info', ['wwn!=""']),
         },
