@@ -12,7 +12,7 @@ side by side for a week; they are drawn from a seed.
     python3 deploy/prometheus/scenarios/generate.py OUT.json        # one-target scenarios
     python3 deploy/prometheus/scenarios/generate.py --fleet SEED OUT.json
     python3 deploy/prometheus/scenarios/generate.py --fleet exact OUT.json
-    python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/runbook.md
+    python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/rules-design.md
     promtool test rules OUT.json
 
 OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/it/prometheus_rules.rs
