@@ -4,7 +4,7 @@
 //! above the largest profile's buffers); the PrometheusRule carries exactly
 //! deploy/prometheus/rules.yml; the example configurations load and use gentle profiles only;
 //! every flag used in the unit and the DaemonSet exists; the scrape config passes promtool.
-//! tests/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
+//! tests/it/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
 //! schema, prometheus-operator's CRD schemas, Pod Security levels).
 
 use crate::common;
