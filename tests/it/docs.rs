@@ -3,7 +3,7 @@
 //! file and a heading that exist (GitHub's anchor rules), and the runbook opens with a severity
 //! table of every alert in the rendered rules, then has one section per alert, critical first,
 //! the first within its first 100 lines. The README is the front door: at most 20 KB, its two
-//! commands first.
+//! commands first. Every key of `config.example.toml` is in docs/configuration.md.
 
 use crate::common;
 
@@ -328,4 +328,28 @@ fn the_runbook_has_a_severity_table_and_a_section_per_alert_critical_first() {
         );
         assert!(section.lines().count() <= 60, "{alert}: more than a page");
     }
+}
+
+/// Every key `config.example.toml` shows (set or commented out) is in docs/configuration.md's
+/// reference.
+#[test]
+fn every_key_of_the_example_configuration_is_in_configuration_md() {
+    let root = common::repo_root();
+    let example = read(&root.join("config.example.toml"));
+    let docs = read(&root.join("docs/configuration.md"));
+    let keys: BTreeSet<&str> = example
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k.trim()))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    assert!(keys.len() >= 40, "{keys:?}");
+    let missing: Vec<&&str> = keys
+        .iter()
+        .filter(|k| !docs.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/configuration.md lacks {missing:?}"
+    );
 }
