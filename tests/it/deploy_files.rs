@@ -1,4 +1,4 @@
-//! The deployment files say what the README says: Kubernetes YAML is hardened (non-root,
+//! The deployment files say what docs/deployment.md says: Kubernetes YAML is hardened (non-root,
 //! read-only root, no capabilities, no host path) and fit for a fleet (one monitor,
 //! instance = node name, every taint tolerated, a priority class, no CPU limit, a memory limit
 //! above the largest profile's buffers); the PrometheusRule carries exactly
