@@ -2,7 +2,7 @@
 # What a cgroup v1 blkio read bandwidth cap lets through, per engine and block size: the rate read
 # and the bytes the throttle charged (blkio.throttle.io_service_bytes) per byte read. On kernel
 # 6.18 the throttle charges an io_uring read of 1 MiB twice, which halves what a 1M capacity probe
-# on the io_uring engine measures under such a cap (README, "How close am I to my disk's cap?").
+# on the io_uring engine measures under such a cap (docs/configuration.md, "Limits: how close am I to my disk's cap?").
 #
 # Usage: sudo bench/blkio_bps_charge.sh [SECONDS]    (default 3 s per case)
 #        CAP_MIB=64 sudo bench/blkio_bps_charge.sh   (the cap, MiB/s; default 64)

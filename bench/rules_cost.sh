@@ -15,7 +15,7 @@
 #   RULES_FILE defaults to deploy/prometheus/rules.yml; to measure an older version:
 #   git show REV:deploy/prometheus/rules.yml > /tmp/old-rules.yml && bench/rules_cost.sh /tmp/old-rules.yml
 #   NODES defaults to 2 (32 target-profile pairs; the figures are per pair), DAYS to 7.
-# Run it under the machine's lock: flock /work/.heavy.lock bench/rules_cost.sh
+# It loads every core for minutes: run it where nothing timing-sensitive runs beside it.
 # Needs: prometheus and promtool (Debian package prometheus), python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."

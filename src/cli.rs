@@ -45,8 +45,9 @@ pub struct Cli {
     pub devfs: PathBuf,
 
     /// Directory for the embedded default's scratch probe file (used without --config.file) and
-    /// the targets `[[discover]]` block rules lost (lost_targets.json). [default: $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
-    /// ~/.local/state/diskprobe_exporter]
+    /// the targets `[[discover]]` block rules lost (lost_targets.json). [default:
+    /// $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else
+    /// $XDG_STATE_HOME/diskprobe_exporter or ~/.local/state/diskprobe_exporter]
     #[arg(long = "state.dir", value_name = "PATH")]
     pub state_dir: Option<PathBuf>,
 

@@ -24,7 +24,7 @@
     probeStaleIntervals: 3.5,  // no finished run for this many probe intervals (jitter is <= 10%)
     diskSaturationQueue: 10,  // average queue size (aqu-sz) of a disk
 
-    // Fleet rules (rules/fleet.libsonnet, alerts/fleet.libsonnet; docs/runbook.md, "How the
+    // Fleet rules (rules/fleet.libsonnet, alerts/fleet.libsonnet; docs/rules-design.md, "How the
     // rules are built"). Labels that change while the disk does not (a rollout, a monitor's
     // target labels): dropped by every rule that keeps a history, as `device` is (kernel names
     // swap at reboot).

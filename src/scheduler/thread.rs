@@ -239,12 +239,15 @@ mod tests {
 
     #[test]
     fn grace_is_the_figure_the_docs_give() {
-        // docs/probes.md (Targets) and the README state how long a stalled open or run is
+        // docs/probes.md (Targets) and docs/deployment.md (Safety) state how long a stalled open or run is
         // waited for.
         let stated = format!("timeout plus {} s", GRACE.as_secs_f64());
         for (file, text) in [
             ("docs/probes.md", include_str!("../../docs/probes.md")),
-            ("README.md", include_str!("../../README.md")),
+            (
+                "docs/deployment.md",
+                include_str!("../../docs/deployment.md"),
+            ),
         ] {
             assert!(text.contains(&stated), "{file} does not say {stated:?}");
         }

@@ -1,6 +1,6 @@
 //! The discovery DaemonSet (`deploy/kubernetes-discovery`, an overlay of `deploy/kubernetes`):
 //! its configuration loads and only reads, and what `kubectl kustomize` renders from it is what
-//! the README states: privileged, read-only host `/proc`, `/sys` and `/dev` and no other host
+//! docs/deployment.md states: privileged, read-only host `/proc`, `/sys` and `/dev` and no other host
 //! path (no kubelet volume directory), no RBAC and no service account token, existing flags.
 
 use crate::common;

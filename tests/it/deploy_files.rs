@@ -1,10 +1,10 @@
-//! The deployment files say what the README says: Kubernetes YAML is hardened (non-root,
+//! The deployment files say what docs/deployment.md says: Kubernetes YAML is hardened (non-root,
 //! read-only root, no capabilities, no host path) and fit for a fleet (one monitor,
 //! instance = node name, every taint tolerated, a priority class, no CPU limit, a memory limit
 //! above the largest profile's buffers); the PrometheusRule carries exactly
 //! deploy/prometheus/rules.yml; the example configurations load and use gentle profiles only;
 //! every flag used in the unit and the DaemonSet exists; the scrape config passes promtool.
-//! tests/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
+//! tests/it/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
 //! schema, prometheus-operator's CRD schemas, Pod Security levels).
 
 use crate::common;

@@ -33,6 +33,7 @@ mod deploy_files;
 mod discovery;
 mod discovery_fixtures;
 mod diskstats_e2e;
+mod docs;
 mod durability;
 mod exposition_formats;
 mod faults;

@@ -1,5 +1,5 @@
 // Fleet alerts: a disk slower than its peers, a cohort slower together, a disk lost
-// (rules/fleet.libsonnet records what they read; docs/runbook.md explains the design).
+// (rules/fleet.libsonnet records what they read; docs/rules-design.md explains the design).
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local alert(name, rule) = { alert: name } + rule + { annotations+: s.runbook(name) };

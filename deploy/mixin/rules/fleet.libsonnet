@@ -1,4 +1,4 @@
-// "Fleet": each disk against its peers (docs/runbook.md, "How the rules are built").
+// "Fleet": each disk against its peers (docs/rules-design.md, "How the rules are built").
 //
 // diskprobe.fleet.sample, every 5 minutes, reads the raw series once, by instant reads or [5m]
 // windows: the last run's figures without the labels that change while the disk does not

@@ -1,4 +1,4 @@
-// Headroom: how close each disk is to the limits it is sold with (docs/runbook.md, "Headroom").
+// Headroom: how close each disk is to the limits it is sold with (docs/rules-design.md, "Headroom").
 // Every recorded series drops the labels that change with a rollout while the disk does not
 // (pod, container, endpoint); joins use `ignoring` and `group_*` on the disk's labels, so that the
 // cluster label and an agent scraped twice both carry through. Every join's "one" side is unique

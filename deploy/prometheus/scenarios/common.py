@@ -221,10 +221,11 @@ COHORT_LABELS = ("cohort", "model", "rotational")
 
 
 def fill(query, labels):
-    """A runbook query with `$label` replaced by the alert's label values (the cohort labels an
-    alert does not have by the empty string, which matches their absence)."""
+    """A runbook query with `$label` replaced by the alert's label values (the cohort labels and
+    `cluster`, where an alert does not have them, by the empty string, which matches their
+    absence)."""
     out = query
-    labels = dict({k: "" for k in COHORT_LABELS}, **labels)
+    labels = dict({k: "" for k in COHORT_LABELS + ("cluster",)}, **labels)
     for k in sorted(labels, key=len, reverse=True):
         out = out.replace(f"${k}", labels[k])
     leftover = re.findall(r"\$[a-z_]+", out)

@@ -755,7 +755,7 @@ def suite(seed):
 
 
 # ---------------------------------------------------------------------------------------------
-# The table in docs/runbook.md.
+# The table in docs/rules-design.md.
 
 
 def day(t):

@@ -15,7 +15,7 @@ swap with and without staleness markers) and fails if any rule fails to evaluate
     python3 deploy/prometheus/scenarios/generate.py --fleet SEED OUT.json
     python3 deploy/prometheus/scenarios/generate.py --fleet exact OUT.json
     python3 deploy/prometheus/scenarios/generate.py --chaos SEED OUT.json   # rule chaos (chaos.py)
-    python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/runbook.md
+    python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/rules-design.md
     promtool test rules OUT.json
 
 OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/it/prometheus_rules.rs
