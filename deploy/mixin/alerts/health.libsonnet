@@ -50,7 +50,18 @@ function(c)
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk I/O errors on {{ $labels.instance }} {{ $labels.target }}',
-          description: 'Probe I/Os of profile {{ $labels.profile }} on {{ $labels.target }} failed in {{ $value }} of its last 10 runs.',
+          // The disk: its kernel name, serial and volume id, as diskprobe_disk_info has them now.
+          description: std.join(' ', [
+            s.matchers('node', ['job', 'instance']),
+            s.matchers('target', ['job', 'instance', 'target']),
+            'Probe I/Os of profile {{ $labels.profile }} on {{ $labels.target }}',
+            '{{- with printf "%s{%%s} and on (%s) %s{%%s}" $node $target | query }}{{ with first . }} on {{ .Labels.device }} ({{ if .Labels.serial }}serial {{ .Labels.serial }}{{ else }}no serial{{ end }}{{ if .Labels.volume_id }}, volume {{ .Labels.volume_id }}{{ end }}){{ end }}{{ end }}' % [
+              'diskprobe_disk_info',
+              s.by(['job', 'instance', 'device']),
+              'diskprobe_target_info',
+            ],
+            'failed in {{ $value }} of its last 10 runs.',
+          ]),
         },
       }),
       // The block device under a configured target is gone from /proc/diskstats (a disk that

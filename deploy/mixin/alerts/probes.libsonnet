@@ -46,7 +46,7 @@ function(c)
     'The median %s of profile {{ $labels.profile }} is' % what,
     value('diskprobe:%s:median_30m' % record, '10m', humanize, 'unknown', unit) + ' over the last 30 minutes,',
     '{{ $value | printf "%.2f" }}x its baseline of',
-    value('diskprobe:%s:baseline_7d' % record, '2h', humanize, unit=unit),
+    value('diskprobe:%s:baseline_7d' % record, '2h', humanize, 'unknown', unit),
     '(its best daily median of the last 7 days).',
   ]);
   [{
@@ -98,7 +98,7 @@ function(c)
             value('diskprobe:probe_latency_p99:median_30m', '10m', 'humanizeDuration', 'unknown') + ' over the last 30 minutes and',
             value('diskprobe:probe_latency_p99:median_1d', '2h', 'humanizeDuration', 'unknown') + ' over the last day,',
             '{{ $value | printf "%.2f" }}x its baseline of',
-            value('diskprobe:probe_latency_p99:baseline_7d', '2h', 'humanizeDuration'),
+            value('diskprobe:probe_latency_p99:baseline_7d', '2h', 'humanizeDuration', 'unknown'),
             '(its best daily median of the last 7 days); it has no cohort of %d to compare with.' % c.cohortMinSize,
           ]),
         },

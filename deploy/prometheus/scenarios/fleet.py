@@ -705,6 +705,9 @@ def exact_group():
     key = dict(job=JOB, instance=slow.node.instance, target=slow.target, profile=PROFILE, model=NVME.name, rotational="0")
     # Gauges keep four significant digits, as the exporter model writes them.
     p99 = float(f"{p99:.4g}")
+    # Every healthy disk is its cohort's median (ratio 1, MAD 0: the floor), the slow one 3x.
+    score = 0.6745 * (3.0 - 1.0) / 0.01
+
     def peers(disk, cohort):
         return dict(
             exp_labels=dict(key, severity="warning"),
@@ -713,7 +716,9 @@ def exact_group():
                 description=(
                     f"Over the last 12 hours the runs of profile {PROFILE} on {slow.target} (now nvme0n1) "
                     f"had a median p99 of {humanize_duration(disk)} against {humanize_duration(cohort)} for the disks of its cohort ({NVME.name}); "
-                    "sample by sample its p99 was 3.00x its peers' median, and at least 3.00x in a fifth of its samples."
+                    "sample by sample its p99 was 3.00x its peers' median, and at least 3.00x in a fifth of its samples; "
+                    f"its modified z-score in the cohort is {score:.1f} (typical sample) and {score:.1f} (slower fifth), against 3.5; "
+                    f"the cohort has {len(fleet.disks())} members with a last run."
                 ),
             ),
         )

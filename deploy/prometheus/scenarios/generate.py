@@ -786,9 +786,10 @@ class Fires:
             while sim.at(k, "diskprobe_probe_recent_io_error_runs", **probe) < 2:
                 k -= EVAL
             v = sim.at(k, "diskprobe_probe_recent_io_error_runs", **probe)
+            disk = f" on {t.device} ({'serial ' + t.serial if t.serial else 'no serial'})"
             ann = dict(
                 summary=f"Disk I/O errors on {inst} {t.name}",
-                description=f"Probe I/Os of profile {p.name} on {t.name} failed in {v} of its last 10 runs.",
+                description=f"Probe I/Os of profile {p.name} on {t.name}{disk} failed in {v} of its last 10 runs.",
             )
         elif a == "DiskprobeTargetVanished":
             ann = dict(
