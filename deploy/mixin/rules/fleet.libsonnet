@@ -92,7 +92,8 @@ function(c)
           expr: 'max without (%s, device) (%s > 0)' % [volatile, s.sel('diskprobe_probe_throughput_bytes_per_second')],
         },
         // A target's cohort: the `cohort` it is configured with, else the model and rotational
-        // of the disk under it now (a partition's disk_info carries its disk's model). One
+        // of the whole disks its I/O lands on (diskprobe_target_disk_info: a volume's disks, a
+        // partition's disk), else of the device under it (agents without target_disk_info). One
         // series per target whatever its copies say: a configured cohort wins over the disk's
         // model (`or on`), and of two copies that disagree (two scrapes of one agent while a
         // reload sets its cohort, two pods of one node in a rollout) one is taken; of two models
@@ -102,6 +103,12 @@ function(c)
           expr: |||
             topk by (%(target)s) (1,
               max by (%(byCohort)s) (%(named)s)
+              or on (%(target)s)
+              max by (%(byDisk)s) (
+                max by (%(byDevice)s) (%(targetDisks)s and on (%(target)s) %(unnamedAny)s)
+                * on (%(device)s) group_left (%(diskLabels)s)
+                %(diskInfo)s
+              )
               or on (%(target)s)
               max by (%(byDisk)s) (
                 max by (%(byDevice)s) (%(unnamed)s)
@@ -116,6 +123,8 @@ function(c)
             byDisk: s.by(['job', 'instance', 'target'] + c.cohortDiskLabels),
             byDevice: s.by(['job', 'instance', 'target', 'device']),
             unnamed: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel, 'device!=""']),
+            unnamedAny: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel]),
+            targetDisks: s.sel('diskprobe_target_disk_info'),
             device: s.by(['job', 'instance', 'device']),
             diskLabels: std.join(', ', c.cohortDiskLabels),
             diskInfo: s.one(s.by(['job', 'instance', 'device']), 'max by (%s) (%s)' % [

@@ -249,6 +249,43 @@ def draw(seed):
     return nodes
 
 
+def volume_cohort():
+    """A target on a device-mapper volume over two disks of one model has that model's cohort:
+    the cohort, like the device lock, the contention watch and the limits, goes by the disks the
+    target's I/O lands on (diskprobe_target_disk_info), not by the volume's own disk_info, which
+    has no model. A partition's target has its disk's."""
+    base = dict(job=JOB, instance="node-1:9957")
+    series = []
+
+    def put(name, labels):
+        series.append(dict(series=name + labels_text(dict(base, **labels)), values="1x30"))
+
+    put("diskprobe_target_info", dict(target="vol", path="/dev/dm-0", device="dm-0", kind="block_device", cohort=""))
+    put("diskprobe_target_info", dict(target="part", path="/dev/sdc1", device="sdc1", parent="sdc", kind="block_device", cohort=""))
+    for disk in ("sda", "sdb"):
+        put("diskprobe_target_disk_info", dict(target="vol", device=disk, serial=f"S-{disk}"))
+        put("diskprobe_disk_info", dict(device=disk, model=NVME[0], serial=f"S-{disk}", rotational="0"))
+    put("diskprobe_target_disk_info", dict(target="part", device="sdc", serial="S-sdc"))
+    put("diskprobe_disk_info", dict(device="sdc", model=OTHER[0], serial="S-sdc", rotational="0"))
+    put("diskprobe_disk_info", dict(device="sdc1", model=OTHER[0], serial="S-sdc", rotational="0", parent="sdc"))
+    put("diskprobe_disk_info", dict(device="dm-0", rotational="0"))
+    return dict(
+        name="cohort of a volume over two disks",
+        interval=f"{SCRAPE}s",
+        input_series=series,
+        promql_expr_test=[
+            dict(
+                expr="diskprobe:target_cohort:info",
+                eval_time=f"{10 * M}s",
+                exp_samples=[
+                    dict(labels="diskprobe:target_cohort:info" + labels_text(dict(base, target="part", model=OTHER[0], rotational="0")), value=1),
+                    dict(labels="diskprobe:target_cohort:info" + labels_text(dict(base, target="vol", model=NVME[0], rotational="0")), value=1),
+                ],
+            )
+        ],
+    )
+
+
 def suite(seed):
     rng = random.Random(seed * 104729 + 7)
     series = Series()
@@ -280,6 +317,7 @@ def suite(seed):
         evaluation_interval=f"{EVAL}s",
         group_eval_order=GROUP_ORDER,
         tests=[
+            volume_cohort(),
             dict(
                 name=f"chaos seed {seed}: " + ", ".join(f"{i.split(':')[0]} {p}" for i, p, _, _ in nodes),
                 interval=f"{SCRAPE}s",
