@@ -149,16 +149,23 @@ def near_limit_fires(m):
             labels["severity"] = "warning"
             value = go_percentage(self.share(sim, ts))
             inst = self.agent.instance
+            h = m.humanize
             if self.disk is None:
+                used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
+                figures = f" ({h(used)} I/Os per second of a limit of {h(self.hook.node_iops)} I/Os per second)"
                 ann = dict(
                     summary=f"Disks near the node's {self.limit} limit on {inst}",
-                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now; beyond it the platform queues I/O.",
+                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now{figures}; beyond it the platform queues I/O.",
                 )
             else:
                 dev = self.disk.name
+                used = workload_iops(sim, self.hook, self.disk, ts)
+                # The rule's share is used / limit; the annotation divides used by it again.
+                limit = used / (used / self.source_limit())
+                figures = f" ({h(used)} I/Os per second of a limit of {h(limit)} I/Os per second)"
                 ann = dict(
                     summary=f"Disk {dev} near its {self.limit} limit on {inst}",
-                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now; beyond it the platform queues I/O.",
+                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now{figures}; beyond it the platform queues I/O.",
                 )
             return dict(exp_labels=labels, exp_annotations=ann)
 
@@ -169,9 +176,9 @@ def throttled_fires(m):
     class Throttled(m.Fires):
         """DiskprobeThrottled for `disk`."""
 
-        def __init__(self, agent, disk, **kw):
+        def __init__(self, agent, hook, disk, **kw):
             super().__init__("DiskprobeThrottled", agent, **kw)
-            self.disk = disk
+            self.hook, self.disk = hook, disk
 
         def labels(self):
             return dict(job=m.JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, **self.extra)
@@ -180,9 +187,17 @@ def throttled_fires(m):
             labels = {k: str(v) for k, v in self.labels().items() if v != ""}
             labels["severity"] = "warning"
             dev = self.disk.name
+            share = workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
+            p99 = max(
+                sim.at(ts, "diskprobe_probe_latency_seconds", job=m.JOB, instance=self.agent.instance, target=t.name, profile=p.name, device=t.device, stat="p99", **self.extra)
+                for t in self.agent.targets
+                if t.name in self.disk.targets
+                for p in t.profiles
+                if p.rate_iops
+            )
             ann = dict(
                 summary=f"Disk {dev} throttled on {self.agent.instance}",
-                description=f"{dev} has been at 90% or more of a limit for 10m with its gentle probe's p99 latency more than 3 times its level at under half load: the platform is queueing its I/O.",
+                description=f"{dev} has been at 90% or more of a limit for 10m ({go_percentage(share)} now) with its gentle probe's p99 latency ({m.humanize_duration(p99)} now) more than 3 times its level at under half load: the platform is queueing its I/O.",
             )
             return dict(exp_labels=labels, exp_annotations=ann)
 
@@ -298,7 +313,7 @@ def scenarios(m):
                 NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M, extra=x) for x in twice
             ],
             lambda a, h, d, t: [
-                Throttled(a, d, not_before=ONSET + 10 * M, by=ONSET + 25 * M, extra=x) for x in twice
+                Throttled(a, h, d, not_before=ONSET + 10 * M, by=ONSET + 25 * M, extra=x) for x in twice
             ],
         ],
     )
