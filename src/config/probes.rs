@@ -16,7 +16,7 @@
 
 use super::limits::{self, DiskLimits};
 use super::raw::{RawBusyLimits, RawConfig, RawProbeKeys, RawProfile, RawTarget};
-use super::spanned::{SpannedError, invalid};
+use super::spanned::{SpannedError, invalid, printable};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
 use crate::probe::profile::{Durability, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery};
@@ -349,6 +349,7 @@ pub(super) fn custom_profiles(
                 ),
             ));
         }
+        printable("profiles", name)?;
         if name.get_ref().is_empty() {
             return Err(invalid(name, "profiles: a profile needs a name".to_owned()));
         }
@@ -836,6 +837,7 @@ fn target(
     defaults: &Defaults<'_>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
+    printable(&format!("{prefix}.name"), &r.name)?;
     let name = r.name.get_ref().trim().to_owned();
     if name.is_empty() {
         return Err(invalid(
