@@ -36,6 +36,12 @@ use tokio::sync::Semaphore;
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head accepted; larger ones get 431.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// How long a connection's write may make no progress (an answer nobody reads) before the
+/// connection is dropped.
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may neither send nor take a byte (idle between requests) before it is
+/// closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 
@@ -86,13 +92,6 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
@@ -109,6 +108,14 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
+        // Connections beyond the limit are accepted and closed at once, not left waiting in the
+        // kernel's backlog (where a scraper's connection would queue behind a flood).
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::debug!("connection limit reached; closing a new connection");
+            drop(stream);
+            continue;
+        };
+        let stream = Deadlined::new(stream);
         let web = app.web();
         match web.tls.clone() {
             None => serve(stream, app.clone(), &graceful, permit),
@@ -163,7 +170,7 @@ where
 }
 
 fn serve(
-    stream: tokio::net::TcpStream,
+    stream: Deadlined<tokio::net::TcpStream>,
     app: Arc<App>,
     graceful: &GracefulShutdown,
     permit: tokio::sync::OwnedSemaphorePermit,
@@ -302,5 +309,122 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             head,
         ),
         _ => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),
+    }
+}
+
+/// A connection's byte stream with deadlines: a write that makes no progress for
+/// [`WRITE_STALL_TIMEOUT`] and a connection that moves no byte either way for [`IDLE_TIMEOUT`]
+/// fail with `TimedOut`, which ends the connection and frees its slot.
+pub struct Deadlined<IO> {
+    io: IO,
+    idle: std::pin::Pin<Box<tokio::time::Sleep>>,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<IO> Deadlined<IO> {
+    /// `io` with its deadlines starting now.
+    pub fn new(io: IO) -> Self {
+        Deadlined {
+            io,
+            idle: Box::pin(tokio::time::sleep(IDLE_TIMEOUT)),
+            stalled: None,
+        }
+    }
+
+    fn progressed(&mut self) {
+        self.idle
+            .as_mut()
+            .reset(tokio::time::Instant::now() + IDLE_TIMEOUT);
+        self.stalled = None;
+    }
+
+    /// `Pending` unless a deadline has passed (then the error to end the connection with).
+    fn check(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        writing: bool,
+    ) -> std::task::Poll<std::io::Error> {
+        use std::task::Poll;
+        if writing {
+            let stall = self
+                .stalled
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_STALL_TIMEOUT)));
+            if stall.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client took none of the answer in time",
+                ));
+            }
+        }
+        if self.idle.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the connection was idle too long",
+            ));
+        }
+        Poll::Pending
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Deadlined<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                this.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending => this.check(cx, false).map(Err),
+        }
+    }
+}
+
+impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Deadlined<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                this.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending => this.check(cx, true).map(Err),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_flush(cx) {
+            Poll::Ready(r) => {
+                this.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => this.check(cx, true).map(Err),
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.io).poll_shutdown(cx) {
+            Poll::Ready(r) => Poll::Ready(r),
+            Poll::Pending => this.check(cx, true).map(Err),
+        }
     }
 }

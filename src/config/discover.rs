@@ -11,7 +11,7 @@
 use super::name_template::NameTemplate;
 use super::probes::{Defaults, ProbeSettings, ProbeTable, TargetSpec, Writes};
 use super::raw::{RawConfig, RawDiscover};
-use super::spanned::{SpannedError, invalid, regex};
+use super::spanned::{SpannedError, invalid, printable, regex};
 use crate::device_filter::DeviceFilter;
 use regex::Regex;
 use std::ops::Range;
@@ -152,6 +152,7 @@ fn rule(
     let key = |k: &str| format!("{prefix}.{k}");
     let id = match &r.id {
         Some(id) => {
+            printable(&key("id"), id)?;
             let text = id.get_ref().trim();
             if text.is_empty() {
                 return Err(invalid(
@@ -183,7 +184,10 @@ fn rule(
         }
     };
     let name = match &r.name {
-        Some(text) => name_template(&key("name"), text, groups)?,
+        Some(text) => {
+            printable(&key("name"), text)?;
+            name_template(&key("name"), text, groups)?
+        }
         None => NameTemplate::parse(DEFAULT_NAME).expect("the default name parses"),
     };
     read_only(&prefix, r, &source, defaults)?;

@@ -16,7 +16,7 @@
 
 use super::limits::{self, DiskLimits};
 use super::raw::{RawBusyLimits, RawConfig, RawProbeKeys, RawProfile, RawTarget};
-use super::spanned::{SpannedError, invalid};
+use super::spanned::{SpannedError, invalid, printable};
 use crate::probe::engine::EngineChoice;
 use crate::probe::fio;
 use crate::probe::profile::{Durability, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery};
@@ -349,6 +349,7 @@ pub(super) fn custom_profiles(
                 ),
             ));
         }
+        printable("profiles", name)?;
         if name.get_ref().is_empty() {
             return Err(invalid(name, "profiles: a profile needs a name".to_owned()));
         }
@@ -786,6 +787,33 @@ fn device_write_check(
     Err(SpannedError { span, message })
 }
 
+/// A probe file's size must fit its filesystem with the reserve
+/// ([`crate::probe::target::space`]), checked where the path (or its directory) exists: a size
+/// beyond the filesystem, or one whose fill would leave less than the reserve free, is an error
+/// at the target's `size` (or its name, where the size is inherited). Only sizes that are set are
+/// checked: the default size is checked before each fill.
+fn space_check(
+    prefix: &str,
+    r: &RawTarget,
+    path: &Path,
+    settings: &ProbeSettings,
+) -> Result<(), SpannedError> {
+    let Some(size) = settings.size else {
+        return Ok(());
+    };
+    if is_block_device(path) || r.offset.is_some() {
+        return Ok(());
+    }
+    match crate::probe::target::space::check(path, size) {
+        Ok(Err(problem)) => Err(SpannedError {
+            span: r.size.as_ref().map_or(r.name.span(), Spanned::span),
+            message: format!("{prefix}.size: {problem}"),
+        }),
+        // A path whose directory does not exist yet is checked before its fill.
+        Ok(Ok(())) | Err(_) => Ok(()),
+    }
+}
+
 /// `allow_writes` and `allow_device_writes` of a `[[targets]]` entry.
 fn target_writes(prefix: &str, r: &RawTarget) -> Result<Writes, SpannedError> {
     let set = |b: &Option<Spanned<bool>>| b.as_ref().is_some_and(|b| *b.get_ref());
@@ -809,6 +837,7 @@ fn target(
     defaults: &Defaults<'_>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
+    printable(&format!("{prefix}.name"), &r.name)?;
     let name = r.name.get_ref().trim().to_owned();
     if name.is_empty() {
         return Err(invalid(
@@ -834,6 +863,7 @@ fn target(
         anchor: r.name.span(),
         path: Some(&path),
     })?;
+    space_check(prefix, r, &path, &settings)?;
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {
             size(&format!("{prefix}.offset"), v)

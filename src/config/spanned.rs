@@ -34,3 +34,23 @@ pub(crate) fn regex(key: &str, value: &Spanned<String>) -> Result<regex::Regex, 
         )
     })
 }
+
+/// Fails unless the name `value` holds only printable characters: no control characters (NUL,
+/// newlines, tabs, escapes), which label values, log lines, thread names and the status page
+/// cannot carry as they are.
+pub(crate) fn printable(key: &str, value: &Spanned<String>) -> Result<(), SpannedError> {
+    match value.get_ref().chars().position(char::is_control) {
+        None => Ok(()),
+        Some(at) => {
+            let c = value.get_ref().chars().nth(at).unwrap_or_default();
+            Err(invalid(
+                value,
+                format!(
+                    "{key}: expected printable characters only, found U+{:04X} at character {}",
+                    u32::from(c),
+                    at + 1
+                ),
+            ))
+        }
+    }
+}

@@ -27,7 +27,7 @@ pub(super) async fn stat_target(
     let started = Instant::now();
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
-        .name(format!("stat-{}", spec.name))
+        .name(super::thread::thread_name("stat", &spec.name))
         .spawn(move || {
             let facts = target::facts(&path, &roots.procfs, &roots.sysfs).ok();
             // Counted out before the scheduler hears of the answer, which may start a run.

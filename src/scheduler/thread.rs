@@ -66,7 +66,7 @@ pub(super) async fn run_on_thread(
     let job_cancel = cancel.clone();
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
-        .name(format!("probe-{}", spec.name))
+        .name(thread_name("probe", &spec.name))
         .spawn(move || {
             let done = probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
             // Counted out before the scheduler hears of the end, which may start the next run.
@@ -132,6 +132,20 @@ pub(super) async fn run_on_thread(
             }
         }
     }
+}
+
+/// The name of a thread working for the target `target`: `{what}-{target}` without the
+/// characters a thread name cannot hold (a NUL would make the spawn panic), cut to what the
+/// kernel shows (15 bytes).
+pub(super) fn thread_name(what: &str, target: &str) -> String {
+    let mut name: String = format!("{what}-{target}")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    while name.len() > 15 {
+        name.pop();
+    }
+    name
 }
 
 /// Opens the target and runs the profile, reporting progress on `tx`. Returns the outcome and
@@ -236,6 +250,21 @@ fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &BlockD
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_names_hold_no_nul() {
+        assert_eq!(thread_name("probe", "a\0b"), "probe-ab");
+        assert_eq!(
+            thread_name("stat", "écrire-très-longtemps"),
+            "stat-écrire-tr"
+        );
+        std::thread::Builder::new()
+            .name(thread_name("probe", "x\0y"))
+            .spawn(|| {})
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 
     #[test]
     fn grace_is_the_figure_the_docs_give() {

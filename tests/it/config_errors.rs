@@ -12,6 +12,18 @@ use std::process::Command;
 /// (file content, expected error after "bad.toml:").
 const BAD: &[(&str, &str)] = &[
     (
+        "[[targets]]\nname = \"a\\u0000b\"\npath = \"/x\"\n",
+        "2:8: targets[0].name: expected printable characters only, found U+0000 at character 2",
+    ),
+    (
+        "[profiles.\"p\\nq\"]\nfio = \"-rw=randread -bs=4k\"\n",
+        "1:11: profiles: expected printable characters only, found U+000A at character 2",
+    ),
+    (
+        "[[discover]]\nid = \"r\\u001b[31m\"\nkind = \"block\"\n",
+        "2:6: discover[0].id: expected printable characters only, found U+001B at character 2",
+    ),
+    (
         "[web]\nlisten_adress = \":9957\"\n",
         "2:1: web.listen_adress: unknown field `listen_adress`, expected `listen_address` or `telemetry_path`",
     ),

@@ -86,3 +86,62 @@ fn slow_clients_are_cut_off_after_the_header_timeout() {
         "{text}"
     );
 }
+
+#[test]
+fn an_answer_nobody_reads_is_dropped_and_connections_beyond_the_limit_are_closed() {
+    let agent = Agent::start(&["--web.max-connections=8"]);
+    // A client that pipelines requests and never reads the answers: once the socket buffers are
+    // full, the server's write stalls, and the connection is dropped within a few seconds.
+    let mut greedy = std::net::TcpStream::connect(agent.addr).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(64);
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(30) {
+        match greedy.write_all(&request) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+        // A scraper is answered meanwhile, within a second.
+        let asked = std::time::Instant::now();
+        assert_eq!(agent.get("/metrics").0, 200);
+        assert!(
+            asked.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+    assert!(closed, "the connection that reads nothing was not dropped");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "dropped after {:?}",
+        started.elapsed()
+    );
+    // Eight idle connections fill the limit; a ninth is accepted and closed at once instead of
+    // waiting in the backlog.
+    let idle: Vec<_> = (0..8)
+        .map(|_| std::net::TcpStream::connect(agent.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200)); // let the server accept them (not an assertion)
+    let mut extra = std::net::TcpStream::connect(agent.addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let asked = std::time::Instant::now();
+    let mut buf = [0u8; 16];
+    let n = extra.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    drop(idle);
+}

@@ -46,6 +46,7 @@ mod mixin;
 mod native_histograms_e2e;
 mod probe_cli;
 mod probe_loop;
+mod probe_space;
 mod probe_throttle;
 mod probes_golden;
 mod profile_info;

@@ -444,3 +444,34 @@ fn a_yield_request_stops_issuing_drains_and_reports_progress() {
         assert_eq!(completed, r.ios, "{kind:?}");
     }
 }
+
+#[test]
+fn exclusive_opens_are_released_when_an_io_uring_run_ends() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(32 << 20);
+    let (start, len) = (8u64 << 20, 8u64 << 20);
+    let before = dev.content();
+    // As the scheduler runs a cycle: each profile opens the device (O_EXCL for writes), runs on
+    // io_uring and drops the target before the next profile opens it.
+    for options in [
+        "-rw=randwrite -bs=4k -iodepth=1 -number_ios=50",
+        "-rw=randwrite -bs=4k -iodepth=32 -number_ios=200",
+        "-rw=write -bs=1M -iodepth=4 -number_ios=8",
+        "-rw=randwrite -bs=64k -iodepth=16 -number_ios=64",
+    ] {
+        let target = open(&dev.path, true, start, Some(len))
+            .unwrap_or_else(|e| panic!("{options}: open after the previous run: {e}"));
+        let r = engine::run(&target, &profile(options), &opts(EngineChoice::IoUring))
+            .expect("probe runs");
+        assert!(r.is_success(), "{options}: {:?}", r.first_error);
+        assert_eq!(r.engine, EngineKind::IoUring, "{options}");
+        drop(target);
+    }
+    let after = dev.content();
+    let (s, e) = (start as usize, (start + len) as usize);
+    assert!(before[..s] == after[..s], "bytes before the region changed");
+    assert!(before[e..] == after[e..], "bytes after the region changed");
+}

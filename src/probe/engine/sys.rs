@@ -87,6 +87,27 @@ pub(crate) fn statfs_magic(path: &Path) -> io::Result<i64> {
     Ok(buf.f_type as i64)
 }
 
+/// The size of the filesystem `path` is on and the space on it that unprivileged writers may
+/// still take, in bytes (`statvfs`: `f_blocks` and `f_bavail` times `f_frsize`).
+pub(crate) fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut buf: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut buf) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let unit = buf.f_frsize as u64;
+    #[allow(clippy::unnecessary_cast)]
+    Ok((
+        (buf.f_blocks as u64).saturating_mul(unit),
+        (buf.f_bavail as u64).saturating_mul(unit),
+    ))
+}
+
 /// statx DIO alignment `(memory, offset)` of `file`, when the kernel and filesystem report it.
 pub(crate) fn dio_alignment(file: &File) -> Option<(u64, u64)> {
     // SAFETY: an all-zero statx is a valid value of this plain C struct.

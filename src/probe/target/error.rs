@@ -113,6 +113,15 @@ pub enum TargetError {
         /// The target.
         path: PathBuf,
     },
+    /// The probe file does not fit its filesystem with the reserve, or its last fill ran out of
+    /// space (what it wrote was removed).
+    #[error("{path}: not filled: {problem}")]
+    NoSpace {
+        /// The target.
+        path: PathBuf,
+        /// Why.
+        problem: super::space::SpaceProblem,
+    },
     /// The fill of a probe file was stopped (cancelled, or given up on) before it finished; the
     /// next open finishes it.
     #[error("{path}: the fill of the probe file was stopped before it finished")]

@@ -24,6 +24,7 @@ pub mod fresh_space;
 mod opened;
 pub mod probe_file;
 pub mod reopen;
+pub mod space;
 
 pub use error::{Refusal, TargetError};
 pub use facts::{Cache, TargetFacts, TargetKind, facts};

@@ -7,6 +7,7 @@ use super::error::{Refusal, TargetError};
 use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
 use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
+use super::space;
 use crate::probe::engine::buffer::AlignedBuf;
 use crate::probe::engine::sys;
 use rand::rngs::SmallRng;
@@ -92,9 +93,11 @@ const FILL_CHUNK: usize = 1 << 20;
 /// whose mark was checked), not on another put at the path since. The data is written with
 /// O_DIRECT: a fill neither floods the page cache nor leaves the whole file dirty for one final
 /// `fsync`. O_DIRECT support and the size's alignment are checked before the file is truncated;
-/// a file created here that fails them is removed again. `progress` is called after every chunk
-/// and stops the fill when it returns `false`; the file then keeps a mark naming `size`, at which
-/// the next open finishes it.
+/// a file created here that fails them is removed again, and so is one that does not fit its
+/// filesystem with the reserve ([`space`]). `progress` is called after every chunk and stops the
+/// fill when it returns `false`: a file this call created is then removed (a target removed
+/// mid-fill leaves nothing behind); a refilled one keeps a mark naming `size`, at which the next
+/// open finishes it. A fill that runs out of space removes the file and backs off.
 fn fill_probe_file(
     path: &Path,
     size: u64,
@@ -142,42 +145,49 @@ fn fill_probe_file(
         check_aligned(path, "file size", size, offset_align)?;
         Ok(mem_align)
     };
-    let mem_align = match preflight() {
-        Ok(mem_align) => mem_align,
+    // Removes the file (if the path still names it): what a fill that failed wrote.
+    let remove = || {
+        if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
+            && (now.dev(), now.ino()) == (created.dev(), created.ino())
+        {
+            let _ = fs::remove_file(path);
+        }
+    };
+    let mem_align = match preflight().and_then(|m| room_for(path, size).map(|r| (m, r))) {
+        Ok(ready) => ready,
         Err(err) => {
             if marked_at_creation.is_some() {
-                // Nothing was written: remove the empty file this call created (if the path still
-                // names it), so that the mistake leaves nothing behind.
-                if let (Ok(created), Ok(now)) = (file.metadata(), fs::symlink_metadata(path))
-                    && (now.dev(), now.ino()) == (created.dev(), created.ino())
-                {
-                    let _ = fs::remove_file(path);
-                }
+                // Nothing was written: remove the empty file this call created, so that the
+                // mistake leaves nothing behind.
+                remove();
             }
             return Err(err);
         }
     };
+    let (mem_align, reserve) = mem_align;
     let marked = marked_at_creation.unwrap_or_else(|| mark_filling(&file));
     file.set_len(0).map_err(io_err("truncate the probe file"))?;
-    let mut rng = SmallRng::from_os_rng();
-    let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|source| {
-        TargetError::FillBuffer {
-            path: path.to_owned(),
-            source,
-        }
-    })?;
-    let mut offset = 0;
-    while offset < size {
-        let n = (size - offset).min(FILL_CHUNK as u64) as usize;
-        let chunk = &mut buf.as_mut_slice()[..n];
-        rng.fill_bytes(chunk);
-        file.write_all_at(chunk, offset)
-            .map_err(io_err("fill the probe file"))?;
-        offset += n as u64;
-        if !progress() {
-            return Err(TargetError::FillStopped {
-                path: path.to_owned(),
-            });
+    match write_fill(path, &file, size, mem_align, progress) {
+        Ok(()) => {}
+        Err((err, written)) => {
+            let out_of_space = matches!(&err, TargetError::Io { source, .. }
+                if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)));
+            if out_of_space {
+                // Everything written goes (a refill's file too: it is ours, and incomplete),
+                // and the same fill waits until the space it lacked is back.
+                remove();
+                // What is free once it is gone, and the part of the file that did not fit:
+                // what statvfs said was free at the start was not all there to be taken.
+                let now = sys::fs_space(parent_dir(path)).map_or(0, |(_, free)| free);
+                let wanted = now + (size - written) + reserve;
+                space::BACKOFF.record(path, size, wanted);
+                tracing::warn!(path = %path.display(), size, written, "the probe file's fill ran out of space; removed what it wrote, not trying again until the size changes or the space is back");
+            } else if marked_at_creation.is_some() {
+                // A fill this call started leaves nothing behind (a target removed while it was
+                // being filled, a stop, an I/O error).
+                remove();
+            }
+            return Err(err);
         }
     }
     file.sync_all().map_err(io_err("sync the probe file"))?;
@@ -185,6 +195,70 @@ fn fill_probe_file(
         set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
     }
     Ok((marked, fstat(path, &file)?))
+}
+
+/// Fails unless a fill of the probe file at `path` to `size` bytes fits its filesystem with the
+/// reserve ([`space`]) and no earlier fill at that size ran out of the space that is free now.
+/// Returns the reserve in bytes.
+fn room_for(path: &Path, size: u64) -> Result<u64, TargetError> {
+    let no_space = |problem| TargetError::NoSpace {
+        path: path.to_owned(),
+        problem,
+    };
+    let statvfs = |source| TargetError::Io {
+        path: path.to_owned(),
+        what: "statvfs",
+        source,
+    };
+    space::check(path, size)
+        .map_err(statvfs)?
+        .map_err(no_space)?;
+    let (fs_size, available) = sys::fs_space(path).map_err(statvfs)?;
+    space::BACKOFF
+        .admits(path, size, available)
+        .map_err(no_space)?;
+    Ok(fs_size / 100 * space::RESERVE_PERCENT)
+}
+
+/// Writes `size` bytes of random data into `file` from its start, [`FILL_CHUNK`] at a time, with
+/// `progress` asked after each; on an error, how far it got.
+fn write_fill(
+    path: &Path,
+    file: &File,
+    size: u64,
+    mem_align: u64,
+    progress: &dyn Fn() -> bool,
+) -> Result<(), (TargetError, u64)> {
+    let mut rng = SmallRng::from_os_rng();
+    let mut buf = AlignedBuf::new(FILL_CHUNK, mem_align as usize, &mut rng).map_err(|source| {
+        let err = TargetError::FillBuffer {
+            path: path.to_owned(),
+            source,
+        };
+        (err, 0)
+    })?;
+    let mut offset = 0;
+    while offset < size {
+        let n = (size - offset).min(FILL_CHUNK as u64) as usize;
+        let chunk = &mut buf.as_mut_slice()[..n];
+        rng.fill_bytes(chunk);
+        file.write_all_at(chunk, offset).map_err(|source| {
+            let err = TargetError::Io {
+                path: path.to_owned(),
+                what: "fill the probe file",
+                source,
+            };
+            (err, offset)
+        })?;
+        offset += n as u64;
+        if !progress() {
+            let err = TargetError::FillStopped {
+                path: path.to_owned(),
+            };
+            return Err((err, offset));
+        }
+    }
+    Ok(())
 }
 
 /// Opens the probe file at `path` (stat'ed as `meta`, `None` when it does not exist): creates and
@@ -436,10 +510,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
         let opts = file_opts(Some(3 << 20));
+        // A fill of a file it created that is stopped (the target removed mid-fill) leaves
+        // nothing behind.
         match open_reporting(&path, &opts, &|| false) {
             Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
             Err(TargetError::FillStopped { .. }) => {}
             other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
+        }
+        assert!(!path.exists(), "the partly filled file is removed");
+        // A refill that is stopped keeps the file, marked with the size it was filling.
+        drop(open(&path, &file_opts(Some(1 << 20))).unwrap());
+        match open_reporting(&path, &opts, &|| false) {
+            Err(TargetError::FillStopped { .. }) => {}
+            other => panic!("the refill did not stop: {:?}", other.map(|_| ())),
         }
         assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
         // Opened again without a size (the embedded default, a one-shot run without --size):
@@ -462,8 +545,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fstype = statfs_type(dir.path()).unwrap();
         let (ours, other) = (dir.path().join("ours.dat"), dir.path().join("other.dat"));
-        match fill_probe_file(&ours, 2 << 20, None, &fstype, &|| false) {
+        let created = match fill_probe_file(&ours, 1 << 20, None, &fstype, &|| true) {
             Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            other => other.unwrap().1,
+        };
+        match fill_probe_file(&ours, 2 << 20, Some(&created), &fstype, &|| false) {
             Err(TargetError::FillStopped { .. }) => {}
             other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
         }

@@ -171,6 +171,15 @@ impl Drop for RingIo {
             );
             return;
         }
+        // A registered file is referenced by the ring's file table, which closing the ring frees
+        // only in the kernel's deferred ring teardown (a workqueue, after close returns): an
+        // O_EXCL open of a block device would stay claimed until then, and the next profile's
+        // open would find it busy. Unregistered here, the reference goes before this returns.
+        if matches!(self.file, FileRef::Registered)
+            && let Err(err) = self.ring.submitter().unregister_files()
+        {
+            tracing::debug!(%err, "io_uring: cannot unregister the probed file");
+        }
         // SAFETY: no slot is in the kernel, so no request refers to a buffer; the ring is closed
         // before the buffers are unmapped, and neither is used again.
         unsafe {
