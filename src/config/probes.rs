@@ -787,11 +787,17 @@ fn device_write_check(
     Err(SpannedError { span, message })
 }
 
+/// How long loading the configuration waits for the filesystem of a probe file to answer the
+/// space check: a hung filesystem (an NFS server gone, a stuck FUSE daemon) must not stall a
+/// start, a reload or `--config.check`; its fill is checked again when it runs.
+const SPACE_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A probe file's size must fit its filesystem with the reserve
 /// ([`crate::probe::target::space`]), checked where the path (or its directory) exists: a size
 /// beyond the filesystem, or one whose fill would leave less than the reserve free, is an error
 /// at the target's `size` (or its name, where the size is inherited). Only sizes that are set are
-/// checked: the default size is checked before each fill.
+/// checked: the default size is checked before each fill. The check runs on a thread of its own
+/// and is given up after [`SPACE_CHECK_WAIT`] (the thread is left to the hung system call).
 fn space_check(
     prefix: &str,
     r: &RawTarget,
@@ -801,10 +807,29 @@ fn space_check(
     let Some(size) = settings.size else {
         return Ok(());
     };
-    if is_block_device(path) || r.offset.is_some() {
+    if r.offset.is_some() {
         return Ok(());
     }
-    match crate::probe::target::space::check(path, size) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("space-check".into())
+        .spawn(move || {
+            let answer = if is_block_device(&owned) {
+                Ok(Ok(()))
+            } else {
+                crate::probe::target::space::check(&owned, size)
+            };
+            let _ = tx.send(answer);
+        });
+    if spawned.is_err() {
+        return Ok(()); // checked again before the fill
+    }
+    let Ok(answer) = rx.recv_timeout(SPACE_CHECK_WAIT) else {
+        tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
+        return Ok(());
+    };
+    match answer {
         Ok(Err(problem)) => Err(SpannedError {
             span: r.size.as_ref().map_or(r.name.span(), Spanned::span),
             message: format!("{prefix}.size: {problem}"),

@@ -25,6 +25,11 @@ pub(crate) enum DirectOpen<'a> {
     },
 }
 
+/// How long an exclusive open waits for a claim that a run on the device just released.
+const EXCL_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// Between two tries of it.
+const EXCL_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Opens `path` with `O_DIRECT` as `how` says; the errors name what the kernel refused.
 pub(crate) fn open_direct(path: &Path, how: DirectOpen<'_>) -> Result<File, TargetError> {
     let (write, excl, nofollow, fstype) = match how {
@@ -42,7 +47,23 @@ pub(crate) fn open_direct(path: &Path, how: DirectOpen<'_>) -> Result<File, Targ
         flags |= libc::O_NOFOLLOW;
     }
     options.custom_flags(flags);
-    options.open(path).map_err(|err| {
+    // An exclusive open right after a run on the same device may find the device still claimed
+    // by that run: the kernel tears an io_uring instance down in the background and drops its
+    // file references there, after the run has closed everything. The claim goes within
+    // milliseconds; another owner's claim does not, and is refused after a second.
+    let mut opened = options.open(path);
+    let mut waited = std::time::Duration::ZERO;
+    while excl
+        && waited < EXCL_RELEASE_WAIT
+        && opened
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
+    {
+        std::thread::sleep(EXCL_RETRY);
+        waited += EXCL_RETRY;
+        opened = options.open(path);
+    }
+    opened.map_err(|err| {
         if err.raw_os_error() == Some(libc::ELOOP) {
             TargetError::Symlink {
                 path: path.to_owned(),

@@ -71,6 +71,10 @@ pub fn check(path: &Path, size: u64) -> std::io::Result<Result<(), SpaceProblem>
 /// The check of [`check`] over figures: `held` bytes already allocated to the file, a filesystem
 /// of `fs_size` bytes with `available` free.
 pub fn judge(size: u64, held: u64, fs_size: u64, available: u64) -> Result<(), SpaceProblem> {
+    // A filesystem that reports no size (ramfs, some FUSE filesystems) says nothing to judge by.
+    if fs_size == 0 {
+        return Ok(());
+    }
     if size > fs_size {
         return Err(SpaceProblem::BeyondFilesystem { size, fs_size });
     }
@@ -155,6 +159,8 @@ mod tests {
         // The file's own blocks count as free; a file that takes nothing more passes.
         assert_eq!(judge(G, G / 2, 100 * G, 10 * G + G / 2), Ok(()));
         assert_eq!(judge(G, G, 100 * G, 0), Ok(()));
+        // A filesystem without a size (ramfs) is not judged.
+        assert_eq!(judge(G, 0, 0, 0), Ok(()));
     }
 
     #[test]
