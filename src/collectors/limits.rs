@@ -128,7 +128,7 @@ impl Collector for LimitsCollector {
         );
         let mut target_disk = Family::gauge(
             "diskprobe_target_disk_info",
-            "1 per target and whole disk its probe I/O lands on (the target's disk, a partition's disk, each disk under a device-mapper or RAID volume): the disk whose diskstats and limits the target's I/O counts against.",
+            "1 per target and whole disk its probe I/O lands on (the target's disk, a partition's disk, each disk under a device-mapper or RAID volume): the disk whose diskstats and limits the target's I/O counts against; device, serial, wwn and volume_id as in diskprobe_disk_info.",
         );
         let mut node_iops = Family::gauge(
             "diskprobe_node_limit_iops",
@@ -162,7 +162,13 @@ impl Collector for LimitsCollector {
         for (target, disks, limits) in &targets {
             for name in disks {
                 let disk = cache.identify(&self.sysfs, name, now);
-                push_disk(&mut target_disk, &disk, &[("target", target)], 1.0);
+                let volume = disk.cloud.volume_id.as_str();
+                push_disk(
+                    &mut target_disk,
+                    &disk,
+                    &[("volume_id", volume), ("target", target)],
+                    1.0,
+                );
                 if !limits.is_empty() {
                     let (_, l) = limited
                         .entry(name.clone())
@@ -268,10 +274,10 @@ mod tests {
                 r#"diskprobe_disk_limit_iops{device="vdb",serial="V2",wwn="",source="config"} 3000"#,
                 r#"diskprobe_disk_limit_bytes_per_second{device="sda",serial="S1",wwn="W1",source="config"} 125000000"#,
                 r#"diskprobe_disk_limit_bytes_per_second{device="vdb",serial="V2",wwn="",source="config"} 125000000"#,
-                r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",target="part"} 1"#,
-                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",target="plain"} 1"#,
-                r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",target="vol"} 1"#,
-                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",target="vol"} 1"#,
+                r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",volume_id="",target="part"} 1"#,
+                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="",target="plain"} 1"#,
+                r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",volume_id="",target="vol"} 1"#,
+                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="",target="vol"} 1"#,
             ],
             "{text}"
         );

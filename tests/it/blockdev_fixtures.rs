@@ -233,7 +233,7 @@ fn every_view_of_a_disk_gives_the_same_serial_wwn_and_volume_id() {
         for sample in &s.target_disk_info {
             let t = labels(sample);
             let disk = &info[&t["device"]];
-            for key in ["serial", "wwn"] {
+            for key in ["serial", "wwn", "volume_id"] {
                 assert_eq!(t[key], disk[key], "{name}: {key} of {sample}");
             }
         }

@@ -19,9 +19,9 @@ function(c)
       clamp_min(
         rate(%(first)s[2m]) + rate(%(second)s[2m])
           - (
-            sum without (target, serial, wwn) (
-              sum without (profile, device, serial, wwn) (rate(%(probe)s[2m]))
-                * ignoring (device, serial, wwn) group_right %(targetDisk)s
+            sum without (target, serial, wwn, volume_id) (
+              sum without (profile, device, serial, wwn, volume_id) (rate(%(probe)s[2m]))
+                * ignoring (device, serial, wwn, volume_id) group_right %(targetDisk)s
             )
             or 0 * %(ioNow)s
           ),
@@ -98,9 +98,9 @@ function(c)
     record: 'diskprobe:disk_limit_%s:probe' % limit,
     labels: { source: 'probe' },
     expr: |||
-      max without (target) (
-        max without (profile, device, serial, wwn) (quantile_over_time(0.5, %s[1d]))
-          * ignoring (device, serial, wwn) group_right %s
+      max without (target, volume_id) (
+        max without (profile, device, serial, wwn, volume_id) (quantile_over_time(0.5, %s[1d]))
+          * ignoring (device, serial, wwn, volume_id) group_right %s
       )
     ||| % [s.sel(completed), stable('diskprobe_target_disk_info')],
   };
@@ -138,12 +138,12 @@ function(c)
         {
           record: 'diskprobe:disk_throttled:bool',
           expr: |||
-            max without (target) (
-              max without (profile, device, serial, wwn) (
+            max without (target, volume_id) (
+              max without (profile, device, serial, wwn, volume_id) (
                 max without (stat, device, %(volatile)s) (%(p99)s)
                   > bool last_over_time(%(above)s[2h])
               )
-                * ignoring (device, serial, wwn) group_right %(targetDisk)s
+                * ignoring (device, serial, wwn, volume_id) group_right %(targetDisk)s
             )
               * (%(pressure)s >= bool %(near)s)
           ||| % {

@@ -81,7 +81,9 @@ class Disks:
             if disk.bytes_limit:
                 sim.put("diskprobe_disk_limit_bytes_per_second", dict(ident, source="config"), disk.bytes_limit)
             for name in disk.targets:
-                sim.put("diskprobe_target_disk_info", dict(ident, target=name), 1)
+                # An agent that reads the cloud's volume id exports it too (older ones do not).
+                volume = "vol-" + disk.serial[3:] if disk.serial.startswith("vol") else ""
+                sim.put("diskprobe_target_disk_info", dict(ident, target=name, volume_id=volume), 1)
             if self.node_iops and disk.node_member:
                 sim.put("diskprobe_node_limit_device_info", ident, 1)
         if self.node_iops:
