@@ -275,9 +275,9 @@ mod tests {
                 r#"diskprobe_disk_limit_bytes_per_second{device="sda",serial="S1",wwn="W1",source="config"} 125000000"#,
                 r#"diskprobe_disk_limit_bytes_per_second{device="vdb",serial="V2",wwn="",source="config"} 125000000"#,
                 r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",volume_id="",target="part"} 1"#,
-                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="",target="plain"} 1"#,
+                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="V2",target="plain"} 1"#,
                 r#"diskprobe_target_disk_info{device="sda",serial="S1",wwn="W1",volume_id="",target="vol"} 1"#,
-                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="",target="vol"} 1"#,
+                r#"diskprobe_target_disk_info{device="vdb",serial="V2",wwn="",volume_id="V2",target="vol"} 1"#,
             ],
             "{text}"
         );
