@@ -787,6 +787,46 @@ fn device_write_check(
     Err(SpannedError { span, message })
 }
 
+/// A target with write profiles writes to a regular file (its probe file, made where the path does
+/// not exist yet) or to a block device (opted in, checked in [`Defaults::profiles`]): a path that
+/// exists as anything else (a directory, `/dev/null`, a FIFO, a socket) is an error at its `path`.
+fn kind_check(
+    prefix: &str,
+    r: &RawTarget,
+    path: &Path,
+    settings: &ProbeSettings,
+) -> Result<(), SpannedError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Some(writer) = settings.profiles.iter().find(|p| p.rw.is_write()) else {
+        return Ok(());
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let kind = meta.file_type();
+    let what = if kind.is_file() || kind.is_block_device() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(invalid(
+        &r.path,
+        format!(
+            "{prefix}.path: profile {:?} writes and {} is {what}; write probes need a regular file (the probe file) or a block device with allow_device_writes = true",
+            writer.name,
+            path.display()
+        ),
+    ))
+}
+
 /// A probe file's size must fit its filesystem with the reserve
 /// ([`crate::probe::target::space`]), checked where the path (or its directory) exists: a size
 /// beyond the filesystem, or one whose fill would leave less than the reserve free, is an error
@@ -863,6 +903,7 @@ fn target(
         anchor: r.name.span(),
         path: Some(&path),
     })?;
+    kind_check(prefix, r, &path, &settings)?;
     space_check(prefix, r, &path, &settings)?;
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {
