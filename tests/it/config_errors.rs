@@ -98,7 +98,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\n",
-        "1:1: targets: missing field `path`",
+        "1:1: targets[0]: missing field `path`",
     ),
     (
         "[profiles.mine]\nfio = \"-rw=randread -bs=4k -iodepth=16 -foo=1\"\n",
@@ -216,7 +216,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[discover]]\nid = \"x\"\n",
-        "1:1: discover: missing field `kind`",
+        "1:1: discover[0]: missing field `kind`",
     ),
     (
         "[[discover]]\nkind = \"block\"\nfile = \"probe.dat\"\n",
@@ -313,6 +313,14 @@ const BAD: &[(&str, &str)] = &[
     (
         "[defaults]\nskip_busy_above = 1.5\n",
         "2:19: defaults.skip_busy_above.utilisation: expected a number from 0 to 1, found 1.5",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[targets]]\nname = \"b\"\npath = \"/y\"\ninterval = 5\n",
+        "7:12: targets[1].interval: invalid type: integer `5`, expected a string",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[discover]]\nkind = \"block\"\n[[targets]]\npath = \"/y\"\n",
+        "6:1: targets[1]: missing field `name`",
     ),
     (
         "[defaults]\nyield_to_other_io = \"yes\"\n",
