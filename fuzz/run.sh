@@ -30,8 +30,14 @@ printf '%s\n%s' 'application/openmetrics-text;version=1.0.0,application/openmetr
 printf '%s\n%s' 'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.5,*/*;q=0.1' 'gzip' > corpus/negotiation/seed-2
 printf '%s\n%s' 'text/plain;q=0, */*;q=0.5' 'gzip;q=0.5, identity;q=0.6, *;q=0' > corpus/negotiation/seed-3
 
+# http_request: a raw request head (method, path, headers, Authorization), as a client sends it.
+mkdir -p corpus/http_request
+printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/openmetrics-text;version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.5\r\nAccept-Encoding: gzip\r\nAuthorization: Basic cHJvbWV0aGV1czpzZWNyZXQ=\r\n\r\n' > corpus/http_request/seed-1
+printf 'HEAD /-/healthy HTTP/1.1\r\nHost: localhost\r\n\r\n' > corpus/http_request/seed-2
+printf 'POST /../etc/passwd?x=%%00 HTTP/1.0\r\nAuthorization: Basic Og==\r\nContent-Length: 0\r\n\r\n' > corpus/http_request/seed-3
+
 cargo fuzz build -s none -O
-for target in diskstats config fio_options units mountinfo negotiation; do
+for target in diskstats config fio_options units mountinfo negotiation http_request; do
   echo "--- $target: $RUNS runs"
   dirs=("corpus/$target")
   [[ -d "regressions/$target" ]] && dirs+=("regressions/$target")   # past crashes, kept as seeds

@@ -253,25 +253,73 @@ fn with_headers(mut resp: Response<Full<Bytes>>, web: &WebConfig) -> Response<Fu
     resp
 }
 
-async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let head = req.method() == Method::HEAD;
-    if req.method() != Method::GET && !head {
-        let mut resp = respond(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain; charset=utf-8",
-            b"Method Not Allowed: only GET and HEAD are served\n".to_vec(),
-            false,
-        );
-        resp.headers_mut()
-            .insert(ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
-        return resp;
+/// What a request asks for, decided from its method, path and headers alone (no I/O): the part
+/// of request handling that [`route`] answers from, kept pure so that it can be fuzzed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The metrics endpoint, in the negotiated format and compression.
+    Metrics(Negotiated),
+    /// `/-/healthy`.
+    Healthy,
+    /// `/-/ready`.
+    Ready,
+    /// The landing page `/`.
+    Status,
+    /// Any other path.
+    NotFound,
+    /// A method other than GET and HEAD.
+    MethodNotAllowed,
+}
+
+/// Routes a request: `head` is whether the method is HEAD (the answer then has no body).
+pub fn plan(
+    method: &Method,
+    path: &str,
+    telemetry_path: &str,
+    headers: &hyper::HeaderMap,
+) -> (Route, bool) {
+    let head = method == Method::HEAD;
+    if method != Method::GET && !head {
+        return (Route::MethodNotAllowed, false);
     }
-    let text = "text/plain; charset=utf-8";
-    match req.uri().path() {
-        p if p == app.telemetry_path => {
+    let route = match path {
+        p if p == telemetry_path => {
             // A header that is not visible ASCII counts as absent.
-            let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
-            let negotiated = Negotiated::from_headers(header(ACCEPT), header(ACCEPT_ENCODING));
+            let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+            Route::Metrics(Negotiated::from_headers(
+                header(ACCEPT),
+                header(ACCEPT_ENCODING),
+            ))
+        }
+        "/-/healthy" => Route::Healthy,
+        "/-/ready" => Route::Ready,
+        "/" => Route::Status,
+        _ => Route::NotFound,
+    };
+    (route, head)
+}
+
+async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (route, head) = plan(
+        req.method(),
+        req.uri().path(),
+        &app.telemetry_path,
+        req.headers(),
+    );
+    let text = "text/plain; charset=utf-8";
+    match route {
+        Route::MethodNotAllowed => {
+            let mut resp = respond(
+                StatusCode::METHOD_NOT_ALLOWED,
+                text,
+                b"Method Not Allowed: only GET and HEAD are served\n".to_vec(),
+                false,
+            );
+            resp.headers_mut()
+                .insert(ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
+            resp
+        }
+        Route::Metrics(negotiated) => {
             // Collectors read files (/proc, /sys) that can block, and encoding and compressing
             // take CPU; the scrape runs off the runtime's worker threads so signals and other
             // connections are always served. Requests that arrive while another scrape runs
@@ -300,15 +348,15 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 }
             }
         }
-        "/-/healthy" => respond(StatusCode::OK, text, b"Healthy\n".to_vec(), head),
-        "/-/ready" => respond(StatusCode::OK, text, b"Ready\n".to_vec(), head),
-        "/" => respond(
+        Route::Healthy => respond(StatusCode::OK, text, b"Healthy\n".to_vec(), head),
+        Route::Ready => respond(StatusCode::OK, text, b"Ready\n".to_vec(), head),
+        Route::Status => respond(
             StatusCode::OK,
             "text/html; charset=utf-8",
             crate::status_page::render(&app.series, &app.telemetry_path).into_bytes(),
             head,
         ),
-        _ => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),
+        Route::NotFound => respond(StatusCode::NOT_FOUND, text, b"Not Found\n".to_vec(), head),
     }
 }
 

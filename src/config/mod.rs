@@ -233,32 +233,55 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
     })
 }
 
-/// The dotted key (`web.listen_address`) written on the line containing byte `offset`, if the
-/// line is a `key = value` line; table headers before it give the prefix.
+/// The dotted key (`web.listen_address`, `targets[0].interval`) written on the line containing
+/// byte `offset`, if the line is a `key = value` line or a table header; table headers before it
+/// give the prefix, with the index of an array of tables (`[[targets]]`) counted from the headers
+/// of the same name before it.
 fn key_at(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset)?;
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = text[line_start..].lines().next().unwrap_or("");
-    let table = before[..line_start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+    let earlier: Vec<&str> = before[..line_start].lines().map(str::trim).collect();
+    // `[[name]]` headers among `lines`: the prefix `name[i]` of the last of them being `header`.
+    let indexed = |name: &str, lines: &[&str]| {
+        let count = lines
+            .iter()
+            .filter(|l| header(l) == Some((name, true)))
+            .count();
+        format!("{name}[{}]", count.saturating_sub(1))
+    };
     let trimmed = line.trim();
-    if trimmed.starts_with('[') {
+    if let Some((name, array)) = header(trimmed) {
         // A table header: the error is about the table itself (e.g. a missing key).
-        let name = trimmed.trim_matches(|c| c == '[' || c == ']').trim();
-        return (!name.is_empty()).then(|| name.to_owned());
+        if name.is_empty() {
+            return None;
+        }
+        if !array {
+            return Some(name.to_owned());
+        }
+        let mut lines = earlier.clone();
+        lines.push(trimmed);
+        return Some(indexed(name, &lines));
     }
     let key = line.split_once('=')?.0.trim();
     if key.is_empty() || key.starts_with('#') {
         return None;
     }
+    let table = earlier.iter().rev().find_map(|l| header(l));
     Some(match table {
-        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        Some((t, true)) if !t.is_empty() => format!("{}.{key}", indexed(t, &earlier)),
+        Some((t, false)) if !t.is_empty() => format!("{t}.{key}"),
         _ => key.to_owned(),
     })
+}
+
+/// A table header line's name and whether it is an array of tables (`[[name]]`).
+fn header(line: &str) -> Option<(&str, bool)> {
+    if !line.starts_with('[') {
+        return None;
+    }
+    let array = line.starts_with("[[");
+    Some((line.trim_matches(|c| c == '[' || c == ']').trim(), array))
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

@@ -792,12 +792,65 @@ fn device_write_check(
 /// start, a reload or `--config.check`; its fill is checked again when it runs.
 const SPACE_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `f` on a thread of its own, given up after [`SPACE_CHECK_WAIT`] (`None`; the thread is left to
+/// a system call that a hung filesystem does not answer).
+fn with_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("config-stat".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .ok()?;
+    rx.recv_timeout(SPACE_CHECK_WAIT).ok()
+}
+
+/// A target with write profiles writes to a regular file (its probe file, made where the path does
+/// not exist yet) or to a block device (opted in, checked in [`Defaults::profiles`]): a path that
+/// exists as anything else (a directory, `/dev/null`, a FIFO, a socket) is an error at its `path`.
+fn kind_check(
+    prefix: &str,
+    r: &RawTarget,
+    path: &Path,
+    settings: &ProbeSettings,
+) -> Result<(), SpannedError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Some(writer) = settings.profiles.iter().find(|p| p.rw.is_write()) else {
+        return Ok(());
+    };
+    let owned = path.to_path_buf();
+    let Some(Ok(meta)) = with_deadline(move || std::fs::metadata(owned)) else {
+        return Ok(()); // absent (made by the fill), or a filesystem that does not answer
+    };
+    let kind = meta.file_type();
+    let what = if kind.is_file() || kind.is_block_device() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(invalid(
+        &r.path,
+        format!(
+            "{prefix}.path: profile {:?} writes and {} is {what}; write probes need a regular file (the probe file) or a block device with allow_device_writes = true",
+            writer.name,
+            path.display()
+        ),
+    ))
+}
+
 /// A probe file's size must fit its filesystem with the reserve
 /// ([`crate::probe::target::space`]), checked where the path (or its directory) exists: a size
 /// beyond the filesystem, or one whose fill would leave less than the reserve free, is an error
 /// at the target's `size` (or its name, where the size is inherited). Only sizes that are set are
-/// checked: the default size is checked before each fill. The check runs on a thread of its own
-/// and is given up after [`SPACE_CHECK_WAIT`] (the thread is left to the hung system call).
+/// checked: the default size is checked before each fill. The check runs [`with_deadline`].
 fn space_check(
     prefix: &str,
     r: &RawTarget,
@@ -810,22 +863,14 @@ fn space_check(
     if r.offset.is_some() {
         return Ok(());
     }
-    let (tx, rx) = std::sync::mpsc::channel();
     let owned = path.to_path_buf();
-    let spawned = std::thread::Builder::new()
-        .name("space-check".into())
-        .spawn(move || {
-            let answer = if is_block_device(&owned) {
-                Ok(Ok(()))
-            } else {
-                crate::probe::target::space::check(&owned, size)
-            };
-            let _ = tx.send(answer);
-        });
-    if spawned.is_err() {
-        return Ok(()); // checked again before the fill
-    }
-    let Ok(answer) = rx.recv_timeout(SPACE_CHECK_WAIT) else {
+    let Some(answer) = with_deadline(move || {
+        if is_block_device(&owned) {
+            Ok(Ok(()))
+        } else {
+            crate::probe::target::space::check(&owned, size)
+        }
+    }) else {
         tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
         return Ok(());
     };
@@ -888,6 +933,7 @@ fn target(
         anchor: r.name.span(),
         path: Some(&path),
     })?;
+    kind_check(prefix, r, &path, &settings)?;
     space_check(prefix, r, &path, &settings)?;
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {

@@ -98,7 +98,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[targets]]\nname = \"a\"\n",
-        "1:1: targets: missing field `path`",
+        "1:1: targets[0]: missing field `path`",
     ),
     (
         "[profiles.mine]\nfio = \"-rw=randread -bs=4k -iodepth=16 -foo=1\"\n",
@@ -216,7 +216,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[[discover]]\nid = \"x\"\n",
-        "1:1: discover: missing field `kind`",
+        "1:1: discover[0]: missing field `kind`",
     ),
     (
         "[[discover]]\nkind = \"block\"\nfile = \"probe.dat\"\n",
@@ -313,6 +313,14 @@ const BAD: &[(&str, &str)] = &[
     (
         "[defaults]\nskip_busy_above = 1.5\n",
         "2:19: defaults.skip_busy_above.utilisation: expected a number from 0 to 1, found 1.5",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[targets]]\nname = \"b\"\npath = \"/y\"\ninterval = 5\n",
+        "7:12: targets[1].interval: invalid type: integer `5`, expected a string",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\n[[discover]]\nkind = \"block\"\n[[targets]]\npath = \"/y\"\n",
+        "6:1: targets[1]: missing field `name`",
     ),
     (
         "[defaults]\nyield_to_other_io = \"yes\"\n",
@@ -602,6 +610,69 @@ fn write_profiles_on_a_block_device_are_checked_at_load() {
         file.display()
     );
     Config::from_toml(&text, Path::new("ok.toml")).expect("etcd-wal on a probe file");
+}
+
+/// A write target that exists as a directory, a character device or a FIFO is refused at load
+/// (and by `--config.check`) at its `path`; a regular file and a path that does not exist yet are
+/// probe files, and read-only profiles are not held to it.
+#[test]
+fn write_targets_that_are_not_regular_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    let file = dir.path().join("probe.dat");
+    std::fs::write(&file, b"x").unwrap();
+    let config = |path: &Path, profile: &str| {
+        format!(
+            "[[targets]]\nname = \"w\"\npath = \"{}\"\nallow_writes = true\nprofiles = [\"{profile}\"]\n",
+            path.display()
+        )
+    };
+    let cases = [
+        (dir.path().to_owned(), "a directory"),
+        (Path::new("/dev/null").to_owned(), "a character device"),
+        (fifo.clone(), "a FIFO"),
+    ];
+    for (path, what) in &cases {
+        let err = Config::from_toml(&config(path, "randwrite-4k-qd1"), Path::new("bad.toml"))
+            .expect_err(&format!("{} should be refused", path.display()));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "bad.toml:3:8: targets[0].path: profile \"randwrite-4k-qd1\" writes and {} is {what}; write probes need a regular file (the probe file) or a block device with allow_device_writes = true",
+                path.display()
+            )
+        );
+        // Reads are not held to it.
+        Config::from_toml(&config(path, "randread-4k-qd1"), Path::new("ok.toml"))
+            .unwrap_or_else(|e| panic!("a read-only profile on {}: {e}", path.display()));
+    }
+    for ok in [file, dir.path().join("new.dat")] {
+        Config::from_toml(&config(&ok, "randwrite-4k-qd1"), Path::new("ok.toml"))
+            .unwrap_or_else(|e| panic!("a probe file at {}: {e}", ok.display()));
+    }
+    // --config.check says the same, with the file's location, and exits 2.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, config(&fifo, "randwrite-4k-qd1")).unwrap();
+    let out = Command::new(common::binary())
+        .arg("--config.check")
+        .arg(format!("--config.file={}", bad.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}:3:8: targets[0].path: profile \"randwrite-4k-qd1\" writes and {} is a FIFO",
+            bad.display(),
+            fifo.display()
+        )),
+        "{stderr}"
+    );
 }
 
 /// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.
