@@ -114,6 +114,24 @@ class Session:
         self.revision = revision or (lambda copy, t, disk: disk.model[1])
 
 
+def runs(put, i, pd, start, phase, interval, iops, p99):
+    """At scrape i, the series of a profile run every `interval` from `phase` seconds after its
+    agent started at `start`, each run reading `iops` at `p99`."""
+    n = max(0, int((i * SCRAPE - start - phase) // interval) + 1)
+    for result in ("error", "timeout"):
+        put("diskprobe_probe_recent_runs", dict(pd, result=result), i, 0)
+    put("diskprobe_probe_recent_io_error_runs", pd, i, 0)
+    put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, min(n, 10))
+    put("diskprobe_probe_runs_total", dict(pd, result="success"), i, n)
+    put("diskprobe_ios_total", pd, i, n * iops)
+    put("diskprobe_io_bytes_total", pd, i, n * iops * 4096)
+    if n:
+        put("diskprobe_probe_latency_seconds", dict(pd, stat="p99"), i, float(f"{p99:.4g}"))
+        put("diskprobe_probe_iops", pd, i, iops)
+        put("diskprobe_probe_throughput_bytes_per_second", pd, i, iops * 4096)
+        put("diskprobe_probe_last_run_timestamp_seconds", pd, i, round(start + phase + (n - 1) * interval, 3))
+
+
 def emit(series, instance, s, rng):
     first, stop = -(-s.start // SCRAPE), -(-s.end // SCRAPE)
     keys = set()
@@ -151,21 +169,7 @@ def emit(series, instance, s, rng):
                 put("diskprobe_target_disk_info", dict(target, **ident), i, 1)
                 pair = dict(target, profile=GENTLE)
                 put("diskprobe_profile_info", dict(pair, rw="randread", block_size="4096", iodepth="1", rate_iops="200"), i, 1)
-                pd = dict(pair, device=kname)
-                runs = max(0, int((since - phase[disk.target]) // INTERVAL) + 1)
-                last = s.start + phase[disk.target] + (runs - 1) * INTERVAL
-                for result in ("error", "timeout"):
-                    put("diskprobe_probe_recent_runs", dict(pd, result=result), i, 0)
-                put("diskprobe_probe_recent_io_error_runs", pd, i, 0)
-                put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, min(runs, 10))
-                put("diskprobe_probe_runs_total", dict(pd, result="success"), i, runs)
-                put("diskprobe_ios_total", pd, i, runs * 200)
-                put("diskprobe_io_bytes_total", pd, i, runs * 200 * 4096)
-                if runs:
-                    put("diskprobe_probe_latency_seconds", dict(pd, stat="p99"), i, float(f"{P99 * disk.slow:.4g}"))
-                    put("diskprobe_probe_iops", pd, i, 200)
-                    put("diskprobe_probe_throughput_bytes_per_second", pd, i, 200 * 4096)
-                    put("diskprobe_probe_last_run_timestamp_seconds", pd, i, round(last, 3))
+                runs(put, i, dict(pair, device=kname), s.start, phase[disk.target], INTERVAL, 200, P99 * disk.slow)
             # The capacity target on /dev/nvme1n1: whatever disk has that name now.
             if "nvme1n1" in s.disks:
                 disk = s.disks["nvme1n1"]
@@ -175,22 +179,7 @@ def emit(series, instance, s, rng):
                 put("diskprobe_target_disk_info", dict(target, device="nvme1n1", serial=disk.serial, wwn=disk.wwn), i, 1)
                 pair = dict(target, profile=CAPACITY)
                 put("diskprobe_profile_info", dict(pair, rw="randread", block_size="4096", iodepth="32", rate_iops="0"), i, 1)
-                pd = dict(pair, device="nvme1n1")
-                since = t - s.start
-                runs = max(0, int((since - cap_phase) // CAPACITY_INTERVAL) + 1)
-                last = s.start + cap_phase + (runs - 1) * CAPACITY_INTERVAL
-                put("diskprobe_probe_runs_total", dict(pd, result="success"), i, runs)
-                put("diskprobe_ios_total", pd, i, runs * CAPACITY_IOPS)
-                put("diskprobe_io_bytes_total", pd, i, runs * CAPACITY_IOPS * 4096)
-                for result in ("error", "timeout"):
-                    put("diskprobe_probe_recent_runs", dict(pd, result=result), i, 0)
-                put("diskprobe_probe_recent_io_error_runs", pd, i, 0)
-                put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, min(runs, 10))
-                if runs:
-                    put("diskprobe_probe_iops", pd, i, CAPACITY_IOPS)
-                    put("diskprobe_probe_throughput_bytes_per_second", pd, i, CAPACITY_IOPS * 4096)
-                    put("diskprobe_probe_latency_seconds", dict(pd, stat="p99"), i, 0.004)
-                    put("diskprobe_probe_last_run_timestamp_seconds", pd, i, round(last, 3))
+                runs(put, i, dict(pair, device="nvme1n1"), s.start, cap_phase, CAPACITY_INTERVAL, CAPACITY_IOPS, 0.004)
     for key in keys:
         series.end(key, stop, s.marked)
     if s.down:

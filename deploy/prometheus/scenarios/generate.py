@@ -245,32 +245,38 @@ class OneSlowRun(Effect):
                 run.iops *= 0.1
 
 
-class SlowSyncs(Effect):
+class EveryNth(Effect):
+    """An effect on every `every`-th run of each target and profile it applies to."""
+
+    def __init__(self, every, **kw):
+        super().__init__(**kw)
+        self.every, self.runs = every, {}
+
+    def due(self, target, profile):
+        """Counts this run; whether it is an `every`-th one."""
+        key = (target.name, profile.name)
+        self.runs[key] = self.runs.get(key, 0) + 1
+        return self.runs[key] % self.every == 0
+
+
+class SlowSyncs(EveryNth):
     """Every `every`-th run's syncs have a p99 of `p99` (a disk whose flushes stall now and then)."""
 
     def __init__(self, every, p99, **kw):
-        super().__init__(**kw)
-        self.every, self.p99, self.n = every, p99, {}
+        super().__init__(every, **kw)
+        self.p99 = p99
 
     def apply(self, run, target, profile, rng, t):
-        key = (target.name, profile.name)
-        self.n[key] = self.n.get(key, 0) + 1
-        if profile.sync_p99 and self.n[key] % self.every == 0:
+        if self.due(target, profile) and profile.sync_p99:
             run.sync_p99 = self.p99
             run.iops = 1 / (self.p99 / 2.5)
 
 
-class Failing(Effect):
+class Failing(EveryNth):
     """Every `every`-th run fails before any I/O (open error): no per-run latency or IOPS."""
 
-    def __init__(self, every, **kw):
-        super().__init__(**kw)
-        self.every, self.n = every, {}
-
     def apply(self, run, target, profile, rng, t):
-        key = (target.name, profile.name)
-        self.n[key] = self.n.get(key, 0) + 1
-        if self.n[key] % self.every == 0:
+        if self.due(target, profile):
             run.result, run.ran = "error", False
 
 
@@ -292,17 +298,15 @@ class Vanished(Effect):
         run.result, run.ran = "error", False
 
 
-class IOErrorsEvery(Effect):
+class IOErrorsEvery(EveryNth):
     """Every `every`-th run has `n` failed I/Os (intermittent errors)."""
 
     def __init__(self, every, n, **kw):
-        super().__init__(**kw)
-        self.every, self.errors, self.n = every, n, {}
+        super().__init__(every, **kw)
+        self.errors = n
 
     def apply(self, run, target, profile, rng, t):
-        key = (target.name, profile.name)
-        self.n[key] = self.n.get(key, 0) + 1
-        if self.n[key] % self.every == 0:
+        if self.due(target, profile):
             run.result, run.io_errors = "error", self.errors
 
 
