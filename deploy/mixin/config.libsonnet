@@ -48,7 +48,8 @@
     diskLostFor: '10m',  // DiskprobeDiskLost: a volume that moves is attached elsewhere by then
     ioHungSeconds: 300,  // DiskprobeIOHung: the kernel has held a probe I/O this long
     cohortSlowdownRatio: 2,  // a cohort's median p99 over 6 hours against its best day
-    currentMaxIntervalSeconds: 360,  // "current" medians need runs at least this often
+    currentMaxIntervalSeconds: 360,  // 30-minute "current" medians need runs at least this often
+    currentSlowMaxIntervalSeconds: 3600,  // ... 3-hour ones at least this often
     // Headroom: disks against the limits they are sold with (rules/headroom.libsonnet).
     headroomNearLimitShare: 0.9,  // a disk at this share of a limit is near it
     headroomNearLimitFor: '15m',  // ... for this long: DiskprobeNearLimit

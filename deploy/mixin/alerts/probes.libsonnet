@@ -5,7 +5,12 @@ function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local pair = s.by(['job', 'instance', 'target', 'profile']);
   local read(record, window) = 'last_over_time(%s[%s])' % [s.sel(record), window];
-  local current(record) = read('diskprobe:%s:median_30m' % record, '10m');
+  // The median of the last runs: over 30 minutes, or over 3 hours for targets probed less often
+  // (rules/current.libsonnet records one or the other).
+  local current(record) = '(%s or %s)' % [
+    read('diskprobe:%s:median_30m' % record, '10m'),
+    read('diskprobe:%s:median_3h' % record, '10m'),
+  ];
   local daily(record) = read('diskprobe:%s:median_1d' % record, '2h');
   local baseline(record) = read('diskprobe:%s:baseline_7d' % record, '2h');
   local withoutPeers = 'unless on (%s) %s' % [pair, read('diskprobe:probe_latency_p99:peer_ratio_median_12h', '1h')];
@@ -18,6 +23,22 @@ function(c)
   local value(record, window, fn, otherwise='', unit='') =
     '{{ with printf "last_over_time(%s{%%s}[%s])" $sel | query }}{{ . | first | value | %s }}%s%s{{ end }}'
     % [record, window, fn, unit, if otherwise == '' then '' else '{{ else }}' + otherwise];
+  // The current median in words: "<value> over the last 30 minutes" (or 3 hours).
+  local currentValue(record, fn, unit='') =
+    value('diskprobe:%s:median_30m' % record, '10m', fn, otherwise=value(
+      'diskprobe:%s:median_3h' % record, '10m', fn, 'unknown over the last 30 minutes', unit + ' over the last 3 hours'
+    ), unit=unit + ' over the last 30 minutes');
+  // How many members the target's cohort has (fewer than `cohortMinSize`, or it would be compared
+  // with them), or that it has none.
+  local cohortSize = std.join('', [
+    s.matchers('target', ['job', 'instance', 'target']),
+    s.matchers('cohortJob', ['job']),
+    '{{ with printf "count(diskprobe:probe_latency_p99:last_in_cohort{%s,profile=%q} and on (',
+    s.by(['job'] + [c.cohortLabel] + c.cohortDiskLabels),
+    ') diskprobe:target_cohort:info{%s})" $cohortJob $labels.profile $target | query }}',
+    'its cohort has fewer than %d members to compare with ({{ . | first | value }} with a last run)' % c.cohortMinSize,
+    '{{ else }}it has no cohort of %d to compare with{{ end }}' % c.cohortMinSize,
+  ]);
   // An IOPS or throughput drop: the median of the last 30 minutes under `ratio` of the
   // baseline, or that of the last day.
   local drop(record, ratio, profiles) = |||
@@ -44,10 +65,11 @@ function(c)
   local dropDescription(what, record, humanize, unit) = std.join(' ', [
     sel,
     'The median %s of profile {{ $labels.profile }} is' % what,
-    value('diskprobe:%s:median_30m' % record, '10m', humanize, 'unknown', unit) + ' over the last 30 minutes,',
+    currentValue(record, humanize, unit) + ',',
     '{{ $value | printf "%.2f" }}x its baseline of',
     value('diskprobe:%s:baseline_7d' % record, '2h', humanize, 'unknown', unit),
-    '(its best daily median of the last 7 days).',
+    '(its best daily median of the last 7 days);',
+    cohortSize + '.',
   ]);
   [{
     name: 'diskprobe.alerts',
@@ -95,11 +117,12 @@ function(c)
           description: std.join(' ', [
             sel,
             'The median p99 latency of profile {{ $labels.profile }} is',
-            value('diskprobe:probe_latency_p99:median_30m', '10m', 'humanizeDuration', 'unknown') + ' over the last 30 minutes and',
+            currentValue('probe_latency_p99', 'humanizeDuration') + ' and',
             value('diskprobe:probe_latency_p99:median_1d', '2h', 'humanizeDuration', 'unknown') + ' over the last day,',
             '{{ $value | printf "%.2f" }}x its baseline of',
             value('diskprobe:probe_latency_p99:baseline_7d', '2h', 'humanizeDuration', 'unknown'),
-            '(its best daily median of the last 7 days); it has no cohort of %d to compare with.' % c.cohortMinSize,
+            '(its best daily median of the last 7 days);',
+            cohortSize + '.',
           ]),
         },
       }),

@@ -1,22 +1,14 @@
-// "Baseline", once an hour, for targets without a cohort of `cohortMinSize` (the others are
-// compared with their peers): the hourly median of the 5-minute samples, the daily median of
-// those (once the target has 20 hours of history), and the baseline: the best daily median of
-// the last 7 days (a floor for latency, a ceiling for IOPS and throughput), which a slow drift
+// "Baseline", once an hour, for every target, with or without a cohort: only the alerts choose
+// between a disk's peers and its own history, so that a cohort that shrinks below
+// `cohortMinSize` hands its members over to a baseline learned before it shrank. The hourly
+// median of the 5-minute samples, the daily median of those (once the target has 20 hours of
+// history), and the baseline: the best daily median of the last 7 days (a floor for latency, a ceiling for IOPS and throughput), which a slow drift
 // cannot drag along. The same for each cohort's median, for its cohort-wide alert.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
-  local pair = s.by(['job', 'instance', 'target', 'profile']);
-  // A target that has peers now has no baseline, whatever it had before.
-  local withoutPeers = 'unless on (%s) last_over_time(%s[1h])' % [
-    pair,
-    s.sel('diskprobe:probe_latency_p99:peer_ratio_median_12h'),
-  ];
   local hourly(record) = {
     record: 'diskprobe:%s:median_1h' % record,
-    expr: |||
-      quantile_over_time(0.5, %s[1h])
-        %s
-    ||| % [s.sel('diskprobe:%s:last' % record), withoutPeers],
+    expr: 'quantile_over_time(0.5, %s[1h])' % s.sel('diskprobe:%s:last' % record),
   };
   local dailyOf(record, hourly) = |||
     quantile_over_time(0.5, %s[1d])
@@ -24,16 +16,13 @@ function(c)
   ||| % [s.sel(hourly), s.sel(hourly)];
   local daily(record) = {
     record: 'diskprobe:%s:median_1d' % record,
-    expr: dailyOf(record, 'diskprobe:%s:median_1h' % record) + '  %s\n' % withoutPeers,
+    expr: dailyOf(record, 'diskprobe:%s:median_1h' % record),
   };
   // The daily medians at each midnight (UTC) of the last 7 days: the best of them.
   local best(fn, daily) = '%s(last_over_time(%s[1h])[7d:1d])' % [fn, s.sel(daily)];
   local baseline(record, fn) = {
     record: 'diskprobe:%s:baseline_7d' % record,
-    expr: |||
-      %s
-        %s
-    ||| % [best(fn, 'diskprobe:%s:median_1d' % record), withoutPeers],
+    expr: best(fn, 'diskprobe:%s:median_1d' % record),
   };
   [{
     name: 'diskprobe.baseline',

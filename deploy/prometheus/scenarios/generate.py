@@ -657,8 +657,8 @@ class Recordings:
     """diskprobe:probe_<metric>:{last,median_30m,median_1h,median_1d,baseline_7d} of one target
     and profile (one scrape of it), at evaluation times."""
 
-    def __init__(self, sim, metric, labels, best):
-        self.sim, self.labels, self.best = sim, labels, best
+    def __init__(self, sim, metric, labels, best, interval):
+        self.sim, self.labels, self.best, self.interval = sim, labels, best, interval
         self.name, self.extra = {
             "latency": ("diskprobe_probe_latency_seconds", dict(stat="p99")),
             "iops": ("diskprobe_probe_iops", {}),
@@ -688,8 +688,10 @@ class Recordings:
         if what == "last":
             v = self.sim.at(t, self.name, **self.labels, **self.extra)
             return v if v is not None and v > 0 else None
-        if what in ("median_30m", "median_1h"):
-            vals = self.values("last", t - (30 * M if what == "median_30m" else H), t)
+        if what == "median_30m" and self.interval > 360 or what == "median_3h" and not 360 < self.interval <= 3600:
+            return None
+        if what in ("median_30m", "median_3h", "median_1h"):
+            vals = self.values("last", t - {"median_30m": 30 * M, "median_3h": 3 * H, "median_1h": H}[what], t)
             return quantile(0.5, vals) if vals else None
         if what == "median_1d":
             vals = self.values("median_1h", t - DAY, t)
@@ -705,6 +707,20 @@ class Recordings:
 
 # ---------------------------------------------------------------------------------------------
 # Expectations.
+
+
+def cohort_size(sim, target, profile, ts):
+    """How the regression alerts' annotations name the target's cohort: a target whose disk has
+    a model has a cohort, of the targets on disks of that model with a last run of the profile."""
+    if not target.model:
+        return "it has no cohort of 5 to compare with"
+    n = sum(
+        1
+        for a in sim.s.agents
+        for t in a.targets
+        if t.model == target.model and any(p.name == profile.name for p in t.profiles) and t.start <= ts
+    )
+    return f"its cohort has fewer than 5 members to compare with ({n} with a last run)"
 
 
 @dataclass
@@ -746,8 +762,11 @@ class Fires:
         probe = dict(job=JOB, instance=inst, target=t.name, profile=p.name, device=t.device, **self.extra) if p else None
         if a in ("DiskprobeLatencyRegression", "DiskprobeIOPSDrop", "DiskprobeThroughputDrop"):
             metric = {"DiskprobeLatencyRegression": "latency", "DiskprobeIOPSDrop": "iops", "DiskprobeThroughputDrop": "throughput"}[a]
-            rec = Recordings(sim, metric, probe, "min" if metric == "latency" else "max")
-            current, day = rec.latest("median_30m", ts, 10 * M), rec.latest("median_1d", ts, 2 * H)
+            rec = Recordings(sim, metric, probe, "min" if metric == "latency" else "max", t.interval)
+            current, over = rec.latest("median_30m", ts, 10 * M), "the last 30 minutes"
+            if current is None:
+                current, over = rec.latest("median_3h", ts, 10 * M), "the last 3 hours"
+            day = rec.latest("median_1d", ts, 2 * H)
             base = rec.latest("baseline_7d", ts, 2 * H)
             fast, slow = current / base, (day / base if day is not None else None)
             if metric == "latency":
@@ -755,9 +774,9 @@ class Fires:
                 ann = dict(
                     summary=f"Disk latency regression on {inst} {t.name}",
                     description=(
-                        f"The median p99 latency of profile {p.name} is {humanize_duration(current)} over the last 30 minutes and "
+                        f"The median p99 latency of profile {p.name} is {humanize_duration(current)} over {over} and "
                         f"{humanize_duration(day) if day is not None else 'unknown'} over the last day, {value:.2f}x its baseline of "
-                        f"{humanize_duration(base)} (its best daily median of the last 7 days); it has no cohort of 5 to compare with."
+                        f"{humanize_duration(base)} (its best daily median of the last 7 days); {cohort_size(sim, t, p, ts)}."
                     ),
                 )
             else:
@@ -767,8 +786,8 @@ class Fires:
                 ann = dict(
                     summary=f"Disk {what} dropped on {inst} {t.name}",
                     description=(
-                        f"The median {what} of profile {p.name} is {show(current)} over the last 30 minutes, "
-                        f"{value:.2f}x its baseline of {show(base)} (its best daily median of the last 7 days)."
+                        f"The median {what} of profile {p.name} is {show(current)} over {over}, "
+                        f"{value:.2f}x its baseline of {show(base)} (its best daily median of the last 7 days); {cohort_size(sim, t, p, ts)}."
                     ),
                 )
         elif a == "DiskprobeSyncLatencyHigh":
@@ -1005,6 +1024,22 @@ def scenarios():
             focus=ONSET,
             onset=ONSET,
             seed=4,
+        )
+    )
+    a = nvme(interval=3600)
+    out.append(
+        Scenario(
+            "hourly-x4",
+            "NVMe probed hourly, p99 150 us -> 600 us (x4) from 26 h on, with +-20% noise throughout; no peers",
+            [a],
+            30 * H,
+            effects=[Noise(0.2), Slower(4, start=ONSET)],
+            # Slow runs at 26.5, 27.5 and 28.6 h: the median of the last 3 hours is slow once
+            # half of them are (28 h), and the alert fires before the third slow run.
+            fires=[Fires("DiskprobeLatencyRegression", a, a.targets[0], a.targets[0].profiles[0], not_before=ONSET + 90 * M, by=ONSET + 2 * H + 30 * M)],
+            focus=ONSET,
+            onset=ONSET,
+            seed=14,
         )
     )
     b = hdd()
