@@ -33,10 +33,18 @@
     // labels of the diskprobe_disk_info of the disk under it (the first one must be non-empty).
     cohortLabel: 'cohort',
     cohortDiskLabels: ['model', 'rotational'],
+    // Kubernetes: a PersistentVolume's target (named `pvTargetPrefix` + the PV's name, as the
+    // shipped discovery configuration names them) takes its cohort from its StorageClass
+    // (kube-state-metrics' kube_persistentvolume_info) unless it is configured with one: gp3 and
+    // io2 volumes report one model. `kubeStateMetricsSelector` selects kube-state-metrics.
+    pvStorageClassCohorts: true,
+    pvTargetPrefix: 'pv-',
+    kubeStateMetricsSelector: 'job="kube-state-metrics"',
     cohortMinSize: 5,  // disks at like load a cohort needs to be a reference
     peerWindow: '12h',  // a disk's ratios to its peers are judged over this window
     peerMinHistory: '3h',  // ... once it has this much of them
-    peerRatio: 2,  // median (or 80th percentile) of a disk's p99 over its cohort's median
+    peerRatio: 1.6,  // median of a disk's p99 over its cohort's median (docs/rules-design.md, "The boundary")
+    peerIntermittentRatio: 2,  // ... or the 80th percentile of it
     peerIntermittentSpread: 1.6,  // the 80th percentile counts when this far above the median
     peerScore: 3.5,  // modified z-score in the cohort (Iglewicz and Hoaglin's outlier limit)
     peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios

@@ -13,6 +13,7 @@
 //! where its samples come from (`Source`); adding a metric is adding a row.
 
 use super::{CollectError, Collector};
+use crate::config::name_template;
 use crate::exposition::{Family, Kind, Labels, Value, labels};
 use crate::probe::measurement::{LatencySummary, RunStatus, SkipReason};
 use crate::series::recent::FINISHED;
@@ -268,7 +269,10 @@ fn target_info(name: &str, target: &TargetSeries, info: &TargetInfo, family: &mu
             ("fstype", &info.fstype),
             ("cache", info.cache_label()),
             ("rule", rule),
-            ("cohort", &target.spec.settings.cohort),
+            (
+                "cohort",
+                &name_template::cohort(&target.spec.settings.cohort, info.device.as_ref()),
+            ),
         ]),
         1.0,
     );

@@ -183,6 +183,20 @@ fn rule(
             ));
         }
     };
+    if let Some(c) = r.probe_keys().cohort {
+        let used = NameTemplate::parse(c.get_ref()).map_or(0, |t| t.max_group());
+        if used > groups.1 {
+            return Err(invalid(
+                c,
+                format!(
+                    "{}: ${used} refers to capture group {used}, but {} has {}",
+                    key("cohort"),
+                    groups.0,
+                    groups.1
+                ),
+            ));
+        }
+    }
     let name = match &r.name {
         Some(text) => {
             printable(&key("name"), text)?;

@@ -2,11 +2,13 @@
 //! regex's capture groups and facts about the device under it.
 //!
 //! `$1`.. (or `${1}`) are capture groups; `{kname}`, `{serial}`, `{wwn}`, `{volume_id}`,
-//! `{lun}` and `{cloud}` facts (the labels of `diskprobe_disk_info`); `{wwn|serial|kname}`
+//! `{lun}`, `{cloud}`, `{model}` and `{vendor}` facts (the labels of `diskprobe_disk_info`); `{wwn|serial|kname}`
 //! the first of the listed facts that the device has (not empty), so that a disk without a WWN is
 //! still named after its serial, and one without either after its kernel name; `$$`, `{{` and `}}`
 //! are a literal `$`, `{` and `}`. A template whose placeholder has none of its facts names
 //! nothing ([`Unnamed`]): the match is not probed, and counted.
+
+use crate::blockdev::BlockDevice;
 
 /// A fact about the device under a match, read from sysfs, for name templates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,16 +26,22 @@ pub enum Fact {
     Lun,
     /// `{cloud}`: `aws`, `azure`, `gcp`, or empty.
     Cloud,
+    /// `{model}`: the device's model (`Amazon Elastic Block Store`).
+    Model,
+    /// `{vendor}`: the device's vendor (`Msft`, `Google`).
+    Vendor,
 }
 
 impl Fact {
-    const ALL: [Fact; 6] = [
+    const ALL: [Fact; 8] = [
         Fact::Kname,
         Fact::Serial,
         Fact::Wwn,
         Fact::VolumeId,
         Fact::Lun,
         Fact::Cloud,
+        Fact::Model,
+        Fact::Vendor,
     ];
 
     /// The placeholder's name, between braces in a template.
@@ -45,8 +53,63 @@ impl Fact {
             Fact::VolumeId => "volume_id",
             Fact::Lun => "lun",
             Fact::Cloud => "cloud",
+            Fact::Model => "model",
+            Fact::Vendor => "vendor",
         }
     }
+}
+
+/// The facts of `device` (none without one), for [`NameTemplate::render`].
+pub fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
+    move |fact| {
+        let d = device?;
+        Some(match fact {
+            Fact::Kname => d.kname.clone(),
+            Fact::Serial => d.serial.clone(),
+            Fact::Wwn => d.wwn.clone(),
+            Fact::VolumeId => d.cloud.volume_id.clone(),
+            Fact::Lun => d.cloud.lun.clone(),
+            Fact::Cloud => d.cloud.cloud.as_str().to_owned(),
+            Fact::Model => d.model.clone(),
+            Fact::Vendor => d.vendor.clone(),
+        })
+    }
+}
+
+/// A `cohort` template rendered for the device under its target, into the characters a cohort
+/// allows: each run of other characters (a model's spaces) becomes one `_`, the result is
+/// trimmed of `_` and cut to [`MAX_COHORT_LEN`](crate::config::probes::MAX_COHORT_LEN). A
+/// placeholder none of whose facts the device has leaves the cohort empty (the rules then
+/// take the disk's model).
+pub fn cohort(template: &str, device: Option<&BlockDevice>) -> String {
+    if !template.contains(['{', '$']) {
+        return template.to_owned();
+    }
+    let Ok(t) = NameTemplate::parse(template) else {
+        return String::new();
+    };
+    let Ok(text) = t.render(&[], facts(device)) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for c in text.chars() {
+        if cohort_char(c) {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let out = out.trim_matches('_');
+    let mut end = out.len().min(crate::config::probes::MAX_COHORT_LEN);
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out[..end].trim_end_matches('_').to_owned()
+}
+
+/// A character a cohort may hold as it is.
+pub fn cohort_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,10 +144,10 @@ pub struct NameTemplate {
 }
 
 /// The facts of a placeholder `{a|b|c}` (`inner` is what is between the braces).
-fn facts(inner: &str, closed: bool) -> Result<Vec<Fact>, String> {
+fn placeholder_facts(inner: &str, closed: bool) -> Result<Vec<Fact>, String> {
     let unknown = || {
         format!(
-            "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}}, {{wwn}}, {{volume_id}}, {{lun}}, {{cloud}} or several of them as {{wwn|serial|kname}} (write {{{{ for a literal {{)",
+            "unknown placeholder {{{inner}{}; expected {{kname}}, {{serial}}, {{wwn}}, {{volume_id}}, {{lun}}, {{cloud}}, {{model}}, {{vendor}} or several of them as {{wwn|serial|kname}} (write {{{{ for a literal {{)",
             if closed { "}" } else { "" }
         )
     };
@@ -171,7 +234,7 @@ impl NameTemplate {
                         }
                         inner.push(c);
                     }
-                    let facts = facts(&inner, closed)?;
+                    let facts = placeholder_facts(&inner, closed)?;
                     flush(&mut literal, &mut pieces);
                     pieces.push(Piece::Facts(facts));
                 }
@@ -193,6 +256,44 @@ impl NameTemplate {
     /// The template as written.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The literal text of the template (what is neither a group nor a placeholder).
+    pub fn literals(&self) -> impl Iterator<Item = &str> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+    }
+
+    /// This template with its capture groups replaced by `groups` (a group that did not take
+    /// part by nothing), its placeholders kept: what a rule's match leaves for the facts of the
+    /// device to fill in later.
+    pub fn with_groups(&self, groups: &[Option<&str>]) -> NameTemplate {
+        let escape = |t: &str| t.replace('$', "$$").replace('{', "{{").replace('}', "}}");
+        let mut text = String::new();
+        let mut pieces: Vec<Piece> = Vec::new();
+        for piece in &self.pieces {
+            let literal = match piece {
+                Piece::Text(t) => Some(t.as_str()),
+                Piece::Group(n) => Some(groups.get(*n).copied().flatten().unwrap_or("")),
+                Piece::Facts(facts) => {
+                    let names: Vec<&str> = facts.iter().map(|f| f.as_str()).collect();
+                    text.push_str(&format!("{{{}}}", names.join("|")));
+                    pieces.push(piece.clone());
+                    None
+                }
+            };
+            if let Some(t) = literal {
+                text.push_str(&escape(t));
+                match pieces.last_mut() {
+                    Some(Piece::Text(prev)) => prev.push_str(t),
+                    _ if !t.is_empty() => pieces.push(Piece::Text(t.to_owned())),
+                    _ => {}
+                }
+            }
+        }
+        NameTemplate { text, pieces }
     }
 
     /// Whether the template is empty.
@@ -258,8 +359,52 @@ mod tests {
                 Fact::Kname => Some("sdb".to_owned()),
                 Fact::Serial => Some("S3X".to_owned()),
                 Fact::VolumeId => Some("vol-0abc".to_owned()),
-                Fact::Wwn | Fact::Lun | Fact::Cloud => None,
+                Fact::Wwn | Fact::Lun | Fact::Cloud | Fact::Model | Fact::Vendor => None,
             })
+    }
+
+    #[test]
+    fn cohorts_are_rendered_into_the_characters_a_cohort_allows() {
+        let disk = crate::blockdev::BlockDevice {
+            kname: "nvme1n1".into(),
+            model: "Amazon Elastic Block Store  ".into(),
+            vendor: String::new(),
+            ..Default::default()
+        };
+        assert_eq!(cohort("{model}", Some(&disk)), "Amazon_Elastic_Block_Store");
+        assert_eq!(
+            cohort("ebs-{model}", Some(&disk)),
+            "ebs-Amazon_Elastic_Block_Store"
+        );
+        assert_eq!(cohort("io2", Some(&disk)), "io2");
+        // A fact the disk does not have (or no disk): no cohort, the rules take the model.
+        assert_eq!(cohort("x-{vendor}", Some(&disk)), "");
+        assert_eq!(cohort("{vendor|kname}", Some(&disk)), "nvme1n1");
+        assert_eq!(cohort("{model}", None), "");
+        let long = crate::blockdev::BlockDevice {
+            model: "é".repeat(100) + &"m".repeat(200),
+            ..Default::default()
+        };
+        let c = cohort("{model}", Some(&long));
+        assert_eq!(c.len(), crate::config::probes::MAX_COHORT_LEN);
+        assert!(c.chars().all(cohort_char) && !c.starts_with('_'));
+    }
+
+    #[test]
+    fn groups_are_filled_in_and_placeholders_kept() {
+        let t = NameTemplate::parse("ebs-$1-{model|kname}").unwrap();
+        let g = t.with_groups(&[Some("all"), Some("g{p}3$")]);
+        assert_eq!(g.as_str(), "ebs-g{{p}}3$$-{model|kname}");
+        assert_eq!(g, NameTemplate::parse(g.as_str()).unwrap());
+        assert_eq!(g.max_group(), 0);
+        assert!(g.uses(Fact::Model));
+        assert_eq!(
+            NameTemplate::parse("$2x")
+                .unwrap()
+                .with_groups(&[None])
+                .as_str(),
+            "x"
+        );
     }
 
     #[test]
@@ -305,7 +450,7 @@ mod tests {
             Fact::Wwn => Some("   ".to_owned()),
             Fact::Serial => Some(String::new()),
             Fact::Kname => Some("vdb".to_owned()),
-            Fact::VolumeId | Fact::Lun | Fact::Cloud => None,
+            Fact::VolumeId | Fact::Lun | Fact::Cloud | Fact::Model | Fact::Vendor => None,
         };
         assert_eq!(
             NameTemplate::parse("{wwn|serial|kname}")
@@ -330,9 +475,9 @@ mod tests {
                 "${x}",
                 "expected a capture group number in ${...}, found ${x",
             ),
-            ("{model}", "unknown placeholder {model}"),
+            ("{modle}", "unknown placeholder {modle}"),
             ("{kname", "unknown placeholder {kname;"),
-            ("{wwn|model}", "unknown placeholder {wwn|model}"),
+            ("{wwn|size}", "unknown placeholder {wwn|size}"),
             ("{wwn|}", "unknown placeholder {wwn|}"),
             ("{|wwn}", "unknown placeholder {|wwn}"),
             ("{wwn|serial|wwn}", "{wwn|serial|wwn} lists wwn twice"),

@@ -15,6 +15,7 @@
 //! whose probing time exceeds the duty-cycle budget, durations and sizes that do not parse.
 
 use super::limits::{self, DiskLimits};
+use super::name_template::{self, NameTemplate};
 use super::raw::{RawBusyLimits, RawConfig, RawProbeKeys, RawProfile, RawTarget};
 use super::spanned::{SpannedError, invalid, printable};
 use crate::probe::engine::EngineChoice;
@@ -293,20 +294,34 @@ fn busy_limits(key: &str, v: &Spanned<RawBusyLimits>) -> Result<BusyLimits, Span
 pub const MAX_COHORT_LEN: usize = 128;
 
 /// A `cohort`: empty (none), or up to [`MAX_COHORT_LEN`] ASCII letters, digits and `_ . : -`, so
-/// that the label value reads the same in every query, legend and annotation.
+/// that the label value reads the same in every query, legend and annotation; or a template of
+/// those with placeholders of the disk's facts (`{model}`, `{cloud}`, ... as in names; rendered
+/// for the device under the target, see [`name_template::cohort`]) and, in `[[discover]]` rules,
+/// their regex's capture groups (checked against the regex where the rule is read).
 fn cohort(key: &str, v: &Spanned<String>) -> Result<String, SpannedError> {
     let text = v.get_ref();
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
-    if text.len() <= MAX_COHORT_LEN && text.chars().all(safe) {
-        Ok(text.clone())
-    } else {
-        Err(invalid(
+    let expected = || {
+        format!(
+            "{key}: expected up to {MAX_COHORT_LEN} ASCII letters, digits, '_', '.', ':' or '-', and placeholders of the disk's facts such as {{model}} (\"\" for none), found {text:?}"
+        )
+    };
+    let template = NameTemplate::parse(text).map_err(|m| invalid(v, format!("{key}: {m}")))?;
+    let literal_ok = template
+        .literals()
+        .all(|t| t.chars().all(name_template::cohort_char));
+    if text.len() > MAX_COHORT_LEN || !literal_ok {
+        return Err(invalid(v, expected()));
+    }
+    if template.max_group() > 0 && !key.starts_with("discover") {
+        return Err(invalid(
             v,
             format!(
-                "{key}: expected up to {MAX_COHORT_LEN} ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found {text:?}"
+                "{key}: capture groups (${}) exist only in [[discover]] rules",
+                template.max_group()
             ),
-        ))
+        ));
     }
+    Ok(text.clone())
 }
 
 fn engine(key: &str, v: &Spanned<String>) -> Result<EngineChoice, SpannedError> {

@@ -16,7 +16,7 @@
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
-use crate::config::name_template::Fact;
+use crate::config::name_template::{NameTemplate, facts};
 use crate::device_filter::DeviceFilter;
 use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +73,21 @@ struct Candidate {
     path: PathBuf,
     /// The whole disks under it.
     disks: Vec<String>,
+    /// Its `cohort` template with the rule regex's capture groups filled in.
+    cohort: String,
+}
+
+/// `rule`'s cohort template with a match's capture groups filled in (its facts are the device's,
+/// filled in where the target is exported).
+fn cohort(rule: &DiscoverRule, groups: &[Option<&str>]) -> String {
+    let template = &rule.settings.cohort;
+    if !template.contains('$') {
+        return template.clone();
+    }
+    NameTemplate::parse(template).map_or_else(
+        |_| String::new(),
+        |t| t.with_groups(groups).as_str().to_owned(),
+    )
 }
 
 /// What `rule` finds in `scan`.
@@ -117,7 +132,7 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
             continue;
         }
         names.insert(name.clone(), c.what.clone());
-        kept.push((name, c.path, c.disks));
+        kept.push((name, c.path, c.disks, c.cohort));
     }
     kept.sort_by(|a, b| a.0.cmp(&b.0));
     let dropped = kept
@@ -127,7 +142,11 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
         .collect();
     let (targets, disks) = kept
         .into_iter()
-        .map(|(name, path, disks)| (rule.target(name, path), disks))
+        .map(|(name, path, disks, cohort)| {
+            let mut target = rule.target(name, path);
+            target.settings.cohort = cohort;
+            (target, disks)
+        })
         .unzip();
     Found {
         targets,
@@ -135,20 +154,6 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
         dropped,
         notes,
         unnamed,
-    }
-}
-
-fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
-    move |fact| {
-        let d = device?;
-        Some(match fact {
-            Fact::Kname => d.kname.clone(),
-            Fact::Serial => d.serial.clone(),
-            Fact::Wwn => d.wwn.clone(),
-            Fact::VolumeId => d.cloud.volume_id.clone(),
-            Fact::Lun => d.cloud.lun.clone(),
-            Fact::Cloud => d.cloud.cloud.as_str().to_owned(),
-        })
     }
 }
 
@@ -217,6 +222,7 @@ fn block(
             name: name.ok(),
             path: device_path(scan, d),
             disks: d.disks.clone(),
+            cohort: cohort(rule, &groups),
         });
     }
     out
@@ -276,6 +282,7 @@ fn mount(
             name: name.ok(),
             path,
             disks: device.map(|d| d.disks.clone()).unwrap_or_default(),
+            cohort: cohort(rule, &groups),
         });
     }
     out

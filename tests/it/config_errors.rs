@@ -251,8 +251,8 @@ const BAD: &[(&str, &str)] = &[
         "5:6: discover[1].id: \"a\" is used by another rule; ids must be unique",
     ),
     (
-        "[[discover]]\nkind = \"block\"\nname = \"{model}\"\n",
-        "3:8: discover[0].name: unknown placeholder {model}; expected {kname}, {serial}, {wwn}, {volume_id}, {lun}, {cloud} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
+        "[[discover]]\nkind = \"block\"\nname = \"{size}\"\n",
+        "3:8: discover[0].name: unknown placeholder {size}; expected {kname}, {serial}, {wwn}, {volume_id}, {lun}, {cloud}, {model}, {vendor} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
     ),
     (
         "[[discover]]\nkind = \"block\"\nname = \"disk-{wwn|serial|wwn}\"\n",
@@ -268,11 +268,23 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[defaults]\ncohort = \"gp3 volumes\"\n",
-        "2:10: defaults.cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found \"gp3 volumes\"",
+        "2:10: defaults.cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-', and placeholders of the disk's facts such as {model} (\"\" for none), found \"gp3 volumes\"",
     ),
     (
         "[[discover]]\nkind = \"block\"\ncohort = \"ebs/io2\"\n",
-        "3:10: discover[0].cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-' (\"\" for none), found \"ebs/io2\"",
+        "3:10: discover[0].cohort: expected up to 128 ASCII letters, digits, '_', '.', ':' or '-', and placeholders of the disk's facts such as {model} (\"\" for none), found \"ebs/io2\"",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ncohort = \"{modle}\"\n",
+        "4:10: targets[0].cohort: unknown placeholder {modle}; expected {kname}, {serial}, {wwn}, {volume_id}, {lun}, {cloud}, {model}, {vendor} or several of them as {wwn|serial|kname} (write {{ for a literal {)",
+    ),
+    (
+        "[[targets]]\nname = \"a\"\npath = \"/x\"\ncohort = \"ebs-$1\"\n",
+        "4:10: targets[0].cohort: capture groups ($1) exist only in [[discover]] rules",
+    ),
+    (
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"^nvme(\\\\d+)n1$\"\ncohort = \"ebs-$2\"\n",
+        "4:10: discover[0].cohort: $2 refers to capture group 2, but device_include has 1",
     ),
     (
         "[[discover]]\nkind = \"block\"\nmax_targets = 0\n",

@@ -9,6 +9,7 @@
 
 use crate::common;
 
+use diskprobe_exporter::config::name_template;
 use diskprobe_exporter::config::{Config, DiscoverRule};
 use diskprobe_exporter::discovery::matching::{Found, Scan, assemble, find};
 use diskprobe_exporter::discovery::rescan::scan;
@@ -523,5 +524,40 @@ fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_sourc
             "sda".to_owned(),
             dev.path().join("sda").display().to_string()
         )]
+    );
+}
+
+#[test]
+fn a_rules_cohort_template_takes_its_capture_groups_and_the_disks_model() {
+    let s = fixture_scan();
+    let by_model = rule(
+        "[[discover]]\nkind = \"block\"\ndevice_include = \"^(nvme|sd)[a-z0-9]+$\"\ncohort = \"$1-{model}\"\n",
+    );
+    let found = find(&by_model, &s);
+    let cohorts: Vec<(String, String)> = found
+        .targets
+        .iter()
+        .map(|t| {
+            let kname = t.path.file_name().unwrap().to_str().unwrap();
+            let device = s.devices.iter().find(|d| d.kname == kname);
+            (
+                t.settings.cohort.clone(),
+                name_template::cohort(&t.settings.cohort, device),
+            )
+        })
+        .collect();
+    // The groups are filled in by the rule, the model (with its spaces, padded by sysfs) where
+    // the target is exported.
+    assert_eq!(
+        cohorts,
+        [
+            (
+                "nvme-{model}".into(),
+                "nvme-Samsung_SSD_970_EVO_Plus_1TB".into()
+            ),
+            ("sd-{model}".into(), "sd-WDC_WD40EFRX-68N".into()),
+        ],
+        "{:?}",
+        found.notes
     );
 }

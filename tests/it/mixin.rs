@@ -132,6 +132,8 @@ fn the_comparison_finds_a_changed_value() {
 struct Expected<'a> {
     /// The job selector's matcher: label, value (an equality).
     job: (&'a str, &'a str),
+    /// kube-state-metrics' job selector's matcher, for its series.
+    kube_state_metrics_job: (&'a str, &'a str),
     /// The cluster label.
     cluster: &'a str,
     /// The cluster selector's matcher, if one is configured: label, value (an inequality).
@@ -142,17 +144,20 @@ struct Expected<'a> {
 /// cluster selector and a runbook URL base.
 const OTHER: &str = r#"{
   jobSelector: 'job="storage-probe"',
+  kubeStateMetricsSelector: 'job="ksm"',
   clusterLabel: 'k8s_cluster',
   clusterSelector: 'k8s_cluster!=""',
   runbookURLBase: 'https://git.test/ops/diskprobe/blob/main/docs/runbook.md',
 }"#;
 const OTHER_EXPECTED: Expected = Expected {
     job: ("job", "storage-probe"),
+    kube_state_metrics_job: ("job", "ksm"),
     cluster: "k8s_cluster",
     cluster_selector: Some(("k8s_cluster", "")),
 };
 const DEFAULT_EXPECTED: Expected = Expected {
     job: ("job", "diskprobe"),
+    kube_state_metrics_job: ("job", "kube-state-metrics"),
     cluster: "cluster",
     cluster_selector: None,
 };
@@ -203,7 +208,13 @@ fn query_problems(what: &str, expr: &str, expected: &Expected, panel: bool) -> V
             let has = |label: &str, ok: &dyn Fn(&MatchOp, &str) -> bool| {
                 m.iter().any(|x| x.name == label && ok(&x.op, &x.value))
             };
-            let (job, value) = expected.job;
+            // kube-state-metrics' series (the StorageClass of a PersistentVolume) are another
+            // job's.
+            let (job, value) = if name.starts_with("kube_") {
+                expected.kube_state_metrics_job
+            } else {
+                expected.job
+            };
             if !has(job, &|op, v| matches!(op, MatchOp::Equal) && v == value) {
                 problem(format!("{name} without {job}=\"{value}\""));
             }

@@ -22,7 +22,8 @@ function(c)
     interval: '5m',
     rules: [
       // Over `peerWindow`, the median of a disk's p99 samples divided by its cohort's median at
-      // the same moments is at least 2 (steady, drifting, born slow), or a fifth of them are and
+      // the same moments is at least 1.6 (steady, drifting, born slow: a disk 2x its peers has a
+      // median ratio of 1.8 or more once its window is past the onset), or a fifth of them are 2 and
       // stand out from its own typical sample by 1.6x (slow runs much more often than its
       // peers'), and that is an outlier in its cohort (modified z-score above 3.5), unless the
       // disk's own workload is 3x its cohort's median in a fifth of the samples. The value is
@@ -36,7 +37,7 @@ function(c)
             )
             or
             (
-              %(p80)s >= %(ratio)s
+              %(p80)s >= %(intermittentRatio)s
                 and %(p80)s
                   >= %(spread)s * %(median)s
                 and %(scoreP80)s > %(score)s
@@ -49,6 +50,7 @@ function(c)
           scoreMedian: read('diskprobe:probe_latency_p99:peer_score_median_12h', '1h'),
           scoreP80: read('diskprobe:probe_latency_p99:peer_score_p80_12h', '1h'),
           ratio: c.peerRatio,
+          intermittentRatio: c.peerIntermittentRatio,
           spread: '%g' % c.peerIntermittentSpread,
           score: c.peerScore,
           target: target,

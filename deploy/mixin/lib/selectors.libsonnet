@@ -9,6 +9,9 @@ function(c) {
   // `metric` selected by the job and cluster selectors and the `extra` matchers.
   sel(metric, extra=[]):: '%s{%s}' % [metric, matchers(extra)],
 
+  // `metric` of another job (kube-state-metrics): `jobSelector` replaced by `job`.
+  selJob(job, metric, extra=[]):: '%s{%s}' % [metric, std.join(', ', [m for m in [job, c.clusterSelector] + extra if m != ''])],
+
   // For dashboards: `sel` that also matches the `cluster` variable ("All" is .*, which matches
   // series without the label, as a single cluster's Prometheus has them).
   panel(metric, extra=[]):: self.sel(metric, ['%s=~"$cluster"' % c.clusterLabel] + extra),

@@ -103,7 +103,7 @@ function(c)
           expr: |||
             topk by (%(target)s) (1,
               max by (%(byCohort)s) (%(named)s)
-              or on (%(target)s)
+              %(storageClass)sor on (%(target)s)
               max by (%(byDisk)s) (
                 max by (%(byDevice)s) (%(targetDisks)s and on (%(target)s) %(unnamedAny)s)
                 * on (%(device)s) group_left (%(diskLabels)s)
@@ -120,6 +120,27 @@ function(c)
             target: target,
             byCohort: s.by(['job', 'instance', 'target', c.cohortLabel]),
             named: s.sel('diskprobe_target_info', ['%s!=""' % c.cohortLabel]),
+            // A PersistentVolume's target: its StorageClass (one per PV name and cluster).
+            storageClass: if !c.pvStorageClassCohorts then '' else |||
+              or on (%(target)s)
+              max by (%(byCohort)s) (
+                %(unnamedAny)s
+                * on (%(pv)s) group_left (%(cohort)s)
+                %(classes)s
+              )
+            ||| % {
+              target: target,
+              byCohort: s.by(['job', 'instance', 'target', c.cohortLabel]),
+              unnamedAny: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel]),
+              pv: s.by(['target']),
+              cohort: c.cohortLabel,
+              classes: s.one(s.by(['target']), 'max by (%s) (label_replace(label_replace(%s, "target", "%s$1", "persistentvolume", "(.+)"), "%s", "$1", "storageclass", "(.+)"))' % [
+                s.by(['target', c.cohortLabel]),
+                s.selJob(c.kubeStateMetricsSelector, 'kube_persistentvolume_info', ['storageclass!=""']),
+                c.pvTargetPrefix,
+                c.cohortLabel,
+              ]),
+            },
             byDisk: s.by(['job', 'instance', 'target'] + c.cohortDiskLabels),
             byDevice: s.by(['job', 'instance', 'target', 'device']),
             unnamed: s.sel('diskprobe_target_info', ['%s=""' % c.cohortLabel, 'device!=""']),
@@ -175,20 +196,44 @@ function(c)
           ||| % [rec('diskprobe:target_disk_ios:rate5m'), target, std.join(', ', cohortLabels), s.one(target, rec('diskprobe:target_cohort:info'))],
         },
         // The reference of a cohort at each moment: the median of the last p99s of its members
-        // at like load, when at least `cohortMinSize` such members have one.
+        // at like load, when at least `cohortMinSize` such members have one. A member is a disk:
+        // targets on one disk (diskprobe_target_disk_info; a disk probed by two rules) count
+        // once, as their mean.
         {
           record: 'diskprobe_cohort:probe_latency_p99:median',
           expr: |||
-            quantile by (%(cohort)s) (0.5,
-              %(last)s
-                %(busy)s
-            )
+            quantile by (%(cohort)s) (0.5, %(disks)s)
             and
-            count by (%(cohort)s) (
-              %(last)s
-                %(busy)s
-            ) >= %(min)s
-          ||| % { cohort: cohort, last: inCohort, busy: busyNow, min: c.cohortMinSize },
+            count by (%(cohort)s) (%(disks)s) >= %(min)s
+          ||| % {
+            cohort: cohort,
+            min: c.cohortMinSize,
+            disks: |||
+              avg by (%(byDisk)s) (
+                (
+                  %(last)s
+                    %(busy)s
+                )
+                * on (%(target)s) group_left (disk)
+                %(diskOf)s
+              )
+            ||| % {
+              byDisk: s.by(['job', 'instance', 'disk'] + cohortLabels + ['profile']),
+              last: inCohort,
+              busy: busyNow,
+              target: target,
+              diskOf: s.one(target, |||
+                max by (%(byDisk)s) (label_replace(%(targetDisks)s, "disk", "$1", "device", "(.+)"))
+                or on (%(target)s)
+                max by (%(byDisk)s) (label_replace(%(info)s, "disk", "target/$1", "target", "(.+)"))
+              ||| % {
+                byDisk: s.by(['job', 'instance', 'target', 'disk']),
+                targetDisks: s.sel('diskprobe_target_disk_info'),
+                target: target,
+                info: s.sel('diskprobe_target_info'),
+              }),
+            },
+          },
         },
         // Each disk's last p99 against its cohort's median at the same moment.
         {

@@ -59,9 +59,12 @@ class Model:
     iops: float  # typical workload of a disk: reads and writes completed per second
     kind: str  # kernel name prefix
     cohort: str = ""  # the operator's cohort (cloud volume types), when set
+    storage_class: str = ""  # a PersistentVolume's StorageClass (kube-state-metrics), when one
 
     def key(self):
-        return dict(cohort=self.cohort) if self.cohort else dict(model=self.name, rotational=self.rotational)
+        if self.cohort or self.storage_class:
+            return dict(cohort=self.cohort or self.storage_class)
+        return dict(model=self.name, rotational=self.rotational)
 
 
 NVME = Model("SAMSUNG MZQL23T8HCLS-00A07", "0", 180e-6, 600, "nvme")
@@ -84,10 +87,20 @@ class Disk:
     workload: float = 0.0
     added: int = 0  # when it was plugged in
     faults: list = field(default_factory=list)
+    also: list = field(default_factory=list)  # further targets on it: files on its filesystem
+
+    @property
+    def pv(self):
+        """Its PersistentVolume's name, when it is one."""
+        return f"pvc-{self.serial[3:15]}" if self.model.storage_class else None
 
     @property
     def target(self):
-        return f"disk-{self.serial}"
+        return f"pv-{self.pv}" if self.pv else f"disk-{self.serial}"
+
+    def targets(self, kname):
+        """(name, kind, path) of the targets on it."""
+        return [(self.target, "block_device", f"/dev/{kname}")] + [(t, "file", f"/srv/{t}/probe.dat") for t in self.also]
 
 
 @dataclass
@@ -98,6 +111,7 @@ class Node:
     restarts: list = field(default_factory=list)  # (time, down seconds): agent restarts
     reboots: list = field(default_factory=list)  # (time, down seconds): kernel names swap
     rollout: int = None  # when a new pod replaces the agent's
+    drained: int = None  # when it leaves the fleet for good (its agent and disks with it)
 
     @property
     def instance(self):
@@ -138,6 +152,16 @@ class Intermittent:
 
     def latency(self, v, t, rng):
         return v * self.factor if t >= self.onset and rng.random() < self.p else v
+
+
+class Window:
+    """`factor` times slower from `start` to `end` (an afternoon), as it was before and after."""
+
+    def __init__(self, start, end, factor):
+        self.start, self.end, self.factor = start, end, factor
+
+    def latency(self, v, t, rng):
+        return v * self.factor if self.start <= t < self.end else v
 
 
 class OneSlowRun:
@@ -279,16 +303,16 @@ def draw_fleet(seed):
         "DiskprobeSlowerThanPeers",
         by=2 * DAY + 12 * H,
     )
-    drift = Drift(1 * DAY, 0.2)
+    drift = Drift(1 * DAY, 0.25)
     part(
         "drift",
-        "a SATA SSD 20% slower every day from day 1 on (2x its peers on day 4.8, 3x at the end)",
+        "a SATA SSD 25% slower every day from day 1 on (2x its peers on day 4.1, 3.8x at the end)",
         drift.onset,
         pick(SATA),
         drift,
         "DiskprobeSlowerThanPeers",
-        by=drift.onset + 24 * H,
-        silent=drift.onset - round(math.log(2 / 1.5) / math.log(1.2) * DAY),
+        by=drift.onset + 12 * H,
+        silent=drift.onset - round(math.log(2 / 1.5) / math.log(1.25) * DAY),
     )
     part(
         "intermittent",
@@ -329,6 +353,29 @@ def draw_fleet(seed):
         "DiskprobeLatencyRegression",
         by=fallback.onset + 24 * H,
         silent=fallback.onset - round(math.log(2 / 1.5) / math.log(1.2) * DAY),
+    )
+    part(
+        "step-2x",
+        "an EBS io2 volume exactly 2x slower than the other io2 volumes from day 1.5 on (the boundary of the goal)",
+        1 * DAY + 12 * H,
+        pick(IO2),
+        Steady(1 * DAY + 12 * H, 2.0),
+        "DiskprobeSlowerThanPeers",
+        by=1 * DAY + 12 * H + 24 * H,
+    )
+    part(
+        "outlier-1.3x",
+        "a healthy EBS gp2 volume 1.3x slower than the other gp2 volumes all week (a slower host of one volume type)",
+        0,
+        pick(GP2),
+        Steady(0, 1.3),
+    )
+    part(
+        "afternoon-1.5x",
+        "a healthy NVMe disk 1.5x slower than its peers for one afternoon (12:00 to 18:00 on day 3)",
+        3 * DAY + 12 * H,
+        pick(NVME),
+        Window(3 * DAY + 12 * H, 3 * DAY + 18 * H, 1.5),
     )
     busy = pick(SATA)
     part(
@@ -412,6 +459,11 @@ class Exporter:
     def run(self):
         for node in self.f.nodes:
             self.node(node)
+        # kube-state-metrics: the StorageClass of each PersistentVolume, all week.
+        for d in self.f.disks():
+            if d.pv:
+                ksm = dict(job="kube-state-metrics", instance="kube-state-metrics:8080")
+                self.put("kube_persistentvolume_info", dict(ksm, persistentvolume=d.pv, storageclass=d.model.storage_class), 0, 1)
         return self
 
     def sessions(self, node):
@@ -431,6 +483,9 @@ class Exporter:
             if what == "reboot":
                 boot += 1
         out.append((start, self.f.duration + SCRAPE, pod, boot, 0))
+        if node.drained is not None:
+            # Drained: gone from service discovery (no `up` either), for good.
+            out = [(a, min(b, node.drained), p, bt, d if b <= node.drained else 0) for a, b, p, bt, d in out if a < node.drained]
         return out
 
     def node(self, node):
@@ -476,10 +531,14 @@ class Exporter:
         t0 = max(start, disk.added)
         i0 = math.ceil(t0 / SCRAPE)
         model, node = disk.model, disk.node
+        targets = disk.targets(kname)
         target = dict(target=disk.target)
-        info = dict(target, path=f"/dev/{kname}", device=kname, kind="block_device", rule="disks", cohort=model.cohort)
-        put("diskprobe_target_info", info, i0, 1)
-        put("diskprobe_target_interval_seconds", target, i0, INTERVAL)
+        for name, kind, path in targets:
+            info = dict(target=name, path=path, device=kname, kind=kind, rule="disks" if kind == "block_device" else "", cohort=model.cohort)
+            put("diskprobe_target_info", info, i0, 1)
+            put("diskprobe_target_interval_seconds", dict(target=name), i0, INTERVAL)
+            if disk.also:
+                put("diskprobe_target_disk_info", dict(target=name, device=kname, serial=disk.serial), i0, 1)
         dev = dict(device=kname)
         put("diskprobe_disk_info", dict(dev, model=model.name, serial=disk.serial, rotational=model.rotational), i0, 1)
         if f.full:
@@ -513,8 +572,8 @@ class Exporter:
             io[1] += writes * (j - i)
             io[2] += busy * (j - i)
             io[3] += queue * (j - i)
-        for profile in f.profiles:
-            p = dict(target, profile=profile)
+        for name, profile in [(n, p) for n, _, _ in targets for p in f.profiles]:
+            p = dict(target=name, profile=profile)
             rw = "randwrite" if "write" in profile else "randread"
             put("diskprobe_profile_info", dict(p, rw=rw, block_size=4096, iodepth=1, rate_iops=RATE), i0, 1)
             pd = dict(p, device=kname)
@@ -600,8 +659,9 @@ def alerts_query(labels):
     return "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + ',alertstate="firing"}'
 
 
-def checks(fleet, end):
-    """promql_expr_test entries of a fleet suite."""
+def checks(fleet, end, runbook=True):
+    """promql_expr_test entries of a fleet suite (with the runbook queries of each alert that
+    fires, unless not `runbook`)."""
     by = "alertname, severity, instance, target, profile, cohort, model, rotational"
     expected = []
     for part in fleet.parts:
@@ -638,7 +698,8 @@ def checks(fleet, end):
                     exp_samples=[],
                 )
             )
-        tests += runbook_tests(part.alert, dict(labels, job=JOB), end)
+        if runbook:
+            tests += runbook_tests(part.alert, dict(labels, job=JOB), end)
     for model, lo, hi in fleet.cohort_alerts:
         labels = dict(model.key(), profile=PROFILE, alertname="DiskprobeCohortSlowdown")
         tests.append(
@@ -662,6 +723,101 @@ def fleet_group(seed):
         input_series=exporter.input_series(),
         promql_expr_test=checks(fleet, end),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# What real fleets do to cohorts: one shrinks, one model has two tiers.
+
+
+def small_fleet(seed, models):
+    """One node per disk, for each (model, count) of `models`, drawn as draw_fleet draws."""
+    rng = random.Random(seed)
+    nodes = []
+    for model, count in models:
+        for _ in range(count):
+            n = Node(f"node-{len(nodes) + 1:02d}", phase=0.6 + rng.uniform(-0.05, 0.05))
+            d = Disk(n, model, serial(rng, model), slot=0)
+            d.bias = math.exp(rng.gauss(0, 0.06))
+            d.workload = model.iops * min(2.0, max(0.5, math.exp(rng.gauss(0, 0.35))))
+            n.disks.append(d)
+            nodes.append(n)
+    return nodes
+
+
+def shrink_fleet(seed):
+    """A cohort of exactly 5 SATA SSDs on 5 nodes for 3 days; on day 2 one node is drained (its
+    agent and its disk leave the fleet: 4 remain, no longer a cohort); 10 hours later one of the
+    4 becomes 4x slower. Its baseline was learned while it had peers."""
+    nodes = small_fleet(seed, [(SATA, 5)])
+    nodes[4].drained = 2 * DAY
+    slow = nodes[1].disks[0]
+    onset = 2 * DAY + 10 * H
+    slow.faults.append(Steady(onset, 4.0))
+    part = Part(
+        "cohort-shrinks",
+        "a cohort of exactly 5 SATA SSDs; one node is drained on day 2 (4 remain); 10 hours later one of them becomes 4x slower",
+        onset,
+        "DiskprobeLatencyRegression",
+        by=onset + 6 * H,
+        silent=onset,
+        disk=slow,
+    )
+    return Fleet(nodes, [part], [], [], duration=3 * DAY)
+
+
+GP3_PV = Model(EBS, "0", 1.1e-3, 150, "nvme", storage_class="gp3")
+IO2_PV = Model(EBS, "0", 0.5e-3, 150, "nvme", storage_class="io2")
+
+
+def tiers_fleet(seed):
+    """Two tiers of one cloud model, of equal size: 5 EBS gp3 and 5 io2 PersistentVolumes (p99
+    1.1 and 0.5 ms, one model to the guest) on 10 nodes, their cohorts from their StorageClass;
+    from day 1.5 one io2 volume is 3x slower (1.5 ms: slower than its tier, faster than gp3). And
+    4 SATA SSDs, one of them probed twice (its block device and a file on its filesystem): 5
+    targets, 4 disks, no cohort."""
+    nodes = small_fleet(seed, [(GP3_PV, 5), (IO2_PV, 5), (SATA, 4)])
+    twice = nodes[-1].disks[0]
+    twice.also.append(f"file-{twice.serial}")
+    slow = nodes[6].disks[0]
+    onset = DAY + 12 * H
+    slow.faults.append(Steady(onset, 3.0))
+    part = Part(
+        "tiers",
+        "5 gp3 and 5 io2 PersistentVolumes of one model, cohorts by StorageClass; one io2 volume 3x slower from day 1.5",
+        onset,
+        "DiskprobeSlowerThanPeers",
+        by=onset + 12 * H,
+        silent=onset,
+        disk=slow,
+    )
+    return Fleet(nodes, [part], [], [], duration=3 * DAY)
+
+
+def events_group(name, fleet, seed, extra=()):
+    exporter = Exporter(fleet, seed).run()
+    return dict(
+        name=name,
+        interval=f"{SCRAPE}s",
+        input_series=exporter.input_series(),
+        # The runbook queries are the main fleet's to check (some list the disks it holds back).
+        promql_expr_test=checks(fleet, fleet.duration, runbook=False) + list(extra),
+    )
+
+
+def events_groups(seed):
+    tiers = tiers_fleet(seed)
+    sata = ",".join(f'{k}="{v}"' for k, v in SATA.key().items())
+    end = f"{tiers.duration}s"
+    # The disk probed twice counts once: 5 targets with a last run, 4 disks, no cohort median.
+    counted_once = [
+        dict(expr=f"count(diskprobe:probe_latency_p99:last_in_cohort{{{sata}}})", eval_time=end, exp_samples=[dict(labels="{}", value=5)]),
+        dict(expr=f"count(diskprobe_cohort:probe_latency_p99:median{{{sata}}})", eval_time=end, exp_samples=[]),
+        dict(expr='count by (cohort) (diskprobe_cohort:probe_latency_p99:median{cohort=~"gp3|io2"})', eval_time=end, exp_samples=[dict(labels=f'{{cohort="{c}"}}', value=1) for c in ("gp3", "io2")]),
+    ]
+    return [
+        events_group(f"fleet events seed {seed}: a cohort shrinks", shrink_fleet(seed), seed),
+        events_group(f"fleet events seed {seed}: two tiers of one model", tiers, seed, counted_once),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -750,7 +906,7 @@ def exact_group():
 
 
 def suite(seed):
-    groups = [exact_group()] if seed is None else [fleet_group(seed)]
+    groups = [exact_group()] if seed is None else [fleet_group(seed)] + events_groups(seed)
     return dict(
         rule_files=[RULES],
         evaluation_interval=f"{EVAL}s",
