@@ -128,6 +128,7 @@ pub fn sandbox(
         procfs: &cli.procfs,
         sysfs: &cli.sysfs,
         devfs: &cli.devfs,
+        cloud_stats_pages: cli.cloud_stats_pages.as_deref(),
         config_file: cli.config_file.as_deref(),
         web_config_file: cli.web_config_file.as_deref(),
         web_files: &web.files,
