@@ -107,6 +107,20 @@ fn golden_output_of_the_published_layout() {
     assert!(!cloud_lines(&body).contains("nvme6n1"), "{body}");
     assert_eq!(logged(&agent, "open_failed"), 0);
     check_golden("cloud_stats.txt", &cloud_lines(&body), "cloud_stats");
+    // Every family is in docs/metrics.md (metrics_docs.rs runs without [cloud_stats]).
+    let docs = std::fs::read_to_string(common::repo_root().join("docs/metrics.md")).unwrap();
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE diskprobe_cloud_"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(families.len(), 13, "{families:?}");
+    for f in families {
+        assert!(
+            docs.contains(&format!("`diskprobe_cloud_{f}`")),
+            "diskprobe_cloud_{f} missing from docs/metrics.md"
+        );
+    }
 }
 
 #[test]

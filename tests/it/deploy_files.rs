@@ -254,6 +254,35 @@ fn systemd_unit_and_example_configs() {
     }
 }
 
+/// The `[cloud_stats]` drop-in widens exactly what the NVMe admin command needs (the capability,
+/// read access to NVMe namespaces) and leaves the base unit's hardening as it is.
+#[test]
+fn the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads() {
+    let drop_in = std::fs::read_to_string(deploy("systemd/cloud-stats.conf")).unwrap();
+    let keys: Vec<&str> = drop_in
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains('='))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "CapabilityBoundingSet=CAP_SYS_ADMIN",
+            "AmbientCapabilities=CAP_SYS_ADMIN",
+            "PrivateDevices=no",
+            "DeviceAllow=block-blkext r",
+            "SupplementaryGroups=disk",
+        ]
+    );
+    assert!(drop_in.contains("[Service]\n"));
+    assert!(drop_in.contains("[cloud_stats] enabled = true"));
+    let unit = std::fs::read_to_string(deploy("systemd/diskprobe_exporter.service")).unwrap();
+    assert!(unit.contains("CapabilityBoundingSet=\n") && unit.contains("PrivateDevices=yes"));
+    assert!(
+        unit.contains("cloud-stats.conf"),
+        "the unit points at the drop-in"
+    );
+}
+
 #[test]
 fn scrape_config_passes_promtool() {
     let Some(promtool) = common::which("promtool") else {
