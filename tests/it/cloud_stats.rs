@@ -254,3 +254,150 @@ fn a_loop_device_posing_as_ebs_answers_einval() {
     let (status, _) = agent.get("/metrics");
     assert_eq!(status, 200);
 }
+
+/// Rewrites `dir/nvme1n1` (the EBS fixture page) every 200 ms until `stop`, its counters grown
+/// by the time since `start`: 100 reads a second, all in the histogram's 4th bin (256-512 µs),
+/// and half of the time over the volume's provisioned IOPS. Atomically (a rename), so that the
+/// collector never reads half a page.
+fn growing_page(dir: &Path, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let base = std::fs::read(fixtures().join("pages/nvme1n1")).unwrap();
+    let start = Instant::now();
+    let add_u64 = |page: &mut [u8], at: usize, by: u64| {
+        let v = u64::from_le_bytes(page[at..at + 8].try_into().unwrap()) + by;
+        page[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let secs = start.elapsed().as_secs_f64();
+        let mut page = base.clone();
+        let reads = (secs * 100.0) as u64;
+        add_u64(&mut page, 8, reads); // read ops
+        add_u64(&mut page, 40, reads * 300); // read time, µs
+        add_u64(&mut page, 56, (secs * 500_000.0) as u64); // over the volume's IOPS, µs
+        let bin = 512 + 8 + 3 * 24 + 16; // read histogram, bin 3's u32 count
+        let count = u32::from_le_bytes(page[bin..bin + 4].try_into().unwrap()) + reads as u32;
+        page[bin..bin + 4].copy_from_slice(&count.to_le_bytes());
+        let tmp = dir.join(".nvme1n1");
+        std::fs::write(&tmp, &page).unwrap();
+        std::fs::rename(&tmp, dir.join("nvme1n1")).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The panel queries of a rendered dashboard whose titles say they are the cloud's, with the
+/// variables filled in.
+fn cloud_panel_queries(file: &str, instance: &str) -> Vec<(String, String, bool)> {
+    let path = common::repo_root().join("grafana").join(file);
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap_or("");
+        if !title.contains("loud") {
+            continue;
+        }
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$cluster", ".*")
+                .replace("$instance", instance)
+                .replace("$target", ".*")
+                .replace("$profile", ".*");
+            out.push((title.to_owned(), expr, t["instant"] == true));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
+    let Some(_) = common::which("prometheus") else {
+        common::require(false, "prometheus (Debian package prometheus)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pages = tmp.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for entry in std::fs::read_dir(fixtures().join("pages")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), pages.join(entry.file_name())).unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (pages, stop) = (pages.clone(), stop.clone());
+        std::thread::spawn(move || growing_page(&pages, stop))
+    };
+    let tree = fixtures().join("tree");
+    let agent = Agent::start(&[
+        &format!("--path.sysfs={}", tree.join("sys").display()),
+        &format!("--path.procfs={}", tree.join("proc").display()),
+        &format!("--path.cloud-stats-pages={}", pages.display()),
+        &config(tmp.path(), false),
+    ]);
+    let home = tmp.path().join("prometheus");
+    std::fs::create_dir(&home).unwrap();
+    let rules = common::prometheus::shortened_rules(&[("[5m]", "[15s]")]);
+    let prom =
+        common::prometheus::Prometheus::start_with_rules(&home, agent.addr, Some(&rules), &[]);
+    let share = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="volume"}"#;
+    common::prometheus::wait_for(
+        "the volume's share of time over its limit near 0.5",
+        Duration::from_secs(60),
+        || {
+            prom.value(share, None)
+                .is_some_and(|v| (0.35..0.65).contains(&v))
+        },
+    );
+    let instance = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="instance"}"#;
+    assert_eq!(prom.value(instance, None), Some(0.0));
+    common::prometheus::wait_for(
+        "DiskprobeThrottled firing for the volume's own limit",
+        Duration::from_secs(60),
+        || {
+            prom.value(
+                r#"ALERTS{alertname="DiskprobeThrottled",alertstate="firing",device="nvme1n1",scope="volume",volume_id="vol-0123456789abcdef0"}"#,
+                None,
+            ) == Some(1.0)
+        },
+    );
+    // The other volumes stay silent: the instance store reports no growth, the broken pages none.
+    assert_eq!(
+        prom.value(r#"count(ALERTS{alertname="DiskprobeThrottled"})"#, None),
+        Some(1.0)
+    );
+    // The cloud-side p99 of reads: all new reads are in the 256-512 µs bin.
+    let p99 = prom
+        .value(
+            r#"diskprobe:cloud_io_latency_seconds:p99_rate5m{device="nvme1n1",op="read"}"#,
+            None,
+        )
+        .unwrap();
+    assert!((0.000256..=0.000512).contains(&p99), "p99 {p99}");
+    // The dashboards' cloud panels: accepted, and the overview's have data (the target
+    // dashboard's need a probe target on an EBS volume, which these machines have none of).
+    let at = agent.addr.to_string();
+    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
+        let queries = cloud_panel_queries(file, &at);
+        assert!(!queries.is_empty(), "{file} has no cloud panels");
+        for (title, expr, _instant) in queries {
+            let answer = prom
+                .get_json(&format!(
+                    "/api/v1/query?query={}",
+                    common::prometheus::urlencode(&expr)
+                ))
+                .unwrap();
+            assert_eq!(
+                answer["status"], "success",
+                "{file} {title}: {expr}: {answer}"
+            );
+            if file == "diskprobe-overview.json" {
+                assert!(
+                    !prom.query(&expr, None).is_empty(),
+                    "{file} {title}: no data from {expr}"
+                );
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}
