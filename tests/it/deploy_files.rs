@@ -281,6 +281,26 @@ fn the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads() {
         unit.contains("cloud-stats.conf"),
         "the unit points at the drop-in"
     );
+    // systemd reads the unit with the drop-in (from a unit path of the test's own).
+    if let Some(analyze) = common::which("systemd-analyze") {
+        let dir = tempfile::tempdir().unwrap();
+        let drop_dir = dir.path().join("diskprobe_exporter.service.d");
+        std::fs::create_dir(&drop_dir).unwrap();
+        let unit_file = dir.path().join("diskprobe_exporter.service");
+        std::fs::write(&unit_file, &unit).unwrap();
+        std::fs::write(drop_dir.join("cloud-stats.conf"), &drop_in).unwrap();
+        let out = Command::new(analyze)
+            .args(["verify", "--man=no"])
+            .arg(&unit_file)
+            .env("SYSTEMD_UNIT_PATH", format!("{}:", dir.path().display()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !text.contains("Unknown key") && !text.contains("Invalid"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
