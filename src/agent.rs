@@ -8,6 +8,7 @@
 
 use crate::cli::Cli;
 use crate::collectors::Registry;
+use crate::collectors::cloud_stats::CloudStatsCollector;
 use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
 use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
@@ -127,6 +128,7 @@ pub fn sandbox(
         procfs: &cli.procfs,
         sysfs: &cli.sysfs,
         devfs: &cli.devfs,
+        cloud_stats_pages: cli.cloud_stats_pages.as_deref(),
         config_file: cli.config_file.as_deref(),
         web_config_file: cli.web_config_file.as_deref(),
         web_files: &web.files,
@@ -173,12 +175,23 @@ fn collectors(
             cli.sysfs.clone(),
             config.node_limits.clone(),
         )),
+        cloud_stats: Arc::new(CloudStatsCollector::new(
+            cli.sysfs.clone(),
+            match &cli.cloud_stats_pages {
+                Some(dir) => crate::cloud_stats::Pages::Files { dir: dir.clone() },
+                None => crate::cloud_stats::Pages::Devices {
+                    devfs: cli.devfs.clone(),
+                },
+            },
+            config.cloud_stats,
+        )),
     };
     let mut registry = Registry::new();
     registry.register(reloaded.diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(series.clone())));
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(reloaded.limits.clone());
+    registry.register(reloaded.cloud_stats.clone());
     registry.register(Arc::new(ExporterCollector::new(reload.clone())));
     registry.register(Arc::new(ProcessMetrics::new()));
     registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
@@ -191,6 +204,8 @@ struct Reloaded {
     diskstats: Arc<DiskstatsCollector>,
     /// The node's ceiling (`[limits]`).
     limits: Arc<LimitsCollector>,
+    /// Whether it runs (`[cloud_stats]`).
+    cloud_stats: Arc<CloudStatsCollector>,
 }
 
 /// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
@@ -298,6 +313,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                 .await;
                 // The configuration in force, new or kept: its node ceiling.
                 reloaded.limits.set_node_limits(current.node_limits.clone());
+                reloaded.cloud_stats.set_settings(current.cloud_stats);
                 reload_web_config(&cli, &app, &reload, &sandbox);
             }
             _ => {

@@ -44,6 +44,12 @@ pub struct Cli {
     #[arg(long = "path.devfs", default_value = "/dev", value_name = "PATH")]
     pub devfs: PathBuf,
 
+    /// Read each device's NVMe log page 0xD0 ([cloud_stats]) from PATH/<kernel name> instead of
+    /// asking the device: for fixtures and tests, as the other --path flags point at fixture
+    /// trees.
+    #[arg(long = "path.cloud-stats-pages", value_name = "PATH")]
+    pub cloud_stats_pages: Option<PathBuf>,
+
     /// Directory for the embedded default's scratch probe file (used without --config.file) and
     /// the targets `[[discover]]` block rules lost (lost_targets.json). [default:
     /// $STATE_DIRECTORY, /var/lib/diskprobe_exporter as root, else

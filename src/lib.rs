@@ -19,9 +19,11 @@
 //!   WWN, model, what the cloud calls it) and the one reader of block devices in sysfs.
 //! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl,
 //!   and what the clouds' vendor-specific identify data says.
+//! - [`cloud_stats`]: EC2's NVMe performance statistics of EBS and instance-store devices (log
+//!   page 0xD0): which devices have them, its layout (a pure parser), reading it, and why not.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
-//! - [`collectors`]: one collector per source (diskstats, probes, discovery, limits, exporter
-//!   state, process), run per scrape.
+//! - [`collectors`]: one collector per source (diskstats, probes, discovery, limits, cloud
+//!   statistics, exporter state, process), run per scrape.
 //! - [`exposition`]: metric families and their wire formats (text, OpenMetrics, protobuf with
 //!   native histograms), negotiated per scrape, gzip-compressed when accepted.
 //! - [`histogram`]: latency histograms with classic buckets (configurable layout) and sparse
@@ -74,6 +76,7 @@
 pub mod agent;
 pub mod blockdev;
 pub mod cli;
+pub mod cloud_stats;
 pub mod coalesce;
 pub mod collectors;
 pub mod config;

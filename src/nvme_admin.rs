@@ -1,11 +1,13 @@
 //! NVMe admin commands, sent with the kernel's `NVME_IOCTL_ADMIN_CMD` on an open NVMe device
 //! node (a namespace `/dev/nvme0n1` or a controller `/dev/nvme0`): Identify (opcode 0x06) now,
-//! Get Log Page (opcode 0x02, for EBS's statistics log 0xD0) through the same [`admin`] call.
+//! Get Log Page (opcode 0x02, for EC2's performance statistics log 0xD0, read by
+//! [`crate::cloud_stats`]) through the same [`admin`] call.
 //!
 //! The kernel asks for `CAP_SYS_ADMIN` for admin commands: without it, and on a device that is
 //! not NVMe, a command fails with an [`AdminError`] that says so ([`AdminError::PermissionDenied`],
-//! [`AdminError::NotNvme`]), so that callers degrade to what sysfs says. The only `unsafe` of
-//! this module is the ioctl itself.
+//! [`AdminError::NotNvme`], each with the kernel's errno), so that callers degrade to what sysfs
+//! says. [`has_cap_sys_admin`] asks the kernel (`capget`) before a caller sends its first
+//! command. The only `unsafe` of this module is the ioctl and the `capget` call.
 //!
 //! What the vendor-specific areas hold (public: `amazonlinux/amazon-ec2-utils` `ebsnvme-id`,
 //! `GoogleCloudPlatform/guest-configs` `google_nvme_id`): EBS puts the attachment name
@@ -107,12 +109,12 @@ impl Command {
 /// Why an admin command gave no data.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
-    /// The agent lacks `CAP_SYS_ADMIN` (EACCES, EPERM).
-    #[error("NVMe admin commands need CAP_SYS_ADMIN")]
-    PermissionDenied,
-    /// The file is no NVMe device (ENOTTY, EINVAL).
-    #[error("not an NVMe device")]
-    NotNvme,
+    /// The agent lacks `CAP_SYS_ADMIN`, or Landlock refuses the ioctl (EACCES, EPERM: the errno).
+    #[error("NVMe admin commands need CAP_SYS_ADMIN (errno {0})")]
+    PermissionDenied(i32),
+    /// The file is no NVMe device (ENOTTY, EINVAL: the errno; a loop device answers EINVAL).
+    #[error("not an NVMe device (errno {0})")]
+    NotNvme(i32),
     /// The controller answered with an NVMe status.
     #[error("NVMe status {0:#x}")]
     Status(u32),
@@ -159,10 +161,67 @@ pub fn admin(device: &File, cmd: &Command, buf: &mut [u8]) -> Result<u32, AdminE
 
 fn classify(err: std::io::Error) -> AdminError {
     match err.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => AdminError::PermissionDenied,
-        Some(libc::ENOTTY | libc::EINVAL) => AdminError::NotNvme,
+        Some(e @ (libc::EACCES | libc::EPERM)) => AdminError::PermissionDenied(e),
+        Some(e @ (libc::ENOTTY | libc::EINVAL)) => AdminError::NotNvme(e),
         _ => AdminError::Io(err),
     }
+}
+
+impl AdminError {
+    /// The kernel's errno, where the ioctl failed with one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            AdminError::PermissionDenied(e) | AdminError::NotNvme(e) => Some(*e),
+            AdminError::Io(err) => err.raw_os_error(),
+            AdminError::Status(_) => None,
+        }
+    }
+}
+
+/// `CAP_SYS_ADMIN`'s number (`linux/capability.h`).
+const CAP_SYS_ADMIN: u32 = 21;
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets, as two 32-bit words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Whether this thread's effective capabilities hold `CAP_SYS_ADMIN`, which the kernel asks of
+/// every NVMe admin command (`capget(2)` on the calling thread).
+pub fn has_cap_sys_admin() -> std::io::Result<bool> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `capget` reads `header` (version 3, pid 0: this thread) and writes two
+    // `__user_cap_data_struct`s, which `data` holds; both live across the call and are borrowed
+    // mutably for it, laid out as the kernel's structs (`repr(C)`, three and two 32-bit fields).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            std::ptr::addr_of_mut!(header),
+            data.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let word = (CAP_SYS_ADMIN / 32) as usize;
+    Ok(data[word].effective & (1 << (CAP_SYS_ADMIN % 32)) != 0)
 }
 
 /// An ASCII field of identify data: up to the first NUL, trimmed.
@@ -218,17 +277,38 @@ mod tests {
         let mut buf = vec![0u8; IDENTIFY_LEN];
         let err = admin(&file, &Command::identify_controller(), &mut buf).unwrap_err();
         assert!(
-            matches!(err, AdminError::NotNvme | AdminError::PermissionDenied),
+            matches!(
+                err,
+                AdminError::NotNvme(_) | AdminError::PermissionDenied(_)
+            ),
             "{err}"
         );
         assert!(matches!(
             classify(std::io::Error::from_raw_os_error(libc::EACCES)),
-            AdminError::PermissionDenied
+            AdminError::PermissionDenied(libc::EACCES)
         ));
         assert!(matches!(
             classify(std::io::Error::from_raw_os_error(libc::ENOTTY)),
-            AdminError::NotNvme
+            AdminError::NotNvme(libc::ENOTTY)
         ));
+        let einval = classify(std::io::Error::from_raw_os_error(libc::EINVAL));
+        assert_eq!(einval.errno(), Some(libc::EINVAL));
+        assert_eq!(AdminError::Status(2).errno(), None);
+    }
+
+    #[test]
+    fn capget_agrees_with_proc_status() {
+        // CapEff in /proc/thread-self/status is the same set the kernel reports through capget.
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap();
+        assert_eq!(
+            has_cap_sys_admin().unwrap(),
+            eff & (1 << CAP_SYS_ADMIN) != 0
+        );
     }
 
     #[test]

@@ -66,6 +66,11 @@
     headroomThrottledMinDeltaSeconds: 0.0005,  // ... and at least this much above it
     headroomCalmShare: 0.5,  // the calm level is the gentle p99 under this share of every limit
     headroomRunsInterval: '5m',  // how often completed capacity runs are sampled (interval and offset)
+    // The cloud's own word (rules/cloud.libsonnet; [cloud_stats]): DiskprobeThrottled fires for
+    // a volume that spent this share of the last 5 minutes or more over its own limit, or over
+    // its instance's, for headroomThrottledFor; where the cloud says so, the probes' signature
+    // is not asked.
+    cloudThrottledShare: 0.1,
     // Devices left out of the workload: volumes, whose I/O counts again on the disks under them.
     headroomVolumeDevices: 'dm-[0-9]+|md[0-9].*',
 

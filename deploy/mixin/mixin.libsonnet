@@ -11,6 +11,7 @@ local recordingRules = [
   import 'rules/current.libsonnet',
   import 'rules/baseline.libsonnet',
   import 'rules/headroom.libsonnet',
+  import 'rules/cloud.libsonnet',
 ];
 local alerts = [
   import 'alerts/probes.libsonnet',

@@ -18,6 +18,11 @@
 //! - virtio-blk: the serial is what the hypervisor was told to name the volume (OpenStack puts
 //!   the Cinder volume id there), so it is the volume id.
 
+/// The NVMe model of an EBS volume.
+pub const EBS_MODEL: &str = "Amazon Elastic Block Store";
+/// The NVMe model of an EC2 instance-store device.
+pub const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
+
 /// The cloud a disk belongs to, as far as its identifiers tell.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Cloud {
@@ -109,14 +114,14 @@ pub fn identify(facts: &Facts<'_>) -> CloudId {
 
 fn nvme(facts: &Facts<'_>) -> CloudId {
     let model = facts.model;
-    if model == "Amazon Elastic Block Store" {
+    if model == EBS_MODEL {
         return CloudId {
             cloud: Cloud::Aws,
             volume_id: ebs_volume_id(facts.serial).unwrap_or_default(),
             lun: String::new(),
         };
     }
-    if model == "Amazon EC2 NVMe Instance Storage" {
+    if model == INSTANCE_STORE_MODEL {
         return with_cloud(Cloud::Aws);
     }
     if model == "MSFT NVMe Accelerator v1.0" {

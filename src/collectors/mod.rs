@@ -5,6 +5,7 @@
 //! per collector, as node_exporter does. Because every scrape builds its series anew, a device or
 //! target that disappears takes its series with it.
 
+pub mod cloud_stats;
 pub mod discovery;
 pub mod diskstats;
 pub mod exporter;

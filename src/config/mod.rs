@@ -48,6 +48,19 @@ pub struct Config {
     pub histograms: HistogramsConfig,
     /// `[limits]`: a ceiling shared by a set of disks; `None` when not configured.
     pub node_limits: Option<NodeLimits>,
+    /// `[cloud_stats]`.
+    pub cloud_stats: CloudStatsConfig,
+}
+
+/// Validated `[cloud_stats]`: whether EC2's NVMe performance statistics (log page 0xD0) of EBS
+/// volumes and instance-store devices are read and exported (off by default: it needs
+/// `CAP_SYS_ADMIN`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CloudStatsConfig {
+    /// `enabled` (default false).
+    pub enabled: bool,
+    /// `size_histograms` (default false): instance store's latency histograms per I/O size.
+    pub size_histograms: bool,
 }
 
 /// Validated `[web]`; `None` means "use the flag or the default".
@@ -230,6 +243,10 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         discover,
         histograms,
         node_limits,
+        cloud_stats: CloudStatsConfig {
+            enabled: raw.cloud_stats.enabled.unwrap_or(false),
+            size_histograms: raw.cloud_stats.size_histograms.unwrap_or(false),
+        },
     })
 }
 

@@ -39,6 +39,19 @@ pub struct RawConfig {
     pub histograms: RawHistograms,
     /// `[limits]`.
     pub limits: Option<Spanned<RawLimits>>,
+    /// `[cloud_stats]`.
+    #[serde(default)]
+    pub cloud_stats: RawCloudStats,
+}
+
+/// `[cloud_stats]`: EC2's NVMe performance statistics of EBS and instance-store devices.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCloudStats {
+    /// Read and export them (needs `CAP_SYS_ADMIN`).
+    pub enabled: Option<bool>,
+    /// Also export instance store's latency histograms per I/O size.
+    pub size_histograms: Option<bool>,
 }
 
 /// `[limits]`: the ceiling a machine (a cloud VM) puts on a set of its disks together.

@@ -6,7 +6,9 @@
 //! of the agent (the runtime's, the probes') inherits it. The ruleset handles every filesystem
 //! right of ABI 7, TCP bind and connect, and the abstract-socket and signal scopes; it allows:
 //! - reading (files and directory listings) under `--path.procfs`, `/proc` (the process
-//!   metrics) and `--path.sysfs`; under `--path.devfs` also the block-device ioctls;
+//!   metrics), `--path.sysfs` and `--path.cloud-stats-pages`; under `--path.devfs` also the
+//!   block-device ioctls, among them the NVMe admin command of `[cloud_stats]` on the nodes
+//!   `<devfs>/<kernel name>` it opens read-only;
 //! - reading files in the directories of `--config.file`, `--web.config.file` and the TLS files
 //!   it names (directories, so that files replaced by a rename, as Kubernetes updates a
 //!   ConfigMap, are read again on reload); the name-service files (`/etc/hosts`, ...) when the
@@ -100,6 +102,8 @@ pub struct Inputs<'a> {
     pub sysfs: &'a Path,
     /// `--path.devfs`.
     pub devfs: &'a Path,
+    /// `--path.cloud-stats-pages`: fixture pages, read instead of the devices.
+    pub cloud_stats_pages: Option<&'a Path>,
     /// `--config.file`, or none for the embedded default.
     pub config_file: Option<&'a Path>,
     /// `--web.config.file`.
@@ -381,6 +385,9 @@ fn plan(inputs: &Inputs<'_>, config: &Config) -> (Rules, Vec<(PathFd, Rule)>, Ve
         fixed(inputs.sysfs, rules::READ_TREE, "--path.sysfs"),
         fixed(inputs.devfs, rules::DEVFS, "--path.devfs"),
     ];
+    if let Some(dir) = inputs.cloud_stats_pages {
+        wanted.push(fixed(dir, rules::READ_TREE, "--path.cloud-stats-pages"));
+    }
     if let Some(dir) = inputs.state_dir {
         wanted.push(fixed(dir, rules::STATE_DIR, "state directory"));
     }

@@ -29,7 +29,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`, `cloud_stats`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -317,6 +317,14 @@ const BAD: &[(&str, &str)] = &[
     (
         "[[discover]]\nkind = \"block\"\niops_limit = 0\n",
         "3:14: discover[0].iops_limit: expected a whole number of I/Os per second from 1 to 1000000000, found 0",
+    ),
+    (
+        "[cloud_stats]\nenable = true\n",
+        "2:1: cloud_stats.enable: unknown field `enable`, expected `enabled` or `size_histograms`",
+    ),
+    (
+        "[cloud_stats]\nenabled = \"yes\"\n",
+        "2:11: cloud_stats.enabled: invalid type: string \"yes\", expected a boolean",
     ),
     (
         "[limits]\niops_limit = 12800\n",

@@ -26,6 +26,8 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
         .map(|r| (r.id.as_str(), r.source.kind()))
         .collect();
     assert_eq!(kinds, [("disks", "block"), ("pvcs", "mount")]);
+    // The privileged variant (root, CAP_SYS_ADMIN) reads EC2's NVMe statistics.
+    assert!(config.cloud_stats.enabled, "[cloud_stats] enabled");
     for rule in &config.discover {
         assert!(rule.settings.profiles.iter().all(|p| !p.rw.is_write()));
         assert!(

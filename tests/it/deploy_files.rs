@@ -254,6 +254,55 @@ fn systemd_unit_and_example_configs() {
     }
 }
 
+/// The `[cloud_stats]` drop-in widens exactly what the NVMe admin command needs (the capability,
+/// read access to NVMe namespaces) and leaves the base unit's hardening as it is.
+#[test]
+fn the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads() {
+    let drop_in = std::fs::read_to_string(deploy("systemd/cloud-stats.conf")).unwrap();
+    let keys: Vec<&str> = drop_in
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains('='))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "CapabilityBoundingSet=CAP_SYS_ADMIN",
+            "AmbientCapabilities=CAP_SYS_ADMIN",
+            "PrivateDevices=no",
+            "DeviceAllow=block-blkext r",
+            "SupplementaryGroups=disk",
+        ]
+    );
+    assert!(drop_in.contains("[Service]\n"));
+    assert!(drop_in.contains("[cloud_stats] enabled = true"));
+    let unit = std::fs::read_to_string(deploy("systemd/diskprobe_exporter.service")).unwrap();
+    assert!(unit.contains("CapabilityBoundingSet=\n") && unit.contains("PrivateDevices=yes"));
+    assert!(
+        unit.contains("cloud-stats.conf"),
+        "the unit points at the drop-in"
+    );
+    // systemd reads the unit with the drop-in (from a unit path of the test's own).
+    if let Some(analyze) = common::which("systemd-analyze") {
+        let dir = tempfile::tempdir().unwrap();
+        let drop_dir = dir.path().join("diskprobe_exporter.service.d");
+        std::fs::create_dir(&drop_dir).unwrap();
+        let unit_file = dir.path().join("diskprobe_exporter.service");
+        std::fs::write(&unit_file, &unit).unwrap();
+        std::fs::write(drop_dir.join("cloud-stats.conf"), &drop_in).unwrap();
+        let out = Command::new(analyze)
+            .args(["verify", "--man=no"])
+            .arg(&unit_file)
+            .env("SYSTEMD_UNIT_PATH", format!("{}:", dir.path().display()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !text.contains("Unknown key") && !text.contains("Invalid"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn scrape_config_passes_promtool() {
     let Some(promtool) = common::which("promtool") else {

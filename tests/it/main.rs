@@ -26,6 +26,7 @@ mod common;
 
 mod agent_probes;
 mod blockdev_fixtures;
+mod cloud_stats;
 mod config_errors;
 mod dashboards;
 mod deploy_discovery;

@@ -15,6 +15,10 @@
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
+//! - except what only EC2's statistics feed (`diskprobe_cloud_*`, `diskprobe:cloud_*`: the
+//!   target dashboard's cloud row, the overview's cloud panels): no EBS volume is reachable
+//!   here, so those queries must only be accepted; `cloud_stats.rs` runs them against a
+//!   Prometheus scraping the agent over fixture pages that change;
 //! - one run at a ten times lower cap between normal runs does not make the bundled
 //!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
 //!   cap resolves it.
@@ -249,7 +253,8 @@ fn dashboard_problems(
                     data[j] |= has_data(&result);
                 }
             }
-            if !data.contains(&true) {
+            let cloud_only = panel.queries.iter().all(|(q, _)| q.contains("cloud_"));
+            if !data.contains(&true) && !cloud_only {
                 problems.push(format!("{what}: no data from {:?}", panel.queries));
             }
             if panel.heatmap {
@@ -266,7 +271,10 @@ fn dashboard_problems(
     }
     // The recording rules the dashboards read (cohort-level ones too): each must have data itself.
     assert!(recorded.len() >= 4, "recording rules read: {recorded:?}");
-    for rule in &recorded {
+    for rule in recorded
+        .iter()
+        .filter(|r| !r.starts_with("diskprobe:cloud_"))
+    {
         let q = format!("{rule}{{job=\"diskprobe\"}}");
         if !has_data(&query_checked(prom, &q, false).1) {
             problems.push(format!("{setup:?}: recording rule {rule} has no data"));

@@ -14,6 +14,22 @@ function(c)
       show('sum(%s{%%s} and on (%s) diskprobe_node_limit_device_info{%%s})' % [workload, s.by(['job', 'instance', 'device'])], '$node $node'),
       show('max(%s{%%s})' % ceiling, '$node'),
     ];
+  // " (p99 P now, C when calm)" for DiskprobeThrottled: the largest gentle p99 of the targets on
+  // the alert's disk (`var`: its matchers, by device or by serial) and their calm level; each
+  // figure only where it has a value.
+  local throttledFigures(var) =
+    local targets = 'and on (%s) diskprobe_target_disk_info{%%s}' % s.by(['job', 'instance', 'target']);
+    std.join('', [
+      '{{ with printf "max(max without (stat, device, %s) (diskprobe_probe_latency_seconds{%%s, stat=\\"p99\\"}) %s and on (%s) diskprobe_profile_info{%%s, rate_iops!=\\"0\\"})" $node $%s $node | query }}' % [
+        std.join(', ', c.volatileLabels),
+        targets,
+        s.by(['job', 'instance', 'target', 'profile']),
+        var,
+      ],
+      " (gentle probe's p99 {{ . | first | value | humanizeDuration }} now",
+      '{{ with printf "max(diskprobe:probe_latency_p99:calm_median_1d{%%s} %s)" $node $%s | query }}, {{ . | first | value | humanizeDuration }} when calm{{ end }})' % [targets, var],
+      '{{ end }}',
+    ]);
   [{
     name: 'diskprobe.alerts',
     rules: [
@@ -47,30 +63,55 @@ function(c)
           ]),
         },
       }),
-      // A disk at that share of a limit whose gentle probe's p99 is above its throttled level
-      // (diskprobe:disk_throttled:bool), for a while.
+      // Where the cloud reports it (diskprobe:cloud_throttled:ratio_rate5m, EBS and instance
+      // store), a volume that spent cloudThrottledShare of the last 5 minutes or more over its
+      // own limit (scope="volume") or its instance's (scope="instance"), for a while; elsewhere a
+      // disk at headroomNearLimitShare of a limit whose gentle probe's p99 is above its
+      // throttled level (diskprobe:disk_throttled:bool). The cloud's series and the probes'
+      // meet by serial (the kernel's serial on both), never by device.
       alert('DiskprobeThrottled', {
-        expr: '%s == 1' % s.sel('diskprobe:disk_throttled:bool'),
+        expr: |||
+          (
+            %(probes)s == 1
+              unless on (%(disk)s) %(cloud)s
+          )
+            or %(cloud)s >= %(share)s
+        ||| % {
+          probes: s.sel('diskprobe:disk_throttled:bool'),
+          cloud: s.sel('diskprobe:cloud_throttled:ratio_rate5m'),
+          disk: s.by(['job', 'instance', 'serial']),
+          share: '%g' % c.cloudThrottledShare,
+        },
         'for': c.headroomThrottledFor,
         labels: { severity: 'warning' },
         annotations: {
-          summary: 'Disk {{ $labels.device }} throttled on {{ $labels.instance }}',
-          // With the figures now: the largest share of a limit, and the gentle probe's p99.
+          summary: "Disk {{ $labels.device }} throttled{{ if eq $labels.scope \"volume\" }} at the volume's limit{{ else if eq $labels.scope \"instance\" }} at the instance's limit{{ end }} on {{ $labels.instance }}",
+          // With the figures now, each only where it exists: the share of a limit (or of the
+          // time over it, as the cloud counts it), the gentle probe's p99 and its calm level
+          // (its p99 under half load, diskprobe:probe_latency_p99:calm_median_1d).
           description: std.join('', [
             s.matchers('disk', ['job', 'instance', 'device']) + ' ',
+            s.matchers('vol', ['job', 'instance', 'serial']) + ' ',
             s.matchers('node', ['job', 'instance']) + ' ',
+            '{{ if $labels.scope }}',
+            '{{ $labels.device }}{{ with $labels.volume_id }} (volume {{ . }}){{ end }} spent {{ $value | humanizePercentage }} of the last 5 minutes over ',
+            "{{ if eq $labels.scope \"volume\" }}the volume's provisioned IOPS or throughput{{ else }}the instance's {{ if $labels.volume_id }}EBS{{ else }}instance-store{{ end }} IOPS or throughput limit{{ end }}",
+            ', %(pct)s or more for %(for)s, as the cloud reports it' % {
+              pct: '%g%%' % (c.cloudThrottledShare * 100),
+              'for': c.headroomThrottledFor,
+            },
+            throttledFigures('vol'),
+            "{{ if eq $labels.scope \"volume\" }}: the volume's own limit queues its I/O.{{ else }}: the instance's limit over all its volumes queues the I/O.{{ end }}",
+            '{{ else }}',
             '{{ $labels.device }} has been at %(pct)s or more of a limit for %(for)s' % {
               pct: '%g%%' % (c.headroomNearLimitShare * 100),
               'for': c.headroomThrottledFor,
             },
             '{{ with printf "max(diskprobe:disk_limit_consumed:max_ratio_rate2m{%s})" $disk | query }} ({{ . | first | value | humanizePercentage }} now){{ end }}',
-            " with its gentle probe's p99 latency",
-            '{{ with printf "max(max without (stat, device, %s) (diskprobe_probe_latency_seconds{%%s, stat=\\"p99\\"}) and on (%s) diskprobe_target_disk_info{%%s} and on (%s) diskprobe_profile_info{%%s, rate_iops!=\\"0\\"})" $node $disk $node | query }} ({{ . | first | value | humanizeDuration }} now){{ end }}' % [
-              std.join(', ', c.volatileLabels),
-              s.by(['job', 'instance', 'target']),
-              s.by(['job', 'instance', 'target', 'profile']),
-            ],
-            ' more than %g times its level at under half load: the platform is queueing its I/O.' % c.headroomThrottledRatio,
+            " and its gentle probe's p99 latency more than %g times its level at under half load" % c.headroomThrottledRatio,
+            throttledFigures('disk'),
+            ': the platform is queueing its I/O.',
+            '{{ end }}',
           ]),
         },
       }),

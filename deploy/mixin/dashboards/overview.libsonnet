@@ -86,5 +86,5 @@ function(c)
         12, 9,
         [g.query('A', 'topk(20, max without (stat) (%s))' % sel('diskprobe_probe_sync_latency_seconds', ['stat="p99"']), instant=true, format='table')],
       ) + g.unit('s') + g.organize(['Time'], 'sync p99'),
-    ] + (import 'overview/peers.libsonnet')(c) + (import 'overview/headroom.libsonnet')(c),
+    ] + (import 'overview/peers.libsonnet')(c) + (import 'overview/headroom.libsonnet')(c) + (import 'overview/cloud.libsonnet')(c),
   )

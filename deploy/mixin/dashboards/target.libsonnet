@@ -8,6 +8,7 @@ local rows = [
   import 'target/durability.libsonnet',
   import 'target/device.libsonnet',
   import 'target/headroom.libsonnet',
+  import 'target/cloud.libsonnet',
 ];
 
 function(c)
@@ -16,7 +17,7 @@ function(c)
     c,
     'target',
     'Target detail',
-    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, its p99 against its cohort's, IOPS and throughput per profile, sync latency of durability profiles, and diskstats of its device.",
+    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, its p99 against its cohort's, IOPS and throughput per profile, sync latency of durability profiles, diskstats of its device, and what the cloud says about it (EBS, instance store).",
     [
       g.datasourceVariable(c),
       g.clusterVariable(c),

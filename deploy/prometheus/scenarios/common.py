@@ -22,6 +22,7 @@ GROUP_ORDER = [
     "diskprobe.headroom",
     "diskprobe.headroom.runs",
     "diskprobe.headroom.hourly",
+    "diskprobe.cloud",
     "diskprobe.alerts",
     "diskprobe.fleet.alerts",
 ]

@@ -1,7 +1,8 @@
 """Headroom scenarios of the suite that generate.py writes: disks sold with an IOPS or throughput
 limit, a workload that uses some share of it, and the alerts DiskprobeNearLimit and
 DiskprobeThrottled (deploy/prometheus/rules.yml, groups diskprobe.headroom and
-diskprobe.headroom.hourly).
+diskprobe.headroom.hourly); and EBS volumes whose own statistics (diskprobe_cloud_*, group
+diskprobe.cloud) say how much of the time they spent over their limits or their instance's.
 
 The model of generate.py (passed in as `m`, so that its classes are the ones it checks against)
 runs the probes; a `Disks` hook adds what the agent exports about the disks at every scrape: their
@@ -30,6 +31,17 @@ class Disk:
     bytes_limit: int = 0
     load: list = field(default_factory=list)  # [(from, iops, bytes per second)], in time order
     node_member: bool = False
+    # The cloud's statistics ([cloud_stats]): None when the agent exports none for the disk, else
+    # [(from, {(scope, limit): share of the time over it})], in time order.
+    cloud: list = None
+
+    def exceeded(self, t):
+        """The shares of the time over each limit at `t`, as the cloud counts them."""
+        current = {}
+        for start, shares in self.cloud or []:
+            if start <= t:
+                current = shares
+        return current
 
     def workload(self, t):
         """I/Os and bytes per second at `t`."""
@@ -46,6 +58,7 @@ class Disks:
     def __init__(self, instance, disks, node_iops=0):
         self.instance, self.disks, self.node_iops = instance, disks, node_iops
         self.done = {}  # disk name -> (time, I/Os, bytes) of the workload so far
+        self.over = {}  # disk name -> (time, {(scope, limit): seconds over it so far})
 
     def __call__(self, sim, agent, base, state, t):
         if agent.instance != self.instance:
@@ -86,8 +99,20 @@ class Disks:
                 sim.put("diskprobe_target_disk_info", dict(ident, target=name, volume_id=volume), 1)
             if self.node_iops and disk.node_member:
                 sim.put("diskprobe_node_limit_device_info", ident, 1)
+            if disk.cloud is not None:
+                at, seconds = self.over.get(disk.name, (0, {}))
+                shares = disk.exceeded(at)
+                seconds = {k: seconds.get(k, 0.0) + shares.get(k, 0.0) * (t - at) for k in CLOUD_LIMITS}
+                self.over[disk.name] = (t, seconds)
+                volume = "vol-" + disk.serial[3:]
+                for (scope, limit), v in seconds.items():
+                    cloud = dict(ident, volume_id=volume, scope=scope, limit=limit)
+                    sim.put("diskprobe_cloud_limit_exceeded_seconds_total", cloud, 1_000 + v)
         if self.node_iops:
             sim.put("diskprobe_node_limit_iops", dict(base, source="config"), self.node_iops)
+
+
+CLOUD_LIMITS = [("volume", "iops"), ("volume", "throughput"), ("instance", "iops"), ("instance", "throughput")]
 
 
 def rate(sim, name, labels, ts, seconds=120):
@@ -115,6 +140,45 @@ def workload_iops(sim, hook, disk, ts):
             p = dict(job="diskprobe", instance=hook.instance, target=name, profile=profile.name, device=target.device)
             total -= rate(sim, "diskprobe_ios_total", p, ts)
     return max(total, 0.0)
+
+
+def gentle_p99(m, sim, agent, disk, extra, ts):
+    """The largest p99 of the last runs of the gentle profiles on `disk` at `ts`."""
+    vals = [
+        sim.at(ts, "diskprobe_probe_latency_seconds", job=m.JOB, instance=agent.instance, target=t.name, profile=p.name, device=t.device, stat="p99", **extra)
+        for t in agent.targets
+        if t.name in disk.targets
+        for p in t.profiles
+        if p.rate_iops
+    ]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+def calm_level(m, sim, hook, agent, disk, extra, ts):
+    """max of diskprobe:probe_latency_p99:calm_median_1d over the gentle profiles on `disk` at
+    `ts`, as the rules record it at every evaluation (every EVAL seconds in the suite): the p99
+    at evaluations where the disk is under half of its limit (calm), their median over each hour,
+    and those medians' median over a day. None where there is none (no limit: no calm)."""
+    if not disk.iops_limit:
+        return None
+    step = m.EVAL
+
+    def calm(s):
+        if s < 120 or workload_iops(sim, hook, disk, s) / disk.iops_limit >= 0.5:
+            return None
+        return gentle_p99(m, sim, agent, disk, extra, s)
+
+    def window(f, t, span):
+        vals = [f(s) for s in range(max(0, -(-(t - span) // step) * step), t + 1, step)]
+        return [v for v in vals if v is not None]
+
+    def median_1h(t):
+        vals = window(calm, t, H)
+        return m.quantile(0.5, vals) if vals else None
+
+    vals = window(median_1h, ts, 24 * H)
+    return m.quantile(0.5, vals) if vals else None
 
 
 def near_limit_fires(m):
@@ -190,20 +254,77 @@ def throttled_fires(m):
             labels["severity"] = "warning"
             dev = self.disk.name
             share = workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
-            p99 = max(
-                sim.at(ts, "diskprobe_probe_latency_seconds", job=m.JOB, instance=self.agent.instance, target=t.name, profile=p.name, device=t.device, stat="p99", **self.extra)
-                for t in self.agent.targets
-                if t.name in self.disk.targets
-                for p in t.profiles
-                if p.rate_iops
-            )
             ann = dict(
                 summary=f"Disk {dev} throttled on {self.agent.instance}",
-                description=f"{dev} has been at 90% or more of a limit for 10m ({go_percentage(share)} now) with its gentle probe's p99 latency ({m.humanize_duration(p99)} now) more than 3 times its level at under half load: the platform is queueing its I/O.",
+                description=f"{dev} has been at 90% or more of a limit for 10m ({go_percentage(share)} now) and its gentle probe's p99 latency more than 3 times its level at under half load{throttled_figures(m, sim, self.hook, self.agent, self.disk, ts)}: the platform is queueing its I/O.",
             )
             return dict(exp_labels=labels, exp_annotations=ann)
 
     return Throttled
+
+
+def throttled_figures(m, sim, hook, agent, disk, ts):
+    """DiskprobeThrottled's " (gentle probe's p99 P now, C when calm)", each where it exists (the
+    annotation takes the largest of every scrape of the agent)."""
+    copies = [c for c in agent.copies] if getattr(agent, "copies", None) else [{}]
+    p99s = [v for v in (gentle_p99(m, sim, agent, disk, x, ts) for x in copies) if v is not None]
+    if not p99s:
+        return ""
+    calms = [v for v in (calm_level(m, sim, hook, agent, disk, x, ts) for x in copies) if v is not None]
+    calm = f", {m.humanize_duration(max(calms))} when calm" if calms else ""
+    return f" (gentle probe's p99 {m.humanize_duration(max(p99s))} now{calm})"
+
+
+def cloud_throttled_fires(m):
+    class CloudThrottled(m.Fires):
+        """DiskprobeThrottled from the cloud's statistics of `disk`, for `scope` (volume or
+        instance): its value is the share of the last 5 minutes over the scope's limits."""
+
+        def __init__(self, agent, hook, disk, scope, **kw):
+            super().__init__("DiskprobeThrottled", agent, **kw)
+            self.hook, self.disk, self.scope = hook, disk, scope
+
+        def labels(self):
+            return dict(
+                job=m.JOB,
+                instance=self.agent.instance,
+                device=self.disk.name,
+                serial=self.disk.serial,
+                volume_id="vol-" + self.disk.serial[3:],
+                scope=self.scope,
+                **self.extra,
+            )
+
+        def share(self, sim, ts):
+            d = dict(job=m.JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, volume_id="vol-" + self.disk.serial[3:], **self.extra)
+            return max(
+                rate(sim, "diskprobe_cloud_limit_exceeded_seconds_total", dict(d, scope=self.scope, limit=limit), ts, seconds=300)
+                for limit in ("iops", "throughput")
+            )
+
+        def expected(self, sim, ts):
+            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+            labels["severity"] = "warning"
+            dev, volume = self.disk.name, "vol-" + self.disk.serial[3:]
+            over = (
+                "the volume's provisioned IOPS or throughput"
+                if self.scope == "volume"
+                else "the instance's EBS IOPS or throughput limit"
+            )
+            why = (
+                "the volume's own limit queues its I/O."
+                if self.scope == "volume"
+                else "the instance's limit over all its volumes queues the I/O."
+            )
+            at = "the volume's limit" if self.scope == "volume" else "the instance's limit"
+            figures = throttled_figures(m, sim, self.hook, self.agent, self.disk, ts)
+            ann = dict(
+                summary=f"Disk {dev} throttled at {at} on {self.agent.instance}",
+                description=f"{dev} (volume {volume}) spent {go_percentage(self.share(sim, ts))} of the last 5 minutes over {over}, 10% or more for 10m, as the cloud reports it{figures}: {why}",
+            )
+            return dict(exp_labels=labels, exp_annotations=ann)
+
+    return CloudThrottled
 
 
 def capacity_qd32(iops):
@@ -219,15 +340,16 @@ def cloud_gentle(m):
 def scenarios(m):
     """The headroom scenarios, built with the classes of the model `m` (generate.py)."""
     NearLimit, Throttled = near_limit_fires(m), throttled_fires(m)
+    CloudThrottled = cloud_throttled_fires(m)
     out = []
     calm = (0, 900, 0)  # 30% of a 3,000 IOPS cap, before the onset
 
-    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=()):
+    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=(), cloud=None):
         """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it."""
         profiles = profiles or [cloud_gentle(m)]
         target = m.Target("data", "sdb1", profiles)
         agent = m.Agent("node-4:9957", [target], **({"copies": copies} if copies else {}))
-        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[calm] + load)
+        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[calm] + load, cloud=cloud)
         hook = Disks(agent.instance, [disk])
         expected = [f(agent, hook, disk, target) for f in fires]
         out.append(
@@ -318,6 +440,48 @@ def scenarios(m):
                 Throttled(a, h, d, not_before=ONSET + 10 * M, by=ONSET + 25 * M, extra=x) for x in twice
             ],
         ],
+    )
+    # The cloud's own word (EBS statistics, [cloud_stats]): where it exists, it decides.
+    one_disk(
+        "cloud-throttled",
+        "an EBS volume without a declared limit reports 40% of the time over its provisioned IOPS and 15% over the instance's EBS throughput from 3 h on; the gentle probe's p99 goes 2 ms -> 12 ms",
+        [(ONSET, 2850, 0)],
+        iops_limit=0,
+        seed=37,
+        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        cloud=[(0, {}), (ONSET, {("volume", "iops"): 0.4, ("instance", "throughput"): 0.15})],
+        fires=[
+            lambda a, h, d, t: CloudThrottled(a, h, d, "volume", not_before=ONSET + 10 * M, by=ONSET + 20 * M),
+            lambda a, h, d, t: CloudThrottled(a, h, d, "instance", not_before=ONSET + 10 * M, by=ONSET + 20 * M),
+        ],
+        promql=[
+            lambda a, d: dict(
+                expr='diskprobe:cloud_throttled:ratio_rate5m{scope="volume"}',
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[
+                    dict(
+                        labels='diskprobe:cloud_throttled:ratio_rate5m{device="sdb",instance="node-4:9957",job="diskprobe",scope="volume",serial="vol0a1b2c3d",volume_id="vol-0a1b2c3d"}',
+                        value=0.4,
+                    )
+                ],
+            ),
+        ],
+    )
+    one_disk(
+        "cloud-below-limits",
+        "an EBS volume sold with 3,000 IOPS does 900 and reports 2% of the time over its provisioned IOPS from 3 h on (a burst now and then): nothing fires",
+        [(ONSET, 900, 0)],
+        seed=38,
+        cloud=[(0, {}), (ONSET, {("volume", "iops"): 0.02})],
+    )
+    one_disk(
+        "cloud-not-throttled",
+        "demand at a 3,000 IOPS cap with the gentle probe's p99 at 12 ms from 3 h on, but the volume's statistics report no time over any limit: the cloud's word wins, DiskprobeThrottled stays silent",
+        [(ONSET, 3000, 0)],
+        seed=39,
+        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        cloud=[(0, {})],
+        fires=[near()],
     )
     # Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
     # skips them), their median is the limit.

@@ -1,0 +1,410 @@
+//! `[cloud_stats]`: EC2's NVMe performance statistics (log page 0xD0), end to end.
+//!
+//! - The real binary over the fixtures of tests/fixtures/cloud_stats (pages built by
+//!   make_fixtures.py from the published layout: EBS, instance store with its per-size block, a
+//!   truncated page, a wrong magic, an unknown version; a non-AWS NVMe disk that must not be
+//!   asked), read through `--path.cloud-stats-pages`: the exposition is diffed against
+//!   tests/golden/cloud_stats.txt (regenerate with `UPDATE_GOLDEN=1 cargo test --test it
+//!   cloud_stats::`) and passes `promtool check metrics`; each broken page exports its reason and
+//!   is logged once, however often it is scraped.
+//! - Without `CAP_SYS_ADMIN` the agent runs on and says why (`no_cap_sys_admin`).
+//! - The ioctl for real: a loop device posing as an EBS volume (the aws-ebs sysfs fixture with
+//!   the loop device's major:minor, and a `--path.devfs` directory with a node made by `mknod`)
+//!   gets the kernel's EINVAL, exported as the reason; the agent goes on. Needs root (skipped
+//!   with a reason otherwise, failed under `DISKPROBE_TEST_STRICT=1`).
+//!
+//! No EBS volume is reachable from the machines these tests run on.
+
+use crate::common;
+use crate::common::loopdev::{self, LoopDev};
+
+use common::{Agent, check_golden};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn fixtures() -> PathBuf {
+    common::repo_root().join("tests/fixtures/cloud_stats")
+}
+
+fn config(dir: &Path, size_histograms: bool) -> String {
+    common::config_flag(
+        dir,
+        &format!("[cloud_stats]\nenabled = true\nsize_histograms = {size_histograms}\n"),
+    )
+}
+
+/// The `diskprobe_cloud_*` lines of an exposition (with their HELP and TYPE).
+fn cloud_lines(exposition: &str) -> String {
+    exposition
+        .lines()
+        .filter(|l| l.contains("diskprobe_cloud_"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// How many log lines of `agent` say `reason`.
+fn logged(agent: &Agent, reason: &str) -> usize {
+    let needle = format!("reason={reason}");
+    agent
+        .log
+        .lock()
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .count()
+}
+
+/// Scrapes twice, the second time after the collector's minimum interval (so that every page
+/// is read again); the second body.
+fn scrape_twice(agent: &Agent) -> String {
+    let (status, _) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    let first = Instant::now();
+    common::wait_for(
+        "the collector's minimum interval",
+        Duration::from_secs(5),
+        || first.elapsed() > Duration::from_millis(1100),
+    );
+    let (status, body) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    body
+}
+
+#[test]
+fn golden_output_of_the_published_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = fixtures().join("tree");
+    let agent = Agent::start(&[
+        &format!("--path.sysfs={}", tree.join("sys").display()),
+        &format!("--path.procfs={}", tree.join("proc").display()),
+        &format!(
+            "--path.cloud-stats-pages={}",
+            fixtures().join("pages").display()
+        ),
+        &config(tmp.path(), true),
+    ]);
+    let body = scrape_twice(&agent);
+    common::promtool_check_metrics(&body);
+    assert!(
+        body.contains(r#"diskprobe_scrape_collector_success{collector="cloud_stats"} 1"#),
+        "{body}"
+    );
+    for (device, reason) in [
+        ("nvme3n1", "short_page"),
+        ("nvme4n1", "unknown_magic"),
+        ("nvme5n1", "unknown_version"),
+    ] {
+        let head = format!(r#"diskprobe_cloud_stats_failure_info{{device="{device}","#);
+        let tail = format!(r#"reason="{reason}"}} 1"#);
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with(&head) && l.ends_with(&tail)),
+            "{device}: no {reason} in\n{body}"
+        );
+        assert_eq!(logged(&agent, reason), 1, "{}", agent.log.lock().unwrap());
+    }
+    // The Samsung disk is not asked (it has no page file: asking would be open_failed).
+    assert!(!cloud_lines(&body).contains("nvme6n1"), "{body}");
+    assert_eq!(logged(&agent, "open_failed"), 0);
+    check_golden("cloud_stats.txt", &cloud_lines(&body), "cloud_stats");
+    // Every family is in docs/metrics.md (metrics_docs.rs runs without [cloud_stats]).
+    let docs = std::fs::read_to_string(common::repo_root().join("docs/metrics.md")).unwrap();
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE diskprobe_cloud_"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(families.len(), 13, "{families:?}");
+    for f in families {
+        assert!(
+            docs.contains(&format!("`diskprobe_cloud_{f}`")),
+            "diskprobe_cloud_{f} missing from docs/metrics.md"
+        );
+    }
+}
+
+#[test]
+fn per_size_histograms_are_behind_their_option() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = fixtures().join("tree");
+    let agent = Agent::start(&[
+        &format!("--path.sysfs={}", tree.join("sys").display()),
+        &format!("--path.procfs={}", tree.join("proc").display()),
+        &format!(
+            "--path.cloud-stats-pages={}",
+            fixtures().join("pages").display()
+        ),
+        &config(tmp.path(), false),
+    ]);
+    let (status, body) = agent.get("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("diskprobe_cloud_io_latency_seconds_bucket"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("diskprobe_cloud_io_latency_by_size_seconds"),
+        "{body}"
+    );
+}
+
+/// The agent's command line for the aws-ebs fixture with device nodes under `devfs`.
+fn device_args(sysfs: &Path, devfs: &Path, config: &str) -> Vec<String> {
+    vec![
+        format!("--path.sysfs={}", sysfs.display()),
+        format!("--path.devfs={}", devfs.display()),
+        config.to_owned(),
+    ]
+}
+
+#[test]
+fn without_cap_sys_admin_the_agent_runs_on_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sysfs = common::repo_root().join("tests/fixtures/blockdev/aws-ebs/sys");
+    let devfs = tmp.path().join("dev");
+    std::fs::create_dir(&devfs).unwrap();
+    let args = device_args(&sysfs, &devfs, &config(tmp.path(), false));
+    let agent = if common::is_root() {
+        // Root drops the capability from every set, as an unprivileged unit runs.
+        let Some(setpriv) = common::which("setpriv") else {
+            common::require(false, "setpriv (util-linux), to drop CAP_SYS_ADMIN");
+            return;
+        };
+        let mut cmd = std::process::Command::new(setpriv);
+        cmd.args(["--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--"])
+            .arg(common::binary())
+            .args(&args)
+            .arg(format!(
+                "--state.dir={}",
+                tmp.path().join("state").display()
+            ));
+        Agent::start_command(cmd)
+    } else {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Agent::start(&args)
+    };
+    let body = scrape_twice(&agent);
+    assert!(
+        body.contains(r#"diskprobe_cloud_stats_failure_info{device="nvme1n1",serial="vol0123456789abcdef0",volume_id="vol-0123456789abcdef0",reason="no_cap_sys_admin"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"diskprobe_scrape_collector_success{collector="cloud_stats"} 1"#),
+        "{body}"
+    );
+    assert_eq!(
+        logged(&agent, "no_cap_sys_admin"),
+        1,
+        "{}",
+        agent.log.lock().unwrap()
+    );
+}
+
+/// Copies the aws-ebs sysfs fixture into `dir`, its EBS disk at `major:minor`.
+fn ebs_tree_at(dir: &Path, major: u32, minor: u32) -> PathBuf {
+    let src = common::repo_root().join("tests/fixtures/blockdev/aws-ebs/sys");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sysfs = dir.join("sys");
+    let disk = std::fs::canonicalize(sysfs.join("block/nvme1n1")).unwrap();
+    std::fs::write(disk.join("dev"), format!("{major}:{minor}\n")).unwrap();
+    sysfs
+}
+
+#[test]
+fn a_loop_device_posing_as_ebs_answers_einval() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _lock = common::shared();
+    let dev = LoopDev::tmpfs(1 << 20);
+    let tmp = tempfile::tempdir().unwrap();
+    let sysfs = ebs_tree_at(tmp.path(), dev.major, dev.minor);
+    let devfs = tmp.path().join("dev");
+    std::fs::create_dir(&devfs).unwrap();
+    let node = devfs.join("nvme1n1");
+    let status = std::process::Command::new("mknod")
+        .arg(&node)
+        .arg("b")
+        .arg(dev.major.to_string())
+        .arg(dev.minor.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "mknod {}", node.display());
+    let args = device_args(&sysfs, &devfs, &config(tmp.path(), false));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start(&args);
+    let body = scrape_twice(&agent);
+    assert!(
+        body.contains(r#"diskprobe_cloud_stats_failure_info{device="nvme1n1",serial="vol0123456789abcdef0",volume_id="vol-0123456789abcdef0",reason="einval"} 1"#),
+        "{body}\n{}",
+        agent.log.lock().unwrap()
+    );
+    assert!(
+        body.contains(r#"diskprobe_scrape_collector_success{collector="cloud_stats"} 1"#),
+        "{body}"
+    );
+    assert_eq!(logged(&agent, "einval"), 1, "{}", agent.log.lock().unwrap());
+    // Under Landlock (where the kernel has it), the ruleset's ioctl_dev on --path.devfs let the
+    // command through to the kernel, which answered EINVAL, not Landlock's EACCES.
+    let sandbox = body
+        .lines()
+        .find(|l| l.starts_with("diskprobe_sandbox_info{"))
+        .unwrap_or("no diskprobe_sandbox_info");
+    eprintln!("loop device posing as EBS: einval, {sandbox}");
+    // The agent goes on: it still answers, and nothing was written to the device.
+    let (status, _) = agent.get("/metrics");
+    assert_eq!(status, 200);
+}
+
+/// Rewrites `dir/nvme1n1` (the EBS fixture page) every 200 ms until `stop`, its counters grown
+/// by the time since `start`: 100 reads a second, all in the histogram's 4th bin (256-512 µs),
+/// and half of the time over the volume's provisioned IOPS. Atomically (a rename), so that the
+/// collector never reads half a page.
+fn growing_page(dir: &Path, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let base = std::fs::read(fixtures().join("pages/nvme1n1")).unwrap();
+    let start = Instant::now();
+    let add_u64 = |page: &mut [u8], at: usize, by: u64| {
+        let v = u64::from_le_bytes(page[at..at + 8].try_into().unwrap()) + by;
+        page[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    };
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let secs = start.elapsed().as_secs_f64();
+        let mut page = base.clone();
+        let reads = (secs * 100.0) as u64;
+        add_u64(&mut page, 8, reads); // read ops
+        add_u64(&mut page, 40, reads * 300); // read time, µs
+        add_u64(&mut page, 56, (secs * 500_000.0) as u64); // over the volume's IOPS, µs
+        let bin = 512 + 8 + 3 * 24 + 16; // read histogram, bin 3's u32 count
+        let count = u32::from_le_bytes(page[bin..bin + 4].try_into().unwrap()) + reads as u32;
+        page[bin..bin + 4].copy_from_slice(&count.to_le_bytes());
+        let tmp = dir.join(".nvme1n1");
+        std::fs::write(&tmp, &page).unwrap();
+        std::fs::rename(&tmp, dir.join("nvme1n1")).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The panel queries of a rendered dashboard whose titles say they are the cloud's, with the
+/// variables filled in.
+fn cloud_panel_queries(file: &str, instance: &str) -> Vec<(String, String, bool)> {
+    let path = common::repo_root().join("grafana").join(file);
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap_or("");
+        if !title.contains("loud") {
+            continue;
+        }
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$cluster", ".*")
+                .replace("$instance", instance)
+                .replace("$target", ".*")
+                .replace("$profile", ".*");
+            out.push((title.to_owned(), expr, t["instant"] == true));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
+    let Some(_) = common::which("prometheus") else {
+        common::require(false, "prometheus (Debian package prometheus)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pages = tmp.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    for entry in std::fs::read_dir(fixtures().join("pages")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), pages.join(entry.file_name())).unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (pages, stop) = (pages.clone(), stop.clone());
+        std::thread::spawn(move || growing_page(&pages, stop))
+    };
+    let tree = fixtures().join("tree");
+    let agent = Agent::start(&[
+        &format!("--path.sysfs={}", tree.join("sys").display()),
+        &format!("--path.procfs={}", tree.join("proc").display()),
+        &format!("--path.cloud-stats-pages={}", pages.display()),
+        &config(tmp.path(), false),
+    ]);
+    let home = tmp.path().join("prometheus");
+    std::fs::create_dir(&home).unwrap();
+    let rules = common::prometheus::shortened_rules(&[("[5m]", "[15s]")]);
+    let prom =
+        common::prometheus::Prometheus::start_with_rules(&home, agent.addr, Some(&rules), &[]);
+    let share = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="volume"}"#;
+    common::prometheus::wait_for(
+        "the volume's share of time over its limit near 0.5",
+        Duration::from_secs(60),
+        || {
+            prom.value(share, None)
+                .is_some_and(|v| (0.35..0.65).contains(&v))
+        },
+    );
+    let instance = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="instance"}"#;
+    assert_eq!(prom.value(instance, None), Some(0.0));
+    common::prometheus::wait_for(
+        "DiskprobeThrottled firing for the volume's own limit",
+        Duration::from_secs(60),
+        || {
+            prom.value(
+                r#"ALERTS{alertname="DiskprobeThrottled",alertstate="firing",device="nvme1n1",scope="volume",volume_id="vol-0123456789abcdef0"}"#,
+                None,
+            ) == Some(1.0)
+        },
+    );
+    // The other volumes stay silent: the instance store reports no growth, the broken pages none.
+    assert_eq!(
+        prom.value(r#"count(ALERTS{alertname="DiskprobeThrottled"})"#, None),
+        Some(1.0)
+    );
+    // The cloud-side p99 of reads: all new reads are in the 256-512 µs bin.
+    let p99 = prom
+        .value(
+            r#"diskprobe:cloud_io_latency_seconds:p99_rate5m{device="nvme1n1",op="read"}"#,
+            None,
+        )
+        .unwrap();
+    assert!((0.000256..=0.000512).contains(&p99), "p99 {p99}");
+    // The dashboards' cloud panels: accepted, and the overview's have data (the target
+    // dashboard's need a probe target on an EBS volume, which these machines have none of).
+    let at = agent.addr.to_string();
+    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
+        let queries = cloud_panel_queries(file, &at);
+        assert!(!queries.is_empty(), "{file} has no cloud panels");
+        for (title, expr, _instant) in queries {
+            let answer = prom
+                .get_json(&format!(
+                    "/api/v1/query?query={}",
+                    common::prometheus::urlencode(&expr)
+                ))
+                .unwrap();
+            assert_eq!(
+                answer["status"], "success",
+                "{file} {title}: {expr}: {answer}"
+            );
+            if file == "diskprobe-overview.json" {
+                assert!(
+                    !prom.query(&expr, None).is_empty(),
+                    "{file} {title}: no data from {expr}"
+                );
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}
