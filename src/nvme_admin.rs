@@ -7,7 +7,7 @@
 //! not NVMe, a command fails with an [`AdminError`] that says so ([`AdminError::PermissionDenied`],
 //! [`AdminError::NotNvme`], each with the kernel's errno), so that callers degrade to what sysfs
 //! says. [`has_cap_sys_admin`] asks the kernel (`capget`) before a caller sends its first
-//! command. The only `unsafe` of this module is the ioctl and the `capget` call.
+//! command. The only `unsafe` of this module is the ioctl.
 //!
 //! What the vendor-specific areas hold (public: `amazonlinux/amazon-ec2-utils` `ebsnvme-id`,
 //! `GoogleCloudPlatform/guest-configs` `google_nvme_id`): EBS puts the attachment name
@@ -178,50 +178,11 @@ impl AdminError {
     }
 }
 
-/// `CAP_SYS_ADMIN`'s number (`linux/capability.h`).
-const CAP_SYS_ADMIN: u32 = 21;
-/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets, as two 32-bit words.
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-/// `struct __user_cap_header_struct`.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-
-/// `struct __user_cap_data_struct`.
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// Whether this thread's effective capabilities hold `CAP_SYS_ADMIN`, which the kernel asks of
-/// every NVMe admin command (`capget(2)` on the calling thread).
+/// every NVMe admin command (`capget(2)` on the calling thread, through the `caps` crate).
 pub fn has_cap_sys_admin() -> std::io::Result<bool> {
-    let mut header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: `capget` reads `header` (version 3, pid 0: this thread) and writes two
-    // `__user_cap_data_struct`s, which `data` holds; both live across the call and are borrowed
-    // mutably for it, laid out as the kernel's structs (`repr(C)`, three and two 32-bit fields).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            std::ptr::addr_of_mut!(header),
-            data.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let word = (CAP_SYS_ADMIN / 32) as usize;
-    Ok(data[word].effective & (1 << (CAP_SYS_ADMIN % 32)) != 0)
+    caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN)
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// An ASCII field of identify data: up to the first NUL, trimmed.
