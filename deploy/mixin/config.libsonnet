@@ -46,7 +46,7 @@
     peerRatio: 1.6,  // median of a disk's p99 over its cohort's median (docs/rules-design.md, "The boundary")
     peerIntermittentRatio: 2,  // ... or the 80th percentile of it
     peerIntermittentSpread: 1.6,  // the 80th percentile counts when this far above the median
-    peerScore: 3.5,  // modified z-score in the cohort (Iglewicz and Hoaglin's outlier limit)
+    peerScore: 2,  // modified z-score in the cohort (docs/rules-design.md, "The boundary")
     peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios
     peerBusyRatio: 3,  // a disk this much busier than its cohort's median is not compared
     peerFor: '1h',  // DiskprobeSlowerThanPeers: for and keep_firing_for

@@ -25,7 +25,7 @@ function(c)
       // the same moments is at least 1.6 (steady, drifting, born slow: a disk 2x its peers has a
       // median ratio of 1.8 or more once its window is past the onset), or a fifth of them are 2 and
       // stand out from its own typical sample by 1.6x (slow runs much more often than its
-      // peers'), and that is an outlier in its cohort (modified z-score above 3.5), unless the
+      // peers'), and that is an outlier in its cohort (modified z-score above 2), unless the
       // disk's own workload is 3x its cohort's median in a fifth of the samples. The value is
       // the ratio.
       alert('DiskprobeSlowerThanPeers', {

@@ -873,7 +873,7 @@ def exact_group():
                     f"Over the last 12 hours the runs of profile {PROFILE} on {slow.target} (now nvme0n1) "
                     f"had a median p99 of {humanize_duration(disk)} against {humanize_duration(cohort)} for the disks of its cohort ({NVME.name}); "
                     "sample by sample its p99 was 3.00x its peers' median, and at least 3.00x in a fifth of its samples; "
-                    f"its modified z-score in the cohort is {score:.1f} (typical sample) and {score:.1f} (slower fifth), against 3.5; "
+                    f"its modified z-score in the cohort is {score:.1f} (typical sample) and {score:.1f} (slower fifth), against 2; "
                     f"the cohort has {len(fleet.disks())} members with a last run."
                 ),
             ),
@@ -938,6 +938,12 @@ def rows():
         out.append(f"| `fleet: {part.name}` | {part.says} | {day(part.onset)} | {fires} |")
     for name, says, when, fires in healthy_parts():
         out.append(f"| `fleet: {name}` | {says} | {when} | {fires} |")
+    for f in (shrink_fleet(1), tiers_fleet(1)):
+        for part in f.parts:
+            out.append(
+                f"| `fleet events: {part.name}` | {part.says} | {day(part.onset)} | "
+                f"{part.alert}: silent until its onset, firing from +{(part.by - part.onset) / H:g} h (at the latest) to the end; no other disk named |"
+            )
     return out
 
 
