@@ -219,6 +219,29 @@ impl WebConfig {
         })
     }
 
+    /// Takes over the pairs that `previous` verified whose user has the same hash here: a reload
+    /// that leaves a user's hash as it was does not make its scraper's credentials wait for
+    /// bcrypt again (behind a flood of wrong passwords, they would be turned away).
+    pub fn keep_verified(&self, previous: &WebConfig) {
+        let kept: Vec<String> = previous
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|pair| {
+                pair.split_once(':').is_some_and(|(user, _)| {
+                    self.users.get(user).is_some()
+                        && self.users.get(user) == previous.users.get(user)
+                })
+            })
+            .cloned()
+            .collect();
+        self.verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(kept);
+    }
+
     /// Whether basic authentication is required.
     pub fn requires_auth(&self) -> bool {
         !self.users.is_empty()
@@ -451,6 +474,18 @@ mod tests {
         );
         assert_eq!(c.check_cached(Some("Basic !!")).ok(), Some(Auth::Denied));
         assert!(c.check_cached(Some(&header("prom:new"))).is_err());
+        // A reload that keeps the user's hash keeps its verified pairs; one that changes it does
+        // not.
+        let same = load(&format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+        same.keep_verified(&c);
+        assert_eq!(
+            same.check_cached(Some(&header("prom:s3cret"))).ok(),
+            Some(Auth::Allowed)
+        );
+        let other = bcrypt::hash("s3cret", 4).unwrap();
+        let changed = load(&format!("basic_auth_users:\n  prom: {other}\n")).unwrap();
+        changed.keep_verified(&c);
+        assert!(changed.check_cached(Some(&header("prom:s3cret"))).is_err());
         // Unknown users are checked against a hash of the configured cost (4 here).
         assert!(c.dummy_hash().starts_with("$2b$04$"), "{}", c.dummy_hash());
     }

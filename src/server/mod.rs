@@ -88,8 +88,10 @@ impl App {
         self.web.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Replaces the web configuration (SIGHUP); new connections and requests use it.
+    /// Replaces the web configuration (SIGHUP); new connections and requests use it. Verified
+    /// credentials of users whose hash did not change stay verified ([`WebConfig::keep_verified`]).
     pub fn set_web(&self, web: WebConfig) {
+        web.keep_verified(&self.web());
         *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
     }
 }

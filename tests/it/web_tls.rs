@@ -1,7 +1,8 @@
 //! `--web.config.file`: TLS with a self-signed certificate and basic auth with bcrypt hashes,
 //! checked with curl over loopback: the scrape works over TLS with the right password, 401
 //! without or with a wrong one, plain HTTP is not served, and min_version is enforced; a flood
-//! of wrong passwords does not hold up scrapes with verified credentials.
+//! of wrong passwords does not hold up scrapes with verified credentials, nor does a reload during
+//! one (the verified credentials are kept when their hash did not change).
 
 use crate::common;
 
@@ -206,4 +207,68 @@ fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     // The verified scrape was answered while wrong passwords were still being checked.
     let last_denied = denied.iter().map(|(_, at)| *at).max().unwrap();
     assert!(scraped < last_denied, "the scrape waited behind bcrypt");
+}
+
+#[test]
+fn a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials() {
+    use base64::Engine as _;
+    let _machine = common::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("s3cret", 10).unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+    let agent = Agent::start(&[&format!("--web.config.file={}", web.display())]);
+    let basic = |pair: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )
+    };
+    let good = basic("prom:s3cret");
+    let addr = agent.addr;
+    assert_eq!(
+        common::http_request(addr, "GET", "/metrics", &[("Authorization", &good)]).status,
+        200,
+        "verified once, before the flood"
+    );
+    // Eight clients send wrong passwords, one after another, for as long as the test runs: the
+    // bcrypt thread is always busy and its queue full.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..8)
+        .map(|i| {
+            let auth = basic(&format!("prom:wrong{i}"));
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut answers = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r =
+                        common::http_request(addr, "GET", "/metrics", &[("Authorization", &auth)]);
+                    assert!(matches!(r.status, 401 | 503), "{}", r.status);
+                    answers += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+    agent.signal("HUP");
+    agent.expect_log(
+        "web configuration reloaded",
+        std::time::Duration::from_secs(10),
+    );
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        let asked = std::time::Instant::now();
+        let r = common::http_request(addr, "GET", "/metrics", &[("Authorization", &good)]);
+        answers.push((r.status, asked.elapsed()));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flooded: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(flooded > 8, "the flood got {flooded} answers");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, took)| *status == 200 && *took < std::time::Duration::from_secs(1)),
+        "after the reload: {answers:?}"
+    );
 }
