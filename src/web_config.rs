@@ -230,7 +230,7 @@ impl WebConfig {
             .iter()
             .filter(|pair| {
                 pair.split_once(':').is_some_and(|(user, _)| {
-                    self.users.get(user).is_some()
+                    self.users.contains_key(user)
                         && self.users.get(user) == previous.users.get(user)
                 })
             })
