@@ -10,7 +10,7 @@ use crate::cli::Cli;
 use crate::collectors::Registry;
 use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
-use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
+use crate::collectors::exporter::{CertExpiry, ExporterCollector, ReloadStatus};
 use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
@@ -173,13 +173,17 @@ fn collectors(
             cli.sysfs.clone(),
             config.node_limits.clone(),
         )),
+        cert: Arc::new(CertExpiry::default()),
     };
     let mut registry = Registry::new();
     registry.register(reloaded.diskstats.clone());
     registry.register(Arc::new(ProbesCollector::new(series.clone())));
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(reloaded.limits.clone());
-    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
+    registry.register(Arc::new(ExporterCollector::new(
+        reload.clone(),
+        reloaded.cert.clone(),
+    )));
     registry.register(Arc::new(ProcessMetrics::new()));
     registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
     (registry, reloaded)
@@ -191,18 +195,27 @@ struct Reloaded {
     diskstats: Arc<DiskstatsCollector>,
     /// The node's ceiling (`[limits]`).
     limits: Arc<LimitsCollector>,
+    /// When the served TLS certificate expires (`--web.config.file`).
+    cert: Arc<CertExpiry>,
 }
 
 /// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
 /// the previous configuration and counts as a failed reload.
 /// A file it names outside the directories the sandbox allowed at start is refused with the
 /// sandbox's reason, which says to restart.
-fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus, sandbox: &Sandbox) {
+fn reload_web_config(
+    cli: &Cli,
+    app: &App,
+    reload: &ReloadStatus,
+    cert: &CertExpiry,
+    sandbox: &Sandbox,
+) {
     let Some(path) = &cli.web_config_file else {
         return;
     };
     match WebConfig::load(path) {
         Ok(web) => {
+            cert.set(web.cert_not_after);
             app.set_web(web);
             tracing::info!("web configuration reloaded");
         }
@@ -252,6 +265,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
         lost_targets_file(&cli, &config),
     );
     let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
+    reloaded.cert.set(web.cert_not_after);
 
     let listener = bind(&address)
         .await
@@ -298,7 +312,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                 .await;
                 // The configuration in force, new or kept: its node ceiling.
                 reloaded.limits.set_node_limits(current.node_limits.clone());
-                reload_web_config(&cli, &app, &reload, &sandbox);
+                reload_web_config(&cli, &app, &reload, &reloaded.cert, &sandbox);
             }
             _ => {
                 tracing::info!(signal, "shutting down");
