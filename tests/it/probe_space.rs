@@ -107,6 +107,7 @@ fn opts(size: u64) -> TargetOptions {
         offset: 0,
         write: false,
         device_writes: false,
+        min_free: 0,
         procfs: PathBuf::from("/proc"),
         sysfs: PathBuf::from("/sys"),
     }
@@ -121,12 +122,35 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     let err = target::open(&probe, &opts(16 << 20)).unwrap_err();
     assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
     assert_eq!(fs.state(), before);
+    // min_free beyond the 10%: 1 MiB of an empty 8 MiB filesystem would leave 7 MiB, less than
+    // a min_free of 7.5 MiB; with 6 MiB it is filled (and removed again here).
+    let err = target::open(
+        &probe,
+        &TargetOptions {
+            min_free: 15 << 19,
+            ..opts(1 << 20)
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
+    assert_eq!(fs.state(), before);
+    let filled = target::open(
+        &probe,
+        &TargetOptions {
+            min_free: 6 << 20,
+            ..opts(1 << 20)
+        },
+    );
+    assert!(filled.is_ok(), "{filled:?}");
+    drop(filled);
+    std::fs::remove_file(&probe).unwrap();
     // A filesystem with 2 MiB free: a 2 MiB file would leave less than the 10% reserve.
     fill_up(&fs.path("filler"), 6 << 20);
     let before = fs.state();
     let err = target::open(&probe, &opts(2 << 20)).unwrap_err();
     assert!(
-        err.to_string().contains("would leave less than 10%"),
+        err.to_string()
+            .contains("(the larger of 10% of the filesystem and min_free)"),
         "{err}"
     );
     assert_eq!(fs.state(), before, "nothing written, nothing left behind");
