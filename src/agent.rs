@@ -136,16 +136,52 @@ pub fn sandbox(
     confinement::confine(&inputs, config)
 }
 
-/// Binds `address`; an empty host binds every interface (IPv6 and IPv4 where available).
+/// Connections the kernel may hold for the agent to accept (capped by `net.core.somaxconn`).
+/// std's (and so tokio's `TcpListener::bind`) 128 overflowed under a burst of reconnecting
+/// clients, and the kernel dropped a scraper's SYN: its connection waited a 1 s retransmit.
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds `address` with [`LISTEN_BACKLOG`]; an empty host binds every interface (IPv6 and IPv4
+/// where available).
 pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
-        match TcpListener::bind(("::", address.port)).await {
+        match listen(std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            address.port,
+        ))) {
             Ok(l) => Ok(l),
-            Err(_) => TcpListener::bind(("0.0.0.0", address.port)).await,
+            Err(_) => listen(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::UNSPECIFIED,
+                address.port,
+            ))),
         }
     } else {
-        TcpListener::bind((address.host.as_str(), address.port)).await
+        let mut last = None;
+        for addr in tokio::net::lookup_host((address.host.as_str(), address.port)).await? {
+            match listen(addr) {
+                Ok(l) => return Ok(l),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the host resolves to no address",
+            )
+        }))
     }
+}
+
+/// A listener on `addr` (`SO_REUSEADDR`, as std's) with [`LISTEN_BACKLOG`].
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv6() {
+        tokio::net::TcpSocket::new_v6()?
+    } else {
+        tokio::net::TcpSocket::new_v4()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// The collectors every scrape runs, registered in exposition order; the diskstats one is also

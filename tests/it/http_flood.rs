@@ -61,6 +61,50 @@ impl Target {
     }
 }
 
+/// A TLS connection that only ever writes: it sends its records and never reads the server's
+/// (a rustls stream reads whenever it writes, and would take the answers in).
+struct TlsWriteOnly {
+    conn: rustls::ClientConnection,
+    sock: TcpStream,
+}
+
+impl Write for TlsWriteOnly {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.conn.writer().write(buf)?;
+        self.flush()?;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        while self.conn.wants_write() {
+            self.conn.write_tls(&mut self.sock)?;
+        }
+        Ok(())
+    }
+}
+
+impl Target {
+    /// A connection for a client that writes and never reads (on TLS, after the handshake).
+    fn connect_write_only(&self) -> std::io::Result<Box<dyn Write + Send>> {
+        let tcp = TcpStream::connect(self.addr)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+        tcp.set_write_timeout(Some(Duration::from_secs(1)))?;
+        match &self.tls {
+            None => Ok(Box::new(tcp)),
+            Some(config) => {
+                let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
+                let mut conn = rustls::ClientConnection::new(config.clone(), name)
+                    .map_err(std::io::Error::other)?;
+                let mut sock = tcp;
+                while conn.is_handshaking() {
+                    conn.complete_io(&mut sock)?;
+                }
+                Ok(Box::new(TlsWriteOnly { conn, sock }))
+            }
+        }
+    }
+}
+
 /// Reads one response with a `Content-Length` body; its status.
 fn read_response(s: &mut dyn Stream) -> std::io::Result<u16> {
     let mut raw = Vec::new();
@@ -173,7 +217,7 @@ fn flood(
             let burst = request("/metrics", None, false).repeat(32);
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(RECONNECT_PAUSE);
-                let Ok(mut s) = target.connect() else {
+                let Ok(mut s) = target.connect_write_only() else {
                     continue;
                 };
                 while !stop.load(Ordering::Relaxed) {
