@@ -387,7 +387,13 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 
 /// A connection's byte stream with deadlines: a write that makes no progress for
 /// [`WRITE_STALL_TIMEOUT`] and a connection that moves no byte either way for [`IDLE_TIMEOUT`]
-/// fail with `TimedOut`, which ends the connection and frees its slot.
+/// fail with `TimedOut`, which ends the connection and frees its slot. Every byte moved is also
+/// noted on the connection's [`Conn`], what [`slots`] judge activity by.
+///
+/// Not tokio-io-timeout's `TimeoutStream`: its timeouts run per direction, each from the moment
+/// one read or write is pending (a slow answer still moving bytes would be cut off by a pending
+/// read's timeout, where here any byte either way counts), and it has no hook for the activity
+/// the slots need, so a wrapper would remain all the same.
 pub struct Deadlined<IO> {
     io: IO,
     conn: Arc<Conn>,
