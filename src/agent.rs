@@ -11,7 +11,7 @@ use crate::collectors::Registry;
 use crate::collectors::cloud_stats::CloudStatsCollector;
 use crate::collectors::discovery::DiscoveryCollector;
 use crate::collectors::diskstats::DiskstatsCollector;
-use crate::collectors::exporter::{ExporterCollector, ReloadStatus};
+use crate::collectors::exporter::{CertExpiry, ExporterCollector, ReloadStatus};
 use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
@@ -138,16 +138,52 @@ pub fn sandbox(
     confinement::confine(&inputs, config)
 }
 
-/// Binds `address`; an empty host binds every interface (IPv6 and IPv4 where available).
+/// Connections the kernel may hold for the agent to accept (capped by `net.core.somaxconn`).
+/// std's (and so tokio's `TcpListener::bind`) 128 overflowed under a burst of reconnecting
+/// clients, and the kernel dropped a scraper's SYN: its connection waited a 1 s retransmit.
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds `address` with [`LISTEN_BACKLOG`]; an empty host binds every interface (IPv6 and IPv4
+/// where available).
 pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
-        match TcpListener::bind(("::", address.port)).await {
+        match listen(std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            address.port,
+        ))) {
             Ok(l) => Ok(l),
-            Err(_) => TcpListener::bind(("0.0.0.0", address.port)).await,
+            Err(_) => listen(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::UNSPECIFIED,
+                address.port,
+            ))),
         }
     } else {
-        TcpListener::bind((address.host.as_str(), address.port)).await
+        let mut last = None;
+        for addr in tokio::net::lookup_host((address.host.as_str(), address.port)).await? {
+            match listen(addr) {
+                Ok(l) => return Ok(l),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the host resolves to no address",
+            )
+        }))
     }
+}
+
+/// A listener on `addr` (`SO_REUSEADDR`, as std's) with [`LISTEN_BACKLOG`].
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv6() {
+        tokio::net::TcpSocket::new_v6()?
+    } else {
+        tokio::net::TcpSocket::new_v4()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// The collectors every scrape runs, registered in exposition order; the diskstats one is also
@@ -185,6 +221,7 @@ fn collectors(
             },
             config.cloud_stats,
         )),
+        cert: Arc::new(CertExpiry::default()),
     };
     let mut registry = Registry::new();
     registry.register(reloaded.diskstats.clone());
@@ -192,7 +229,10 @@ fn collectors(
     registry.register(Arc::new(DiscoveryCollector::new(discovered)));
     registry.register(reloaded.limits.clone());
     registry.register(reloaded.cloud_stats.clone());
-    registry.register(Arc::new(ExporterCollector::new(reload.clone())));
+    registry.register(Arc::new(ExporterCollector::new(
+        reload.clone(),
+        reloaded.cert.clone(),
+    )));
     registry.register(Arc::new(ProcessMetrics::new()));
     registry.register(Arc::new(SandboxCollector::new(sandbox.clone())));
     (registry, reloaded)
@@ -206,18 +246,27 @@ struct Reloaded {
     limits: Arc<LimitsCollector>,
     /// Whether it runs (`[cloud_stats]`).
     cloud_stats: Arc<CloudStatsCollector>,
+    /// When the served TLS certificate expires (`--web.config.file`).
+    cert: Arc<CertExpiry>,
 }
 
 /// SIGHUP's reload of `--web.config.file`, when there is one: a file that does not load keeps
 /// the previous configuration and counts as a failed reload.
 /// A file it names outside the directories the sandbox allowed at start is refused with the
 /// sandbox's reason, which says to restart.
-fn reload_web_config(cli: &Cli, app: &App, reload: &ReloadStatus, sandbox: &Sandbox) {
+fn reload_web_config(
+    cli: &Cli,
+    app: &App,
+    reload: &ReloadStatus,
+    cert: &CertExpiry,
+    sandbox: &Sandbox,
+) {
     let Some(path) = &cli.web_config_file else {
         return;
     };
     match WebConfig::load(path) {
         Ok(web) => {
+            cert.set(web.cert_not_after);
             app.set_web(web);
             tracing::info!("web configuration reloaded");
         }
@@ -267,6 +316,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
         lost_targets_file(&cli, &config),
     );
     let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
+    reloaded.cert.set(web.cert_not_after);
 
     let listener = bind(&address)
         .await
@@ -314,7 +364,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                 // The configuration in force, new or kept: its node ceiling.
                 reloaded.limits.set_node_limits(current.node_limits.clone());
                 reloaded.cloud_stats.set_settings(current.cloud_stats);
-                reload_web_config(&cli, &app, &reload, &sandbox);
+                reload_web_config(&cli, &app, &reload, &reloaded.cert, &sandbox);
             }
             _ => {
                 tracing::info!(signal, "shutting down");

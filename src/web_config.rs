@@ -18,6 +18,9 @@
 //! Keys of the toolkit format that this server does not implement (`cipher_suites`,
 //! `curve_preferences`, `prefer_server_cipher_suites`, `http2: true`, other client auth types) are
 //! rejected with a message saying so, rather than silently ignored.
+//!
+//! Loading warns (it does not refuse) when the certificate has expired or expires within
+//! [`CERT_EXPIRY_WARNING`], and when the key file is readable or writable by every user.
 
 use base64::Engine as _;
 use rustls::pki_types::pem::PemObject;
@@ -67,11 +70,17 @@ struct RawHttp {
     headers: Option<BTreeMap<String, String>>,
 }
 
+/// Certificates that expire within this time (or have expired) are warned about at load.
+pub const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// A validated web configuration.
 #[derive(Default)]
 pub struct WebConfig {
     /// TLS, when configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// When the served certificate (the first in `cert_file`) expires, in Unix seconds; `None`
+    /// without TLS.
+    pub cert_not_after: Option<i64>,
     /// Extra response headers.
     pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// The files it names (certificate, key, client CA), resolved: the sandbox lets the agent
@@ -170,6 +179,8 @@ impl WebConfig {
                 files: files.clone(),
                 ..err(message)
             })?;
+        let (tls, cert_not_after) = tls.unzip();
+        let cert_not_after = cert_not_after.flatten();
         let mut headers = Vec::new();
         if let Some(http) = raw.http_server_config {
             if http.http2 == Some(true) {
@@ -211,12 +222,36 @@ impl WebConfig {
         }
         Ok(WebConfig {
             tls,
+            cert_not_after,
             headers,
             files,
             users,
             verified: Mutex::new(HashSet::new()),
             dummy_hash: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Takes over the pairs that `previous` verified whose user has the same hash here: a reload
+    /// that leaves a user's hash as it was does not make its scraper's credentials wait for
+    /// bcrypt again (behind a flood of wrong passwords, they would be turned away).
+    pub fn keep_verified(&self, previous: &WebConfig) {
+        let kept: Vec<String> = previous
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|pair| {
+                pair.split_once(':').is_some_and(|(user, _)| {
+                    self.users.contains_key(user)
+                        && self.users.get(user) == previous.users.get(user)
+                })
+            })
+            .cloned()
+            .collect();
+        self.verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(kept);
     }
 
     /// Whether basic authentication is required.
@@ -320,13 +355,54 @@ fn client_verifier(
         .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))
 }
 
-/// The acceptor for `t`, whose relative paths are relative to `base`; the files it reads are
-/// added to `files`.
+/// When the DER certificate `cert` expires (Unix seconds), when it parses.
+fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    Some(parsed.validity().not_after.timestamp())
+}
+
+/// Warns about a certificate that has expired or expires within [`CERT_EXPIRY_WARNING`] (rustls
+/// serves it all the same; the clients refuse it), and returns when it expires.
+fn check_expiry(cert_file: &Path, cert: &CertificateDer<'_>) -> Option<i64> {
+    let Some(expiry) = not_after(cert) else {
+        tracing::warn!(cert_file = %cert_file.display(), "tls_server_config.cert_file: cannot read the certificate's expiry date");
+        return None;
+    };
+    let now = crate::series::unix_now();
+    #[allow(clippy::cast_precision_loss)] // Unix seconds fit a f64 exactly
+    let left = expiry as f64 - now;
+    let at = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(expiry.max(0).unsigned_abs()),
+    );
+    if left <= 0.0 {
+        tracing::warn!(cert_file = %cert_file.display(), not_after = %at, "tls_server_config.cert_file: the certificate has expired; clients will refuse it");
+    } else if left < CERT_EXPIRY_WARNING.as_secs_f64() {
+        tracing::warn!(cert_file = %cert_file.display(), not_after = %at, "tls_server_config.cert_file: the certificate expires in less than 7 days");
+    }
+    Some(expiry)
+}
+
+/// Warns about a key file that every user of the host may read (or write): its mode has the
+/// "others" read or write bit. Group bits are not warned about: a key shared with the service's
+/// user through a group (Debian's `ssl-cert`, mode 0640) is the usual way to hand it over.
+fn check_key_mode(key_file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(key_file) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o006 != 0 {
+        tracing::warn!(key_file = %key_file.display(), mode = %format!("{mode:04o}"), "tls_server_config.key_file: the private key is readable or writable by every user of the host; chmod o-rw it");
+    }
+}
+
+/// The acceptor for `t`, whose relative paths are relative to `base`, and when its certificate
+/// expires; the files it reads are added to `files`.
 fn tls_acceptor(
     t: RawTls,
     base: &Path,
     files: &mut Vec<PathBuf>,
-) -> Result<tokio_rustls::TlsAcceptor, String> {
+) -> Result<(tokio_rustls::TlsAcceptor, Option<i64>), String> {
     for (key, set) in [
         ("cipher_suites", t.cipher_suites.is_some()),
         ("curve_preferences", t.curve_preferences.is_some()),
@@ -372,6 +448,8 @@ fn tls_acceptor(
     }
     let key = PrivateKeyDer::from_pem_file(&key_file)
         .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_file.display()))?;
+    let expiry = check_expiry(&cert_file, &certs[0]);
+    check_key_mode(&key_file);
     let version = |v: &Option<String>, default: u8| -> Result<u8, String> {
         match v.as_deref() {
             None => Ok(default),
@@ -414,7 +492,7 @@ fn tls_acceptor(
         .with_single_cert(certs, key)
         .map_err(|e| format!("tls_server_config: certificate and key do not match: {e}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), expiry))
 }
 
 #[cfg(test)]
@@ -451,6 +529,18 @@ mod tests {
         );
         assert_eq!(c.check_cached(Some("Basic !!")).ok(), Some(Auth::Denied));
         assert!(c.check_cached(Some(&header("prom:new"))).is_err());
+        // A reload that keeps the user's hash keeps its verified pairs; one that changes it does
+        // not.
+        let same = load(&format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+        same.keep_verified(&c);
+        assert_eq!(
+            same.check_cached(Some(&header("prom:s3cret"))).ok(),
+            Some(Auth::Allowed)
+        );
+        let other = bcrypt::hash("s3cret", 4).unwrap();
+        let changed = load(&format!("basic_auth_users:\n  prom: {other}\n")).unwrap();
+        changed.keep_verified(&c);
+        assert!(changed.check_cached(Some(&header("prom:s3cret"))).is_err());
         // Unknown users are checked against a hash of the configured cost (4 here).
         assert!(c.dummy_hash().starts_with("$2b$04$"), "{}", c.dummy_hash());
     }

@@ -1,4 +1,5 @@
-//! Metrics about the exporter itself: `diskprobe_build_info` and the configuration reload state.
+//! Metrics about the exporter itself: `diskprobe_build_info`, the configuration reload state and
+//! when the served TLS certificate expires.
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, labels};
@@ -40,15 +41,32 @@ impl ReloadStatus {
     }
 }
 
-/// Reports build information and the reload status.
+/// When the certificate the web configuration in force serves expires (Unix seconds); set at
+/// start and by every web configuration reload that succeeds.
+#[derive(Debug, Default)]
+pub struct CertExpiry(Mutex<Option<i64>>);
+
+impl CertExpiry {
+    /// Records the expiry of the certificate now served (`None`: no TLS, or not readable).
+    pub fn set(&self, not_after: Option<i64>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = not_after;
+    }
+
+    fn get(&self) -> Option<i64> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reports build information, the reload status and the certificate's expiry.
 pub struct ExporterCollector {
     reload: std::sync::Arc<ReloadStatus>,
+    cert: std::sync::Arc<CertExpiry>,
 }
 
 impl ExporterCollector {
-    /// A collector reading `reload`.
-    pub fn new(reload: std::sync::Arc<ReloadStatus>) -> Self {
-        ExporterCollector { reload }
+    /// A collector reading `reload` and `cert`.
+    pub fn new(reload: std::sync::Arc<ReloadStatus>, cert: std::sync::Arc<CertExpiry>) -> Self {
+        ExporterCollector { reload, cert }
     }
 }
 
@@ -93,6 +111,15 @@ impl Collector for ExporterCollector {
         );
         when.push(&labels(&[]), ts);
         when.finish_into(out);
+        if let Some(not_after) = self.cert.get() {
+            let mut expiry = Family::gauge(
+                "diskprobe_web_tls_cert_expiry_timestamp_seconds",
+                "When the TLS certificate served (the first in tls_server_config.cert_file) expires, as a Unix timestamp; absent without TLS.",
+            );
+            #[allow(clippy::cast_precision_loss)] // Unix seconds fit a f64 exactly
+            expiry.push(&labels(&[]), not_after as f64);
+            expiry.finish_into(out);
+        }
         Ok(())
     }
 }

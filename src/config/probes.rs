@@ -112,6 +112,9 @@ pub struct ProbeSettings {
     /// files ([`crate::probe::target::DEFAULT_FILE_SIZE`]), the rest of the device for block
     /// devices.
     pub size: Option<u64>,
+    /// Bytes a probe file's fill must leave free on its filesystem (`min_free`), beside the
+    /// 10% reserve: the larger of the two must stay free ([`crate::probe::target::space`]).
+    pub min_free: u64,
     /// Time between the starts of cycles.
     pub interval: Duration,
     /// Runtime of the profiles that set none (already filled into [`Self::profiles`]).
@@ -146,6 +149,7 @@ impl Default for ProbeSettings {
         ProbeSettings {
             profiles: Vec::new(),
             size: None,
+            min_free: 0,
             interval: DEFAULT_INTERVAL,
             runtime: DEFAULT_RUNTIME,
             timeout: DEFAULT_TIMEOUT,
@@ -180,6 +184,7 @@ impl ProbeSettings {
         Ok(ProbeSettings {
             profiles: self.profiles.clone(),
             size: or(keys.size, self.size, |v| size(&key("size"), v).map(Some))?,
+            min_free: or(keys.min_free, self.min_free, |v| size(&key("min_free"), v))?,
             interval: or(keys.interval, self.interval, |v| {
                 duration(&key("interval"), v)
             })?,
@@ -595,10 +600,9 @@ pub(super) struct ProbeTable<'a> {
     /// Where an error about its inherited interval points (the target's name, or the rule).
     pub(super) anchor: Range<usize>,
     /// The path it probes (a `[[targets]]` entry's; a rule's targets are found later): write
-    /// profiles need [`Writes::Device`] where it is a block device now. It is looked at only for
-    /// write profiles, so that loading a configuration never stats a read-only target's path (a
-    /// hung filesystem must not hang the load).
-    pub(super) path: Option<&'a Path>,
+    /// profiles need [`Writes::Device`] where it is a block device now, one that is neither
+    /// mounted nor held. It is stat'ed only when a check needs it, once ([`PathStat`]).
+    pub(super) path: Option<&'a PathStat>,
 }
 
 impl<'a> Defaults<'a> {
@@ -693,9 +697,10 @@ impl<'a> Defaults<'a> {
             }
             let device = table
                 .path
-                .filter(|path| p.rw.is_write() && is_block_device(path));
-            if let Some(device) = device {
-                device_write_check(&key, span.clone(), &p, device, settings.writes)?;
+                .filter(|_| p.rw.is_write())
+                .and_then(PathStat::block_device);
+            if let Some((device, rdev)) = device {
+                device_write_check(&key, span.clone(), &p, device, rdev, settings.writes)?;
             }
             if p.runtime.is_none() && p.number_ios.is_none() {
                 p.runtime = Some(settings.runtime);
@@ -770,22 +775,68 @@ fn jitter(key: &str, v: &Spanned<f64>) -> Result<f64, SpannedError> {
     }
 }
 
-/// Whether `path` is a block device now (a path that does not exist yet is not).
-fn is_block_device(path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+/// A `[[targets]]` path, stat'ed (following symlinks) the first time a check asks, on a thread
+/// given up after [`SPACE_CHECK_WAIT`]; later checks reuse the answer.
+pub(super) struct PathStat {
+    path: PathBuf,
+    /// `None` inside: the filesystem did not answer in time.
+    meta: std::sync::OnceLock<Option<std::io::Result<std::fs::Metadata>>>,
 }
 
-/// A write profile on a block device: needs [`Writes::Device`], and space of its own to
-/// preallocate is a probe file's only.
+impl PathStat {
+    fn new(path: &Path) -> PathStat {
+        PathStat {
+            path: path.to_owned(),
+            meta: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The path's metadata: `Ok(None)` when it does not exist (or cannot be stat'ed), `Err(())`
+    /// when its filesystem did not answer in time.
+    fn meta(&self) -> Result<Option<&std::fs::Metadata>, ()> {
+        let answer = self.meta.get_or_init(|| {
+            let owned = self.path.clone();
+            with_deadline(move || std::fs::metadata(owned))
+        });
+        match answer {
+            None => Err(()),
+            Some(Ok(meta)) => Ok(Some(meta)),
+            Some(Err(_)) => Ok(None),
+        }
+    }
+
+    /// The path and its device number when it is a block device now.
+    fn block_device(&self) -> Option<(&Path, u64)> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let meta = self.meta().ok()??;
+        meta.file_type()
+            .is_block_device()
+            .then(|| (self.path.as_path(), meta.rdev()))
+    }
+}
+
+/// A write profile on a block device: needs [`Writes::Device`], space of its own to preallocate
+/// is a probe file's only, and the device (device number `rdev`) may be neither mounted nor held,
+/// nor have a partition that is: a run would refuse it, so loading and `--config.check` do. The
+/// agent's own mount table and sysfs (`/proc/self/mountinfo`, `/sys`) are asked: the paths of a
+/// configuration are those the agent sees.
 fn device_write_check(
     key: &str,
     span: Range<usize>,
     p: &Profile,
     path: &Path,
+    rdev: u64,
     writes: Writes,
 ) -> Result<(), SpannedError> {
     let name = &p.name;
+    let in_use = || {
+        crate::probe::target::block::mounted_or_held(
+            path,
+            rdev,
+            Path::new("/proc"),
+            Path::new("/sys"),
+        )
+    };
     let message = if !writes.to_device() {
         format!(
             "{key}: profile {name:?} writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
@@ -794,6 +845,11 @@ fn device_write_check(
     } else if p.durability.fresh_space {
         format!(
             "{key}: profile {name:?} writes into space it preallocates in a probe file, and {} is a block device (write-4k-qd1-fdatasync syncs on a device)",
+            path.display()
+        )
+    } else if let Some(reason) = in_use() {
+        format!(
+            "{key}: profile {name:?} writes and {}: {reason}; write probes need a device that is neither mounted nor in use",
             path.display()
         )
     } else {
@@ -826,15 +882,15 @@ fn with_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> O
 fn kind_check(
     prefix: &str,
     r: &RawTarget,
-    path: &Path,
+    stat: &PathStat,
     settings: &ProbeSettings,
 ) -> Result<(), SpannedError> {
     use std::os::unix::fs::FileTypeExt;
     let Some(writer) = settings.profiles.iter().find(|p| p.rw.is_write()) else {
         return Ok(());
     };
-    let owned = path.to_path_buf();
-    let Some(Ok(meta)) = with_deadline(move || std::fs::metadata(owned)) else {
+    let path = &stat.path;
+    let Ok(Some(meta)) = stat.meta() else {
         return Ok(()); // absent (made by the fill), or a filesystem that does not answer
     };
     let kind = meta.file_type();
@@ -861,15 +917,16 @@ fn kind_check(
     ))
 }
 
-/// A probe file's size must fit its filesystem with the reserve
-/// ([`crate::probe::target::space`]), checked where the path (or its directory) exists: a size
-/// beyond the filesystem, or one whose fill would leave less than the reserve free, is an error
-/// at the target's `size` (or its name, where the size is inherited). Only sizes that are set are
-/// checked: the default size is checked before each fill. The check runs [`with_deadline`].
+/// A probe file's size must fit its filesystem with the reserve (the larger of 10% and
+/// `min_free`, [`crate::probe::target::space`]), checked where the path (or its directory)
+/// exists: a size beyond the filesystem, or one whose fill would leave less than the reserve free,
+/// is an error at the target's `size` (or `min_free`, or its name, where they are inherited). Only
+/// sizes that are set are checked: the default size is checked before each fill. The check runs
+/// [`with_deadline`].
 fn space_check(
     prefix: &str,
     r: &RawTarget,
-    path: &Path,
+    stat: &PathStat,
     settings: &ProbeSettings,
 ) -> Result<(), SpannedError> {
     let Some(size) = settings.size else {
@@ -878,22 +935,36 @@ fn space_check(
     if r.offset.is_some() {
         return Ok(());
     }
-    let owned = path.to_path_buf();
-    let Some(answer) = with_deadline(move || {
-        if is_block_device(&owned) {
-            Ok(Ok(()))
-        } else {
-            crate::probe::target::space::check(&owned, size)
+    let path = &stat.path;
+    let min_free = settings.min_free;
+    let known = match stat.meta() {
+        Ok(meta) => meta.cloned(),
+        Err(()) => {
+            tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
+            return Ok(());
         }
+    };
+    let owned = path.clone();
+    let Some(answer) = with_deadline(move || {
+        crate::probe::target::space::check_known(&owned, known.as_ref(), size, min_free)
     }) else {
         tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
         return Ok(());
     };
     match answer {
-        Ok(Err(problem)) => Err(SpannedError {
-            span: r.size.as_ref().map_or(r.name.span(), Spanned::span),
-            message: format!("{prefix}.size: {problem}"),
-        }),
+        Ok(Err(problem)) => {
+            // A reserve set by min_free is what failed where min_free is above the 10%.
+            let by_min_free = matches!(problem, crate::probe::target::space::SpaceProblem::Reserve { reserve, .. } if reserve == min_free && min_free > 0);
+            let (key, span) = match (&r.size, &r.min_free) {
+                (_, Some(m)) if by_min_free => ("min_free", m.span()),
+                (Some(s), _) => ("size", s.span()),
+                (None, _) => ("size", r.name.span()),
+            };
+            Err(SpannedError {
+                span,
+                message: format!("{prefix}.{key}: {problem}"),
+            })
+        }
         // A path whose directory does not exist yet is checked before its fill.
         Ok(Ok(())) | Err(_) => Ok(()),
     }
@@ -940,16 +1011,17 @@ fn target(
             ),
         ));
     }
+    let stat = PathStat::new(&path);
     let settings = defaults.settings(&ProbeTable {
         prefix,
         keys: r.probe_keys(),
         writes: target_writes(prefix, r)?,
         span: t.span(),
         anchor: r.name.span(),
-        path: Some(&path),
+        path: Some(&stat),
     })?;
-    kind_check(prefix, r, &path, &settings)?;
-    space_check(prefix, r, &path, &settings)?;
+    kind_check(prefix, r, &stat, &settings)?;
+    space_check(prefix, r, &stat, &settings)?;
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {
             size(&format!("{prefix}.offset"), v)

@@ -106,6 +106,8 @@ macro_rules! with_probe_keys {
             profiles: Spanned<Vec<Spanned<String>>>,
             /// Probe file size / device region length.
             size: Spanned<String>,
+            /// Free space a probe file's fill must leave on its filesystem, beside the 10% reserve.
+            min_free: Spanned<String>,
             /// Time between the starts of a target's probe cycles.
             interval: Spanned<String>,
             /// Runtime of each profile run (of profiles that set none).

@@ -272,6 +272,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         write,
         // One-shot mode has a single opt-in: --allow-writes (checked above) covers devices.
         device_writes: write,
+        min_free: 0,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
     };

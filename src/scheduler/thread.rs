@@ -173,6 +173,7 @@ fn probe_thread(
         offset: spec.offset,
         write: profile.rw.is_write(),
         device_writes: spec.settings.writes.to_device(),
+        min_free: spec.settings.min_free,
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
     };

@@ -343,6 +343,10 @@ const BAD: &[(&str, &str)] = &[
         "6:1: targets[1]: missing field `name`",
     ),
     (
+        "[defaults]\nmin_free = \"lots\"\n",
+        "2:12: defaults.min_free: invalid size \"lots\": invalid digit found in string (expected e.g. 4k, 1MiB, 1G; k/M/G are binary)",
+    ),
+    (
         "[defaults]\nyield_to_other_io = \"yes\"\n",
         "2:21: defaults.yield_to_other_io: invalid type: string \"yes\", expected a boolean",
     ),
@@ -632,6 +636,53 @@ fn write_profiles_on_a_block_device_are_checked_at_load() {
     Config::from_toml(&text, Path::new("ok.toml")).expect("etcd-wal on a probe file");
 }
 
+/// A block device with write profiles (opted in) that is mounted is refused at load and by
+/// `--config.check`, as its run would refuse it; once unmounted, it loads. On a loop device with
+/// an ext4 this test makes and mounts; nothing ever writes to the device.
+#[test]
+fn a_mounted_block_device_as_a_write_target_is_refused_at_load() {
+    use crate::common::loopdev;
+    if !loopdev::ready() {
+        return;
+    }
+    let dev = loopdev::LoopDev::tmpfs(16 << 20);
+    loopdev::mkfs(&dev, "ext4");
+    let mounted = loopdev::Mount::new(&[dev.path.to_str().unwrap()]);
+    let text = format!(
+        "[[targets]]\nname = \"dev\"\npath = \"{}\"\nallow_writes = true\nallow_device_writes = true\nprofiles = [\"randwrite-4k-qd1\"]\n",
+        dev.path.display()
+    );
+    let err = Config::from_toml(&text, Path::new("bad.toml")).expect_err("mounted");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "bad.toml:6:13: targets[0].profiles: profile \"randwrite-4k-qd1\" writes and {}: the device {} is mounted; write probes need a device that is neither mounted nor in use",
+            dev.path.display(),
+            dev.majmin()
+        )
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, &text).unwrap();
+    let out = Command::new(common::binary())
+        .arg("--config.check")
+        .arg(format!("--config.file={}", bad.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:6:13: targets[0].profiles: ", bad.display()))
+            && stderr.contains("is mounted"),
+        "{stderr}"
+    );
+    // Reads of a mounted device are fine.
+    let reads = text.replace("randwrite-4k-qd1", "randread-4k-qd1");
+    Config::from_toml(&reads, Path::new("ok.toml")).expect("reads of a mounted device");
+    drop(mounted);
+    Config::from_toml(&text, Path::new("ok.toml")).expect("an unmounted device");
+}
+
 /// A write target that exists as a directory, a character device or a FIFO is refused at load
 /// (and by `--config.check`) at its `path`; a regular file and a path that does not exist yet are
 /// probe files, and read-only profiles are not held to it.
@@ -693,6 +744,58 @@ fn write_targets_that_are_not_regular_files_are_refused() {
         )),
         "{stderr}"
     );
+}
+
+/// `min_free` (per target, or inherited from `[defaults]`) is kept free beside the 10% reserve:
+/// a size whose fill would leave less than it free is refused at `min_free` (where it is set on
+/// the target) by loading and by `--config.check`; a small one changes nothing.
+#[test]
+fn min_free_is_checked_at_load_and_by_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe.dat");
+    let config = |where_: &str| match where_ {
+        "target" => format!(
+            "[[targets]]\nname = \"a\"\npath = \"{}\"\nsize = \"1MiB\"\nmin_free = \"1EiB\"\n",
+            probe.display()
+        ),
+        "defaults" => format!(
+            "[defaults]\nmin_free = \"1EiB\"\n[[targets]]\nname = \"a\"\npath = \"{}\"\nsize = \"1MiB\"\n",
+            probe.display()
+        ),
+        _ => format!(
+            "[[targets]]\nname = \"a\"\npath = \"{}\"\nsize = \"1MiB\"\nmin_free = \"4k\"\n",
+            probe.display()
+        ),
+    };
+    let err = Config::from_toml(&config("target"), Path::new("bad.toml"))
+        .expect_err("1EiB cannot stay free")
+        .to_string();
+    assert!(
+        err.starts_with("bad.toml:5:12: targets[0].min_free: a probe file of 1048576 bytes needs 1048576 more bytes")
+            && err.ends_with("would leave less than 1152921504606846976 bytes free (the larger of 10% of the filesystem and min_free)"),
+        "{err}"
+    );
+    // Inherited: the error points at the target's size.
+    let err = Config::from_toml(&config("defaults"), Path::new("bad.toml"))
+        .expect_err("1EiB cannot stay free")
+        .to_string();
+    assert!(err.starts_with("bad.toml:6:8: targets[0].size: "), "{err}");
+    let ok = Config::from_toml(&config("small"), Path::new("ok.toml")).expect("4k can stay free");
+    assert_eq!(ok.targets[0].settings.min_free, 4096);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, config("target")).unwrap();
+    let out = Command::new(common::binary())
+        .arg("--config.check")
+        .arg(format!("--config.file={}", bad.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:5:12: targets[0].min_free: ", bad.display())),
+        "{stderr}"
+    );
+    assert!(!probe.exists());
 }
 
 /// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.

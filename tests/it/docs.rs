@@ -3,7 +3,8 @@
 //! file and a heading that exist (GitHub's anchor rules), and the runbook opens with a severity
 //! table of every alert in the rendered rules, then has one section per alert, critical first,
 //! the first within its first 100 lines. The README is the front door: at most 20 KB, its two
-//! commands first. Every key of `config.example.toml` is in docs/configuration.md.
+//! commands first, and it states the HTTP server's limits as the code has them. Every key of
+//! `config.example.toml` is in docs/configuration.md.
 
 use crate::common;
 
@@ -233,6 +234,44 @@ fn the_readme_is_a_front_door() {
     for doc in doc_files().iter().skip(1) {
         let name = format!("(docs/{})", doc.file_name().unwrap().to_string_lossy());
         assert!(readme.contains(&name), "README does not link {name}");
+    }
+}
+
+#[test]
+fn the_readme_states_the_http_limits_the_server_has() {
+    use diskprobe_exporter::server;
+    let readme = read(&common::repo_root().join("README.md"));
+    // Line breaks fall anywhere in prose: compare with whitespace collapsed.
+    let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let s = |d: std::time::Duration| format!("{} s", d.as_secs());
+    let slots = server::Slots::new(128);
+    assert_eq!(
+        slots.untrusted_share(),
+        128 / 4,
+        "the README says a quarter"
+    );
+    for fact in [
+        format!(
+            "Request headers must arrive within {} and fit in {} KiB and at most {} header lines (431 otherwise)",
+            s(server::HEADER_READ_TIMEOUT),
+            server::MAX_HEADER_BYTES / 1024,
+            server::MAX_HEADERS
+        ),
+        format!(
+            "an answer the client takes none of for {}",
+            s(server::WRITE_STALL_TIMEOUT)
+        ),
+        format!(
+            "a connection that moves no byte for {}",
+            s(server::IDLE_TIMEOUT)
+        ),
+        format!(
+            "a TLS handshake must end within {}",
+            s(server::TLS_HANDSHAKE_TIMEOUT)
+        ),
+        "At most `--web.max-connections` connections are held; connections that have not yet had a request allowed (not authenticated, or no request yet) hold at most a quarter of them".to_owned(),
+    ] {
+        assert!(text.contains(&fact), "README does not say: {fact}");
     }
 }
 

@@ -49,6 +49,13 @@ fn oversized_headers_get_431_and_junk_gets_400() {
     let big = "x".repeat(64 * 1024);
     let r = http_request(agent.addr, "GET", "/metrics", &[("X-Big", &big)]);
     assert_eq!(r.status, 431);
+    // At most 100 header lines (Host and Connection are two of them).
+    let names: Vec<String> = (0..99).map(|i| format!("X-H{i}")).collect();
+    let many: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let r = http_request(agent.addr, "GET", "/-/healthy", &many[..98]);
+    assert_eq!(r.status, 200, "100 header lines");
+    let r = http_request(agent.addr, "GET", "/-/healthy", &many);
+    assert_eq!(r.status, 431, "101 header lines");
 
     let mut s = std::net::TcpStream::connect(agent.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -88,7 +95,7 @@ fn slow_clients_are_cut_off_after_the_header_timeout() {
 }
 
 #[test]
-fn an_answer_nobody_reads_is_dropped_and_connections_beyond_the_limit_are_closed() {
+fn an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are_closed() {
     let agent = Agent::start(&["--web.max-connections=8"]);
     // A client that pipelines requests and never reads the answers: once the socket buffers are
     // full, the server's write stalls, and the connection is dropped within a few seconds.
@@ -124,24 +131,29 @@ fn an_answer_nobody_reads_is_dropped_and_connections_beyond_the_limit_are_closed
         "dropped after {:?}",
         started.elapsed()
     );
-    // Eight idle connections fill the limit; a ninth is accepted and closed at once instead of
-    // waiting in the backlog.
-    let idle: Vec<_> = (0..8)
+    // Connections that have not had a request allowed hold at most a quarter of the slots (2 of
+    // 8): of eight idle connections, the oldest six are closed at once, not left to wait; the
+    // two newest stay open, and a scraper is answered beside them.
+    let mut idle: Vec<_> = (0..8)
         .map(|_| std::net::TcpStream::connect(agent.addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(200)); // let the server accept them (not an assertion)
-    let mut extra = std::net::TcpStream::connect(agent.addr).unwrap();
-    extra
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
     let asked = std::time::Instant::now();
     let mut buf = [0u8; 16];
-    let n = extra.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "closed without an answer");
+    for s in &mut idle[..6] {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let n = s.read(&mut buf).unwrap_or(usize::MAX);
+        assert_eq!(n, 0, "closed without an answer");
+    }
     assert!(
         asked.elapsed() < Duration::from_secs(2),
         "{:?}",
         asked.elapsed()
     );
+    for s in &mut idle[6..] {
+        s.set_nonblocking(true).unwrap();
+        let err = s.read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "still open");
+    }
+    assert_eq!(agent.get("/metrics").0, 200);
     drop(idle);
 }

@@ -149,6 +149,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
             offset: 0,
             write: false,
             device_writes: false,
+            min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         },

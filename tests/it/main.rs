@@ -40,6 +40,7 @@ mod exposition_formats;
 mod faults;
 mod headroom_e2e;
 mod http;
+mod http_flood;
 mod interference;
 mod kubernetes;
 mod metrics_docs;

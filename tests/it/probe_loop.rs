@@ -35,6 +35,7 @@ fn open(
             write,
             // These tests write to loop devices they created.
             device_writes: write,
+            min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         },
@@ -275,6 +276,7 @@ fn write_safety_refuses_mounted_or_held_devices() {
         offset: 0,
         write: true,
         device_writes: true,
+        min_free: 0,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
     };

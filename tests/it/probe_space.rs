@@ -1,6 +1,7 @@
 //! Space is checked before it is taken: a probe-file size beyond its filesystem is a
 //! configuration error, and on a small real filesystem (a tmpfs this test mounts) a fill that
-//! would not leave the reserve free, or that runs out of space, leaves the filesystem as it was.
+//! would not leave the reserve free (10%, or min_free where that is more), or that runs out of
+//! space, leaves the filesystem as it was.
 
 use crate::common;
 use diskprobe_exporter::probe::target::{self, TargetError, TargetOptions};
@@ -107,6 +108,7 @@ fn opts(size: u64) -> TargetOptions {
         offset: 0,
         write: false,
         device_writes: false,
+        min_free: 0,
         procfs: PathBuf::from("/proc"),
         sysfs: PathBuf::from("/sys"),
     }
@@ -126,7 +128,8 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     let before = fs.state();
     let err = target::open(&probe, &opts(2 << 20)).unwrap_err();
     assert!(
-        err.to_string().contains("would leave less than 10%"),
+        err.to_string()
+            .contains("(the larger of 10% of the filesystem and min_free)"),
         "{err}"
     );
     assert_eq!(fs.state(), before, "nothing written, nothing left behind");
@@ -164,4 +167,33 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     assert_eq!(fs.state(), before);
     let t = target::open(&probe, &opts(4 << 20)).unwrap();
     assert_eq!(t.region_len, 4 << 20);
+}
+
+#[test]
+fn a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent() {
+    let Some(fs) = SmallFs::mount(8) else { return };
+    let probe = fs.path("probe.dat");
+    let before = fs.state();
+    // min_free beyond the 10%: 1 MiB of an empty 8 MiB filesystem would leave 7 MiB, less than
+    // a min_free of 7.5 MiB; with 6 MiB it is filled.
+    let err = target::open(
+        &probe,
+        &TargetOptions {
+            min_free: 15 << 19,
+            ..opts(1 << 20)
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
+    assert_eq!(fs.state(), before);
+    let filled = target::open(
+        &probe,
+        &TargetOptions {
+            min_free: 6 << 20,
+            ..opts(1 << 20)
+        },
+    );
+    assert!(filled.is_ok(), "{filled:?}");
+    drop(filled);
+    assert_eq!(common::file_len(&probe), 1 << 20);
 }

@@ -1,7 +1,8 @@
 //! `--web.config.file`: TLS with a self-signed certificate and basic auth with bcrypt hashes,
 //! checked with curl over loopback: the scrape works over TLS with the right password, 401
 //! without or with a wrong one, plain HTTP is not served, and min_version is enforced; a flood
-//! of wrong passwords does not hold up scrapes with verified credentials.
+//! of wrong passwords does not hold up scrapes with verified credentials, nor does a reload during
+//! one (the verified credentials are kept when their hash did not change).
 
 use crate::common;
 
@@ -206,4 +207,167 @@ fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     // The verified scrape was answered while wrong passwords were still being checked.
     let last_denied = denied.iter().map(|(_, at)| *at).max().unwrap();
     assert!(scraped < last_denied, "the scrape waited behind bcrypt");
+}
+
+#[test]
+fn a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials() {
+    use base64::Engine as _;
+    let _machine = common::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("s3cret", 10).unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+    let agent = Agent::start(&[&format!("--web.config.file={}", web.display())]);
+    let basic = |pair: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )
+    };
+    let good = basic("prom:s3cret");
+    let addr = agent.addr;
+    assert_eq!(
+        common::http_request(addr, "GET", "/metrics", &[("Authorization", &good)]).status,
+        200,
+        "verified once, before the flood"
+    );
+    // Eight clients send wrong passwords, one after another, for as long as the test runs: the
+    // bcrypt thread is always busy and its queue full.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..8)
+        .map(|i| {
+            let auth = basic(&format!("prom:wrong{i}"));
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut answers = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r =
+                        common::http_request(addr, "GET", "/metrics", &[("Authorization", &auth)]);
+                    assert!(matches!(r.status, 401 | 503), "{}", r.status);
+                    answers += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+    agent.signal("HUP");
+    agent.expect_log(
+        "web configuration reloaded",
+        std::time::Duration::from_secs(10),
+    );
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        let asked = std::time::Instant::now();
+        let r = common::http_request(addr, "GET", "/metrics", &[("Authorization", &good)]);
+        answers.push((r.status, asked.elapsed()));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flooded: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(flooded > 8, "the flood got {flooded} answers");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, took)| *status == 200 && *took < std::time::Duration::from_secs(1)),
+        "after the reload: {answers:?}"
+    );
+}
+
+/// A self-signed certificate for 127.0.0.1 valid until `not_after` (Unix seconds), and its key,
+/// written to `dir` as `server.crt` and `server.key` (the key with `mode`).
+fn write_cert_until(dir: &std::path::Path, not_after: i64, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+    params.not_after = time::OffsetDateTime::from_unix_timestamp(not_after).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    let key_file = dir.join("server.key");
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The value of the certificate expiry gauge in a scrape over TLS (not verifying the
+/// certificate: it may have expired).
+fn cert_expiry_gauge(agent: &Agent) -> Option<f64> {
+    let (code, body) = curl(&["-k", &format!("https://{}/metrics", agent.addr)]);
+    assert_eq!(code, "200", "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("diskprobe_web_tls_cert_expiry_timestamp_seconds "))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+#[test]
+fn expired_and_expiring_certificates_and_keys_readable_by_all_are_warned_about() {
+    if !common::require(which("curl").is_some(), "curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    )
+    .unwrap();
+    let flag = format!("--web.config.file={}", web.display());
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let check = || {
+        let out = Command::new(common::binary())
+            .args(["--config.check", &flag])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A certificate valid for a year and a key only its owner and group may read: no warning.
+    write_cert_until(dir.path(), now + 365 * 86400, 0o640);
+    let quiet = check();
+    assert!(
+        !quiet.contains("tls_server_config"),
+        "nothing to warn about: {quiet}"
+    );
+    // Expired, and a key every user may read: warned about by --config.check and at start; the
+    // certificate is still served, and the gauge says when it expired.
+    let expired = 1_600_000_000; // 2020-09-13
+    write_cert_until(dir.path(), expired, 0o644);
+    let warned = check();
+    assert!(warned.contains("the certificate has expired"), "{warned}");
+    assert!(
+        warned.contains("readable or writable by every user"),
+        "{warned}"
+    );
+    let agent = Agent::start(&[&flag]);
+    agent.expect_log(
+        "the certificate has expired",
+        std::time::Duration::from_secs(5),
+    );
+    agent.expect_log(
+        "readable or writable by every user",
+        std::time::Duration::from_secs(5),
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let expected = expired as f64;
+    assert_eq!(cert_expiry_gauge(&agent), Some(expected));
+    // Expiring in 3 days, reloaded: the warning and the new expiry.
+    let soon = now + 3 * 86400;
+    write_cert_until(dir.path(), soon, 0o600);
+    agent.signal("HUP");
+    agent.expect_log(
+        "the certificate expires in less than 7 days",
+        std::time::Duration::from_secs(10),
+    );
+    agent.expect_log(
+        "web configuration reloaded",
+        std::time::Duration::from_secs(10),
+    );
+    #[allow(clippy::cast_precision_loss)]
+    let expected = soon as f64;
+    assert_eq!(cert_expiry_gauge(&agent), Some(expected));
 }

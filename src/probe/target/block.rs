@@ -83,6 +83,29 @@ pub(super) fn open_block_device(
     })
 }
 
+/// Why a write probe on the block device at `path` (device number `rdev`) would be refused now
+/// because the device or one of its partitions is mounted or held (what a run checks before it
+/// opens the device), for `--config.check` and loading; `None` when it would not be, or when the
+/// mount table or sysfs cannot be read (the run checks again, and refuses then).
+pub fn mounted_or_held(path: &Path, rdev: u64, procfs: &Path, sysfs: &Path) -> Option<Refusal> {
+    let opts = TargetOptions {
+        size: None,
+        offset: 0,
+        write: true,
+        device_writes: true,
+        min_free: 0,
+        procfs: procfs.to_owned(),
+        sysfs: sysfs.to_owned(),
+    };
+    match check_block_write_safety(path, libc::major(rdev), libc::minor(rdev), &opts) {
+        Err(TargetError::WriteRefused {
+            reason: reason @ (Refusal::Mounted { .. } | Refusal::Held { .. }),
+            ..
+        }) => Some(reason),
+        _ => None,
+    }
+}
+
 pub(super) fn check_block_write_safety(
     path: &Path,
     major: u32,

@@ -107,6 +107,7 @@ pub(crate) mod tests {
             offset: 0,
             write: false,
             device_writes: false,
+            min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
         }

@@ -26,6 +26,8 @@ pub struct TargetOptions {
     /// Writes to a block device are allowed: a separate opt-in on top of `write`, checked here
     /// so that every caller goes through the same gate.
     pub device_writes: bool,
+    /// Bytes a probe file's fill must leave free beside the 10% reserve (`min_free`; 0: none).
+    pub min_free: u64,
     /// Root of procfs (`/proc`).
     pub procfs: PathBuf,
     /// Root of sysfs (`/sys`).

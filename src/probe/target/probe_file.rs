@@ -101,6 +101,7 @@ const FILL_CHUNK: usize = 1 << 20;
 fn fill_probe_file(
     path: &Path,
     size: u64,
+    min_free: u64,
     existing: Option<&fs::Metadata>,
     fstype: &str,
     progress: &dyn Fn() -> bool,
@@ -153,7 +154,7 @@ fn fill_probe_file(
             let _ = fs::remove_file(path);
         }
     };
-    let mem_align = match preflight().and_then(|m| room_for(path, size).map(|r| (m, r))) {
+    let mem_align = match preflight().and_then(|m| room_for(path, size, min_free).map(|r| (m, r))) {
         Ok(ready) => ready,
         Err(err) => {
             if marked_at_creation.is_some() {
@@ -198,9 +199,9 @@ fn fill_probe_file(
 }
 
 /// Fails unless a fill of the probe file at `path` to `size` bytes fits its filesystem with the
-/// reserve ([`space`]) and no earlier fill at that size ran out of the space that is free now.
-/// Returns the reserve in bytes.
-fn room_for(path: &Path, size: u64) -> Result<u64, TargetError> {
+/// reserve ([`space`]: the larger of 10% and `min_free`) and no earlier fill at that size ran out
+/// of the space that is free now. Returns the reserve in bytes.
+fn room_for(path: &Path, size: u64, min_free: u64) -> Result<u64, TargetError> {
     let no_space = |problem| TargetError::NoSpace {
         path: path.to_owned(),
         problem,
@@ -210,14 +211,14 @@ fn room_for(path: &Path, size: u64) -> Result<u64, TargetError> {
         what: "statvfs",
         source,
     };
-    space::check(path, size)
+    space::check(path, size, min_free)
         .map_err(statvfs)?
         .map_err(no_space)?;
     let (fs_size, available) = sys::fs_space(path).map_err(statvfs)?;
     space::BACKOFF
         .admits(path, size, available)
         .map_err(no_space)?;
-    Ok(fs_size / 100 * space::RESERVE_PERCENT)
+    Ok(space::reserve(fs_size, min_free))
 }
 
 /// Writes `size` bytes of random data into `file` from its start, [`FILL_CHUNK`] at a time, with
@@ -352,7 +353,7 @@ fn create(
 ) -> Result<Ready, TargetError> {
     let size = opts.size.unwrap_or(DEFAULT_FILE_SIZE);
     tracing::info!(path = %path.display(), size, "creating the probe file and filling it with random data");
-    let (marked, created) = fill_probe_file(path, size, None, fstype, progress)?;
+    let (marked, created) = fill_probe_file(path, size, opts.min_free, None, fstype, progress)?;
     // A read probe gets a read-only descriptor of the file just filled, as it would for one found
     // at start-up.
     let file = open_direct(
@@ -412,7 +413,7 @@ fn open_existing(
                 && meta.blocks().saturating_mul(512) >= meta.len();
             if !intact {
                 tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
-                fill_probe_file(path, wanted, Some(&meta), fstype, progress)?;
+                fill_probe_file(path, wanted, opts.min_free, Some(&meta), fstype, progress)?;
                 filled = true;
             }
         }
@@ -545,11 +546,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fstype = statfs_type(dir.path()).unwrap();
         let (ours, other) = (dir.path().join("ours.dat"), dir.path().join("other.dat"));
-        let created = match fill_probe_file(&ours, 1 << 20, None, &fstype, &|| true) {
+        let created = match fill_probe_file(&ours, 1 << 20, 0, None, &fstype, &|| true) {
             Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
             other => other.unwrap().1,
         };
-        match fill_probe_file(&ours, 2 << 20, Some(&created), &fstype, &|| false) {
+        match fill_probe_file(&ours, 2 << 20, 0, Some(&created), &fstype, &|| false) {
             Err(TargetError::FillStopped { .. }) => {}
             other => panic!("the fill did not stop: {:?}", other.map(|_| ())),
         }
@@ -562,7 +563,8 @@ mod tests {
         fs::write(&other, b"not ours").unwrap();
         let mark = get_xattr(&File::open(&ours).unwrap());
         let checked = fs::metadata(&other).unwrap();
-        let err = fill_probe_file(&ours, 1 << 20, Some(&checked), &fstype, &|| true).unwrap_err();
+        let err =
+            fill_probe_file(&ours, 1 << 20, 0, Some(&checked), &fstype, &|| true).unwrap_err();
         assert!(err.to_string().contains("replaced"), "{err}");
         assert_eq!(fs::metadata(&ours).unwrap().len(), 1 << 20);
         assert_eq!(get_xattr(&File::open(&ours).unwrap()), mark);

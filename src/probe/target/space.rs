@@ -1,6 +1,6 @@
 //! The space a probe file takes, checked before it is taken: a probe file may not be larger than
-//! its filesystem, and its fill may not leave less than [`RESERVE_PERCENT`]% of the filesystem
-//! free. The same check runs when a configuration is loaded (`--config.check`, start, reload:
+//! its filesystem, and its fill may not leave less than the reserve free: [`RESERVE_PERCENT`]% of
+//! the filesystem, or the target's `min_free` where that is more ([`reserve`]). The same check runs when a configuration is loaded (`--config.check`, start, reload:
 //! `config::probes`), and before every fill ([`super::probe_file`]).
 //!
 //! A fill that runs out of space all the same (another writer took the space meanwhile) removes
@@ -29,7 +29,7 @@ pub enum SpaceProblem {
     },
     /// Filling it would leave less than the reserve free.
     #[error(
-        "a probe file of {size} bytes needs {needed} more bytes, and its filesystem has {available} bytes free: it would leave less than {RESERVE_PERCENT}% ({reserve} bytes) free"
+        "a probe file of {size} bytes needs {needed} more bytes, and its filesystem has {available} bytes free: it would leave less than {reserve} bytes free (the larger of {RESERVE_PERCENT}% of the filesystem and min_free)"
     )]
     Reserve {
         /// The probe file's size.
@@ -58,19 +58,47 @@ pub enum SpaceProblem {
 /// Checks that a probe file of `size` bytes at `path` fits its filesystem with the reserve. The
 /// file's own allocated blocks (a probe file already there) count as free. `path` or, when it
 /// does not exist, its parent directory is `statvfs`'ed; an error there is returned as is.
-pub fn check(path: &Path, size: u64) -> std::io::Result<Result<(), SpaceProblem>> {
-    let (on, held) = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => (path, m.blocks().saturating_mul(512)),
-        Ok(_) => return Ok(Ok(())),
-        Err(_) => (super::facts::parent_dir(path), 0),
+pub fn check(path: &Path, size: u64, min_free: u64) -> std::io::Result<Result<(), SpaceProblem>> {
+    check_known(
+        path,
+        std::fs::symlink_metadata(path).ok().as_ref(),
+        size,
+        min_free,
+    )
+}
+
+/// [`check`] for a path whose metadata is known already (`None`: it does not exist), so that
+/// it is not stat'ed again.
+pub fn check_known(
+    path: &Path,
+    meta: Option<&std::fs::Metadata>,
+    size: u64,
+    min_free: u64,
+) -> std::io::Result<Result<(), SpaceProblem>> {
+    let (on, held) = match meta {
+        Some(m) if m.is_file() => (path, m.blocks().saturating_mul(512)),
+        Some(_) => return Ok(Ok(())),
+        None => (super::facts::parent_dir(path), 0),
     };
     let (fs_size, available) = sys::fs_space(on)?;
-    Ok(judge(size, held, fs_size, available))
+    Ok(judge(size, held, fs_size, available, min_free))
+}
+
+/// The bytes a fill must leave free on a filesystem of `fs_size` bytes: [`RESERVE_PERCENT`]% of
+/// it, or `min_free` where that is more.
+pub fn reserve(fs_size: u64, min_free: u64) -> u64 {
+    (fs_size / 100 * RESERVE_PERCENT).max(min_free)
 }
 
 /// The check of [`check`] over figures: `held` bytes already allocated to the file, a filesystem
-/// of `fs_size` bytes with `available` free.
-pub fn judge(size: u64, held: u64, fs_size: u64, available: u64) -> Result<(), SpaceProblem> {
+/// of `fs_size` bytes with `available` free, `min_free` bytes to leave free beside the 10%.
+pub fn judge(
+    size: u64,
+    held: u64,
+    fs_size: u64,
+    available: u64,
+    min_free: u64,
+) -> Result<(), SpaceProblem> {
     // A filesystem that reports no size (ramfs, some FUSE filesystems) says nothing to judge by.
     if fs_size == 0 {
         return Ok(());
@@ -79,7 +107,7 @@ pub fn judge(size: u64, held: u64, fs_size: u64, available: u64) -> Result<(), S
         return Err(SpaceProblem::BeyondFilesystem { size, fs_size });
     }
     let needed = size.saturating_sub(held);
-    let reserve = fs_size / 100 * RESERVE_PERCENT;
+    let reserve = reserve(fs_size, min_free);
     if needed > 0 && available < needed.saturating_add(reserve) {
         return Err(SpaceProblem::Reserve {
             size,
@@ -147,20 +175,27 @@ mod tests {
     fn sizes_beyond_the_filesystem_or_its_reserve_are_refused() {
         const G: u64 = 1 << 30;
         assert!(matches!(
-            judge(1 << 60, 0, 100 * G, 90 * G),
+            judge(1 << 60, 0, 100 * G, 90 * G, 0),
             Err(SpaceProblem::BeyondFilesystem { .. })
         ));
-        assert_eq!(judge(G, 0, 100 * G, 20 * G), Ok(()));
+        assert_eq!(judge(G, 0, 100 * G, 20 * G, 0), Ok(()));
         // 10 GiB free of 100: a 1 GiB file would leave 9 GiB, under the 10% reserve.
         assert!(matches!(
-            judge(G, 0, 100 * G, 10 * G),
+            judge(G, 0, 100 * G, 10 * G, 0),
             Err(SpaceProblem::Reserve { needed, .. }) if needed == G
         ));
         // The file's own blocks count as free; a file that takes nothing more passes.
-        assert_eq!(judge(G, G / 2, 100 * G, 10 * G + G / 2), Ok(()));
-        assert_eq!(judge(G, G, 100 * G, 0), Ok(()));
+        assert_eq!(judge(G, G / 2, 100 * G, 10 * G + G / 2, 0), Ok(()));
+        assert_eq!(judge(G, G, 100 * G, 0, 0), Ok(()));
         // A filesystem without a size (ramfs) is not judged.
-        assert_eq!(judge(G, 0, 0, 0), Ok(()));
+        assert_eq!(judge(G, 0, 0, 0, 0), Ok(()));
+        // min_free above the 10%: 20 GiB free of 100 leaves 19 GiB after a 1 GiB file, below a
+        // min_free of 20 GiB; under it (15 GiB) the 10% rules.
+        assert!(matches!(
+            judge(G, 0, 100 * G, 20 * G, 20 * G),
+            Err(SpaceProblem::Reserve { reserve, .. }) if reserve == 20 * G
+        ));
+        assert_eq!(judge(G, 0, 100 * G, 20 * G, 15 * G), Ok(()));
     }
 
     #[test]

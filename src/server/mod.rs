@@ -2,9 +2,12 @@
 //! landing page, on hyper 1.x over tokio.
 //!
 //! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
-//! its request headers within [`HEADER_READ_TIMEOUT`], headers larger than [`MAX_HEADER_BYTES`] get
-//! a 431, and at most `max_connections` connections are served at once (the accept loop waits for
-//! a free slot). The metrics endpoint answers in the format and compression that the request's
+//! its request headers within [`HEADER_READ_TIMEOUT`], a request head larger than
+//! [`MAX_HEADER_BYTES`] or with more than [`MAX_HEADERS`] header lines gets a 431, and at most `max_connections` connections are held at once, of which connections that
+//! have not had a request allowed (not authenticated yet) hold at most a quarter ([`slots`]: a
+//! newcomer takes the slot of the least active of them). A TLS handshake must complete within
+//! [`TLS_HANDSHAKE_TIMEOUT`]; a write that makes no progress for [`WRITE_STALL_TIMEOUT`] and a
+//! connection idle for [`IDLE_TIMEOUT`] are dropped ([`Deadlined`]). The metrics endpoint answers in the format and compression that the request's
 //! `Accept` and `Accept-Encoding` prefer ([`exposition::Negotiated`]); any header gets an answer.
 //! Requests for the same format that arrive while a scrape runs share the next one
 //! ([`crate::coalesce`]). [`run`] returns once `shutdown` fires and every in-flight request has
@@ -30,12 +33,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
+pub mod slots;
+pub use slots::{Conn, Slot, Slots};
+
+/// How long a TLS client may take to complete its handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send its request headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head accepted; larger ones get 431.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Most header lines a request may have; more get 431.
+pub const MAX_HEADERS: usize = 100;
 /// How long a connection's write may make no progress (an answer nobody reads) before the
 /// connection is dropped.
 pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -79,8 +88,10 @@ impl App {
         self.web.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Replaces the web configuration (SIGHUP); new connections and requests use it.
+    /// Replaces the web configuration (SIGHUP); new connections and requests use it. Verified
+    /// credentials of users whose hash did not change stay verified ([`WebConfig::keep_verified`]).
     pub fn set_web(&self, web: WebConfig) {
+        web.keep_verified(&self.web());
         *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
     }
 }
@@ -88,7 +99,7 @@ impl App {
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(app.max_connections.max(1)));
+    let slots = Slots::new(app.max_connections.max(1));
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
@@ -108,37 +119,21 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        // Connections beyond the limit are accepted and closed at once, not left waiting in the
-        // kernel's backlog (where a scraper's connection would queue behind a flood).
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("connection limit reached; closing a new connection");
-            drop(stream);
-            continue;
-        };
-        let stream = Deadlined::new(stream);
+        // Every connection is admitted at once; when the slots of connections that have not had
+        // a request allowed are all taken, the least active of those is closed for it
+        // ([`slots`]).
+        let slot = Arc::new(slots.admit(has_sent(&stream)));
+        let stream = Deadlined::new(stream, slot.conn().clone());
         let web = app.web();
-        match web.tls.clone() {
-            None => serve(stream, app.clone(), &graceful, permit),
-            Some(acceptor) => {
-                // The handshake runs in its own task, bounded like a request head; the
-                // connection is then served like a plain one.
-                let app = app.clone();
-                let watcher = graceful.watcher();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let conn = watcher.watch(connection(tls, app));
-                            if let Err(err) = conn.await {
-                                tracing::debug!(%err, "TLS connection ended with an error");
-                            }
-                        }
-                        Ok(Err(err)) => tracing::debug!(%err, "TLS handshake failed"),
-                        Err(_) => tracing::debug!("TLS handshake timed out"),
-                    }
-                    drop(permit);
-                });
+        let app = app.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let conn = slot.conn().clone();
+            tokio::select! {
+                () = conn.closed() => tracing::debug!("connection closed to make room for another"),
+                () = serve(stream, web.tls.clone(), app, &slot, watcher) => {}
             }
-        }
+        });
     }
     drop(listener);
     tokio::select! {
@@ -149,39 +144,66 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     }
 }
 
+/// Whether the client has sent bytes already (a request, a TLS ClientHello) that wait to be read:
+/// such a connection is not one of the silent ones that newcomers displace first ([`slots`]),
+/// even before its task first runs.
+fn has_sent(stream: &tokio::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    let mut buf = tokio::io::ReadBuf::new(&mut byte);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    matches!(stream.poll_peek(&mut cx, &mut buf), std::task::Poll::Ready(Ok(n)) if n > 0)
+}
+
+/// Serves one connection: the TLS handshake (bounded by [`TLS_HANDSHAKE_TIMEOUT`]) when TLS is
+/// configured, then HTTP/1.1.
+async fn serve(
+    stream: Deadlined<tokio::net::TcpStream>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Arc<App>,
+    slot: &Arc<Slot>,
+    watcher: hyper_util::server::graceful::Watcher,
+) {
+    let Some(acceptor) = tls else {
+        if let Err(err) = watcher.watch(connection(stream, app, slot.clone())).await {
+            tracing::debug!(%err, "connection ended with an error");
+        }
+        return;
+    };
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => {
+            if let Err(err) = watcher.watch(connection(tls, app, slot.clone())).await {
+                tracing::debug!(%err, "TLS connection ended with an error");
+            }
+        }
+        Ok(Err(err)) => tracing::debug!(%err, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
+    }
+}
+
 /// One HTTP/1.1 connection over any byte stream.
 fn connection<IO>(
     io: IO,
     app: Arc<App>,
+    slot: Arc<Slot>,
 ) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error> + Send
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
         let app = app.clone();
-        async move { Ok::<_, Infallible>(handle(app, req).await) }
+        let slot = slot.clone();
+        async move {
+            let _busy = slot.busy();
+            Ok::<_, Infallible>(handle(app, req, &slot).await)
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(MAX_HEADER_BYTES);
+        .max_buf_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS);
     builder.serve_connection(TokioIo::new(io), service)
-}
-
-fn serve(
-    stream: Deadlined<tokio::net::TcpStream>,
-    app: Arc<App>,
-    graceful: &GracefulShutdown,
-    permit: tokio::sync::OwnedSemaphorePermit,
-) {
-    let conn = graceful.watch(connection(stream, app));
-    tokio::spawn(async move {
-        if let Err(err) = conn.await {
-            tracing::debug!(%err, "connection ended with an error");
-        }
-        drop(permit);
-    });
 }
 
 fn respond(
@@ -203,8 +225,10 @@ fn respond(
     resp
 }
 
-/// Answers one request: authentication, then routing; adds the configured extra headers.
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one request on the connection of `slot`: authentication, then routing; adds the
+/// configured extra headers. A request that is allowed makes its connection trusted
+/// ([`Slot::trust`]).
+pub async fn handle(app: Arc<App>, req: Request<Incoming>, slot: &Slot) -> Response<Full<Bytes>> {
     let web = app.web();
     if web.requires_auth() {
         let authorization = req
@@ -243,6 +267,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Byte
             return with_headers(resp, &web);
         }
     }
+    slot.trust();
     with_headers(route(&app, &req).await, &web)
 }
 
@@ -362,24 +387,34 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 
 /// A connection's byte stream with deadlines: a write that makes no progress for
 /// [`WRITE_STALL_TIMEOUT`] and a connection that moves no byte either way for [`IDLE_TIMEOUT`]
-/// fail with `TimedOut`, which ends the connection and frees its slot.
+/// fail with `TimedOut`, which ends the connection and frees its slot. Every byte moved is also
+/// noted on the connection's [`Conn`], what [`slots`] judge activity by.
+///
+/// Not tokio-io-timeout's `TimeoutStream`: its timeouts run per direction, each from the moment
+/// one read or write is pending (a slow answer still moving bytes would be cut off by a pending
+/// read's timeout, where here any byte either way counts), and it has no hook for the activity
+/// the slots need, so a wrapper would remain all the same.
 pub struct Deadlined<IO> {
     io: IO,
+    conn: Arc<Conn>,
     idle: std::pin::Pin<Box<tokio::time::Sleep>>,
     stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<IO> Deadlined<IO> {
-    /// `io` with its deadlines starting now.
-    pub fn new(io: IO) -> Self {
+    /// `io` with its deadlines starting now; each byte it moves is noted on `conn` (what the
+    /// slots judge activity by).
+    pub fn new(io: IO, conn: Arc<Conn>) -> Self {
         Deadlined {
             io,
+            conn,
             idle: Box::pin(tokio::time::sleep(IDLE_TIMEOUT)),
             stalled: None,
         }
     }
 
     fn progressed(&mut self) {
+        self.conn.touch();
         self.idle
             .as_mut()
             .reset(tokio::time::Instant::now() + IDLE_TIMEOUT);

@@ -1,0 +1,285 @@
+//! Connection slots: which connections hold the `--web.max-connections` slots, and which one gives
+//! its slot up when a newcomer needs it.
+//!
+//! A connection starts *untrusted*: it has not yet had a request allowed (with basic auth: a
+//! request whose credentials verified; without it: any request). Untrusted connections may hold
+//! at most [`Slots::untrusted_share`] of the slots, a quarter rounded up; when they hold all of
+//! those, a new connection takes the slot of an untrusted one, which is closed: the oldest of
+//! those that have sent nothing since they were accepted (not even a TLS ClientHello), else the
+//! one that moved a byte least recently. A connection becomes *trusted* with its first
+//! allowed request; trusted connections hold the other slots, and when those are all taken the
+//! trusted connection that moved a byte least recently and has no request in progress is
+//! closed to make room (an answer nobody reads, a keep-alive connection left idle).
+//!
+//! So a flood of idle, slow or unauthenticated connections only ever churns the untrusted share:
+//! a scraper's new connection is admitted at once; it is closed before its first byte is read
+//! only if as many silent newcomers as the share arrive in that time (well under a millisecond
+//! on an unloaded host), and after that only if the share fills with connections that moved a
+//! byte more recently than it; and a scraper that authenticates is never displaced by clients
+//! that do not.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// The slots of one listener (shared by its connections).
+pub struct Slots {
+    untrusted_cap: usize,
+    trusted_cap: usize,
+    epoch: Instant,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    next_id: u64,
+    held: HashMap<u64, Held>,
+}
+
+struct Held {
+    trusted: bool,
+    conn: Arc<Conn>,
+}
+
+/// What the slot table and a connection's task both see of the connection.
+pub struct Conn {
+    /// When it last moved a byte, in milliseconds since [`Slots`] began.
+    last: AtomicU64,
+    /// Whether it has moved a byte since it was accepted.
+    moved: AtomicBool,
+    /// Requests being answered on it.
+    busy: AtomicUsize,
+    closed: AtomicBool,
+    close: Notify,
+    epoch: Instant,
+}
+
+impl Conn {
+    /// Notes that the connection moved a byte now.
+    pub fn touch(&self) {
+        self.last.store(millis(self.epoch), Ordering::Relaxed);
+        self.moved.store(true, Ordering::Relaxed);
+    }
+
+    /// Completes once the connection's slot has been taken from it; its task then drops it.
+    pub async fn closed(&self) {
+        if !self.closed.load(Ordering::Acquire) {
+            self.close.notified().await;
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        // Stores a permit when the task is not waiting yet.
+        self.close.notify_one();
+    }
+}
+
+fn millis(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A connection's slot, given back when dropped.
+pub struct Slot {
+    id: u64,
+    conn: Arc<Conn>,
+    slots: Arc<Slots>,
+}
+
+/// Marks a request in progress on a connection for as long as it lives.
+pub struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+impl Slots {
+    /// Slots for `max` connections (at least one untrusted and one trusted slot).
+    pub fn new(max: usize) -> Arc<Slots> {
+        let untrusted_cap = max.div_ceil(4).max(1);
+        Arc::new(Slots {
+            untrusted_cap,
+            trusted_cap: max.saturating_sub(untrusted_cap).max(1),
+            epoch: Instant::now(),
+            table: Mutex::new(Table::default()),
+        })
+    }
+
+    /// How many slots connections that have not had a request allowed may hold.
+    pub fn untrusted_share(&self) -> usize {
+        self.untrusted_cap
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for a new connection (`sent`: whether its client has sent bytes already); when the
+    /// untrusted share is taken, an untrusted connection is closed for it ([`Table::evict`]).
+    pub fn admit(self: &Arc<Self>, sent: bool) -> Slot {
+        let conn = Arc::new(Conn {
+            last: AtomicU64::new(millis(self.epoch)),
+            moved: AtomicBool::new(sent),
+            busy: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            close: Notify::new(),
+            epoch: self.epoch,
+        });
+        let mut table = self.table();
+        if table.count(false) >= self.untrusted_cap {
+            table.evict(false);
+        }
+        let id = table.next_id;
+        table.next_id += 1;
+        table.held.insert(
+            id,
+            Held {
+                trusted: false,
+                conn: conn.clone(),
+            },
+        );
+        Slot {
+            id,
+            conn,
+            slots: self.clone(),
+        }
+    }
+
+    /// Connections held now: (untrusted, trusted).
+    pub fn held(&self) -> (usize, usize) {
+        let table = self.table();
+        (table.count(false), table.count(true))
+    }
+}
+
+impl Table {
+    fn count(&self, trusted: bool) -> usize {
+        self.held.values().filter(|h| h.trusted == trusted).count()
+    }
+
+    /// Closes the connection of the class `trusted` that moved a byte least recently (of the
+    /// untrusted ones, first those that have not moved a byte at all since they were accepted;
+    /// of the trusted ones, only those without a request in progress); whether there was one.
+    fn evict(&mut self, trusted: bool) -> bool {
+        let victim = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.trusted == trusted)
+            .filter(|(_, h)| !trusted || h.conn.busy.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(id, h)| {
+                (
+                    h.conn.moved.load(Ordering::Relaxed),
+                    h.conn.last.load(Ordering::Relaxed),
+                    **id,
+                )
+            })
+            .map(|(id, _)| *id);
+        let Some(held) = victim.and_then(|id| self.held.remove(&id)) else {
+            return false;
+        };
+        held.conn.close();
+        true
+    }
+}
+
+impl Slot {
+    /// What the connection's task and byte stream see of it.
+    pub fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    /// The connection had a request allowed: it moves to the trusted slots, taking the slot of
+    /// the least recently active idle trusted connection when they are all taken (when every
+    /// one is answering a request, it stays untrusted for now).
+    pub fn trust(&self) {
+        self.conn.touch();
+        let mut table = self.slots.table();
+        if table.held.get(&self.id).is_none_or(|h| h.trusted) {
+            return;
+        }
+        if table.count(true) >= self.slots.trusted_cap && !table.evict(true) {
+            return;
+        }
+        if let Some(h) = table.held.get_mut(&self.id) {
+            h.trusted = true;
+        }
+    }
+
+    /// Marks a request in progress until the guard is dropped: a connection answering a
+    /// request is not closed to make room for another trusted one.
+    pub fn busy(&self) -> Busy {
+        self.conn.busy.fetch_add(1, Ordering::Relaxed);
+        self.conn.touch();
+        Busy(self.conn.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.table().held.remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed(slot: &Slot) -> bool {
+        slot.conn.closed.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn untrusted_connections_share_a_quarter_and_the_idlest_gives_way() {
+        let slots = Slots::new(8);
+        assert_eq!(slots.untrusted_share(), 2);
+        let a = slots.admit(false);
+        let b = slots.admit(false);
+        a.conn.touch();
+        // A third untrusted connection takes the slot of one that has sent nothing (b), not of
+        // one that has (a), though b is the newer.
+        let c = slots.admit(false);
+        assert!(closed(&b) && !closed(&a) && !closed(&c));
+        // Of those that moved bytes, the least recently active gives way.
+        c.conn.touch();
+        let e = slots.admit(false);
+        assert!(closed(&a) && !closed(&c) && !closed(&e));
+        assert_eq!(slots.held(), (2, 0));
+        // Trusted connections leave the share.
+        c.trust();
+        assert_eq!(slots.held(), (1, 1));
+        let d = slots.admit(false);
+        assert!(!closed(&d) && !closed(&e));
+        assert_eq!(slots.held(), (2, 1));
+        drop(e);
+        drop((a, b, c, d));
+        assert_eq!(slots.held(), (0, 0));
+    }
+
+    #[test]
+    fn a_new_trusted_connection_takes_the_slot_of_an_idle_one_never_of_a_busy_one() {
+        let slots = Slots::new(4); // 1 untrusted, 3 trusted
+        let t: Vec<Slot> = (0..3)
+            .map(|_| {
+                let s = slots.admit(false);
+                s.trust();
+                s
+            })
+            .collect();
+        assert_eq!(slots.held(), (0, 3));
+        let _busy: Vec<Busy> = t.iter().map(Slot::busy).collect();
+        let late = slots.admit(false);
+        late.trust();
+        // All trusted ones answer requests: the newcomer waits in the untrusted share.
+        assert_eq!(slots.held(), (1, 3));
+        assert!(t.iter().all(|s| !closed(s)));
+        drop(_busy);
+        late.trust();
+        assert_eq!(slots.held(), (0, 3));
+        assert_eq!(t.iter().filter(|s| closed(s)).count(), 1);
+    }
+}
