@@ -78,7 +78,7 @@ pub fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + 
 
 /// A `cohort` template rendered for the device under its target, into the characters a cohort
 /// allows: each run of other characters (a model's spaces) becomes one `_`, the result is
-/// trimmed of `_` and cut to [`MAX_COHORT_LEN`](crate::config::probes::MAX_COHORT_LEN). A
+/// trimmed of `_` and cut to [`MAX_COHORT_LEN`]. A
 /// placeholder none of whose facts the device has leaves the cohort empty (the rules then
 /// take the disk's model).
 pub fn cohort(template: &str, device: Option<&BlockDevice>) -> String {
@@ -100,12 +100,15 @@ pub fn cohort(template: &str, device: Option<&BlockDevice>) -> String {
         }
     }
     let out = out.trim_matches('_');
-    let mut end = out.len().min(crate::config::probes::MAX_COHORT_LEN);
+    let mut end = out.len().min(MAX_COHORT_LEN);
     while !out.is_char_boundary(end) {
         end -= 1;
     }
     out[..end].trim_end_matches('_').to_owned()
 }
+
+/// Longest `cohort` accepted.
+pub const MAX_COHORT_LEN: usize = 128;
 
 /// A character a cohort may hold as it is.
 pub fn cohort_char(c: char) -> bool {
@@ -386,7 +389,7 @@ mod tests {
             ..Default::default()
         };
         let c = cohort("{model}", Some(&long));
-        assert_eq!(c.len(), crate::config::probes::MAX_COHORT_LEN);
+        assert_eq!(c.len(), MAX_COHORT_LEN);
         assert!(c.chars().all(cohort_char) && !c.starts_with('_'));
     }
 

@@ -295,8 +295,7 @@ fn busy_limits(key: &str, v: &Spanned<RawBusyLimits>) -> Result<BusyLimits, Span
     })
 }
 
-/// Longest `cohort` accepted.
-pub const MAX_COHORT_LEN: usize = 128;
+pub use super::name_template::MAX_COHORT_LEN;
 
 /// A `cohort`: empty (none), or up to [`MAX_COHORT_LEN`] ASCII letters, digits and `_ . : -`, so
 /// that the label value reads the same in every query, legend and annotation; or a template of
