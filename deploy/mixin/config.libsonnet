@@ -49,7 +49,10 @@
     peerScore: 2,  // modified z-score in the cohort (docs/rules-design.md, "The boundary")
     peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios
     peerBusyRatio: 3,  // a disk this much busier than its cohort's median is not compared
-    peerFor: '1h',  // DiskprobeSlowerThanPeers: for and keep_firing_for
+    peerFor: '1h',  // DiskprobeSlowerThanPeers: for
+    // ... and keep_firing_for: an intermittent disk's 80th percentile can dip under its threshold
+    // for an hour or two (a run of luck in which fewer than a fifth of its runs were slow).
+    peerKeepFiringFor: '3h',
     // Critical alerts: how long they keep firing once their condition clears (an agent restart
     // empties its windows and its series for a minute; intermittent errors come and go).
     criticalKeepFiringFor: '1h',

@@ -58,7 +58,7 @@ function(c)
           busyRatio: c.peerBusyRatio,
         },
         'for': c.peerFor,
-        keep_firing_for: c.peerFor,
+        keep_firing_for: c.peerKeepFiringFor,
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk slower than its peers: {{ $labels.instance }} {{ $labels.target }}',
