@@ -6,7 +6,6 @@
 //! the one place that hands it both, after a reload and after every rescan that changed what was
 //! found.
 
-use crate::cli::Cli;
 use crate::collectors::Registry;
 use crate::collectors::cloud_stats::CloudStatsCollector;
 use crate::collectors::discovery::DiscoveryCollector;
@@ -16,14 +15,14 @@ use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::collectors::sandbox::SandboxCollector;
-use crate::config::discover::RuleSource;
-use crate::config::{self, Config, ListenAddress, TargetSpec};
+use crate::config::{Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
 use crate::sandbox::{self as confinement, Sandbox};
-use crate::scheduler::{Roots, Scheduler};
+use crate::scheduler::Scheduler;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
+use crate::settings::Settings;
 use crate::web_config::WebConfig;
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -39,103 +38,17 @@ pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
-/// Loads the configuration named by the flags, or the embedded default.
-pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
-    match &cli.config_file {
-        Some(path) => Ok(Config::load(path)?),
-        None => Ok(Config::embedded_default(&state_dir(cli)?)),
-    }
-}
-
-/// The `--web.config.file`, or none (plain HTTP, no authentication).
-pub fn load_web_config(cli: &Cli) -> anyhow::Result<WebConfig> {
-    match &cli.web_config_file {
-        Some(path) => Ok(WebConfig::load(path)?),
-        None => Ok(WebConfig::default()),
-    }
-}
-
-/// The state directory named by `--state.dir`, or the default one.
-pub fn state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
-    match &cli.state_dir {
-        Some(dir) => Ok(dir.clone()),
-        None => Ok(crate::state_dir::default_dir()?),
-    }
-}
-
-/// Whether `config` has a block rule that keeps lost targets: the state directory then holds
-/// them ([`discovery::lost_file`]).
-fn keeps_lost_targets(config: &Config) -> bool {
-    config
-        .discover
-        .iter()
-        .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
-}
-
-/// Where the targets block rules lose are kept: in the state directory, which is created when
-/// `config` has a block rule that keeps them. `None` (in memory only, with a warning) when there
-/// is no state directory or it cannot be created.
-fn lost_targets_file(cli: &Cli, config: &Config) -> Option<PathBuf> {
-    let dir = match state_dir(cli) {
-        Ok(dir) => dir,
-        Err(err) => {
-            if keeps_lost_targets(config) {
-                tracing::warn!(err = %format!("{err:#}"), "no state directory: lost discovered targets are kept in memory only");
-            }
-            return None;
-        }
-    };
-    if keeps_lost_targets(config)
-        && let Err(err) = std::fs::create_dir_all(&dir)
-    {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: lost discovered targets are kept in memory only");
-        return None;
-    }
-    Some(dir.join(discovery::lost_file::FILE_NAME))
-}
-
-/// The address to listen on: flag, then config, then the default.
-pub fn listen_address(cli: &Cli, config: &Config) -> Result<ListenAddress, String> {
-    match &cli.listen_address {
-        Some(flag) => ListenAddress::parse(flag).map_err(|e| format!("--web.listen-address: {e}")),
-        None => Ok(config.web.listen_address.clone().unwrap_or_else(|| {
-            ListenAddress::parse(config::DEFAULT_LISTEN_ADDRESS).expect("default parses")
-        })),
-    }
-}
-
-/// Confines the agent ([`crate::sandbox::confine`]) for `config` and the flags. Call from `main`
-/// before any thread starts. The embedded default's state directory is made first: the ruleset
-/// is attached to directories that exist.
-pub fn sandbox(
-    cli: &Cli,
-    config: &Config,
-    web: &WebConfig,
-) -> Result<Arc<Sandbox>, confinement::RequiredError> {
-    if cli.config_file.is_none() && cli.sandbox != confinement::Mode::Off {
+/// Confines the agent ([`crate::sandbox::confine`]) for `settings`. Call from `main` before any
+/// thread starts. The embedded default's state directory is made first: the ruleset is attached
+/// to directories that exist.
+pub fn sandbox(settings: &Settings) -> Result<Arc<Sandbox>, confinement::RequiredError> {
+    if settings.config_file.is_none() && settings.sandbox != confinement::Mode::Off {
         // Errors are reported by `run`, which prepares it again.
-        let _ = state_dir(cli).map(|dir| crate::state_dir::prepare(&dir, &cli.procfs));
+        let _ = settings
+            .state_dir()
+            .map(|dir| crate::state_dir::prepare(dir, &settings.roots.procfs));
     }
-    // Block rules keep lost targets in the state directory (made now: rules name directories
-    // that exist).
-    let lost_dir = keeps_lost_targets(config)
-        .then(|| lost_targets_file(cli, config))
-        .flatten()
-        .and_then(|file| file.parent().map(std::path::Path::to_owned));
-    let listen = listen_address(cli, config).ok();
-    let inputs = confinement::Inputs {
-        mode: cli.sandbox,
-        procfs: &cli.procfs,
-        sysfs: &cli.sysfs,
-        devfs: &cli.devfs,
-        cloud_stats_pages: cli.cloud_stats_pages.as_deref(),
-        config_file: cli.config_file.as_deref(),
-        web_config_file: cli.web_config_file.as_deref(),
-        web_files: &web.files,
-        listen: listen.as_ref(),
-        state_dir: lost_dir.as_deref(),
-    };
-    confinement::confine(&inputs, config)
+    confinement::confine(&settings.sandbox_inputs(), &settings.config)
 }
 
 /// Connections the kernel may hold for the agent to accept (capped by `net.core.somaxconn`).
@@ -189,7 +102,7 @@ fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// The collectors every scrape runs, registered in exposition order; the diskstats one is also
 /// returned, for reloads of its device filter.
 fn collectors(
-    cli: &Cli,
+    settings: &Settings,
     config: &Config,
     series: &Arc<SeriesStore>,
     discovered: Arc<discovery::Status>,
@@ -199,24 +112,24 @@ fn collectors(
     let reloaded = Reloaded {
         diskstats: Arc::new(
             DiskstatsCollector::new(
-                cli.procfs.clone(),
-                cli.sysfs.clone(),
+                settings.roots.procfs.clone(),
+                settings.roots.sysfs.clone(),
                 config.diskstats.filter.clone(),
             )
             .with_probe_targets(series.clone())
-            .with_devfs(cli.devfs.clone()),
+            .with_devfs(settings.devfs.clone()),
         ),
         limits: Arc::new(LimitsCollector::new(
             series.clone(),
-            cli.sysfs.clone(),
+            settings.roots.sysfs.clone(),
             config.node_limits.clone(),
         )),
         cloud_stats: Arc::new(CloudStatsCollector::new(
-            cli.sysfs.clone(),
-            match &cli.cloud_stats_pages {
+            settings.roots.sysfs.clone(),
+            match &settings.cloud_stats_pages {
                 Some(dir) => crate::cloud_stats::Pages::Files { dir: dir.clone() },
                 None => crate::cloud_stats::Pages::Devices {
-                    devfs: cli.devfs.clone(),
+                    devfs: settings.devfs.clone(),
                 },
             },
             config.cloud_stats,
@@ -255,13 +168,13 @@ struct Reloaded {
 /// A file it names outside the directories the sandbox allowed at start is refused with the
 /// sandbox's reason, which says to restart.
 fn reload_web_config(
-    cli: &Cli,
+    path: Option<&std::path::Path>,
     app: &App,
     reload: &ReloadStatus,
     cert: &CertExpiry,
     sandbox: &Sandbox,
 ) {
-    let Some(path) = &cli.web_config_file else {
+    let Some(path) = path else {
         return;
     };
     match WebConfig::load(path) {
@@ -283,51 +196,49 @@ fn reload_web_config(
 
 /// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
 /// failures.
-pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
+pub async fn run(mut settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
-    let address = listen_address(&cli, &config).map_err(anyhow::Error::msg)?;
-    let telemetry_path = cli
-        .telemetry_path
+    let address = settings
+        .listen_address
         .clone()
-        .or_else(|| config.web.telemetry_path.clone())
-        .unwrap_or_else(|| config::DEFAULT_TELEMETRY_PATH.to_owned());
+        .map_err(anyhow::Error::msg)?;
 
-    if cli.config_file.is_none() {
-        let dir = crate::state_dir::prepare(&state_dir(&cli)?, &cli.procfs)?;
+    if settings.config_file.is_none() {
+        let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
         tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
     }
-    let web = load_web_config(&cli)?;
+    let lost_targets_file = settings.lost_targets_file().map(std::path::Path::to_owned);
+    // The configurations move into the parts that run them; `settings` keeps the flags.
+    let config = std::mem::take(&mut settings.config);
+    let web = std::mem::take(&mut settings.web);
     let reload = Arc::new(ReloadStatus::loaded_now());
     let series = Arc::new(SeriesStore::new());
     series.set_histogram_layout(&config.histograms.classic_buckets);
-    let roots = Roots {
-        procfs: cli.procfs.clone(),
-        sysfs: cli.sysfs.clone(),
-    };
-    let mut scheduler = Scheduler::new(series.clone(), roots.clone(), &config.scheduler);
+    let mut scheduler = Scheduler::new(series.clone(), settings.roots.clone(), &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler).await;
     let discovered = Arc::new(discovery::Status::default());
     let mut discovery = Discovery::start(
-        roots,
-        cli.devfs.clone(),
+        settings.roots.clone(),
+        settings.devfs.clone(),
         Plan::new(&config),
         discovered.clone(),
-        lost_targets_file(&cli, &config),
+        lost_targets_file,
     );
-    let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
+    let (registry, reloaded) =
+        collectors(&settings, &config, &series, discovered, &reload, &sandbox);
     reloaded.cert.set(web.cert_not_after);
 
     let listener = bind(&address)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
     let local = listener.local_addr()?;
-    tracing::info!(address = %local, telemetry_path = %telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
+    tracing::info!(address = %local, telemetry_path = %settings.telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
 
     let app = Arc::new(App {
         scrapes: server::scrapes(Arc::new(registry)),
-        telemetry_path,
-        max_connections: cli.max_connections,
+        telemetry_path: settings.telemetry_path.clone(),
+        max_connections: settings.max_connections,
         series,
         web: std::sync::RwLock::new(Arc::new(web)),
     });
@@ -351,7 +262,7 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
         match signal {
             SIGHUP => {
                 current = reload_config(
-                    &cli.config_file,
+                    &settings.config_file,
                     current,
                     &reloaded.diskstats,
                     &app.series,
@@ -364,7 +275,13 @@ pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Res
                 // The configuration in force, new or kept: its node ceiling.
                 reloaded.limits.set_node_limits(current.node_limits.clone());
                 reloaded.cloud_stats.set_settings(current.cloud_stats);
-                reload_web_config(&cli, &app, &reload, &reloaded.cert, &sandbox);
+                reload_web_config(
+                    settings.web_config_file.as_deref(),
+                    &app,
+                    &reload,
+                    &reloaded.cert,
+                    &sandbox,
+                );
             }
             _ => {
                 tracing::info!(signal, "shutting down");

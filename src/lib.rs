@@ -6,6 +6,8 @@
 //! results → collectors → exposition → HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
+//! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
+//!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
@@ -94,6 +96,7 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;
+pub mod settings;
 pub mod state_dir;
 pub mod status_page;
 pub mod units;
