@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 /// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
 /// their I/O) while in-flight scrapes finish.
@@ -196,109 +197,181 @@ fn reload_web_config(
 
 /// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
 /// failures.
-pub async fn run(mut settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
+pub async fn run(settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
-    let address = settings
-        .listen_address
-        .clone()
-        .map_err(anyhow::Error::msg)?;
+    let shutdown = CancellationToken::new();
+    let mut agent = Agent::start(settings, sandbox, &shutdown).await?;
+    agent.serve(&mut signals).await;
+    signals.handle().close();
+    // One token stops discovery, the probes (in-flight I/O is cancelled and drained) and the
+    // server (in-flight scrapes finish).
+    shutdown.cancel();
+    agent.stopped().await;
+    tracing::info!("stopped");
+    Ok(())
+}
 
-    if settings.config_file.is_none() {
-        let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
-        tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+/// The running agent: what the signal loop, a reload and the shutdown touch.
+pub struct Agent {
+    settings: Settings,
+    sandbox: Arc<Sandbox>,
+    /// The configuration in force.
+    current: Config,
+    scheduler: Scheduler,
+    discovery: Discovery,
+    app: Arc<App>,
+    reload: Arc<ReloadStatus>,
+    reloaded: Reloaded,
+    server: tokio::task::JoinHandle<()>,
+    local: std::net::SocketAddr,
+}
+
+impl Agent {
+    /// Starts the scheduler, discovery and the server for `settings`, all stopped by
+    /// `shutdown` (then call [`Agent::stopped`]).
+    pub async fn start(
+        mut settings: Settings,
+        sandbox: Arc<Sandbox>,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<Agent> {
+        let address = settings
+            .listen_address
+            .clone()
+            .map_err(anyhow::Error::msg)?;
+        if settings.config_file.is_none() {
+            let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
+            tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+        }
+        let lost_targets_file = settings.lost_targets_file().map(std::path::Path::to_owned);
+        // The configurations move into the parts that run them; `settings` keeps the flags.
+        let config = std::mem::take(&mut settings.config);
+        let web = std::mem::take(&mut settings.web);
+        let reload = Arc::new(ReloadStatus::loaded_now());
+        let series = Arc::new(SeriesStore::new());
+        series.set_histogram_layout(&config.histograms.classic_buckets);
+        let mut scheduler = Scheduler::stopped_by(
+            series.clone(),
+            settings.roots.clone(),
+            &config.scheduler,
+            shutdown,
+        );
+        scheduler.apply(&config.targets, &config.scheduler).await;
+        let discovered = Arc::new(discovery::Status::default());
+        let discovery = Discovery::start(
+            settings.roots.clone(),
+            settings.devfs.clone(),
+            Plan::new(&config),
+            discovered.clone(),
+            lost_targets_file,
+            shutdown.child_token(),
+        );
+        let (registry, reloaded) =
+            collectors(&settings, &config, &series, discovered, &reload, &sandbox);
+        reloaded.cert.set(web.cert_not_after);
+
+        let listener = bind(&address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
+        let local = listener.local_addr()?;
+        tracing::info!(address = %local, telemetry_path = %settings.telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
+        let app = Arc::new(App {
+            scrapes: server::scrapes(Arc::new(registry)),
+            telemetry_path: settings.telemetry_path.clone(),
+            max_connections: settings.max_connections,
+            series,
+            web: std::sync::RwLock::new(Arc::new(web)),
+        });
+        let server = tokio::spawn(server::run(
+            listener,
+            app.clone(),
+            shutdown.child_token().cancelled_owned(),
+        ));
+        Ok(Agent {
+            settings,
+            sandbox,
+            current: config,
+            scheduler,
+            discovery,
+            app,
+            reload,
+            reloaded,
+            server,
+            local,
+        })
     }
-    let lost_targets_file = settings.lost_targets_file().map(std::path::Path::to_owned);
-    // The configurations move into the parts that run them; `settings` keeps the flags.
-    let config = std::mem::take(&mut settings.config);
-    let web = std::mem::take(&mut settings.web);
-    let reload = Arc::new(ReloadStatus::loaded_now());
-    let series = Arc::new(SeriesStore::new());
-    series.set_histogram_layout(&config.histograms.classic_buckets);
-    let mut scheduler = Scheduler::new(series.clone(), settings.roots.clone(), &config.scheduler);
-    scheduler.apply(&config.targets, &config.scheduler).await;
-    let discovered = Arc::new(discovery::Status::default());
-    let mut discovery = Discovery::start(
-        settings.roots.clone(),
-        settings.devfs.clone(),
-        Plan::new(&config),
-        discovered.clone(),
-        lost_targets_file,
-    );
-    let (registry, reloaded) =
-        collectors(&settings, &config, &series, discovered, &reload, &sandbox);
-    reloaded.cert.set(web.cert_not_after);
 
-    let listener = bind(&address)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!(address = %local, telemetry_path = %settings.telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.local
+    }
 
-    let app = Arc::new(App {
-        scrapes: server::scrapes(Arc::new(registry)),
-        telemetry_path: settings.telemetry_path.clone(),
-        max_connections: settings.max_connections,
-        series,
-        web: std::sync::RwLock::new(Arc::new(web)),
-    });
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::run(listener, app.clone(), async {
-        let _ = stop_rx.await;
-    }));
-
-    let mut current = config;
-    loop {
-        let signal = tokio::select! {
-            signal = signals.next() => signal,
-            found = discovery.changed() => {
-                scheduler
-                    .apply(&with_configured(&current.targets, &found), &current.scheduler)
-                    .await;
-                continue;
-            }
-        };
-        let Some(signal) = signal else { break };
-        match signal {
-            SIGHUP => {
-                current = reload_config(
-                    &settings.config_file,
-                    current,
-                    &reloaded.diskstats,
-                    &app.series,
-                    &mut scheduler,
-                    &discovery,
-                    &reload,
-                    &sandbox,
-                )
-                .await;
-                // The configuration in force, new or kept: its node ceiling.
-                reloaded.limits.set_node_limits(current.node_limits.clone());
-                reloaded.cloud_stats.set_settings(current.cloud_stats);
-                reload_web_config(
-                    settings.web_config_file.as_deref(),
-                    &app,
-                    &reload,
-                    &reloaded.cert,
-                    &sandbox,
-                );
-            }
-            _ => {
-                tracing::info!(signal, "shutting down");
-                break;
+    /// Hands the scheduler what discovery finds and reloads on SIGHUP, until SIGTERM or SIGINT.
+    async fn serve(&mut self, signals: &mut signal_hook_tokio::Signals) {
+        loop {
+            let signal = tokio::select! {
+                signal = signals.next() => signal,
+                found = self.discovery.changed() => {
+                    let targets = with_configured(&self.current.targets, &found);
+                    self.scheduler.apply(&targets, &self.current.scheduler).await;
+                    continue;
+                }
+            };
+            match signal {
+                Some(SIGHUP) => self.reload().await,
+                Some(signal) => {
+                    tracing::info!(signal, "shutting down");
+                    return;
+                }
+                None => return,
             }
         }
     }
-    signals.handle().close();
-    discovery.stop();
-    // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
-    let _ = stop_tx.send(());
-    let (_, server) = tokio::join!(scheduler.shutdown(PROBE_STOP_PATIENCE), server);
-    if let Err(err) = server {
-        tracing::error!(%err, "server task failed");
+
+    /// SIGHUP: reloads the configuration and the web configuration.
+    async fn reload(&mut self) {
+        let current = std::mem::take(&mut self.current);
+        self.current = reload_config(
+            &self.settings.config_file,
+            current,
+            &self.reloaded.diskstats,
+            &self.app.series,
+            &mut self.scheduler,
+            &self.discovery,
+            &self.reload,
+            &self.sandbox,
+        )
+        .await;
+        // The configuration in force, new or kept: its node ceiling.
+        self.reloaded
+            .limits
+            .set_node_limits(self.current.node_limits.clone());
+        self.reloaded
+            .cloud_stats
+            .set_settings(self.current.cloud_stats);
+        reload_web_config(
+            self.settings.web_config_file.as_deref(),
+            &self.app,
+            &self.reload,
+            &self.reloaded.cert,
+            &self.sandbox,
+        );
     }
-    tracing::info!("stopped");
-    Ok(())
+
+    /// Once the token given to [`Agent::start`] is cancelled: waits for discovery to stop, the
+    /// probe tasks (for at most [`PROBE_STOP_PATIENCE`]) and the server (in-flight scrapes
+    /// finish). Returns whether the probe tasks and the server stopped cleanly.
+    pub async fn stopped(self) -> bool {
+        let (probes, server, ()) = tokio::join!(
+            self.scheduler.shutdown(PROBE_STOP_PATIENCE),
+            self.server,
+            self.discovery.stopped(),
+        );
+        if let Err(err) = &server {
+            tracing::error!(%err, "server task failed");
+        }
+        probes && server.is_ok()
+    }
 }
 
 /// Re-reads the configuration file; applies it only when it is valid as a whole and the sandbox
@@ -362,5 +435,71 @@ async fn reload_config(
             tracing::error!(%err, "configuration reload failed; keeping the previous configuration");
             current
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// One token stops everything [`Agent::start`] started: the server, the scheduler (a probe
+    /// run in flight is cancelled) and discovery.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_token_stops_the_server_the_scheduler_and_discovery() {
+        let tmp = tempfile::tempdir().unwrap();
+        let probe_file = tmp.path().join("probe.dat");
+        let config = tmp.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[web]\nlisten_address = \"127.0.0.1:0\"\n\
+                 [defaults]\ninterval = \"2h\"\nruntime = \"1m\"\ntimeout = \"2m\"\n\
+                 profiles = [\"randread-4k-qd1-gentle\"]\n\
+                 [[targets]]\nname = \"file\"\npath = \"{}\"\nsize = \"4MiB\"\n\
+                 [[discover]]\nid = \"volumes\"\nkind = \"mount\"\n\
+                 mountpoint_include = \"^/nowhere$\"\nrescan = \"1s\"\n",
+                probe_file.display()
+            ),
+        )
+        .unwrap();
+        let settings = Settings::from_args(&[
+            "diskprobe_exporter",
+            &format!("--config.file={}", config.display()),
+            "--sandbox.landlock=off",
+        ])
+        .unwrap();
+        let sandbox = sandbox(&settings).unwrap();
+        let shutdown = CancellationToken::new();
+        let agent = Agent::start(settings, sandbox, &shutdown).await.unwrap();
+        let addr = agent.local_addr();
+        assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
+        // The run has started once its file is laid out (within the first-cycle delay); it
+        // would go on for a minute.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::metadata(&probe_file).is_ok_and(|m| m.len() == 4 << 20) {
+            assert!(
+                Instant::now() < deadline,
+                "the probe run did not start: {:?}",
+                std::fs::read_dir(tmp.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        shutdown.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(5), agent.stopped()).await;
+        assert_eq!(
+            stopped,
+            Ok(true),
+            "stopped cleanly within 5 s (after {:?})",
+            started.elapsed()
+        );
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the server still accepts connections"
+        );
     }
 }

@@ -100,6 +100,13 @@ impl Settings {
         })
     }
 
+    /// Settings from command-line arguments (the program's name first), for tests.
+    #[cfg(test)]
+    pub(crate) fn from_args(args: &[&str]) -> anyhow::Result<Settings> {
+        use clap::Parser;
+        Settings::load(Cli::try_parse_from(args)?)
+    }
+
     /// What `--config.check` names as checked: the file, or the embedded default.
     pub fn config_source(&self) -> String {
         self.config_file

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// How long a scan is waited for before the rescan is given up (the rules keep what they found).
 pub const SCAN_PATIENCE: Duration = crate::scheduler::STAT_PATIENCE;
@@ -214,14 +215,15 @@ pub struct Discovery {
 
 impl Discovery {
     /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`), with the
-    /// device nodes in `dev_dir`; the targets block rules lose are kept in `lost_file` (none: in
-    /// memory only). Must be called inside a tokio runtime.
+    /// device nodes in `dev_dir`, until `stop` is cancelled; the targets block rules lose are
+    /// kept in `lost_file` (none: in memory only). Must be called inside a tokio runtime.
     pub fn start(
         roots: Roots,
         dev_dir: PathBuf,
         plan: Plan,
         status: Arc<Status>,
         lost_file: Option<PathBuf>,
+        stop: CancellationToken,
     ) -> Discovery {
         let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
@@ -229,7 +231,14 @@ impl Discovery {
         let mut lost = LostTracker::load(lost_file);
         lost.expire(&plan_rx.borrow().rules, unix_now());
         status.set_lost(lost.entries());
-        let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status, lost));
+        let rescans = run(roots, dev_dir, plan_rx, found_tx, status, lost);
+        // Stopped at whatever it waits for (a scan's thread is not waited for).
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = rescans => {}
+            }
+        });
         Discovery {
             plan: plan_tx,
             found: found_rx,
@@ -256,9 +265,9 @@ impl Discovery {
         self.found.borrow_and_update().clone()
     }
 
-    /// Stops rescanning.
-    pub fn stop(self) {
-        self.task.abort();
+    /// Waits until the task has stopped (its token cancelled).
+    pub async fn stopped(self) {
+        let _ = self.task.await;
     }
 }
 
