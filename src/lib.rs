@@ -71,7 +71,7 @@
 //!    per metric family, and [`exposition::encode_for`] writes them in the format the scraper
 //!    asked for.
 #![deny(missing_docs)]
-// Functions a reader can take in at once (clippy.toml: at most 100 lines); choices are types,
+// Functions a reader can take in at once (clippy.toml: at most 80 lines); choices are types,
 // not rows of booleans.
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 

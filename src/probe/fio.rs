@@ -218,6 +218,15 @@ impl Job {
                 }
                 self.name = Some(value.to_owned());
             }
+            other => return self.set_durability(other, value),
+        }
+        Ok(())
+    }
+
+    /// Sets `option`, one of the durability options (`direct`, `fsync`, `fdatasync`, `sync`) or
+    /// one fixed by the probe, to `value`.
+    fn set_durability(&mut self, option: &str, value: &str) -> Result<(), Reject> {
+        match option {
             "direct" => {
                 self.direct = Some(match value {
                     "1" => true,
