@@ -6,7 +6,6 @@
 //! the one place that hands it both, after a reload and after every rescan that changed what was
 //! found.
 
-use crate::cli::Cli;
 use crate::collectors::Registry;
 use crate::collectors::cloud_stats::CloudStatsCollector;
 use crate::collectors::discovery::DiscoveryCollector;
@@ -16,14 +15,14 @@ use crate::collectors::limits::LimitsCollector;
 use crate::collectors::probes::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::collectors::sandbox::SandboxCollector;
-use crate::config::discover::RuleSource;
-use crate::config::{self, Config, ListenAddress, TargetSpec};
+use crate::config::{Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
 use crate::sandbox::{self as confinement, Sandbox};
-use crate::scheduler::{Roots, Scheduler};
+use crate::scheduler::Scheduler;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
+use crate::settings::Settings;
 use crate::web_config::WebConfig;
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -31,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 /// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
 /// their I/O) while in-flight scrapes finish.
@@ -39,103 +39,17 @@ pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
-/// Loads the configuration named by the flags, or the embedded default.
-pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
-    match &cli.config_file {
-        Some(path) => Ok(Config::load(path)?),
-        None => Ok(Config::embedded_default(&state_dir(cli)?)),
-    }
-}
-
-/// The `--web.config.file`, or none (plain HTTP, no authentication).
-pub fn load_web_config(cli: &Cli) -> anyhow::Result<WebConfig> {
-    match &cli.web_config_file {
-        Some(path) => Ok(WebConfig::load(path)?),
-        None => Ok(WebConfig::default()),
-    }
-}
-
-/// The state directory named by `--state.dir`, or the default one.
-pub fn state_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
-    match &cli.state_dir {
-        Some(dir) => Ok(dir.clone()),
-        None => Ok(crate::state_dir::default_dir()?),
-    }
-}
-
-/// Whether `config` has a block rule that keeps lost targets: the state directory then holds
-/// them ([`discovery::lost_file`]).
-fn keeps_lost_targets(config: &Config) -> bool {
-    config
-        .discover
-        .iter()
-        .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
-}
-
-/// Where the targets block rules lose are kept: in the state directory, which is created when
-/// `config` has a block rule that keeps them. `None` (in memory only, with a warning) when there
-/// is no state directory or it cannot be created.
-fn lost_targets_file(cli: &Cli, config: &Config) -> Option<PathBuf> {
-    let dir = match state_dir(cli) {
-        Ok(dir) => dir,
-        Err(err) => {
-            if keeps_lost_targets(config) {
-                tracing::warn!(err = %format!("{err:#}"), "no state directory: lost discovered targets are kept in memory only");
-            }
-            return None;
-        }
-    };
-    if keeps_lost_targets(config)
-        && let Err(err) = std::fs::create_dir_all(&dir)
-    {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: lost discovered targets are kept in memory only");
-        return None;
-    }
-    Some(dir.join(discovery::lost_file::FILE_NAME))
-}
-
-/// The address to listen on: flag, then config, then the default.
-pub fn listen_address(cli: &Cli, config: &Config) -> Result<ListenAddress, String> {
-    match &cli.listen_address {
-        Some(flag) => ListenAddress::parse(flag).map_err(|e| format!("--web.listen-address: {e}")),
-        None => Ok(config.web.listen_address.clone().unwrap_or_else(|| {
-            ListenAddress::parse(config::DEFAULT_LISTEN_ADDRESS).expect("default parses")
-        })),
-    }
-}
-
-/// Confines the agent ([`crate::sandbox::confine`]) for `config` and the flags. Call from `main`
-/// before any thread starts. The embedded default's state directory is made first: the ruleset
-/// is attached to directories that exist.
-pub fn sandbox(
-    cli: &Cli,
-    config: &Config,
-    web: &WebConfig,
-) -> Result<Arc<Sandbox>, confinement::RequiredError> {
-    if cli.config_file.is_none() && cli.sandbox != confinement::Mode::Off {
+/// Confines the agent ([`crate::sandbox::confine`]) for `settings`. Call from `main` before any
+/// thread starts. The embedded default's state directory is made first: the ruleset is attached
+/// to directories that exist.
+pub fn sandbox(settings: &Settings) -> Result<Arc<Sandbox>, confinement::RequiredError> {
+    if settings.config_file.is_none() && settings.sandbox != confinement::Mode::Off {
         // Errors are reported by `run`, which prepares it again.
-        let _ = state_dir(cli).map(|dir| crate::state_dir::prepare(&dir, &cli.procfs));
+        let _ = settings
+            .state_dir()
+            .map(|dir| crate::state_dir::prepare(dir, &settings.roots.procfs));
     }
-    // Block rules keep lost targets in the state directory (made now: rules name directories
-    // that exist).
-    let lost_dir = keeps_lost_targets(config)
-        .then(|| lost_targets_file(cli, config))
-        .flatten()
-        .and_then(|file| file.parent().map(std::path::Path::to_owned));
-    let listen = listen_address(cli, config).ok();
-    let inputs = confinement::Inputs {
-        mode: cli.sandbox,
-        procfs: &cli.procfs,
-        sysfs: &cli.sysfs,
-        devfs: &cli.devfs,
-        cloud_stats_pages: cli.cloud_stats_pages.as_deref(),
-        config_file: cli.config_file.as_deref(),
-        web_config_file: cli.web_config_file.as_deref(),
-        web_files: &web.files,
-        listen: listen.as_ref(),
-        state_dir: lost_dir.as_deref(),
-    };
-    confinement::confine(&inputs, config)
+    confinement::confine(&settings.sandbox_inputs(), &settings.config)
 }
 
 /// Connections the kernel may hold for the agent to accept (capped by `net.core.somaxconn`).
@@ -189,7 +103,7 @@ fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// The collectors every scrape runs, registered in exposition order; the diskstats one is also
 /// returned, for reloads of its device filter.
 fn collectors(
-    cli: &Cli,
+    settings: &Settings,
     config: &Config,
     series: &Arc<SeriesStore>,
     discovered: Arc<discovery::Status>,
@@ -199,24 +113,24 @@ fn collectors(
     let reloaded = Reloaded {
         diskstats: Arc::new(
             DiskstatsCollector::new(
-                cli.procfs.clone(),
-                cli.sysfs.clone(),
+                settings.roots.procfs.clone(),
+                settings.roots.sysfs.clone(),
                 config.diskstats.filter.clone(),
             )
             .with_probe_targets(series.clone())
-            .with_devfs(cli.devfs.clone()),
+            .with_devfs(settings.devfs.clone()),
         ),
         limits: Arc::new(LimitsCollector::new(
             series.clone(),
-            cli.sysfs.clone(),
+            settings.roots.sysfs.clone(),
             config.node_limits.clone(),
         )),
         cloud_stats: Arc::new(CloudStatsCollector::new(
-            cli.sysfs.clone(),
-            match &cli.cloud_stats_pages {
+            settings.roots.sysfs.clone(),
+            match &settings.cloud_stats_pages {
                 Some(dir) => crate::cloud_stats::Pages::Files { dir: dir.clone() },
                 None => crate::cloud_stats::Pages::Devices {
-                    devfs: cli.devfs.clone(),
+                    devfs: settings.devfs.clone(),
                 },
             },
             config.cloud_stats,
@@ -255,13 +169,13 @@ struct Reloaded {
 /// A file it names outside the directories the sandbox allowed at start is refused with the
 /// sandbox's reason, which says to restart.
 fn reload_web_config(
-    cli: &Cli,
+    path: Option<&std::path::Path>,
     app: &App,
     reload: &ReloadStatus,
     cert: &CertExpiry,
     sandbox: &Sandbox,
 ) {
-    let Some(path) = &cli.web_config_file else {
+    let Some(path) = path else {
         return;
     };
     match WebConfig::load(path) {
@@ -283,105 +197,181 @@ fn reload_web_config(
 
 /// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
 /// failures.
-pub async fn run(cli: Cli, config: Config, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
+pub async fn run(settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
-    let address = listen_address(&cli, &config).map_err(anyhow::Error::msg)?;
-    let telemetry_path = cli
-        .telemetry_path
-        .clone()
-        .or_else(|| config.web.telemetry_path.clone())
-        .unwrap_or_else(|| config::DEFAULT_TELEMETRY_PATH.to_owned());
+    let shutdown = CancellationToken::new();
+    let mut agent = Agent::start(settings, sandbox, &shutdown).await?;
+    agent.serve(&mut signals).await;
+    signals.handle().close();
+    // One token stops discovery, the probes (in-flight I/O is cancelled and drained) and the
+    // server (in-flight scrapes finish).
+    shutdown.cancel();
+    agent.stopped().await;
+    tracing::info!("stopped");
+    Ok(())
+}
 
-    if cli.config_file.is_none() {
-        let dir = crate::state_dir::prepare(&state_dir(&cli)?, &cli.procfs)?;
-        tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+/// The running agent: what the signal loop, a reload and the shutdown touch.
+pub struct Agent {
+    settings: Settings,
+    sandbox: Arc<Sandbox>,
+    /// The configuration in force.
+    current: Config,
+    scheduler: Scheduler,
+    discovery: Discovery,
+    app: Arc<App>,
+    reload: Arc<ReloadStatus>,
+    reloaded: Reloaded,
+    server: tokio::task::JoinHandle<()>,
+    local: std::net::SocketAddr,
+}
+
+impl Agent {
+    /// Starts the scheduler, discovery and the server for `settings`, all stopped by
+    /// `shutdown` (then call [`Agent::stopped`]).
+    pub async fn start(
+        mut settings: Settings,
+        sandbox: Arc<Sandbox>,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<Agent> {
+        let address = settings
+            .listen_address
+            .clone()
+            .map_err(anyhow::Error::msg)?;
+        if settings.config_file.is_none() {
+            let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
+            tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+        }
+        let lost_targets_file = settings.lost_targets_file().map(std::path::Path::to_owned);
+        // The configurations move into the parts that run them; `settings` keeps the flags.
+        let config = std::mem::take(&mut settings.config);
+        let web = std::mem::take(&mut settings.web);
+        let reload = Arc::new(ReloadStatus::loaded_now());
+        let series = Arc::new(SeriesStore::new());
+        series.set_histogram_layout(&config.histograms.classic_buckets);
+        let mut scheduler = Scheduler::stopped_by(
+            series.clone(),
+            settings.roots.clone(),
+            &config.scheduler,
+            shutdown,
+        );
+        scheduler.apply(&config.targets, &config.scheduler).await;
+        let discovered = Arc::new(discovery::Status::default());
+        let discovery = Discovery::start(
+            settings.roots.clone(),
+            settings.devfs.clone(),
+            Plan::new(&config),
+            discovered.clone(),
+            lost_targets_file,
+            shutdown.child_token(),
+        );
+        let (registry, reloaded) =
+            collectors(&settings, &config, &series, discovered, &reload, &sandbox);
+        reloaded.cert.set(web.cert_not_after);
+
+        let listener = bind(&address)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
+        let local = listener.local_addr()?;
+        tracing::info!(address = %local, telemetry_path = %settings.telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
+        let app = Arc::new(App {
+            scrapes: server::scrapes(Arc::new(registry)),
+            telemetry_path: settings.telemetry_path.clone(),
+            max_connections: settings.max_connections,
+            series,
+            web: std::sync::RwLock::new(Arc::new(web)),
+        });
+        let server = tokio::spawn(server::run(
+            listener,
+            app.clone(),
+            shutdown.child_token().cancelled_owned(),
+        ));
+        Ok(Agent {
+            settings,
+            sandbox,
+            current: config,
+            scheduler,
+            discovery,
+            app,
+            reload,
+            reloaded,
+            server,
+            local,
+        })
     }
-    let web = load_web_config(&cli)?;
-    let reload = Arc::new(ReloadStatus::loaded_now());
-    let series = Arc::new(SeriesStore::new());
-    series.set_histogram_layout(&config.histograms.classic_buckets);
-    let roots = Roots {
-        procfs: cli.procfs.clone(),
-        sysfs: cli.sysfs.clone(),
-    };
-    let mut scheduler = Scheduler::new(series.clone(), roots.clone(), &config.scheduler);
-    scheduler.apply(&config.targets, &config.scheduler).await;
-    let discovered = Arc::new(discovery::Status::default());
-    let mut discovery = Discovery::start(
-        roots,
-        cli.devfs.clone(),
-        Plan::new(&config),
-        discovered.clone(),
-        lost_targets_file(&cli, &config),
-    );
-    let (registry, reloaded) = collectors(&cli, &config, &series, discovered, &reload, &sandbox);
-    reloaded.cert.set(web.cert_not_after);
 
-    let listener = bind(&address)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!(address = %local, telemetry_path = %telemetry_path, tls = web.tls.is_some(), basic_auth = web.requires_auth(), "listening");
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.local
+    }
 
-    let app = Arc::new(App {
-        scrapes: server::scrapes(Arc::new(registry)),
-        telemetry_path,
-        max_connections: cli.max_connections,
-        series,
-        web: std::sync::RwLock::new(Arc::new(web)),
-    });
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::run(listener, app.clone(), async {
-        let _ = stop_rx.await;
-    }));
-
-    let mut current = config;
-    loop {
-        let signal = tokio::select! {
-            signal = signals.next() => signal,
-            found = discovery.changed() => {
-                scheduler
-                    .apply(&with_configured(&current.targets, &found), &current.scheduler)
-                    .await;
-                continue;
-            }
-        };
-        let Some(signal) = signal else { break };
-        match signal {
-            SIGHUP => {
-                current = reload_config(
-                    &cli.config_file,
-                    current,
-                    &reloaded.diskstats,
-                    &app.series,
-                    &mut scheduler,
-                    &discovery,
-                    &reload,
-                    &sandbox,
-                )
-                .await;
-                // The configuration in force, new or kept: its node ceiling.
-                reloaded.limits.set_node_limits(current.node_limits.clone());
-                reloaded.cloud_stats.set_settings(current.cloud_stats);
-                reload_web_config(&cli, &app, &reload, &reloaded.cert, &sandbox);
-            }
-            _ => {
-                tracing::info!(signal, "shutting down");
-                break;
+    /// Hands the scheduler what discovery finds and reloads on SIGHUP, until SIGTERM or SIGINT.
+    async fn serve(&mut self, signals: &mut signal_hook_tokio::Signals) {
+        loop {
+            let signal = tokio::select! {
+                signal = signals.next() => signal,
+                found = self.discovery.changed() => {
+                    let targets = with_configured(&self.current.targets, &found);
+                    self.scheduler.apply(&targets, &self.current.scheduler).await;
+                    continue;
+                }
+            };
+            match signal {
+                Some(SIGHUP) => self.reload().await,
+                Some(signal) => {
+                    tracing::info!(signal, "shutting down");
+                    return;
+                }
+                None => return,
             }
         }
     }
-    signals.handle().close();
-    discovery.stop();
-    // Stop probes (in-flight I/O is cancelled and drained) while in-flight scrapes finish.
-    let _ = stop_tx.send(());
-    let (_, server) = tokio::join!(scheduler.shutdown(PROBE_STOP_PATIENCE), server);
-    if let Err(err) = server {
-        tracing::error!(%err, "server task failed");
+
+    /// SIGHUP: reloads the configuration and the web configuration.
+    async fn reload(&mut self) {
+        let current = std::mem::take(&mut self.current);
+        self.current = reload_config(
+            &self.settings.config_file,
+            current,
+            &self.reloaded.diskstats,
+            &self.app.series,
+            &mut self.scheduler,
+            &self.discovery,
+            &self.reload,
+            &self.sandbox,
+        )
+        .await;
+        // The configuration in force, new or kept: its node ceiling.
+        self.reloaded
+            .limits
+            .set_node_limits(self.current.node_limits.clone());
+        self.reloaded
+            .cloud_stats
+            .set_settings(self.current.cloud_stats);
+        reload_web_config(
+            self.settings.web_config_file.as_deref(),
+            &self.app,
+            &self.reload,
+            &self.reloaded.cert,
+            &self.sandbox,
+        );
     }
-    tracing::info!("stopped");
-    Ok(())
+
+    /// Once the token given to [`Agent::start`] is cancelled: waits for discovery to stop, the
+    /// probe tasks (for at most [`PROBE_STOP_PATIENCE`]) and the server (in-flight scrapes
+    /// finish). Returns whether the probe tasks and the server stopped cleanly.
+    pub async fn stopped(self) -> bool {
+        let (probes, server, ()) = tokio::join!(
+            self.scheduler.shutdown(PROBE_STOP_PATIENCE),
+            self.server,
+            self.discovery.stopped(),
+        );
+        if let Err(err) = &server {
+            tracing::error!(%err, "server task failed");
+        }
+        probes && server.is_ok()
+    }
 }
 
 /// Re-reads the configuration file; applies it only when it is valid as a whole and the sandbox
@@ -445,5 +435,71 @@ async fn reload_config(
             tracing::error!(%err, "configuration reload failed; keeping the previous configuration");
             current
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// One token stops everything [`Agent::start`] started: the server, the scheduler (a probe
+    /// run in flight is cancelled) and discovery.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_token_stops_the_server_the_scheduler_and_discovery() {
+        let tmp = tempfile::tempdir().unwrap();
+        let probe_file = tmp.path().join("probe.dat");
+        let config = tmp.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[web]\nlisten_address = \"127.0.0.1:0\"\n\
+                 [defaults]\ninterval = \"2h\"\nruntime = \"1m\"\ntimeout = \"2m\"\n\
+                 profiles = [\"randread-4k-qd1-gentle\"]\n\
+                 [[targets]]\nname = \"file\"\npath = \"{}\"\nsize = \"4MiB\"\n\
+                 [[discover]]\nid = \"volumes\"\nkind = \"mount\"\n\
+                 mountpoint_include = \"^/nowhere$\"\nrescan = \"1s\"\n",
+                probe_file.display()
+            ),
+        )
+        .unwrap();
+        let settings = Settings::from_args(&[
+            "diskprobe_exporter",
+            &format!("--config.file={}", config.display()),
+            "--sandbox.landlock=off",
+        ])
+        .unwrap();
+        let sandbox = sandbox(&settings).unwrap();
+        let shutdown = CancellationToken::new();
+        let agent = Agent::start(settings, sandbox, &shutdown).await.unwrap();
+        let addr = agent.local_addr();
+        assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
+        // The run has started once its file is laid out (within the first-cycle delay); it
+        // would go on for a minute.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::metadata(&probe_file).is_ok_and(|m| m.len() == 4 << 20) {
+            assert!(
+                Instant::now() < deadline,
+                "the probe run did not start: {:?}",
+                std::fs::read_dir(tmp.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        shutdown.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(5), agent.stopped()).await;
+        assert_eq!(
+            stopped,
+            Ok(true),
+            "stopped cleanly within 5 s (after {:?})",
+            started.elapsed()
+        );
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the server still accepts connections"
+        );
     }
 }

@@ -80,7 +80,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run probes once on a target, print the results and exit.
-    Probe(crate::probe::cli::ProbeArgs),
+    Probe(crate::probe::oneshot::ProbeArgs),
 }
 
 /// `--log.level`.

@@ -6,6 +6,8 @@
 //! results → collectors → exposition → HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
+//! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
+//!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
@@ -69,7 +71,7 @@
 //!    per metric family, and [`exposition::encode_for`] writes them in the format the scraper
 //!    asked for.
 #![deny(missing_docs)]
-// Functions a reader can take in at once (clippy.toml: at most 100 lines); choices are types,
+// Functions a reader can take in at once (clippy.toml: at most 80 lines); choices are types,
 // not rows of booleans.
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
@@ -94,6 +96,7 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;
+pub mod settings;
 pub mod state_dir;
 pub mod status_page;
 pub mod units;

@@ -3,6 +3,7 @@
 use clap::Parser;
 use diskprobe_exporter::agent::{self, EXIT_CONFIG};
 use diskprobe_exporter::cli::{Cli, Command};
+use diskprobe_exporter::settings::Settings;
 use std::process::ExitCode;
 
 /// How long the exit waits for blocking work still running (a scrape stuck on an
@@ -13,34 +14,22 @@ fn main() -> ExitCode {
     let mut cli = Cli::parse();
     diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
     if let Some(Command::Probe(args)) = cli.command.take() {
-        return diskprobe_exporter::probe::cli::run(args, &cli.procfs, &cli.sysfs);
+        return diskprobe_exporter::probe::oneshot::run(args, &cli.procfs, &cli.sysfs);
     }
-    let config = match agent::load_config(&cli) {
-        Ok(config) => config,
+    let settings = match Settings::load(cli) {
+        Ok(settings) => settings,
         Err(err) => {
             eprintln!("{err:#}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let web = match agent::load_web_config(&cli) {
-        Ok(web) => web,
-        Err(err) => {
-            eprintln!("{err:#}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    if cli.config_check {
-        let source = cli
-            .config_file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "embedded default".to_owned());
-        println!("{source}: configuration is valid");
+    if settings.config_check {
+        println!("{}: configuration is valid", settings.config_source());
         return ExitCode::SUCCESS;
     }
     // Before any thread starts: below Landlock ABI 8 a ruleset binds only the calling thread and
     // the threads it starts afterwards.
-    let sandbox = match agent::sandbox(&cli, &config, &web) {
+    let sandbox = match agent::sandbox(&settings) {
         Ok(sandbox) => sandbox,
         Err(err) => {
             tracing::error!(%err, "cannot confine the agent");
@@ -65,7 +54,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(agent::run(cli, config, sandbox));
+    let result = runtime.block_on(agent::run(settings, sandbox));
     // Do not wait for blocking work (a scrape stuck on an unresponsive file) beyond this.
     runtime.shutdown_timeout(BLOCKING_WORK_PATIENCE);
     match result {

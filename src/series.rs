@@ -633,16 +633,22 @@ mod tests {
         assert_eq!(last.iops, 200.0);
         let p50 = last.latency.p50;
         assert!((p50 - 100e-6).abs() < 1e-7, "{p50}");
+        reloads_keep_and_drop_series(&store, &spec);
+    }
+
+    /// After [`records_runs_and_histogram`]: changing the target's spec drops its series (the
+    /// 100 I/Os recorded), keeping it keeps them, and late runs of an old spec land nowhere.
+    fn reloads_keep_and_drop_series(store: &SeriesStore, spec: &Arc<TargetSpec>) {
         // Changing the target's spec drops its series; keeping it keeps them.
-        store.set_targets(std::slice::from_ref(&spec));
+        store.set_targets(std::slice::from_ref(spec));
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 100);
-        let mut changed = (*spec).clone();
+        let mut changed = (**spec).clone();
         changed.settings.interval = Duration::from_secs(600);
         store.set_targets(&[Arc::new(changed)]);
         assert_eq!(store.read(|t| t["t"].profiles[0].1.ios), 0);
         // A run of the old spec, cancelled by that reload, ends up in no series.
         store.record(
-            &spec,
+            spec,
             "randread-4k-qd1-gentle",
             &RunOutcome::Failed {
                 error: "cancelled".into(),
@@ -651,7 +657,7 @@ mod tests {
         );
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
         store.set_info(
-            &spec,
+            spec,
             TargetInfo {
                 path: "/old".into(),
                 ..TargetInfo::default()
@@ -660,10 +666,10 @@ mod tests {
         assert_eq!(store.read(|t| t["t"].info.clone()), None);
         // A second reload brings the first configuration back: new series again, and a late run
         // of the first task still ends up in none of them.
-        let back = Arc::new((*spec).clone());
+        let back = Arc::new((**spec).clone());
         store.set_targets(std::slice::from_ref(&back));
         store.record(
-            &spec,
+            spec,
             "randread-4k-qd1-gentle",
             &RunOutcome::Skipped {
                 reason: "late".into(),

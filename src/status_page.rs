@@ -38,7 +38,8 @@ pub fn render(series: &SeriesStore, telemetry_path: &str) -> String {
     html
 }
 
-fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
+/// What the section's heading says of the target: path, device, kind, filesystem, cache, interval.
+fn target_facts(t: &TargetSeries) -> Vec<String> {
     let path = t.spec.path.display().to_string();
     let info = t.info.clone().unwrap_or_else(|| crate::series::TargetInfo {
         path,
@@ -65,6 +66,11 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
         "every {}",
         humantime::format_duration(t.spec.settings.interval)
     ));
+    facts
+}
+
+fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
+    let facts = target_facts(t);
     let _ = write!(
         html,
         "<h2>{}</h2>\n<p>{}</p>\n<table>\n<tr><th class=\"l\">profile</th><th class=\"l\">last run</th>\

@@ -396,6 +396,31 @@ fn check_key_mode(key_file: &Path) {
     }
 }
 
+/// The TLS versions `t` allows (`min_version` to `max_version`, TLS 1.2 and 1.3 by default).
+fn protocol_versions(t: &RawTls) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+    let version = |v: &Option<String>, default: u8| -> Result<u8, String> {
+        match v.as_deref() {
+            None => Ok(default),
+            Some("TLS12") => Ok(12),
+            Some("TLS13") => Ok(13),
+            Some(other) => Err(format!(
+                "tls_server_config: TLS version {other:?} is not supported; use TLS12 or TLS13"
+            )),
+        }
+    };
+    let (min, max) = (version(&t.min_version, 12)?, version(&t.max_version, 13)?);
+    if min > max {
+        return Err("tls_server_config: min_version is above max_version".to_owned());
+    }
+    Ok(
+        [(12, &rustls::version::TLS12), (13, &rustls::version::TLS13)]
+            .into_iter()
+            .filter(|(v, _)| (min..=max).contains(v))
+            .map(|(_, p)| p)
+            .collect(),
+    )
+}
+
 /// The acceptor for `t`, whose relative paths are relative to `base`, and when its certificate
 /// expires; the files it reads are added to `files`.
 fn tls_acceptor(
@@ -450,26 +475,7 @@ fn tls_acceptor(
         .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_file.display()))?;
     let expiry = check_expiry(&cert_file, &certs[0]);
     check_key_mode(&key_file);
-    let version = |v: &Option<String>, default: u8| -> Result<u8, String> {
-        match v.as_deref() {
-            None => Ok(default),
-            Some("TLS12") => Ok(12),
-            Some("TLS13") => Ok(13),
-            Some(other) => Err(format!(
-                "tls_server_config: TLS version {other:?} is not supported; use TLS12 or TLS13"
-            )),
-        }
-    };
-    let (min, max) = (version(&t.min_version, 12)?, version(&t.max_version, 13)?);
-    if min > max {
-        return Err("tls_server_config: min_version is above max_version".to_owned());
-    }
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> =
-        [(12, &rustls::version::TLS12), (13, &rustls::version::TLS13)]
-            .into_iter()
-            .filter(|(v, _)| (min..=max).contains(v))
-            .map(|(_, p)| p)
-            .collect();
+    let versions = protocol_versions(&t)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)

@@ -91,6 +91,38 @@ impl LimitsCollector {
     fn node_limits(&self) -> Option<Arc<NodeLimits>> {
         self.node.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// The node-level ceiling (`[limits]`) and the disks it covers.
+    fn node_families(&self, cache: &mut Cache, now: Instant) -> [Family; 3] {
+        let mut node_iops = Family::gauge(
+            "diskprobe_node_limit_iops",
+            "I/Os per second the disks of diskprobe_node_limit_device_info may do together ([limits] iops_limit; source config): a VM's ceiling across its disks.",
+        );
+        let mut node_bytes = Family::gauge(
+            "diskprobe_node_limit_bytes_per_second",
+            "Bytes per second the disks of diskprobe_node_limit_device_info may move together ([limits] throughput_limit; source config).",
+        );
+        let mut node_devices = Family::gauge(
+            "diskprobe_node_limit_device_info",
+            "1 per whole disk that the node-level [limits] ceiling covers (its kernel name matches [limits] devices).",
+        );
+        if let Some(node) = self.node_limits() {
+            let source = labels(&[("source", CONFIG)]);
+            if let Some(iops) = node.limits.iops {
+                node_iops.push(&source, iops as f64);
+            }
+            if let Some(bytes) = node.limits.bytes_per_second {
+                node_bytes.push(&source, bytes as f64);
+            }
+            for name in blockdev::disk_names(&self.sysfs) {
+                if node.devices.is_match(&name) {
+                    let disk = cache.identify(&self.sysfs, &name, now);
+                    push_disk(&mut node_devices, &disk, &[], 1.0);
+                }
+            }
+        }
+        [node_iops, node_bytes, node_devices]
+    }
 }
 
 /// The smaller of two optional limits (either when the other is absent).
@@ -130,19 +162,6 @@ impl Collector for LimitsCollector {
             "diskprobe_target_disk_info",
             "1 per target and whole disk its probe I/O lands on (the target's disk, a partition's disk, each disk under a device-mapper or RAID volume): the disk whose diskstats and limits the target's I/O counts against; device, serial, wwn and volume_id as in diskprobe_disk_info.",
         );
-        let mut node_iops = Family::gauge(
-            "diskprobe_node_limit_iops",
-            "I/Os per second the disks of diskprobe_node_limit_device_info may do together ([limits] iops_limit; source config): a VM's ceiling across its disks.",
-        );
-        let mut node_bytes = Family::gauge(
-            "diskprobe_node_limit_bytes_per_second",
-            "Bytes per second the disks of diskprobe_node_limit_device_info may move together ([limits] throughput_limit; source config).",
-        );
-        let mut node_devices = Family::gauge(
-            "diskprobe_node_limit_device_info",
-            "1 per whole disk that the node-level [limits] ceiling covers (its kernel name matches [limits] devices).",
-        );
-
         // Copied out of the store so that sysfs is read without holding its lock.
         let targets: Vec<(String, Vec<String>, DiskLimits)> = self.results.read(|targets| {
             targets
@@ -154,7 +173,6 @@ impl Collector for LimitsCollector {
                 })
                 .collect()
         });
-        let node = self.node_limits();
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache.evict(now);
@@ -186,21 +204,7 @@ impl Collector for LimitsCollector {
                 push_disk(&mut disk_bytes, disk, &[("source", CONFIG)], bytes as f64);
             }
         }
-        if let Some(node) = node {
-            let source = labels(&[("source", CONFIG)]);
-            if let Some(iops) = node.limits.iops {
-                node_iops.push(&source, iops as f64);
-            }
-            if let Some(bytes) = node.limits.bytes_per_second {
-                node_bytes.push(&source, bytes as f64);
-            }
-            for name in blockdev::disk_names(&self.sysfs) {
-                if node.devices.is_match(&name) {
-                    let disk = cache.identify(&self.sysfs, &name, now);
-                    push_disk(&mut node_devices, &disk, &[], 1.0);
-                }
-            }
-        }
+        let [node_iops, node_bytes, node_devices] = self.node_families(&mut cache, now);
         drop(cache);
         for family in [
             disk_iops,

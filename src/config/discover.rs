@@ -142,6 +142,38 @@ pub(super) fn validate(raw: &RawConfig) -> Result<Vec<DiscoverRule>, SpannedErro
     Ok(rules)
 }
 
+/// The rule's `id` (`key`), or its index.
+fn rule_id(i: usize, r: &RawDiscover, key: &str) -> Result<String, SpannedError> {
+    match &r.id {
+        Some(id) => {
+            printable(key, id)?;
+            let text = id.get_ref().trim();
+            if text.is_empty() {
+                return Err(invalid(id, format!("{key}: expected a non-empty id")));
+            }
+            Ok(text.to_owned())
+        }
+        None => Ok(i.to_string()),
+    }
+}
+
+/// A `cohort` template (`key`) refers to no capture group beyond those the rule's regex has.
+fn cohort_groups(r: &RawDiscover, key: &str, groups: Groups) -> Result<(), SpannedError> {
+    if let Some(c) = r.probe_keys().cohort {
+        let used = NameTemplate::parse(c.get_ref()).map_or(0, |t| t.max_group());
+        if used > groups.1 {
+            return Err(invalid(
+                c,
+                format!(
+                    "{key}: ${used} refers to capture group {used}, but {} has {}",
+                    groups.0, groups.1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn rule(
     i: usize,
     table: &Spanned<RawDiscover>,
@@ -150,20 +182,7 @@ fn rule(
     let r = table.get_ref();
     let prefix = format!("discover[{i}]");
     let key = |k: &str| format!("{prefix}.{k}");
-    let id = match &r.id {
-        Some(id) => {
-            printable(&key("id"), id)?;
-            let text = id.get_ref().trim();
-            if text.is_empty() {
-                return Err(invalid(
-                    id,
-                    format!("{}: expected a non-empty id", key("id")),
-                ));
-            }
-            text.to_owned()
-        }
-        None => i.to_string(),
-    };
+    let id = rule_id(i, r, &key("id"))?;
     let (source, groups) = match r.kind.get_ref().as_str() {
         "block" => {
             no_keys_of(&prefix, "mount", &mount_keys(r))?;
@@ -183,20 +202,7 @@ fn rule(
             ));
         }
     };
-    if let Some(c) = r.probe_keys().cohort {
-        let used = NameTemplate::parse(c.get_ref()).map_or(0, |t| t.max_group());
-        if used > groups.1 {
-            return Err(invalid(
-                c,
-                format!(
-                    "{}: ${used} refers to capture group {used}, but {} has {}",
-                    key("cohort"),
-                    groups.0,
-                    groups.1
-                ),
-            ));
-        }
-    }
+    cohort_groups(r, &key("cohort"), groups)?;
     let name = match &r.name {
         Some(text) => {
             printable(&key("name"), text)?;

@@ -24,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// How long a scan is waited for before the rescan is given up (the rules keep what they found).
 pub const SCAN_PATIENCE: Duration = crate::scheduler::STAT_PATIENCE;
@@ -214,14 +215,15 @@ pub struct Discovery {
 
 impl Discovery {
     /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`), with the
-    /// device nodes in `dev_dir`; the targets block rules lose are kept in `lost_file` (none: in
-    /// memory only). Must be called inside a tokio runtime.
+    /// device nodes in `dev_dir`, until `stop` is cancelled; the targets block rules lose are
+    /// kept in `lost_file` (none: in memory only). Must be called inside a tokio runtime.
     pub fn start(
         roots: Roots,
         dev_dir: PathBuf,
         plan: Plan,
         status: Arc<Status>,
         lost_file: Option<PathBuf>,
+        stop: CancellationToken,
     ) -> Discovery {
         let (plan_tx, plan_rx) = watch::channel(Arc::new(plan));
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
@@ -229,7 +231,14 @@ impl Discovery {
         let mut lost = LostTracker::load(lost_file);
         lost.expire(&plan_rx.borrow().rules, unix_now());
         status.set_lost(lost.entries());
-        let task = tokio::spawn(run(roots, dev_dir, plan_rx, found_tx, status, lost));
+        let rescans = run(roots, dev_dir, plan_rx, found_tx, status, lost);
+        // Stopped at whatever it waits for (a scan's thread is not waited for).
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = rescans => {}
+            }
+        });
         Discovery {
             plan: plan_tx,
             found: found_rx,
@@ -256,9 +265,9 @@ impl Discovery {
         self.found.borrow_and_update().clone()
     }
 
-    /// Stops rescanning.
-    pub fn stop(self) {
-        self.task.abort();
+    /// Waits until the task has stopped (its token cancelled).
+    pub async fn stopped(self) {
+        let _ = self.task.await;
     }
 }
 
@@ -291,104 +300,181 @@ async fn run(
     mut plans: watch::Receiver<Arc<Plan>>,
     found_tx: watch::Sender<Arc<Vec<TargetSpec>>>,
     status: Arc<Status>,
-    mut lost: LostTracker,
+    lost: LostTracker,
 ) {
-    let running = Arc::new(AtomicBool::new(false));
-    let mut logged = Logged::default();
-    let mut plan = plans.borrow_and_update().clone();
-    let mut found: Vec<Option<Found>> = vec![None; plan.rules.len()];
-    let mut due: Vec<Instant> = vec![Instant::now(); plan.rules.len()];
-    let mut scanned: Vec<Option<f64>> = vec![None; plan.rules.len()];
-    // Whether what is published must be worked out again although no rule is due (new rules).
-    let mut refresh = true;
+    let mut rules = Rules::new(plans.borrow_and_update().clone());
+    let mut task = Task {
+        roots,
+        dev_dir,
+        running: Arc::new(AtomicBool::new(false)),
+        logged: Logged::default(),
+        found_tx,
+        status,
+        lost,
+    };
     loop {
         let now = Instant::now();
-        let ready: Vec<usize> = (0..plan.rules.len()).filter(|&i| due[i] <= now).collect();
-        let mut scanned_now = None;
-        if !ready.is_empty() {
-            let mounts = ready
-                .iter()
-                .any(|&i| plan.rules[i].source.kind() == "mount");
-            match scan_on_thread(&roots, &dev_dir, mounts, &running).await {
-                Ok(scan) => {
-                    let at = unix_now();
-                    for &i in &ready {
-                        found[i] = Some(matching::find(&plan.rules[i], &scan));
-                        scanned[i] = Some(at);
-                    }
-                    scanned_now = Some((scan, at));
-                }
-                // A scan that does not return is reported once, not at every rescan after it.
-                Err(ScanError::StillRunning) => {
-                    tracing::debug!("discovery: {}", ScanError::StillRunning);
-                }
-                Err(err) => {
-                    tracing::error!(%err, "discovery: rescan failed; the rules keep the targets they found before");
-                }
-            }
-            for &i in &ready {
-                due[i] = now + plan.rules[i].rescan;
-            }
+        let ready: Vec<usize> = (0..rules.plan.rules.len())
+            .filter(|&i| rules.due[i] <= now)
+            .collect();
+        let scanned_now = task.rescan(&mut rules, &ready, now).await;
+        if !ready.is_empty() || rules.refresh {
+            rules.refresh = false;
+            let (targets, counts, notes) =
+                matching::assemble(&rules.plan.rules, &rules.found, &rules.plan.configured);
+            task.track_losses(&rules, &ready, &targets, scanned_now.as_ref());
+            task.publish(&rules, targets, &counts, notes);
         }
-        if !ready.is_empty() || refresh {
-            refresh = false;
-            let (targets, counts, mut notes) =
-                matching::assemble(&plan.rules, &found, &plan.configured);
-            if let Some((scan, at)) = &scanned_now {
-                lost.after_rescan(&Rescan {
-                    rules: &plan.rules,
-                    ready: &ready,
-                    targets: &targets,
-                    scan,
-                    now: *at,
-                });
-            }
-            lost.expire(&plan.rules, unix_now());
-            status.set_lost(lost.entries());
-            let mut warnings = Vec::new();
-            for (rule, f) in plan.rules.iter().zip(&found) {
-                let Some(f) = f else { continue };
-                notes.extend(f.notes.iter().cloned());
-                if !f.dropped.is_empty() {
-                    warnings.push(over_limit(rule, f));
-                }
-            }
-            logged.update(notes, warnings);
-            status.set(
-                plan.rules
-                    .iter()
-                    .enumerate()
-                    .map(|(i, rule)| RuleStatus {
-                        id: rule.id.clone(),
-                        targets: counts[i],
-                        dropped: found[i].as_ref().map_or(0, |f| f.dropped.len()),
-                        unnamed: found[i].as_ref().map_or(0, |f| f.unnamed),
-                        last_rescan: scanned[i],
-                    })
-                    .collect(),
-            );
-            found_tx.send_if_modified(|current| {
-                let changed = **current != targets;
-                if changed {
-                    *current = Arc::new(targets);
-                }
-                changed
-            });
-        }
-        let next = due.iter().min().copied();
+        let next = rules.due.iter().min().copied();
         tokio::select! {
             () = sleep_until(next) => {}
             changed = plans.changed() => {
                 if changed.is_err() {
                     return;
                 }
-                plan = plans.borrow_and_update().clone();
-                found = vec![None; plan.rules.len()];
-                due = vec![Instant::now(); plan.rules.len()];
-                scanned = vec![None; plan.rules.len()];
-                refresh = true;
+                rules = Rules::new(plans.borrow_and_update().clone());
             }
         }
+    }
+}
+
+/// The rules in force and what each found, when it was scanned and is due again.
+struct Rules {
+    plan: Arc<Plan>,
+    found: Vec<Option<Found>>,
+    due: Vec<Instant>,
+    scanned: Vec<Option<f64>>,
+    /// Whether what is published must be worked out again although no rule is due (new rules).
+    refresh: bool,
+}
+
+impl Rules {
+    /// `plan`'s rules, each due at once.
+    fn new(plan: Arc<Plan>) -> Rules {
+        let n = plan.rules.len();
+        Rules {
+            plan,
+            found: vec![None; n],
+            due: vec![Instant::now(); n],
+            scanned: vec![None; n],
+            refresh: true,
+        }
+    }
+}
+
+/// What the discovery task keeps from one rescan to the next, besides the rules.
+struct Task {
+    roots: Roots,
+    dev_dir: PathBuf,
+    /// Whether a scan's thread is still running.
+    running: Arc<AtomicBool>,
+    logged: Logged,
+    found_tx: watch::Sender<Arc<Vec<TargetSpec>>>,
+    status: Arc<Status>,
+    lost: LostTracker,
+}
+
+impl Task {
+    /// Scans the machine for the `ready` rules (none: no scan) and sets what they found and
+    /// when they are due again; returns the scan and its time when one was made.
+    async fn rescan(
+        &self,
+        rules: &mut Rules,
+        ready: &[usize],
+        now: Instant,
+    ) -> Option<(Scan, f64)> {
+        if ready.is_empty() {
+            return None;
+        }
+        let mut scanned_now = None;
+        let mounts = ready
+            .iter()
+            .any(|&i| rules.plan.rules[i].source.kind() == "mount");
+        match scan_on_thread(&self.roots, &self.dev_dir, mounts, &self.running).await {
+            Ok(scan) => {
+                let at = unix_now();
+                for &i in ready {
+                    rules.found[i] = Some(matching::find(&rules.plan.rules[i], &scan));
+                    rules.scanned[i] = Some(at);
+                }
+                scanned_now = Some((scan, at));
+            }
+            // A scan that does not return is reported once, not at every rescan after it.
+            Err(ScanError::StillRunning) => {
+                tracing::debug!("discovery: {}", ScanError::StillRunning);
+            }
+            Err(err) => {
+                tracing::error!(%err, "discovery: rescan failed; the rules keep the targets they found before");
+            }
+        }
+        for &i in ready {
+            rules.due[i] = now + rules.plan.rules[i].rescan;
+        }
+        scanned_now
+    }
+
+    /// Tells the lost-target tracker what a scan found (`targets`, assembled), expires what was
+    /// lost too long ago and reports what stays lost.
+    fn track_losses(
+        &mut self,
+        rules: &Rules,
+        ready: &[usize],
+        targets: &[TargetSpec],
+        scanned_now: Option<&(Scan, f64)>,
+    ) {
+        if let Some((scan, at)) = scanned_now {
+            self.lost.after_rescan(&Rescan {
+                rules: &rules.plan.rules,
+                ready,
+                targets,
+                scan,
+                now: *at,
+            });
+        }
+        self.lost.expire(&rules.plan.rules, unix_now());
+        self.status.set_lost(self.lost.entries());
+    }
+
+    /// Logs what the rules found to say, sets their status and publishes `targets` when they
+    /// changed.
+    fn publish(
+        &mut self,
+        rules: &Rules,
+        targets: Vec<TargetSpec>,
+        counts: &[usize],
+        mut notes: Vec<String>,
+    ) {
+        let mut warnings = Vec::new();
+        for (rule, f) in rules.plan.rules.iter().zip(&rules.found) {
+            let Some(f) = f else { continue };
+            notes.extend(f.notes.iter().cloned());
+            if !f.dropped.is_empty() {
+                warnings.push(over_limit(rule, f));
+            }
+        }
+        self.logged.update(notes, warnings);
+        self.status.set(
+            rules
+                .plan
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, rule)| RuleStatus {
+                    id: rule.id.clone(),
+                    targets: counts[i],
+                    dropped: rules.found[i].as_ref().map_or(0, |f| f.dropped.len()),
+                    unnamed: rules.found[i].as_ref().map_or(0, |f| f.unnamed),
+                    last_rescan: rules.scanned[i],
+                })
+                .collect(),
+        );
+        self.found_tx.send_if_modified(|current| {
+            let changed = **current != targets;
+            if changed {
+                *current = Arc::new(targets);
+            }
+            changed
+        });
     }
 }
 

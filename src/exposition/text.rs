@@ -22,26 +22,7 @@ pub fn encode(families: &[Family], format: Format) -> String {
             (true, Kind::Counter) => name.strip_suffix("_total").unwrap_or(name),
             _ => name,
         };
-        let type_name = match family.kind {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        };
-        if om {
-            let _ = writeln!(out, "# TYPE {base} {type_name}");
-            out.push_str("# HELP ");
-            out.push_str(base);
-            out.push(' ');
-            escape_into(&mut out, &family.help, true);
-            out.push('\n');
-        } else {
-            out.push_str("# HELP ");
-            out.push_str(base);
-            out.push(' ');
-            escape_into(&mut out, &family.help, false);
-            out.push('\n');
-            let _ = writeln!(out, "# TYPE {base} {type_name}");
-        }
+        header(&mut out, om, base, family);
         let sample_name = match (om, family.kind) {
             (true, Kind::Counter) if base.len() == name.len() => {
                 std::borrow::Cow::Owned(format!("{name}_total"))
@@ -95,6 +76,30 @@ pub fn encode(families: &[Family], format: Format) -> String {
         out.push_str("# EOF\n");
     }
     out
+}
+
+/// The family's `# TYPE` and `# HELP` lines, named `base`.
+fn header(out: &mut String, om: bool, base: &str, family: &Family) {
+    let type_name = match family.kind {
+        Kind::Counter => "counter",
+        Kind::Gauge => "gauge",
+        Kind::Histogram => "histogram",
+    };
+    if om {
+        let _ = writeln!(out, "# TYPE {base} {type_name}");
+        out.push_str("# HELP ");
+        out.push_str(base);
+        out.push(' ');
+        escape_into(out, &family.help, true);
+        out.push('\n');
+    } else {
+        out.push_str("# HELP ");
+        out.push_str(base);
+        out.push(' ');
+        escape_into(out, &family.help, false);
+        out.push('\n');
+        let _ = writeln!(out, "# TYPE {base} {type_name}");
+    }
 }
 
 fn line(

@@ -59,7 +59,7 @@ pub enum FioError {
 /// (as in fio); without `runtime` and `number_ios`, the caller's default runtime applies. The name
 /// defaults to the canonical `<rw>-<bs>-qd<N>`.
 pub fn parse(options: &str) -> Result<Profile, FioError> {
-    let mut job = Job::default();
+    let mut job = FioJob::default();
     for word in options.split_whitespace() {
         let (option, value) = split_word(word)?;
         let bad = |reason: &str| FioError::Value {
@@ -102,7 +102,7 @@ fn split_word(word: &str) -> Result<(&str, Option<&str>), FioError> {
     Ok((option, value))
 }
 
-/// Why [`Job::set`] refused an option.
+/// Why [`FioJob::set`] refused an option.
 enum Reject {
     /// Not an option we know.
     Unsupported,
@@ -117,7 +117,7 @@ impl From<&str> for Reject {
 }
 
 /// The options of one fio job, as they are read.
-struct Job {
+struct FioJob {
     rw: Option<Rw>,
     block_size: Option<u64>,
     iodepth: u32,
@@ -134,9 +134,9 @@ struct Job {
     open_sync: Option<OpenSync>,
 }
 
-impl Default for Job {
-    fn default() -> Job {
-        Job {
+impl Default for FioJob {
+    fn default() -> FioJob {
+        FioJob {
             rw: None,
             block_size: None,
             iodepth: 1,
@@ -153,7 +153,7 @@ impl Default for Job {
     }
 }
 
-impl Job {
+impl FioJob {
     /// Sets `option` to `value`.
     fn set(&mut self, option: &str, value: &str) -> Result<(), Reject> {
         let positive = |n: u64| (n > 0).then_some(n).ok_or(Reject::from("must be positive"));
@@ -218,6 +218,15 @@ impl Job {
                 }
                 self.name = Some(value.to_owned());
             }
+            other => return self.set_durability(other, value),
+        }
+        Ok(())
+    }
+
+    /// Sets `option`, one of the durability options (`direct`, `fsync`, `fdatasync`, `sync`) or
+    /// one fixed by the probe, to `value`.
+    fn set_durability(&mut self, option: &str, value: &str) -> Result<(), Reject> {
+        match option {
             "direct" => {
                 self.direct = Some(match value {
                     "1" => true,

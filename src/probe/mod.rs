@@ -6,16 +6,16 @@
 //! - [`engine`]: running a profile on a target (io_uring, psync fallback).
 //! - [`measurement`]: what a run measured (counts, HdrHistogram of latency).
 //! - [`error`]: why a probe could not run ([`ProbeError`]) or a profile does not fit its target.
-//! - [`cli`]: the one-shot `diskprobe_exporter probe` command.
+//! - [`oneshot`]: the one-shot `diskprobe_exporter probe` command.
 //!
 //! A scheduler opens a target with [`target::open`], then calls [`engine::run`] for each profile
 //! from a dedicated thread.
 
-pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod fio;
 pub mod measurement;
+pub mod oneshot;
 pub mod profile;
 pub mod target;
 

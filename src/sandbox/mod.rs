@@ -274,28 +274,10 @@ impl Sandbox {
     }
 }
 
-/// Applies the ruleset for `config` to this process (call before any thread starts), logs what
-/// it applied, and returns what to report. Errs only when `required` cannot be met.
-pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, RequiredError> {
-    if inputs.mode == Mode::Off {
-        tracing::info!(
-            mode = %inputs.mode,
-            "sandbox: off (--sandbox.landlock=off); running unconfined"
-        );
-        return Ok(Arc::new(Sandbox::unconfined(inputs.mode, None)));
-    }
-    let (rules, fds, start_wanted, stuck) = plan(inputs, config);
-    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
-    if threads > 1 {
-        tracing::warn!(
-            threads,
-            stuck,
-            "sandbox: other threads run (those left waiting for a path); below Landlock ABI 8 they stay unconfined"
-        );
-    }
-    let port = inputs.listen.map(|a| a.port);
-    let applied = apply(fds, port);
-    let (abi, enforced, why) = match &applied {
+/// What the kernel made of the ruleset: its Landlock ABI (0: none), how much of the ruleset it
+/// enforces and, for when it enforces none, why.
+fn enforcement(applied: &Result<RestrictionStatus, RulesetError>) -> (i32, Enforcement, String) {
+    match applied {
         Ok(status) => {
             let abi = match status.landlock {
                 LandlockStatus::Available {
@@ -327,7 +309,31 @@ pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, Req
             Enforcement::No,
             format!("the ruleset was refused: {err}"),
         ),
-    };
+    }
+}
+
+/// Applies the ruleset for `config` to this process (call before any thread starts), logs what
+/// it applied, and returns what to report. Errs only when `required` cannot be met.
+pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, RequiredError> {
+    if inputs.mode == Mode::Off {
+        tracing::info!(
+            mode = %inputs.mode,
+            "sandbox: off (--sandbox.landlock=off); running unconfined"
+        );
+        return Ok(Arc::new(Sandbox::unconfined(inputs.mode, None)));
+    }
+    let (rules, fds, start_wanted, stuck) = plan(inputs, config);
+    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
+    if threads > 1 {
+        tracing::warn!(
+            threads,
+            stuck,
+            "sandbox: other threads run (those left waiting for a path); below Landlock ABI 8 they stay unconfined"
+        );
+    }
+    let port = inputs.listen.map(|a| a.port);
+    let applied = apply(fds, port);
+    let (abi, enforced, why) = enforcement(&applied);
     if enforced == Enforcement::No {
         tracing::warn!(mode = %inputs.mode, landlock_abi = abi, enforced = %enforced, "sandbox: {why}; running unconfined");
         if inputs.mode == Mode::Required {

@@ -18,7 +18,7 @@ use rand::Rng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// What the stat at the start of a cycle found: the facts of the target's path, `None` when it
 /// cannot be read, or why there is no answer.
@@ -29,10 +29,17 @@ pub(super) struct TargetTask {
     /// The same allocation as the target's series in the store.
     pub(super) spec: Arc<TargetSpec>,
     pub(super) shared: Arc<Shared>,
-    /// Set by a shutdown or a reload: the run in flight stops.
+    /// The flag the engine's threads watch: raised when the task's token is cancelled (by a
+    /// shutdown or a reload), and the run in flight stops.
     pub(super) cancel: Arc<AtomicBool>,
     /// The target's probe and stat threads that have not returned.
     pub(super) threads: Arc<AtomicUsize>,
+}
+
+/// Raises `flag` once `stop` is cancelled.
+async fn raise_on_cancel(stop: CancellationToken, flag: Arc<AtomicBool>) {
+    stop.cancelled().await;
+    flag.store(true, Ordering::SeqCst);
 }
 
 /// Whether a cycle goes on after a profile.
@@ -46,10 +53,12 @@ impl TargetTask {
     /// target's series carry their device.
     pub(super) async fn run(
         self,
-        mut stop: watch::Receiver<bool>,
+        stop: CancellationToken,
         first: Duration,
         labelled: tokio::sync::oneshot::Sender<()>,
     ) {
+        // The engine's threads read a flag, not the token: cancelling the token raises it.
+        tokio::spawn(raise_on_cancel(stop.clone(), self.cancel.clone()));
         let mut grid = Instant::now() + first;
         let mut next = grid;
         // The first cycle's stat, made at once: it labels the target's series before the first
@@ -59,13 +68,13 @@ impl TargetTask {
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next.into()) => {}
-                _ = stop.changed() => return,
+                () = stop.cancelled() => return,
             }
-            if *stop.borrow() {
+            if stop.is_cancelled() {
                 return;
             }
-            self.cycle(&mut stop, first_stat.take()).await;
-            if *stop.borrow() {
+            self.cycle(&stop, first_stat.take()).await;
+            if stop.is_cancelled() {
                 return;
             }
             grid += self.spec.settings.interval;
@@ -141,7 +150,7 @@ impl TargetTask {
     }
 
     /// One cycle: every profile in order, on the device's lock.
-    async fn cycle(&self, stop: &mut watch::Receiver<bool>, stat: Option<Stat>) {
+    async fn cycle(&self, stop: &CancellationToken, stat: Option<Stat>) {
         let Some(device) = self.device(stat).await else {
             return;
         };
@@ -157,7 +166,7 @@ impl TargetTask {
         // for a slot.
         let mut budget = tokio::select! {
             g = state.lock.lock() => g,
-            _ = stop.changed() => return,
+            () = stop.cancelled() => return,
         };
         let settings = &self.spec.settings;
         let capacity = (2.0 * settings.busy_per_cycle().as_secs_f64())
@@ -173,7 +182,7 @@ impl TargetTask {
         };
         let mut slot = None;
         for profile in &settings.profiles {
-            if *stop.borrow() {
+            if stop.is_cancelled() {
                 return;
             }
             let admission = gates.admit(profile, budget, capacity, stop).await;
@@ -202,7 +211,7 @@ impl TargetTask {
         gates: &Gates<'_>,
         budget: &mut Budget,
         slot: &mut Option<GlobalSlot<'s>>,
-        stop: &mut watch::Receiver<bool>,
+        stop: &CancellationToken,
     ) -> Next {
         if slot.is_none() {
             *slot = self.shared.slots.acquire(stop).await;
@@ -219,7 +228,7 @@ impl TargetTask {
             slot,
         )
         .await;
-        if self.cancel.load(Ordering::SeqCst) {
+        if stop.is_cancelled() {
             // Cancelled by a shutdown or a reload: not a result of the target, not counted.
             log::cancelled(&self.spec, profile);
             return Next::Stop;

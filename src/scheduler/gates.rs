@@ -14,7 +14,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Why a run was not started: its `Display` is the reason the metrics' last error, the status
 /// page and the log give.
@@ -120,7 +120,7 @@ impl Gates<'_> {
         profile: &Profile,
         budget: &mut Budget,
         capacity: f64,
-        stop: &mut watch::Receiver<bool>,
+        stop: &CancellationToken,
     ) -> Admission {
         budget.refill(Instant::now(), self.spec.settings.max_duty_cycle, capacity);
         if budget.tokens < 0.0 {
@@ -144,7 +144,7 @@ impl Gates<'_> {
 
     /// Busy skip: a capacity profile's run is skipped when the disk's load over the busy window
     /// is above `skip_busy_above`. `None`: not checked (gentle profile, no limit, no device).
-    async fn busy(&self, profile: &Profile, stop: &mut watch::Receiver<bool>) -> Option<Admission> {
+    async fn busy(&self, profile: &Profile, stop: &CancellationToken) -> Option<Admission> {
         let settings = &self.spec.settings;
         if profile.class() != ProbeClass::Capacity || settings.skip_busy_above.is_off() {
             return None;
@@ -158,7 +158,7 @@ impl Gates<'_> {
             }));
         }
         // The wait above ends early when the target is stopped: no run then.
-        Some(if *stop.borrow() {
+        Some(if stop.is_cancelled() {
             Admission::Stopped
         } else {
             Admission::Run
@@ -172,13 +172,13 @@ async fn disk_load(
     sysfs: &Path,
     disks: &[String],
     window: Duration,
-    stop: &mut watch::Receiver<bool>,
+    stop: &CancellationToken,
 ) -> Option<Load> {
     let reader = DiskReader::new(sysfs, disks);
     let before = reader.sample().ok()?;
     tokio::select! {
         () = tokio::time::sleep(window) => {}
-        _ = stop.changed() => return None,
+        () = stop.cancelled() => return None,
     }
     Load::between(&before, &reader.sample().ok()?)
 }

@@ -3,7 +3,8 @@
 //! give them back.
 
 use std::sync::{Arc, Mutex};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 /// The slots, and how many held ones are still to be retired.
 pub(super) struct GlobalSlots {
@@ -37,10 +38,10 @@ impl GlobalSlots {
     }
 
     /// A slot, or `None` when the target is stopped first.
-    pub(super) async fn acquire(&self, stop: &mut watch::Receiver<bool>) -> Option<GlobalSlot<'_>> {
+    pub(super) async fn acquire(&self, stop: &CancellationToken) -> Option<GlobalSlot<'_>> {
         tokio::select! {
             p = self.semaphore.clone().acquire_owned() => p.ok().map(|permit| self.slot(permit)),
-            _ = stop.changed() => None,
+            () = stop.cancelled() => None,
         }
     }
 

@@ -9,10 +9,10 @@ use crate::series::SeriesStore;
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// How long [`Scheduler::apply`] waits for the stats that label new targets' series; a target on
 /// a filesystem that does not answer by then is exported without a device.
@@ -33,8 +33,8 @@ pub fn first_cycle_delay(k: usize, n: usize, interval: Duration, r: f64) -> Dura
 struct Task {
     /// Shared with the target's series in [`SeriesStore`] (see [`SeriesStore::record`]).
     spec: Arc<TargetSpec>,
-    stop: watch::Sender<bool>,
-    cancel: Arc<AtomicBool>,
+    /// A child of the scheduler's token: cancelled when the target is removed or changed.
+    stop: CancellationToken,
     handle: JoinHandle<()>,
 }
 
@@ -43,13 +43,27 @@ pub struct Scheduler {
     shared: Arc<Shared>,
     max_concurrent: usize,
     tasks: HashMap<String, Task>,
+    /// Stops every task: cancelled by [`Scheduler::shutdown`] or by the token it is a child of.
+    shutdown: CancellationToken,
 }
 
 impl Scheduler {
     /// A scheduler with no targets yet; call [`Scheduler::apply`]. Must be called inside a tokio
     /// runtime.
     pub fn new(series: Arc<SeriesStore>, roots: Roots, config: &SchedulerConfig) -> Self {
+        Self::stopped_by(series, roots, config, &CancellationToken::new())
+    }
+
+    /// A scheduler whose tasks stop when `shutdown` is cancelled (they have child tokens of it,
+    /// which a reload cancels for the targets it removes).
+    pub fn stopped_by(
+        series: Arc<SeriesStore>,
+        roots: Roots,
+        config: &SchedulerConfig,
+        shutdown: &CancellationToken,
+    ) -> Self {
         Scheduler {
+            shutdown: shutdown.child_token(),
             shared: Arc::new(Shared::new(series, roots, config.max_concurrent_probes)),
             max_concurrent: config.max_concurrent_probes,
             tasks: HashMap::new(),
@@ -80,8 +94,7 @@ impl Scheduler {
         for name in stale {
             if let Some(task) = self.tasks.remove(&name) {
                 log::stopping(&name);
-                task.cancel.store(true, Ordering::SeqCst);
-                let _ = task.stop.send(true);
+                task.stop.cancel();
             }
         }
         // Kept targets go on with their allocation, new and changed ones get a new one: what a
@@ -104,24 +117,22 @@ impl Scheduler {
         for (k, spec) in added.into_iter().enumerate() {
             let first =
                 first_cycle_delay(k, n, spec.settings.interval, rand::rng().random::<f64>());
-            let (stop, stop_rx) = watch::channel(false);
-            let cancel = Arc::new(AtomicBool::new(false));
+            let stop = self.shutdown.child_token();
             let (label_tx, label_rx) = tokio::sync::oneshot::channel();
             labelled.push(label_rx);
             let task = TargetTask {
                 spec: spec.clone(),
                 shared: self.shared.clone(),
-                cancel: cancel.clone(),
+                cancel: Arc::new(AtomicBool::new(false)),
                 threads: self.shared.threads_of(&spec.name),
             };
-            let handle = tokio::spawn(task.run(stop_rx, first, label_tx));
+            let handle = tokio::spawn(task.run(stop.clone(), first, label_tx));
             log::scheduling(spec);
             self.tasks.insert(
                 spec.name.clone(),
                 Task {
                     spec: spec.clone(),
                     stop,
-                    cancel,
                     handle,
                 },
             );
@@ -133,21 +144,21 @@ impl Scheduler {
         }
     }
 
-    /// Stops every target: in-flight runs are cancelled (the engines stop within 100 ms and
-    /// drain their I/O) and their tasks awaited, for at most `deadline`.
-    pub async fn shutdown(self, deadline: Duration) {
-        for task in self.tasks.values() {
-            task.cancel.store(true, Ordering::SeqCst);
-            let _ = task.stop.send(true);
-        }
+    /// Stops every target (cancels the scheduler's token, if its parent has not): in-flight
+    /// runs are cancelled (the engines stop within 100 ms and drain their I/O) and their tasks
+    /// awaited, for at most `deadline`. Returns whether they all stopped by then.
+    pub async fn shutdown(self, deadline: Duration) -> bool {
+        self.shutdown.cancel();
         let all = async {
             for task in self.tasks.into_values() {
                 let _ = task.handle.await;
             }
         };
-        if tokio::time::timeout(deadline, all).await.is_err() {
+        let stopped = tokio::time::timeout(deadline, all).await.is_ok();
+        if !stopped {
             tracing::warn!("probe tasks did not stop within {deadline:?}");
         }
+        stopped
     }
 }
 

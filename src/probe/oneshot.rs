@@ -238,25 +238,55 @@ pub fn select_profiles(
     Ok(profiles)
 }
 
+/// The profiles `args` name, refused (with the message) when one writes without
+/// `--allow-writes`.
+fn checked_profiles(args: &ProbeArgs) -> Result<Vec<Profile>, String> {
+    let profiles = select_profiles(&args.profiles, &args.fio, args.runtime)?;
+    if let Some(p) = profiles.iter().find(|p| p.rw.is_write())
+        && !args.allow_writes
+    {
+        return Err(format!(
+            "profile {} writes to {}; pass --allow-writes to allow it",
+            p.name,
+            args.target.display()
+        ));
+    }
+    Ok(profiles)
+}
+
+/// Runs `profile` once on `opened` (or records why the target did not open).
+fn probe_once(
+    path: &Path,
+    opened: &Result<OpenTarget, String>,
+    profile: &Profile,
+    opts: &RunOptions,
+) -> RunRecord {
+    match opened {
+        Err(err) => {
+            let mut record = RunRecord::new(path, None, profile);
+            record.error = Some(err.clone());
+            record
+        }
+        Ok(t) => {
+            let mut record = RunRecord::new(path, Some(t), profile);
+            match engine::run(t, profile, opts) {
+                Ok(result) => record.fill(&result),
+                Err(err) => record.error = Some(err.to_string()),
+            }
+            record
+        }
+    }
+}
+
 /// Runs the one-shot probe.
 pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
-    let profiles = match select_profiles(&args.profiles, &args.fio, args.runtime) {
+    let profiles = match checked_profiles(&args) {
         Ok(p) => p,
         Err(err) => {
             eprintln!("diskprobe_exporter probe: {err}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if let Some(p) = profiles.iter().find(|p| p.rw.is_write())
-        && !args.allow_writes
-    {
-        eprintln!(
-            "diskprobe_exporter probe: profile {} writes to {}; pass --allow-writes to allow it",
-            p.name,
-            args.target.display()
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
     let cancel = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(err) = signal_hook::flag::register(signal, Arc::clone(&cancel)) {
@@ -304,20 +334,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
             target::open_reporting(&args.target, &options(profile.rw.is_write()), &go_on)
                 .map_err(|e| e.to_string())
         });
-        let mut record;
-        match opened {
-            Err(err) => {
-                record = RunRecord::new(&args.target, None, profile);
-                record.error = Some(err.clone());
-            }
-            Ok(t) => {
-                record = RunRecord::new(&args.target, Some(t), profile);
-                match engine::run(t, profile, &opts) {
-                    Ok(result) => record.fill(&result),
-                    Err(err) => record.error = Some(err.to_string()),
-                }
-            }
-        }
+        let record = probe_once(&args.target, opened, profile, &opts);
         if let Some(err) = &record.error {
             failed = true;
             tracing::error!(profile = %profile.name, %err, "probe failed");
@@ -368,6 +385,25 @@ fn human(value: f64) -> String {
     }
 }
 
+/// fio's two lines for a latency summary (`what`: "lat" or "sync"), in microseconds.
+fn latency_lines(out: &mut String, what: &str, l: &LatencySummary) {
+    let us = |s: f64| s * 1e6;
+    *out += &format!(
+        "    {what} (usec): min={:.0}, max={:.0}, avg={:.2}\n",
+        us(l.min),
+        us(l.max),
+        us(l.mean)
+    );
+    *out += &format!(
+        "    {what} percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}], 99.99th=[{:.0}]\n",
+        us(l.p50),
+        us(l.p90),
+        us(l.p99),
+        us(l.p999),
+        us(l.p9999)
+    );
+}
+
 /// fio-like summary of one run.
 pub fn table(r: &RunRecord) -> String {
     let mut options = String::new();
@@ -412,38 +448,10 @@ pub fn table(r: &RunRecord) -> String {
             r.bytes as f64 / (1 << 20) as f64,
             (r.elapsed_seconds * 1e3).round()
         );
-        let l = &r.latency_seconds;
-        let us = |s: f64| s * 1e6;
-        out += &format!(
-            "    lat (usec): min={:.0}, max={:.0}, avg={:.2}\n",
-            us(l.min),
-            us(l.max),
-            us(l.mean)
-        );
-        out += &format!(
-            "    lat percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}], 99.99th=[{:.0}]\n",
-            us(l.p50),
-            us(l.p90),
-            us(l.p99),
-            us(l.p999),
-            us(l.p9999)
-        );
+        latency_lines(&mut out, "lat", &r.latency_seconds);
         if let (Some(syncs), Some(l)) = (r.syncs, &r.sync_latency_seconds) {
             out += &format!("  fsync/fdatasync: syncs={syncs}\n");
-            out += &format!(
-                "    sync (usec): min={:.0}, max={:.0}, avg={:.2}\n",
-                us(l.min),
-                us(l.max),
-                us(l.mean)
-            );
-            out += &format!(
-                "    sync percentiles (usec): 50.00th=[{:.0}], 90.00th=[{:.0}], 99.00th=[{:.0}], 99.90th=[{:.0}], 99.99th=[{:.0}]\n",
-                us(l.p50),
-                us(l.p90),
-                us(l.p99),
-                us(l.p999),
-                us(l.p9999)
-            );
+            latency_lines(&mut out, "sync", l);
         }
         out += &format!("  ios={}, errors={}\n", r.ios, r.io_errors);
     }

@@ -1,0 +1,191 @@
+//! Settings resolved once: the command-line flags ([`Cli`]), the configuration file and the web
+//! configuration become one [`Settings`] value, every flag-against-configuration precedence
+//! (listen address, telemetry path, state directory) worked out here. Besides `main.rs` this is
+//! the only module that reads [`Cli`]; [`crate::agent`] wires the parts together from what a
+//! `Settings` holds.
+
+use crate::cli::Cli;
+use crate::config::discover::RuleSource;
+use crate::config::{self, Config, ListenAddress};
+use crate::discovery;
+use crate::sandbox as confinement;
+use crate::scheduler::Roots;
+use crate::state_dir::StateDirError;
+use crate::web_config::WebConfig;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// What the agent runs with: the flags, the configuration and the web configuration, resolved.
+#[derive(Debug)]
+pub struct Settings {
+    /// `--config.file`, or none for the embedded default.
+    pub config_file: Option<PathBuf>,
+    /// `--config.check`: validate and exit.
+    pub config_check: bool,
+    /// `--web.config.file`, or none (plain HTTP, no authentication).
+    pub web_config_file: Option<PathBuf>,
+    /// The configuration at start (the file, or the embedded default).
+    pub config: Config,
+    /// The web configuration at start.
+    pub web: WebConfig,
+    /// The address to listen on: `--web.listen-address`, then `[web] listen_address`, then the
+    /// default; the error names the flag that does not parse.
+    pub listen_address: Result<ListenAddress, String>,
+    /// Where metrics are served: `--web.telemetry-path`, then `[web] telemetry_path`, then the
+    /// default.
+    pub telemetry_path: String,
+    /// `--web.max-connections`.
+    pub max_connections: usize,
+    /// `--path.procfs` and `--path.sysfs`.
+    pub roots: Roots,
+    /// `--path.devfs`.
+    pub devfs: PathBuf,
+    /// `--path.cloud-stats-pages`: fixture pages, read instead of the devices.
+    pub cloud_stats_pages: Option<PathBuf>,
+    /// `--sandbox.landlock`.
+    pub sandbox: confinement::Mode,
+    /// `--state.dir`, or the default one; none when no default can be derived.
+    state_dir: Option<PathBuf>,
+    /// Where the targets block rules lose are kept, worked out (and its directory made) once.
+    lost_targets_file: OnceLock<Option<PathBuf>>,
+}
+
+impl Settings {
+    /// Resolves `cli`, loading the configuration it names (or the embedded default) and the
+    /// web configuration. An error is a configuration that does not load.
+    pub fn load(cli: Cli) -> anyhow::Result<Settings> {
+        // The default's only error is that there is none, which matters only where the state
+        // directory is used ([`Settings::state_dir`]).
+        let state_dir = cli
+            .state_dir
+            .or_else(|| crate::state_dir::default_dir().ok());
+        let config = match &cli.config_file {
+            Some(path) => Config::load(path)?,
+            None => Config::embedded_default(state_dir_of(state_dir.as_deref())?),
+        };
+        let web = match &cli.web_config_file {
+            Some(path) => WebConfig::load(path)?,
+            None => WebConfig::default(),
+        };
+        let listen_address = match &cli.listen_address {
+            Some(flag) => {
+                ListenAddress::parse(flag).map_err(|e| format!("--web.listen-address: {e}"))
+            }
+            None => Ok(config.web.listen_address.clone().unwrap_or_else(|| {
+                ListenAddress::parse(config::DEFAULT_LISTEN_ADDRESS).expect("default parses")
+            })),
+        };
+        let telemetry_path = cli
+            .telemetry_path
+            .or_else(|| config.web.telemetry_path.clone())
+            .unwrap_or_else(|| config::DEFAULT_TELEMETRY_PATH.to_owned());
+        Ok(Settings {
+            config_file: cli.config_file,
+            config_check: cli.config_check,
+            web_config_file: cli.web_config_file,
+            config,
+            web,
+            listen_address,
+            telemetry_path,
+            max_connections: cli.max_connections,
+            roots: Roots {
+                procfs: cli.procfs,
+                sysfs: cli.sysfs,
+            },
+            devfs: cli.devfs,
+            cloud_stats_pages: cli.cloud_stats_pages,
+            sandbox: cli.sandbox,
+            state_dir,
+            lost_targets_file: OnceLock::new(),
+        })
+    }
+
+    /// Settings from command-line arguments (the program's name first), for tests.
+    #[cfg(test)]
+    pub(crate) fn from_args(args: &[&str]) -> anyhow::Result<Settings> {
+        use clap::Parser;
+        Settings::load(Cli::try_parse_from(args)?)
+    }
+
+    /// What `--config.check` names as checked: the file, or the embedded default.
+    pub fn config_source(&self) -> String {
+        self.config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "embedded default".to_owned())
+    }
+
+    /// The state directory named by `--state.dir`, or the default one.
+    pub fn state_dir(&self) -> Result<&Path, StateDirError> {
+        state_dir_of(self.state_dir.as_deref())
+    }
+
+    /// Where the targets block rules lose are kept: in the state directory, which is created
+    /// (the first time this is asked) when the configuration at start has a block rule that
+    /// keeps them. `None` (in memory only, with a warning) when there is no state directory or
+    /// it cannot be created.
+    pub fn lost_targets_file(&self) -> Option<&Path> {
+        self.lost_targets_file
+            .get_or_init(|| lost_targets_file(self.state_dir(), &self.config))
+            .as_deref()
+    }
+
+    /// The state directory, when the agent keeps state there at start (the lost targets of
+    /// block rules); made by this call.
+    pub fn kept_state_dir(&self) -> Option<&Path> {
+        self.lost_targets_file()
+            .filter(|_| keeps_lost_targets(&self.config))
+            .and_then(Path::parent)
+    }
+
+    /// What the sandbox's ruleset is built from ([`confinement::confine`]). Makes the state
+    /// directory where the agent keeps state in it: rules name directories that exist.
+    pub fn sandbox_inputs(&self) -> confinement::Inputs<'_> {
+        confinement::Inputs {
+            mode: self.sandbox,
+            procfs: &self.roots.procfs,
+            sysfs: &self.roots.sysfs,
+            devfs: &self.devfs,
+            cloud_stats_pages: self.cloud_stats_pages.as_deref(),
+            config_file: self.config_file.as_deref(),
+            web_config_file: self.web_config_file.as_deref(),
+            web_files: &self.web.files,
+            listen: self.listen_address.as_ref().ok(),
+            state_dir: self.kept_state_dir(),
+        }
+    }
+}
+
+/// `dir`, or the error that says no default could be derived.
+fn state_dir_of(dir: Option<&Path>) -> Result<&Path, StateDirError> {
+    dir.ok_or(StateDirError::NoDefault)
+}
+
+/// Whether `config` has a block rule that keeps lost targets: the state directory then holds
+/// them ([`discovery::lost_file`]).
+fn keeps_lost_targets(config: &Config) -> bool {
+    config
+        .discover
+        .iter()
+        .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
+}
+
+/// [`Settings::lost_targets_file`], worked out.
+fn lost_targets_file(state_dir: Result<&Path, StateDirError>, config: &Config) -> Option<PathBuf> {
+    let dir = match state_dir {
+        Ok(dir) => dir,
+        Err(err) => {
+            if keeps_lost_targets(config) {
+                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: lost discovered targets are kept in memory only");
+            }
+            return None;
+        }
+    };
+    if keeps_lost_targets(config)
+        && let Err(err) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: lost discovered targets are kept in memory only");
+        return None;
+    }
+    Some(dir.join(discovery::lost_file::FILE_NAME))
+}
