@@ -103,7 +103,6 @@ fn min_interval(d: &Value, panel: &Value) -> Option<Duration> {
         .min()
 }
 
-#[test]
 fn dashboards_pass_grafanas_schema() {
     let sdk = common::which("python3").is_some_and(|py| {
         Command::new(py)
@@ -127,7 +126,6 @@ fn dashboards_pass_grafanas_schema() {
     );
 }
 
-#[test]
 fn dashboards_pass_our_lints() {
     let problems: Vec<String> = DASHBOARDS
         .iter()
@@ -234,7 +232,6 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
 }
 
 /// The lints catch what they are for: the mistakes of the dashboards before them.
-#[test]
 fn the_lints_catch_the_old_mistakes() {
     let target = serde_json::json!({"panels": [
         {"type": "heatmap", "title": "all profiles, cumulative", "options": {"calculate": false},
@@ -278,4 +275,10 @@ fn the_lints_catch_the_old_mistakes() {
         min_interval(&d, &serde_json::json!({"interval": "$w"})),
         Some(Duration::from_secs(300))
     );
+}
+
+crate::tests! {
+    dashboards_pass_grafanas_schema: [GRAFANA_SDK],
+    dashboards_pass_our_lints,
+    the_lints_catch_the_old_mistakes,
 }

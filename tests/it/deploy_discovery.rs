@@ -16,7 +16,6 @@ fn overlay() -> PathBuf {
     common::repo_root().join("deploy/kubernetes-discovery")
 }
 
-#[test]
 fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     let config = Config::load(&overlay().join("config.toml")).expect("config.toml is valid");
     assert!(config.targets.is_empty(), "only discovered targets");
@@ -54,7 +53,6 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     }
 }
 
-#[test]
 fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api() {
     let Some(docs) = common::kustomize(&overlay()) else {
         return;
@@ -144,4 +142,9 @@ fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_
         toml,
         std::fs::read_to_string(overlay().join("config.toml")).unwrap()
     );
+}
+
+crate::tests! {
+    the_discovery_config_finds_disks_and_csi_volumes_read_only,
+    the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api: [KUBECTL],
 }

@@ -27,7 +27,6 @@ fn open_tempdir() -> tempfile::TempDir {
     dir
 }
 
-#[test]
 fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
     if !loopdev::ready() {
         return;
@@ -118,7 +117,6 @@ impl Drop for LiftReadCap<'_> {
     }
 }
 
-#[test]
 fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     if !loopdev::blkio_ready() || !fuse::ready() {
         return;
@@ -280,7 +278,6 @@ fn throttled_ext4(size: u64, bps: u64) -> (LoopDev, Mount, BlkioGroup) {
     (disk, fs, group)
 }
 
-#[test]
 fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     if !loopdev::blkio_ready() {
         return;
@@ -361,7 +358,6 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     agent.terminate();
 }
 
-#[test]
 fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     if !loopdev::ready() || !fuse::ready() {
         return;
@@ -439,7 +435,6 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     agent.terminate();
 }
 
-#[test]
 fn sigint_stops_a_one_shot_probe_file_fill() {
     if !loopdev::blkio_ready() {
         return;
@@ -496,7 +491,6 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
     );
 }
 
-#[test]
 fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
     if !loopdev::blkio_ready() {
         return;
@@ -547,7 +541,6 @@ fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
     assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 16 << 20);
 }
 
-#[test]
 fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
     let python = common::python_seccomp();
     if !common::require(python.is_some(), "python3-seccomp (Debian package)") {
@@ -587,7 +580,6 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
     );
 }
 
-#[test]
 fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     if !loopdev::ready() {
         return;
@@ -679,7 +671,6 @@ fn sha(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-#[test]
 fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region() {
     if !loopdev::ready() {
         return;
@@ -763,7 +754,6 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
     assert_eq!(changed_outside, 0);
 }
 
-#[test]
 fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
     let _guard = shared();
     let dir = open_tempdir();
@@ -801,7 +791,6 @@ fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
     );
 }
 
-#[test]
 fn symlinks_to_block_devices_are_followed() {
     if !loopdev::ready() {
         return;
@@ -822,7 +811,6 @@ fn symlinks_to_block_devices_are_followed() {
     assert_eq!(run["device"], dev.name.as_str(), "{run}");
 }
 
-#[test]
 fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
     if !fuse::ready() {
         return;
@@ -886,4 +874,19 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
         run["io_errors"], 0,
         "the interrupted read counted as an error: {run}"
     );
+}
+
+crate::tests! {
+    a_vanished_device_fails_its_runs_and_recovers_when_it_returns: [LOOP],
+    dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule: [LOOP, BLKIO, ROOT, FUSE],
+    a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on: [LOOP, BLKIO],
+    a_target_on_a_hung_filesystem_does_not_stall_the_agent: [LOOP, ROOT, FUSE],
+    sigint_stops_a_one_shot_probe_file_fill: [LOOP, BLKIO],
+    a_reload_during_a_fill_records_nothing_in_the_changed_target: [LOOP, BLKIO],
+    io_uring_blocked_by_seccomp_falls_back_to_psync,
+    enospc_eacces_and_no_o_direct_are_clear_per_target_errors: [LOOP],
+    mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region: [LOOP],
+    symlinked_probe_files_are_refused_and_the_other_file_is_untouched,
+    symlinks_to_block_devices_are_followed: [LOOP],
+    reads_interrupted_by_a_cancellation_are_not_io_errors: [ROOT, FUSE],
 }

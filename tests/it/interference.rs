@@ -36,7 +36,6 @@ fn one_shot(dev: &Path, profile: &str, runtime: &str, engine: &str) -> serde_jso
     ])
 }
 
-#[test]
 fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
     if !loopdev::ready() {
         return;
@@ -65,7 +64,6 @@ fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
     }
 }
 
-#[test]
 fn a_gentle_probe_reports_a_device_four_times_slower() {
     if !loopdev::ready() || !fuse::ready() {
         return;
@@ -135,7 +133,6 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
     assert!(fuse.reads() > 0);
 }
 
-#[test]
 fn an_engine_asked_to_yield_stops_issuing_and_drains() {
     if !loopdev::ready() {
         return;
@@ -254,7 +251,6 @@ fn labelled(m: &Metrics, name: &str, target: &str) -> f64 {
     sum(m, name, &[&format!("target=\"{target}\"")])
 }
 
-#[test]
 fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
     if !loopdev::ready() {
         return;
@@ -344,7 +340,6 @@ fn write_partition_table(dev: &Path, parts: &[(u32, u32)]) {
     f.sync_all().expect("sync");
 }
 
-#[test]
 fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
     if !loopdev::ready() || !common::require(common::which("partx").is_some(), "partx (util-linux)")
     {
@@ -422,4 +417,12 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         "the time shared with the reader is its cost"
     );
     let _ = scrape(&agent);
+}
+
+crate::tests! {
+    a_gentle_probes_rate_cap_holds_on_a_fast_device: [LOOP],
+    a_gentle_probe_reports_a_device_four_times_slower: [LOOP, ROOT, FUSE],
+    an_engine_asked_to_yield_stops_issuing_and_drains: [LOOP],
+    a_capacity_run_stops_early_when_another_process_starts_reading_the_device: [LOOP],
+    capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy: [LOOP, PARTX],
 }

@@ -17,10 +17,17 @@
 //! - Give environment switches to the processes it starts (`Command::env`); never
 //!   `std::env::set_var`, which every other test of the process would see.
 //!
-//! To add a test file: put it here as `tests/it/NAME.rs` with a `//!` doc saying what it checks,
-//! `use crate::common;` (and `use crate::common::loopdev;` and so on) for the harness, and add
-//! `mod NAME;` below. A file directly in `tests/` would be a binary of its own, linking the crate
-//! again.
+//! The binary has its own runner (`harness = false` in Cargo.toml; [`common::registry`]): a test
+//! is a plain `fn NAME()` (no `#[test]`) listed in its module's [`crate::tests!`] with what it
+//! needs from the machine (`probes_a_device: [LOOP, FIO]`, constants of [`common::skip`]). A test
+//! whose prerequisite is missing is reported as ignored with the reason, and fails under
+//! `DISKPROBE_TEST_STRICT=1`. A function left out of the list is dead code, which clippy refuses.
+//!
+//! To add a test: write the function and add it to the module's `crate::tests!` list. To add a
+//! test file: put it here as `tests/it/NAME.rs` with a `//!` doc saying what it checks,
+//! `use crate::common;` (and `use crate::common::loopdev;` and so on) for the harness, end it with
+//! its `crate::tests!` list, and add `mod NAME;` and `NAME::tests(),` below. A file directly in
+//! `tests/` would be a binary of its own, linking the crate again.
 
 mod common;
 
@@ -63,3 +70,52 @@ mod series_budget;
 mod signals;
 mod status_page;
 mod web_tls;
+
+fn main() {
+    common::registry::run(
+        [
+            agent_probes::tests(),
+            blockdev_fixtures::tests(),
+            cloud_stats::tests(),
+            config_errors::tests(),
+            dashboards::tests(),
+            deploy_discovery::tests(),
+            deploy_files::tests(),
+            discovery::tests(),
+            discovery_fixtures::tests(),
+            diskstats_e2e::tests(),
+            docs::tests(),
+            durability::tests(),
+            exposition_formats::tests(),
+            faults::tests(),
+            headroom_e2e::tests(),
+            http::tests(),
+            http_flood::tests(),
+            interference::tests(),
+            kubernetes::tests(),
+            metrics_docs::tests(),
+            mixin::tests(),
+            native_histograms_e2e::tests(),
+            probe_cli::tests(),
+            probe_loop::tests(),
+            probe_space::tests(),
+            probe_throttle::tests(),
+            probes_golden::tests(),
+            profile_info::tests(),
+            prometheus_e2e::tests(),
+            prometheus_rules::tests(),
+            protobuf_codegen::tests(),
+            recent_runs::tests(),
+            rule_joins::tests(),
+            sandbox::tests(),
+            scheduler_runs::tests(),
+            series_budget::tests(),
+            signals::tests(),
+            status_page::tests(),
+            web_tls::tests(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    );
+}

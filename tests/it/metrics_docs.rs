@@ -6,7 +6,6 @@ use crate::common;
 use common::Agent;
 use std::time::{Duration, Instant};
 
-#[test]
 fn every_exposed_family_is_documented_and_promtool_clean() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -55,4 +54,8 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
     );
 
     common::promtool_check_metrics(&body);
+}
+
+crate::tests! {
+    every_exposed_family_is_documented_and_promtool_clean: [PROMTOOL],
 }

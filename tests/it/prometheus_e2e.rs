@@ -322,7 +322,6 @@ fn wait_runs(agent: &Agent, from: f64, n: f64) -> f64 {
 const NORMAL_IOPS: u32 = 20;
 const LOW_IOPS: u32 = 2;
 
-#[test]
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
@@ -556,4 +555,8 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     drop(proms);
     drop(agent);
     drop(peers);
+}
+
+crate::tests! {
+    dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts,
 }

@@ -100,7 +100,6 @@ fn target(name: &str, path: &Path, extra: &str) -> String {
 
 const DEFAULTS: &str = "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n";
 
-#[test]
 fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
     if !common::require(loopdev::loop_available(), "root and losetup (loop devices)")
         || !common::require(which("curl").is_some(), "curl")
@@ -296,7 +295,6 @@ fn without_landlock(dir: &Path, python: &Path) -> Command {
     common::binary_without_syscall(python, dir, "landlock_create_ruleset", "ENOSYS")
 }
 
-#[test]
 fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
     let Some(python) = common::python_seccomp() else {
         common::require(false, "python3-seccomp (Debian package)");
@@ -371,4 +369,9 @@ fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
         sandbox_info(&m),
         ["diskprobe_sandbox_info{mode=\"off\",landlock_abi=\"\",enforced=\"no\",check=\"none\"}"]
     );
+}
+
+crate::tests! {
+    confined_agent_probes_and_refuses_reloads_outside_its_ruleset: [CURL],
+    where_landlock_is_refused_the_agent_runs_unconfined_and_says_so,
 }

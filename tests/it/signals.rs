@@ -40,7 +40,6 @@ fn wait_for(agent: &Agent, what: &str, mut cond: impl FnMut(&BTreeMap<String, f6
     }
 }
 
-#[test]
 fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config.toml");
@@ -91,7 +90,6 @@ fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
     assert!(metrics(&agent).contains_key("diskprobe_disk_reads_completed_total{device=\"sda\"}"));
 }
 
-#[test]
 fn web_changes_warn_on_every_reload_until_reverted() {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config.toml");
@@ -125,7 +123,6 @@ fn web_changes_warn_on_every_reload_until_reverted() {
     assert_eq!(agent.get("/other").0, 404);
 }
 
-#[test]
 fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("diskstats");
@@ -179,7 +176,6 @@ fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-#[test]
 fn sigint_exits_zero_promptly() {
     let mut agent = Agent::start(&[]);
     agent.signal("INT");
@@ -187,4 +183,11 @@ fn sigint_exits_zero_promptly() {
         .wait_exit(Duration::from_secs(5))
         .expect("exit within 5 s");
     assert_eq!(exit.code(), Some(0));
+}
+
+crate::tests! {
+    sighup_applies_a_good_config_and_keeps_the_old_one_on_error,
+    web_changes_warn_on_every_reload_until_reverted,
+    sigterm_lets_an_in_flight_scrape_finish_and_exits_zero,
+    sigint_exits_zero_promptly,
 }

@@ -28,7 +28,6 @@ fn headless(browser: &std::path::Path, profile: &std::path::Path) -> Command {
     cmd
 }
 
-#[test]
 fn status_page_renders_results_and_charts_in_chromium() {
     let Some(browser) = chromium() else {
         common::require(false, "chromium (Debian package chromium)");
@@ -107,4 +106,8 @@ fn status_page_renders_results_and_charts_in_chromium() {
     if let Ok(keep) = std::env::var("DISKPROBE_KEEP_SCREENSHOT") {
         std::fs::copy(&png, keep).unwrap();
     }
+}
+
+crate::tests! {
+    status_page_renders_results_and_charts_in_chromium: [CHROMIUM],
 }

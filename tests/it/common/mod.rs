@@ -1,7 +1,8 @@
 //! The harness the integration tests share:
-//! - here: locating the binary and tools, and skipping tests whose prerequisites are missing —
-//!   loudly, and never under `DISKPROBE_TEST_STRICT=1` (set by `.ci/run`), where a missing
-//!   prerequisite fails the test instead ([`require`]); the machine lock ([`exclusive`],
+//! - [`registry`]: the list of tests ([`crate::tests!`]) and the runner;
+//! - [`skip`]: prerequisites ([`skip::Need`], [`require`]): a test missing one is reported as
+//!   ignored with the reason, and fails under `DISKPROBE_TEST_STRICT=1` (set by `.ci/run`);
+//! - here: locating the binary and tools; the machine lock ([`exclusive`],
 //!   [`shared`]); the agent as a child process ([`Agent`]), its metrics ([`scrape`],
 //!   [`wait_until`]) and HTTP ([`http_request`]); the one-shot probe's JSON runs ([`one_shot`]);
 //!   golden files ([`check_golden`]); waiting for a condition ([`wait_for`]);
@@ -16,6 +17,8 @@ pub mod fuse;
 pub mod loopdev;
 pub mod process;
 pub mod prometheus;
+pub mod registry;
+pub mod skip;
 
 /// The binary under test, built by cargo for the integration tests; `DISKPROBE_TEST_BINARY`
 /// names another (e.g. a build of an earlier commit, to see a new test fail on it).
@@ -25,31 +28,14 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_diskprobe_exporter")))
 }
 
-/// Whether skips are failures (`DISKPROBE_TEST_STRICT=1`).
-pub fn strict() -> bool {
-    std::env::var("DISKPROBE_TEST_STRICT").is_ok_and(|v| v == "1")
-}
+pub use skip::require;
 
-/// Returns `true` when `available`; otherwise prints why the test is skipped and returns
-/// `false`, or panics in strict mode.
-pub fn require(available: bool, what: &str) -> bool {
-    if available {
-        return true;
-    }
-    if strict() {
-        panic!("DISKPROBE_TEST_STRICT=1 but {what} is not available");
-    }
-    eprintln!(
-        "SKIPPED: {what} is not available (set DISKPROBE_TEST_STRICT=1 to make this a failure)"
-    );
-    false
-}
-
-/// Full path of an executable on PATH (or in /usr/sbin, /sbin), if any.
+/// Full path of an executable on PATH (or in /usr/sbin, /sbin, which a user's PATH may lack), if
+/// any: a PATH without a tool is how to see what a machine without it runs and skips.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin"].map(PathBuf::from))
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
 }
