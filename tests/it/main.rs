@@ -35,9 +35,6 @@ mod agent_probes;
 mod blockdev_fixtures;
 mod cloud_stats;
 mod config_errors;
-mod dashboards;
-mod deploy_discovery;
-mod deploy_files;
 mod discovery;
 mod discovery_fixtures;
 mod diskstats_e2e;
@@ -49,9 +46,7 @@ mod headroom_e2e;
 mod http;
 mod http_flood;
 mod interference;
-mod kubernetes;
 mod metrics_docs;
-mod mixin;
 mod native_histograms_e2e;
 mod probe_cli;
 mod probe_loop;
@@ -78,9 +73,6 @@ fn main() {
             blockdev_fixtures::tests(),
             cloud_stats::tests(),
             config_errors::tests(),
-            dashboards::tests(),
-            deploy_discovery::tests(),
-            deploy_files::tests(),
             discovery::tests(),
             discovery_fixtures::tests(),
             diskstats_e2e::tests(),
@@ -92,9 +84,7 @@ fn main() {
             http::tests(),
             http_flood::tests(),
             interference::tests(),
-            kubernetes::tests(),
             metrics_docs::tests(),
-            mixin::tests(),
             native_histograms_e2e::tests(),
             probe_cli::tests(),
             probe_loop::tests(),

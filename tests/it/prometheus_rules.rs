@@ -191,7 +191,7 @@ fn rules_pass_promtool_and_every_scenario() {
 
 /// Every alert has its section in docs/runbook.md, with queries. The shipped rules
 /// carry no `runbook_url` (where the runbook is served is the mixin's `runbookURLBase`;
-/// tests/it/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
+/// tests/deploy/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
 fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
     let rules = read("deploy/prometheus/rules.yml");
     let runbook = read("docs/runbook.md");

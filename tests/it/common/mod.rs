@@ -1,4 +1,5 @@
-//! The harness the integration tests share:
+//! The harness the integration tests share (`tests/it`, and `tests/deploy` for the deploy
+//! artefacts):
 //! - [`registry`]: the list of tests ([`crate::tests!`]) and the runner;
 //! - [`skip`]: prerequisites ([`skip::Need`], [`require`]): a test missing one is reported as
 //!   ignored with the reason, and fails under `DISKPROBE_TEST_STRICT=1` (set by `.ci/run`);
@@ -56,32 +57,6 @@ pub fn is_root() -> bool {
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The documents `kubectl kustomize DIR` renders; None (a failure under
-/// `DISKPROBE_TEST_STRICT=1`) without kubectl.
-pub fn kustomize(dir: &std::path::Path) -> Option<Vec<serde_yaml_ng::Value>> {
-    let Some(kubectl) = which("kubectl") else {
-        require(false, "kubectl (kustomize)");
-        return None;
-    };
-    let out = std::process::Command::new(kubectl)
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    Some(
-        serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect(),
-    )
 }
 
 /// A running agent process, killed when dropped.

@@ -117,42 +117,15 @@ pub const PROMTOOL: Need = Need::tool("promtool", "promtool (Debian package prom
 pub const CURL: Need = Need::tool("curl", "curl");
 /// partx.
 pub const PARTX: Need = Need::tool("partx", "partx (util-linux)");
-/// kubectl, for `kubectl kustomize` ([`crate::common::kustomize`]).
-pub const KUBECTL: Need = Need::tool("kubectl", "kubectl (kustomize)");
 /// chromium, headless, for the status page's rendering.
 pub const CHROMIUM: Need = Need::check("chromium (Debian package chromium)", || {
     crate::common::which("chromium").is_some() || crate::common::which("chromium-browser").is_some()
 });
-/// jsonnet, for the mixin (the tests also check that it is the pinned version).
-pub const JSONNET: Need = Need::tool(
-    "jsonnet",
-    "jsonnet (Debian package jsonnet; .ci/run installs it)",
-);
-/// kubernetes-validate, for the Kubernetes schema.
-pub const KUBERNETES_VALIDATE: Need = Need::tool(
-    "kubernetes-validate",
-    "kubernetes-validate (PyPI; .ci/run installs it)",
-);
-/// Grafana's dashboard schema (the Python package grafana-foundation-sdk).
-pub const GRAFANA_SDK: Need =
-    Need::check("grafana-foundation-sdk (PyPI; .ci/run installs it)", || {
-        python_imports("grafana_foundation_sdk")
-    });
 /// mkfs.btrfs and btrfs in the kernel.
 pub const BTRFS: Need = Need::check("mkfs.btrfs (btrfs-progs) and btrfs in the kernel", || {
     crate::common::which("mkfs.btrfs").is_some()
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("\tbtrfs\n"))
 });
-
-/// Whether python3 imports `module`.
-fn python_imports(module: &str) -> bool {
-    crate::common::which("python3").is_some_and(|py| {
-        std::process::Command::new(py)
-            .args(["-c", &format!("import {module}")])
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
 
 /// The first of `needs` that is missing, as the reason a test is skipped.
 pub fn missing(needs: &[Need]) -> Option<&'static str> {

@@ -4,10 +4,11 @@
 //! above the largest profile's buffers); the PrometheusRule carries exactly
 //! deploy/prometheus/rules.yml; the example configurations load and use gentle profiles only;
 //! every flag used in the unit and the DaemonSet exists; the scrape config passes promtool.
-//! tests/it/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
+//! tests/deploy/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
 //! schema, prometheus-operator's CRD schemas, Pod Security levels).
 
 use crate::common;
+use crate::tools::{self, KUBECTL};
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::probe::profile::{ProbeClass, Profile};
@@ -112,7 +113,7 @@ fn assert_gentle(config: &Config, source: &str) {
 }
 
 fn kubernetes_manifests_are_valid_and_hardened() {
-    let Some(resources) = common::kustomize(&deploy("kubernetes")) else {
+    let Some(resources) = tools::kustomize(&deploy("kubernetes")) else {
         return;
     };
     for kind in [
@@ -133,7 +134,7 @@ fn kubernetes_manifests_are_valid_and_hardened() {
             .any(|r| r["kind"] == "ServiceMonitor" || r["kind"] == "Service")
     );
     assert_monitor_labels(find(&resources, "PodMonitor"), "podMetricsEndpoints");
-    let Some(overlay) = common::kustomize(&deploy("kubernetes-servicemonitor")) else {
+    let Some(overlay) = tools::kustomize(&deploy("kubernetes-servicemonitor")) else {
         return;
     };
     assert!(!overlay.iter().any(|r| r["kind"] == "PodMonitor"));

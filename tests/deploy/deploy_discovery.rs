@@ -4,6 +4,7 @@
 //! path (no kubelet volume directory), no RBAC and no service account token, existing flags.
 
 use crate::common;
+use crate::tools::{self, KUBECTL};
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::config::discover::RuleSource;
@@ -54,7 +55,7 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
 }
 
 fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api() {
-    let Some(docs) = common::kustomize(&overlay()) else {
+    let Some(docs) = tools::kustomize(&overlay()) else {
         return;
     };
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();

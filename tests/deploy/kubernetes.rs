@@ -16,6 +16,7 @@
 //!   else.
 
 use crate::common;
+use crate::tools::{self, KUBECTL, KUBERNETES_VALIDATE};
 
 use serde_yaml_ng::Value;
 use std::io::Write;
@@ -30,7 +31,7 @@ const VARIANTS: [&str; 4] = [
 
 /// The documents `kubectl kustomize deploy/<variant>` renders.
 fn render(variant: &str) -> Option<Vec<Value>> {
-    common::kustomize(&common::repo_root().join("deploy").join(variant))
+    tools::kustomize(&common::repo_root().join("deploy").join(variant))
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {

@@ -4,6 +4,7 @@
 //! parsed (YAML and JSON values, not text).
 
 use crate::common;
+use crate::tools::JSONNET;
 
 use serde_json::Value;
 use std::collections::BTreeMap;

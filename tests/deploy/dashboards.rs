@@ -15,6 +15,7 @@
 //! buckets and one that keeps only the native histogram.
 
 use crate::common;
+use crate::tools::GRAFANA_SDK;
 
 use regex::Regex;
 use serde_json::Value;
