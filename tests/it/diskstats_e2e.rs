@@ -200,17 +200,11 @@ fn node_exporter_scrape(procfs: &Path, udev: &Path) -> String {
         .spawn()
         .expect("start node_exporter");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = loop {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            break http_request(addr, "GET", "/metrics", &[]).body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node_exporter did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (timeout, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    common::wait::wait_for_every("node_exporter to start", timeout, every, || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    let body = http_request(addr, "GET", "/metrics", &[]).body;
     let _ = child.kill();
     let _ = child.wait();
     body

@@ -115,20 +115,18 @@ fn syncs_are_the_devices_flushes() {
 /// and until then the next write run's `O_EXCL` open is refused.
 fn wait_unclaimed(dev: &LoopDev) {
     use std::os::unix::fs::OpenOptionsExt;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let open = || {
         let open = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_EXCL)
             .open(&dev.path);
-        match open {
-            Ok(_) => return,
-            Err(err) if std::time::Instant::now() < deadline => {
-                assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(err) => panic!("{} still claimed after 10 s: {err}", dev.path.display()),
+        if let Err(err) = &open {
+            assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
         }
+        open
+    };
+    if let Err(err) = common::wait::poll(Duration::from_secs(10), common::wait::INTERVAL, open) {
+        panic!("{} still claimed after 10 s: {err}", dev.path.display());
     }
 }
 

@@ -719,11 +719,9 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
 
     // The region target is writing now (8 s run); SIGTERM in the middle.
     let start = dev.stats().writes;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while dev.stats().writes < start + 100 {
-        assert!(Instant::now() < deadline, "the write probe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for("the write probe to start", Duration::from_secs(30), || {
+        dev.stats().writes >= start + 100
+    });
     let t = Instant::now();
     agent.terminate();
     eprintln!("exited {:?} after SIGTERM", t.elapsed());
@@ -837,17 +835,15 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
     // Dropped first if the test fails: the hung read ends, and the child can be reaped.
     let _aborted = fs.abort_on_drop();
     let pid = child.0.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let engine_thread = loop {
-        assert!(Instant::now() < deadline, "the probe never read");
+    let (timeout, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    let engine_thread = common::wait::poll(timeout, every, || {
         let engine = process::threads_named(pid, "diskprobe-uring");
-        if let Some(task) = engine.first()
-            && fs.reads() >= 1
-        {
-            break *task;
+        match engine.first() {
+            Some(task) if fs.reads() >= 1 => Ok(*task),
+            _ => Err(()),
         }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    })
+    .expect("the probe never read");
     // SAFETY: tgkill with the child's pid and one of its thread ids.
     let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid as i32, engine_thread, libc::SIGINT) };
     assert_eq!(rc, 0);

@@ -285,16 +285,12 @@ fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
     );
     // The next run: once it is under way, another process starts reading the device.
     let mut last = dev.stats().reads;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
+    common::wait_for("the second run to start", Duration::from_secs(20), || {
         let now = dev.stats().reads;
-        if now - last > 200 {
-            break;
-        }
+        let started = now - last > 200;
         last = now;
-        assert!(Instant::now() < deadline, "the second run did not start");
-    }
+        started
+    });
     let reader = Reader::start(&dev.path);
     let m = wait_until(&agent, Duration::from_secs(10), "the run to yield", |m| {
         runs(m, "cap", "skipped") >= 1.0
@@ -356,11 +352,12 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         .expect("run partx");
     assert!(status.success());
     let part = |n: u32| Path::new("/dev").join(format!("{}p{n}", dev.name));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(part(1).exists() && part(2).exists()) {
-        assert!(Instant::now() < deadline, "partitions did not appear");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait::wait_for_every(
+        "the partitions to appear",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || part(1).exists() && part(2).exists(),
+    );
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let arg = common::config_flag(
         dir.path(),

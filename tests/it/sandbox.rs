@@ -17,7 +17,7 @@ use loopdev::LoopDev;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The Landlock ABI the kernel offers (0: none), as `landlock_create_ruleset(NULL, 0,
 /// LANDLOCK_CREATE_RULESET_VERSION)` answers.
@@ -70,19 +70,17 @@ fn scrape_tls(agent: &Agent, ca: &Path) -> Metrics {
 
 /// Scrapes over TLS every 100 ms until `cond` holds; fails with the log after `timeout`.
 fn wait_tls(agent: &Agent, ca: &Path, what: &str, cond: impl Fn(&Metrics) -> bool) -> Metrics {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let (timeout, every) = (Duration::from_secs(60), Duration::from_millis(100));
+    common::wait::poll(timeout, every, || {
         let m = scrape_tls(agent, ca);
-        if cond(&m) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
+        if cond(&m) { Ok(m) } else { Err(()) }
+    })
+    .unwrap_or_else(|()| {
+        panic!(
             "timed out waiting for {what}; log:\n{}",
             agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        )
+    })
 }
 
 fn sandbox_info(m: &Metrics) -> Vec<&String> {

@@ -30,14 +30,7 @@ const OK: &str = "diskprobe_config_last_reload_successful";
 const WHEN: &str = "diskprobe_config_last_reload_success_timestamp_seconds";
 
 fn wait_for(agent: &Agent, what: &str, mut cond: impl FnMut(&BTreeMap<String, f64>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if cond(&metrics(agent)) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(what, Duration::from_secs(10), || cond(&metrics(agent)));
 }
 
 fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
@@ -99,18 +92,15 @@ fn web_changes_warn_on_every_reload_until_reverted() {
     let reload = |text: &str, reloads: usize| {
         std::fs::write(&config, text).unwrap();
         agent.signal("HUP");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while agent
-            .log
-            .lock()
-            .unwrap()
-            .matches("configuration reloaded")
-            .count()
-            < reloads
-        {
-            assert!(Instant::now() < deadline, "no reload {reloads}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let reloaded = || {
+            let log = agent.log.lock().unwrap();
+            log.matches("configuration reloaded").count() >= reloads
+        };
+        common::wait_for(
+            &format!("reload {reloads}"),
+            Duration::from_secs(10),
+            reloaded,
+        );
         agent.log.lock().unwrap().matches(warning).count()
     };
     let changed = "[web]\ntelemetry_path = \"/other\"\n";

@@ -1,6 +1,7 @@
 //! The agent as a child process ([`Agent`]): started on a free port of 127.0.0.1, its log,
 //! signals and exit; its configuration file ([`config_flag`]).
 
+use crate::common::wait::{INTERVAL, poll};
 use crate::common::{binary, http_request};
 
 /// A running agent process, killed when dropped.
@@ -116,14 +117,14 @@ impl Agent {
 
     /// Polls the log until it contains `needle`, up to `timeout`.
     pub fn wait_log(&self, needle: &str, timeout: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
+        poll(timeout, INTERVAL, || {
             if self.log.lock().unwrap().contains(needle) {
-                return true;
+                Ok(())
+            } else {
+                Err(())
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        false
+        })
+        .is_ok()
     }
 
     /// [`Agent::wait_log`], failing the test with the whole log when `needle` does not appear.
@@ -167,14 +168,11 @@ pub fn wait_exit(
     child: &mut std::process::Child,
     timeout: std::time::Duration,
 ) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    None
+    poll(timeout, INTERVAL, || match child.try_wait() {
+        Ok(Some(status)) => Ok(status),
+        _ => Err(()),
+    })
+    .ok()
 }
 
 /// Writes the agent configuration `text` to `DIR/config.toml` (readable by all, for an agent run

@@ -1,6 +1,7 @@
 //! The agent's metrics: text exposition parsed into samples ([`scrape`], [`wait_until`]),
 //! protobuf decoded and dumped as text ([`protobuf_dump`]), `promtool check metrics`.
 
+use crate::common::wait::poll;
 use crate::common::{Agent, require, which};
 
 /// Parses Prometheus text exposition into `(series, value)` pairs, where `series` is the sample
@@ -59,24 +60,21 @@ pub fn wait_until(
     what: &str,
     cond: impl Fn(&Metrics) -> bool,
 ) -> Metrics {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
+    let every = std::time::Duration::from_millis(100);
+    poll(timeout, every, || {
         let m = scrape(agent);
-        if cond(&m) {
-            return m;
-        }
-        if std::time::Instant::now() > deadline {
-            panic!(
-                "timed out waiting for {what}; log:\n{}\nruns:\n{}",
-                agent.log.lock().unwrap(),
-                m.iter()
-                    .filter(|(k, _)| k.starts_with("diskprobe_probe_runs_total"))
-                    .map(|(k, v)| format!("{k} {v}\n"))
-                    .collect::<String>()
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        if cond(&m) { Ok(m) } else { Err(m) }
+    })
+    .unwrap_or_else(|m| {
+        panic!(
+            "timed out waiting for {what}; log:\n{}\nruns:\n{}",
+            agent.log.lock().unwrap(),
+            m.iter()
+                .filter(|(k, _)| k.starts_with("diskprobe_probe_runs_total"))
+                .map(|(k, v)| format!("{k} {v}\n"))
+                .collect::<String>()
+        )
+    })
 }
 
 /// `promtool check metrics` over `exposition` must succeed and report nothing. Skips (or fails
