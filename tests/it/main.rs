@@ -12,8 +12,9 @@
 //!   the lock's doc says which is which.
 //! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
 //!   or of this process only for files of its own), never about names other tests share.
-//! - Make only what it names as its own: temporary directories, loop devices at the numbers
-//!   [`common::loopdev::free_loop_numbers`] gives, mountpoints in its own directory.
+//! - Make only what it names as its own: temporary directories, loop devices ([`common::loopdev`]
+//!   makes each at a number of its own, [`common::loopdev::free_loop_numbers`], never with
+//!   `losetup --find`), mountpoints in its own directory.
 //! - Give environment switches to the processes it starts (`Command::env`); never
 //!   `std::env::set_var`, which every other test of the process would see.
 //!
