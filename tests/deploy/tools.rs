@@ -20,6 +20,7 @@ pub const GRAFANA_SDK: Need =
     Need::check("grafana-foundation-sdk (PyPI; .ci/run installs it)", || {
         python_imports("grafana_foundation_sdk")
     });
+
 /// Whether python3 imports `module`.
 fn python_imports(module: &str) -> bool {
     common::which("python3").is_some_and(|py| {

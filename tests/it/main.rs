@@ -1,5 +1,6 @@
-//! The integration tests, in one binary: `cargo test` runs them with the unit tests,
-//! `cargo test --test it` alone, `cargo test --test it faults::` one module. Each module is one
+//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`):
+//! `cargo test` runs them with the unit tests, `cargo test --test it` alone,
+//! `cargo test --test it faults::` one module. Each module is one
 //! concern; `common` is the harness they share (`common/mod.rs` says what is where).
 //!
 //! The tests run side by side in threads of this one process (`RUST_TEST_THREADS` in
