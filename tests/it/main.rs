@@ -108,6 +108,11 @@ fn main() {
         ]
         .into_iter()
         .flatten()
+        .chain([common::registry::trial(
+            "registry::no_test_attributes".to_owned(),
+            &[],
+            common::registry::no_test_attributes,
+        )])
         .collect(),
     );
 }

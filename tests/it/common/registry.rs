@@ -77,3 +77,31 @@ macro_rules! tests {
         }
     };
 }
+
+/// Fails when a file of the integration tests marks a function `#[test]` (or `#[tokio::test]`):
+/// without cargo's harness such a function is not compiled at all, so it would never run; it
+/// belongs in its module's [`crate::tests!`] list instead.
+pub fn no_test_attributes() {
+    let root = crate::common::repo_root().join("tests");
+    let mut found = Vec::new();
+    for dir in ["it", "it/common", "deploy"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let line = line.trim_start();
+                if line.starts_with("#[test]") || line.starts_with("#[tokio::test") {
+                    found.push(format!("{}:{}", path.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "#[test] does not run here (harness = false): list these in crate::tests! instead:\n{}",
+        found.join("\n")
+    );
+}
