@@ -1,6 +1,6 @@
 // The files rendered from the mixin, by their path in the repository, as values:
 // deploy/mixin/render writes them (YAML or JSON by extension; jsonnet 0.18's own
-// std.manifestYamlDoc and std.manifestJsonEx take seconds), tests/it/mixin.rs renders them again
+// std.manifestYamlDoc and std.manifestJsonEx take seconds), tests/deploy/mixin.rs renders them again
 // and compares them parsed. `config` overrides _config:
 //   jsonnet --tla-code 'config={jobSelector: "job=\"disks\""}' deploy/mixin/render.jsonnet
 function(config={})

@@ -13,7 +13,6 @@ use loopdev::{LoopDev, Mount, mkfs};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[test]
 fn probes_loop_devices_and_a_file_with_consistent_metrics() {
     if !loopdev::ready() {
         return;
@@ -138,7 +137,6 @@ profiles = ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"]
     );
 }
 
-#[test]
 fn a_file_on_btrfs_is_labelled_with_the_disk_under_it() {
     let btrfs = common::which("mkfs.btrfs").is_some()
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("\tbtrfs\n"));
@@ -201,7 +199,6 @@ fn series_of<'a>(m: &'a Metrics, target: &str) -> std::collections::BTreeSet<&'a
         .collect()
 }
 
-#[test]
 fn series_carry_their_final_labels_from_the_first_scrape() {
     if !loopdev::ready() {
         return;
@@ -281,7 +278,6 @@ fn series_carry_their_final_labels_from_the_first_scrape() {
     }
 }
 
-#[test]
 fn busy_devices_are_skipped_under_a_concurrent_fio_load() {
     // Busy skip alone: fio's QD1 reads (tens of thousands per second here) are far above the
     // limit of 100 I/Os per second from others, whatever its utilisation; yield is off, so that
@@ -350,7 +346,6 @@ yield_to_other_io = false
     );
 }
 
-#[test]
 fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
     if !loopdev::ready() {
         return;
@@ -410,7 +405,6 @@ path = "{0}"
     );
 }
 
-#[test]
 fn reload_adds_and_removes_targets() {
     if !loopdev::ready() {
         return;
@@ -486,7 +480,6 @@ fn reload_adds_and_removes_targets() {
     assert_eq!(m.get("diskprobe_config_last_reload_successful"), Some(&1.0));
 }
 
-#[test]
 fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
     let _guard = shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -512,7 +505,6 @@ fn embedded_default_probes_a_scratch_file_from_a_clean_directory() {
     }
 }
 
-#[test]
 fn a_target_that_probably_measures_a_cache_is_flagged() {
     if !loopdev::ready() {
         return;
@@ -565,4 +557,15 @@ fn a_target_that_probably_measures_a_cache_is_flagged() {
         1,
         "one warning, for the buffered target:\n{log}"
     );
+}
+
+crate::tests! {
+    probes_loop_devices_and_a_file_with_consistent_metrics: [LOOP],
+    a_file_on_btrfs_is_labelled_with_the_disk_under_it: [LOOP, BTRFS],
+    series_carry_their_final_labels_from_the_first_scrape: [LOOP],
+    busy_devices_are_skipped_under_a_concurrent_fio_load: [LOOP, FIO],
+    duty_cycle_budget_holds_for_two_targets_on_one_device: [LOOP],
+    reload_adds_and_removes_targets: [LOOP],
+    embedded_default_probes_a_scratch_file_from_a_clean_directory,
+    a_target_that_probably_measures_a_cache_is_flagged: [LOOP],
 }

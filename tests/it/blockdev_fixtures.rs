@@ -193,7 +193,6 @@ fn labels(sample: &str) -> BTreeMap<String, String> {
     out
 }
 
-#[test]
 fn every_tree_has_its_golden_description() {
     for name in TREES {
         let s = said(name);
@@ -217,7 +216,6 @@ fn every_tree_has_its_golden_description() {
     }
 }
 
-#[test]
 fn every_view_of_a_disk_gives_the_same_serial_wwn_and_volume_id() {
     for name in TREES {
         let s = said(name);
@@ -262,7 +260,6 @@ fn every_view_of_a_disk_gives_the_same_serial_wwn_and_volume_id() {
     }
 }
 
-#[test]
 fn cloud_identities_are_read_where_the_kernel_shows_them() {
     let of = |tree: &str, device: &str| {
         let s = said(tree);
@@ -313,7 +310,6 @@ fn cloud_identities_are_read_where_the_kernel_shows_them() {
     assert_eq!(of("virtio-scsi", "sda1"), t("", "", "", ""));
 }
 
-#[test]
 fn a_volume_over_two_disks_is_both_disks_to_every_part() {
     let roots = roots("dm-two-disks");
     let dm = blockdev::by_dev(&roots.sysfs, 253, 0).unwrap();
@@ -358,4 +354,11 @@ fn a_volume_over_two_disks_is_both_disks_to_every_part() {
 
 fn roots_of(tree: &str) -> PathBuf {
     roots(tree).sysfs
+}
+
+crate::tests! {
+    every_tree_has_its_golden_description,
+    every_view_of_a_disk_gives_the_same_serial_wwn_and_volume_id,
+    cloud_identities_are_read_where_the_kernel_shows_them,
+    a_volume_over_two_disks_is_both_disks_to_every_part,
 }

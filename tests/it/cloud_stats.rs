@@ -70,7 +70,6 @@ fn scrape_twice(agent: &Agent) -> String {
     body
 }
 
-#[test]
 fn golden_output_of_the_published_layout() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = fixtures().join("tree");
@@ -123,7 +122,6 @@ fn golden_output_of_the_published_layout() {
     }
 }
 
-#[test]
 fn per_size_histograms_are_behind_their_option() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = fixtures().join("tree");
@@ -157,7 +155,6 @@ fn device_args(sysfs: &Path, devfs: &Path, config: &str) -> Vec<String> {
     ]
 }
 
-#[test]
 fn without_cap_sys_admin_the_agent_runs_on_and_says_why() {
     let tmp = tempfile::tempdir().unwrap();
     let sysfs = common::repo_root().join("tests/fixtures/blockdev/aws-ebs/sys");
@@ -216,7 +213,6 @@ fn ebs_tree_at(dir: &Path, major: u32, minor: u32) -> PathBuf {
     sysfs
 }
 
-#[test]
 fn a_loop_device_posing_as_ebs_answers_einval() {
     if !loopdev::ready() {
         return;
@@ -316,7 +312,6 @@ fn cloud_panel_queries(file: &str, instance: &str) -> Vec<(String, String, bool)
     out
 }
 
-#[test]
 fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
     let Some(_) = common::which("prometheus") else {
         common::require(false, "prometheus (Debian package prometheus)");
@@ -407,4 +402,12 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
+}
+
+crate::tests! {
+    golden_output_of_the_published_layout: [PROMTOOL],
+    per_size_histograms_are_behind_their_option,
+    without_cap_sys_admin_the_agent_runs_on_and_says_why,
+    a_loop_device_posing_as_ebs_answers_einval: [LOOP],
+    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit,
 }

@@ -352,7 +352,6 @@ const BAD: &[(&str, &str)] = &[
     ),
 ];
 
-#[test]
 fn every_bad_config_is_located() {
     for (text, expected) in BAD {
         let err = Config::from_toml(text, Path::new("bad.toml"))
@@ -365,7 +364,6 @@ fn every_bad_config_is_located() {
     }
 }
 
-#[test]
 fn config_check_exit_codes() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, (text, expected)) in BAD.iter().enumerate() {
@@ -419,7 +417,6 @@ fn config_check_exit_codes() {
     }
 }
 
-#[test]
 fn cohort_is_inherited_from_defaults_and_set_per_target_and_rule() {
     let config = Config::from_toml(
         "[defaults]\ncohort = \"ebs-gp3\"\n\
@@ -455,7 +452,6 @@ fn cohort_is_inherited_from_defaults_and_set_per_target_and_rule() {
     assert!(Config::from_toml(&longest, Path::new("c.toml")).is_ok());
 }
 
-#[test]
 fn example_config_loads_and_means_the_defaults() {
     let path = common::repo_root().join("config.example.toml");
     let config = Config::load(&path).expect("config.example.toml must be valid");
@@ -501,7 +497,6 @@ fn example_config_loads_and_means_the_defaults() {
     }));
 }
 
-#[test]
 fn embedded_default_probes_a_scratch_file_with_the_gentle_profiles() {
     let config = Config::embedded_default(Path::new("/var/lib/x"));
     assert_eq!(config.targets.len(), 1);
@@ -527,7 +522,6 @@ fn embedded_default_probes_a_scratch_file_with_the_gentle_profiles() {
     );
 }
 
-#[test]
 fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in() {
     let load = |text: &str| {
         Config::from_toml(text, Path::new("t.toml"))
@@ -583,7 +577,6 @@ fn targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in()
 /// Write profiles on a path that is a block device need allow_device_writes at load time (not a
 /// failed run later), and etcd-wal (which preallocates space in a probe file) is refused there.
 /// The device node is made with mknod in a temporary directory: nothing ever opens it.
-#[test]
 fn write_profiles_on_a_block_device_are_checked_at_load() {
     if !common::require(common::is_root(), "root (mknod of a block device node)") {
         return;
@@ -639,7 +632,6 @@ fn write_profiles_on_a_block_device_are_checked_at_load() {
 /// A block device with write profiles (opted in) that is mounted is refused at load and by
 /// `--config.check`, as its run would refuse it; once unmounted, it loads. On a loop device with
 /// an ext4 this test makes and mounts; nothing ever writes to the device.
-#[test]
 fn a_mounted_block_device_as_a_write_target_is_refused_at_load() {
     use crate::common::loopdev;
     if !loopdev::ready() {
@@ -686,7 +678,6 @@ fn a_mounted_block_device_as_a_write_target_is_refused_at_load() {
 /// A write target that exists as a directory, a character device or a FIFO is refused at load
 /// (and by `--config.check`) at its `path`; a regular file and a path that does not exist yet are
 /// probe files, and read-only profiles are not held to it.
-#[test]
 fn write_targets_that_are_not_regular_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
@@ -749,7 +740,6 @@ fn write_targets_that_are_not_regular_files_are_refused() {
 /// `min_free` (per target, or inherited from `[defaults]`) is kept free beside the 10% reserve:
 /// a size whose fill would leave less than it free is refused at `min_free` (where it is set on
 /// the target) by loading and by `--config.check`; a small one changes nothing.
-#[test]
 fn min_free_is_checked_at_load_and_by_config_check() {
     let dir = tempfile::tempdir().unwrap();
     let probe = dir.path().join("probe.dat");
@@ -799,7 +789,6 @@ fn min_free_is_checked_at_load_and_by_config_check() {
 }
 
 /// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.
-#[test]
 fn durability_keys_mean_fios_options() {
     use diskprobe_exporter::probe::profile::{OpenSync, SyncCall, SyncEvery};
     let text = "[profiles.wal]\nrw = \"write\"\nbs = \"2300\"\nfdatasync = 1\ndirect = false\n\
@@ -831,4 +820,18 @@ fn durability_keys_mean_fios_options() {
     pasted.durability.fresh_space = true;
     pasted.name = "etcd-wal".to_owned();
     assert_eq!(pasted, p[4]);
+}
+
+crate::tests! {
+    every_bad_config_is_located,
+    config_check_exit_codes,
+    cohort_is_inherited_from_defaults_and_set_per_target_and_rule,
+    example_config_loads_and_means_the_defaults,
+    embedded_default_probes_a_scratch_file_with_the_gentle_profiles,
+    targets_without_profiles_get_the_gentle_ones_and_capacity_probes_are_opt_in,
+    write_profiles_on_a_block_device_are_checked_at_load,
+    a_mounted_block_device_as_a_write_target_is_refused_at_load: [LOOP],
+    write_targets_that_are_not_regular_files_are_refused,
+    min_free_is_checked_at_load_and_by_config_check,
+    durability_keys_mean_fios_options,
 }

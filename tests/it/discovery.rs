@@ -103,7 +103,6 @@ fn read_only_dev(ws: &Workspace) -> Mount {
     mount
 }
 
-#[test]
 fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached() {
     if !loopdev::ready() {
         return;
@@ -189,7 +188,6 @@ fn a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached()
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
 
-#[test]
 fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mounts_name() {
     if !loopdev::ready() {
         return;
@@ -266,7 +264,6 @@ fn an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mo
     );
 }
 
-#[test]
 fn a_disk_that_a_mount_rule_probes_is_left_out_of_a_block_rule_with_skip_claimed() {
     if !loopdev::ready() {
         return;
@@ -340,7 +337,6 @@ fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
-#[test]
 fn a_disk_detached_while_a_block_rule_probes_it_is_reported_lost_across_a_restart() {
     if !loopdev::ready() {
         return;
@@ -441,7 +437,6 @@ fn owner_mark(path: &Path) -> Option<String> {
     (n >= 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
 }
 
-#[test]
 fn with_file_set_a_probe_file_is_created_in_the_volume_and_nothing_else_changes() {
     if !loopdev::ready() {
         return;
@@ -491,7 +486,6 @@ fn with_file_set_a_probe_file_is_created_in_the_volume_and_nothing_else_changes(
     assert_eq!(after, before, "everything else in the volume is as it was");
 }
 
-#[test]
 fn a_hung_mount_costs_its_target_one_timeout_and_delays_neither_scrapes_nor_rescans() {
     if !loopdev::ready() || !fuse::ready() {
         return;
@@ -599,7 +593,6 @@ fn a_hung_mount_costs_its_target_one_timeout_and_delays_neither_scrapes_nor_resc
     drop(late);
 }
 
-#[test]
 fn a_rule_matching_more_than_max_targets_probes_the_first_by_name_and_says_so() {
     if !loopdev::ready() {
         return;
@@ -679,4 +672,14 @@ fn a_rule_matching_more_than_max_targets_probes_the_first_by_name_and_says_so() 
     assert_eq!(gauge(&m, "diskprobe_discovered_targets", "capped"), None);
     let after: Vec<_> = devs.iter().map(untouched_state).collect();
     assert!(after == before, "a block rule only reads");
+}
+
+crate::tests! {
+    a_disk_attached_after_start_up_is_probed_read_only_and_leaves_when_detached: [LOOP],
+    an_ext4_mounted_after_start_up_is_probed_through_its_device_once_under_the_mounts_name: [LOOP],
+    a_disk_that_a_mount_rule_probes_is_left_out_of_a_block_rule_with_skip_claimed: [LOOP],
+    a_disk_detached_while_a_block_rule_probes_it_is_reported_lost_across_a_restart: [LOOP],
+    with_file_set_a_probe_file_is_created_in_the_volume_and_nothing_else_changes: [LOOP],
+    a_hung_mount_costs_its_target_one_timeout_and_delays_neither_scrapes_nor_rescans: [LOOP, ROOT, FUSE],
+    a_rule_matching_more_than_max_targets_probes_the_first_by_name_and_says_so: [LOOP, PROMTOOL],
 }

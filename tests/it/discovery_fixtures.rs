@@ -62,7 +62,6 @@ fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
 
 const CSI: &str = r#"mountpoint_include = "^/var/lib/kubelet/pods/[^/]+/volumes/kubernetes\\.io~csi/([^/]+)/mount$""#;
 
-#[test]
 fn the_scan_reads_devices_partitions_and_mounts() {
     let s = fixture_scan();
     let names: Vec<&str> = s.devices.iter().map(|d| d.kname.as_str()).collect();
@@ -102,7 +101,6 @@ fn the_scan_reads_devices_partitions_and_mounts() {
     assert!(s.sources.is_empty(), "/dev/fixture-btrfs is no device here");
 }
 
-#[test]
 fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
     let proc = tempfile::tempdir().unwrap();
     std::fs::create_dir(proc.path().join("self")).unwrap();
@@ -127,7 +125,6 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
     assert!(err.to_string().contains("nonexistent/block"), "{err}");
 }
 
-#[test]
 fn a_block_rule_takes_whole_disks_and_says_why_it_skips_the_rest() {
     let found = find(&rule("[[discover]]\nkind = \"block\"\n"), &fixture_scan());
     assert_eq!(
@@ -151,7 +148,6 @@ fn a_block_rule_takes_whole_disks_and_says_why_it_skips_the_rest() {
     assert!(t.settings.writes == diskprobe_exporter::config::Writes::Forbidden);
 }
 
-#[test]
 fn partitions_and_held_devices_on_request_memory_never_and_the_first_by_name_over_the_limit() {
     let r = rule(
         "[[discover]]\nid = \"all\"\nkind = \"block\"\ndevice_exclude = \"^$\"\n\
@@ -183,7 +179,6 @@ fn partitions_and_held_devices_on_request_memory_never_and_the_first_by_name_ove
     );
 }
 
-#[test]
 fn names_come_from_capture_groups_serials_and_wwns() {
     let s = fixture_scan();
     let by_group = rule(
@@ -227,7 +222,6 @@ fn names_come_from_capture_groups_serials_and_wwns() {
     ));
 }
 
-#[test]
 fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
     let s = fixture_scan();
     // sdb has a WWN only, vda a serial only, loop1 neither: each gets the first fact it has.
@@ -283,7 +277,6 @@ fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
     assert_eq!(found.unnamed, 1, "sda (sdb is held): {:?}", found.notes);
 }
 
-#[test]
 fn a_mount_rule_probes_each_volumes_device_once_under_its_name() {
     let found = find(
         &rule(&format!(
@@ -333,7 +326,6 @@ fn a_mount_rule_probes_each_volumes_device_once_under_its_name() {
     assert!(found.notes.is_empty(), "{:?}", found.notes);
 }
 
-#[test]
 fn a_mount_rule_with_file_probes_a_file_inside_each_volume() {
     let s = fixture_scan();
     let found = find(
@@ -384,7 +376,6 @@ fn a_mount_rule_with_file_probes_a_file_inside_each_volume() {
     );
 }
 
-#[test]
 fn escaped_mountpoints_and_slashed_kernel_names() {
     let s = fixture_scan();
     let found = find(
@@ -401,7 +392,6 @@ fn escaped_mountpoints_and_slashed_kernel_names() {
     assert_eq!(targets(&found), pairs(&[("cciss/c0d0", "/dev/cciss/c0d0")]));
 }
 
-#[test]
 fn a_block_rule_with_skip_claimed_leaves_out_the_disks_a_mount_rule_probes() {
     let s = fixture_scan();
     let toml = |skip: &str| {
@@ -444,7 +434,6 @@ fn a_block_rule_with_skip_claimed_leaves_out_the_disks_a_mount_rule_probes() {
     );
 }
 
-#[test]
 fn names_are_used_once_across_rules_and_never_a_configured_targets() {
     let s = fixture_scan();
     let rules = rules(&format!(
@@ -482,7 +471,6 @@ fn names_are_used_once_across_rules_and_never_a_configured_targets() {
     assert_eq!(counts, [0, 0, 0]);
 }
 
-#[test]
 fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_source() {
     // A container mounts the host's /dev elsewhere: the mount table still says /dev/... .
     if !common::require(common::is_root(), "root (mknod of a device node)") {
@@ -527,7 +515,6 @@ fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_sourc
     );
 }
 
-#[test]
 fn a_rules_cohort_template_takes_its_capture_groups_and_the_disks_model() {
     let s = fixture_scan();
     let by_model = rule(
@@ -560,4 +547,20 @@ fn a_rules_cohort_template_takes_its_capture_groups_and_the_disks_model() {
         "{:?}",
         found.notes
     );
+}
+
+crate::tests! {
+    the_scan_reads_devices_partitions_and_mounts,
+    the_mount_table_is_the_agents_own_where_inits_cannot_be_read,
+    a_block_rule_takes_whole_disks_and_says_why_it_skips_the_rest,
+    partitions_and_held_devices_on_request_memory_never_and_the_first_by_name_over_the_limit,
+    names_come_from_capture_groups_serials_and_wwns,
+    a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted,
+    a_mount_rule_probes_each_volumes_device_once_under_its_name,
+    a_mount_rule_with_file_probes_a_file_inside_each_volume,
+    escaped_mountpoints_and_slashed_kernel_names,
+    a_block_rule_with_skip_claimed_leaves_out_the_disks_a_mount_rule_probes,
+    names_are_used_once_across_rules_and_never_a_configured_targets,
+    devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_source,
+    a_rules_cohort_template_takes_its_capture_groups_and_the_disks_model,
 }

@@ -58,7 +58,6 @@ fn stable(exposition: &str) -> String {
         .collect()
 }
 
-#[test]
 fn golden_outputs_for_every_kernel_era() {
     let tmp = tempfile::tempdir().unwrap();
     let all = include_all_config(tmp.path());
@@ -78,7 +77,6 @@ fn golden_outputs_for_every_kernel_era() {
     }
 }
 
-#[test]
 fn openmetrics_golden_when_asked_for() {
     let agent = start("proc-6.1", None);
     let resp = http_request(
@@ -103,7 +101,6 @@ fn openmetrics_golden_when_asked_for() {
     );
 }
 
-#[test]
 fn protobuf_golden_when_asked_for() {
     let agent = start("proc-6.1", None);
     let (resp, body) = common::http_request_bytes(
@@ -144,7 +141,6 @@ fn protobuf_golden_when_asked_for() {
     );
 }
 
-#[test]
 fn odd_lines_are_skipped_not_fatal() {
     let tmp = tempfile::tempdir().unwrap();
     let all = include_all_config(tmp.path());
@@ -168,7 +164,6 @@ fn odd_lines_are_skipped_not_fatal() {
     }
 }
 
-#[test]
 fn missing_diskstats_fails_only_that_collector() {
     let tmp = tempfile::tempdir().unwrap();
     let procfs = format!("--path.procfs={}", tmp.path().display());
@@ -205,23 +200,16 @@ fn node_exporter_scrape(procfs: &Path, udev: &Path) -> String {
         .spawn()
         .expect("start node_exporter");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = loop {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            break http_request(addr, "GET", "/metrics", &[]).body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node_exporter did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (timeout, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    common::wait::wait_for_every("node_exporter to start", timeout, every, || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    let body = http_request(addr, "GET", "/metrics", &[]).body;
     let _ = child.kill();
     let _ = child.wait();
     body
 }
 
-#[test]
 fn values_equal_node_exporters() {
     let node_available =
         which("prometheus-node-exporter").is_some() || which("node_exporter").is_some();
@@ -283,4 +271,13 @@ fn values_equal_node_exporters() {
             "{procfs}: one info series per device"
         );
     }
+}
+
+crate::tests! {
+    golden_outputs_for_every_kernel_era: [PROMTOOL],
+    openmetrics_golden_when_asked_for,
+    protobuf_golden_when_asked_for,
+    odd_lines_are_skipped_not_fatal,
+    missing_diskstats_fails_only_that_collector,
+    values_equal_node_exporters,
 }

@@ -99,7 +99,6 @@ fn link_targets(line: &str) -> Vec<String> {
     out
 }
 
-#[test]
 fn every_relative_link_and_anchor_exists() {
     let mut broken = Vec::new();
     let mut checked = 0;
@@ -134,7 +133,6 @@ fn every_relative_link_and_anchor_exists() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
-#[test]
 fn anchors_follow_github_rules() {
     let text = "# A\n## Targets (`src/probe/target/`)\n## How close am I to my disk's cap?\n## A\n```\n# not a heading\n```\n";
     let got = anchors(text);
@@ -173,7 +171,6 @@ fn readme_flags(readme: &str) -> BTreeMap<String, String> {
     out
 }
 
-#[test]
 fn the_readme_flags_table_is_clap_s() {
     let readme = read(&common::repo_root().join("README.md"));
     let table = readme_flags(&readme);
@@ -205,7 +202,6 @@ fn the_readme_flags_table_is_clap_s() {
     );
 }
 
-#[test]
 fn the_readme_is_a_front_door() {
     let readme = read(&common::repo_root().join("README.md"));
     assert!(
@@ -237,7 +233,6 @@ fn the_readme_is_a_front_door() {
     }
 }
 
-#[test]
 fn the_readme_states_the_http_limits_the_server_has() {
     use diskprobe_exporter::server;
     let readme = read(&common::repo_root().join("README.md"));
@@ -299,7 +294,6 @@ fn rank(severity: &str) -> usize {
         .unwrap_or_else(|| panic!("unknown severity {severity}"))
 }
 
-#[test]
 fn the_runbook_has_a_severity_table_and_a_section_per_alert_critical_first() {
     let runbook = read(&common::repo_root().join("docs/runbook.md"));
     let alerts = alerts();
@@ -371,7 +365,6 @@ fn the_runbook_has_a_severity_table_and_a_section_per_alert_critical_first() {
 
 /// Every key `config.example.toml` shows (set or commented out) is in docs/configuration.md's
 /// reference.
-#[test]
 fn every_key_of_the_example_configuration_is_in_configuration_md() {
     let root = common::repo_root();
     let example = read(&root.join("config.example.toml"));
@@ -391,4 +384,14 @@ fn every_key_of_the_example_configuration_is_in_configuration_md() {
         missing.is_empty(),
         "docs/configuration.md lacks {missing:?}"
     );
+}
+
+crate::tests! {
+    every_relative_link_and_anchor_exists,
+    anchors_follow_github_rules,
+    the_readme_flags_table_is_clap_s,
+    the_readme_is_a_front_door,
+    the_readme_states_the_http_limits_the_server_has,
+    the_runbook_has_a_severity_table_and_a_section_per_alert_critical_first,
+    every_key_of_the_example_configuration_is_in_configuration_md,
 }

@@ -29,7 +29,6 @@ fn count(run: &Value, key: &str) -> u64 {
 /// carrying REQ_PREFLUSH (blkdev_issue_flush), which diskstats counts as a write of 0 sectors and,
 /// in the flush machinery, as a flush: so writes completed = writes + syncs, sectors written =
 /// writes x 8, flushes completed = syncs, exactly.
-#[test]
 fn syncs_are_the_devices_flushes() {
     if !loopdev::ready() {
         return;
@@ -116,20 +115,18 @@ fn syncs_are_the_devices_flushes() {
 /// and until then the next write run's `O_EXCL` open is refused.
 fn wait_unclaimed(dev: &LoopDev) {
     use std::os::unix::fs::OpenOptionsExt;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let open = || {
         let open = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_EXCL)
             .open(&dev.path);
-        match open {
-            Ok(_) => return,
-            Err(err) if std::time::Instant::now() < deadline => {
-                assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(err) => panic!("{} still claimed after 10 s: {err}", dev.path.display()),
+        if let Err(err) = &open {
+            assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
         }
+        open
+    };
+    if let Err(err) = common::wait::poll(Duration::from_secs(10), common::wait::INTERVAL, open) {
+        panic!("{} still claimed after 10 s: {err}", dev.path.display());
     }
 }
 
@@ -142,7 +139,6 @@ fn allocated(path: &Path) -> u64 {
 /// etcd's job bounded by its size: `etcd-wal` with `--size 1m` writes 1 MiB / 2300 bytes = 455
 /// writes into the space it preallocates beyond the region, syncs each, and releases the space:
 /// the probe file keeps its size, its blocks and its content.
-#[test]
 fn etcd_wal_writes_its_own_fresh_space_and_gives_it_back() {
     if !loopdev::ready() {
         return;
@@ -219,7 +215,6 @@ fn etcd_wal_writes_its_own_fresh_space_and_gives_it_back() {
 /// also `diskprobe_ios_total`), the device saw at least one flush per sync, and when the agent
 /// stops, nothing in the volume but the probe file has changed, the probe file not at all (its
 /// pre-filled region is never written by `etcd-wal`), and the volume's free space is as before.
-#[test]
 fn the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else() {
     if !loopdev::ready() {
         return;
@@ -355,4 +350,10 @@ fn free_bytes(path: &Path) -> u64 {
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
     assert_eq!(rc, 0);
     st.f_bfree * st.f_frsize
+}
+
+crate::tests! {
+    syncs_are_the_devices_flushes: [LOOP],
+    etcd_wal_writes_its_own_fresh_space_and_gives_it_back: [LOOP],
+    the_agent_counts_every_sync_of_etcd_wal_and_changes_nothing_else: [LOOP],
 }

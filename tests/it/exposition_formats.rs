@@ -30,7 +30,6 @@ fn names(text: &str) -> Vec<String> {
     n
 }
 
-#[test]
 fn gzip_when_accepted_identity_otherwise() {
     let agent = Agent::start(&[]);
     let (plain, body) = http_request_bytes(agent.addr, "GET", "/metrics", &[]);
@@ -90,7 +89,6 @@ fn gzip_when_accepted_identity_otherwise() {
     assert!(len > 100 && len * 3 < text.len(), "{len}");
 }
 
-#[test]
 fn protobuf_carries_native_and_classic_buckets_of_the_configured_layout() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -195,7 +193,6 @@ fn raw_request(addr: std::net::SocketAddr, head: &[u8]) -> (u16, Vec<(String, St
     (resp.status, resp.headers, raw[split..].to_vec())
 }
 
-#[test]
 fn hostile_accept_headers_get_a_valid_answer() {
     let agent = Agent::start(&[]);
     let long_list = "a/b;q=0.001,".repeat(1200);
@@ -285,7 +282,6 @@ fn hostile_accept_headers_get_a_valid_answer() {
 /// Requests that arrive together share a scrape only with requests for the same format and
 /// compression: under concurrent load in four formats every answer is complete and in the format
 /// its request negotiated.
-#[test]
 fn concurrent_scrapes_in_mixed_formats_each_get_their_own_format() {
     let agent = Agent::start(&[]);
     let addr = agent.addr;
@@ -356,4 +352,11 @@ fn concurrent_scrapes_in_mixed_formats_each_get_their_own_format() {
     for t in threads {
         t.join().expect("a scraping thread failed");
     }
+}
+
+crate::tests! {
+    gzip_when_accepted_identity_otherwise,
+    protobuf_carries_native_and_classic_buckets_of_the_configured_layout,
+    hostile_accept_headers_get_a_valid_answer,
+    concurrent_scrapes_in_mixed_formats_each_get_their_own_format,
 }

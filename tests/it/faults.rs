@@ -27,7 +27,6 @@ fn open_tempdir() -> tempfile::TempDir {
     dir
 }
 
-#[test]
 fn a_vanished_device_fails_its_runs_and_recovers_when_it_returns() {
     if !loopdev::ready() {
         return;
@@ -118,7 +117,6 @@ impl Drop for LiftReadCap<'_> {
     }
 }
 
-#[test]
 fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     if !loopdev::blkio_ready() || !fuse::ready() {
         return;
@@ -280,7 +278,6 @@ fn throttled_ext4(size: u64, bps: u64) -> (LoopDev, Mount, BlkioGroup) {
     (disk, fs, group)
 }
 
-#[test]
 fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     if !loopdev::blkio_ready() {
         return;
@@ -361,7 +358,6 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     agent.terminate();
 }
 
-#[test]
 fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     if !loopdev::ready() || !fuse::ready() {
         return;
@@ -439,7 +435,6 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     agent.terminate();
 }
 
-#[test]
 fn sigint_stops_a_one_shot_probe_file_fill() {
     if !loopdev::blkio_ready() {
         return;
@@ -496,7 +491,6 @@ fn sigint_stops_a_one_shot_probe_file_fill() {
     );
 }
 
-#[test]
 fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
     if !loopdev::blkio_ready() {
         return;
@@ -547,7 +541,6 @@ fn a_reload_during_a_fill_records_nothing_in_the_changed_target() {
     assert_eq!(std::fs::metadata(&probe_file).unwrap().len(), 16 << 20);
 }
 
-#[test]
 fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
     let python = common::python_seccomp();
     if !common::require(python.is_some(), "python3-seccomp (Debian package)") {
@@ -587,7 +580,6 @@ fn io_uring_blocked_by_seccomp_falls_back_to_psync() {
     );
 }
 
-#[test]
 fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     if !loopdev::ready() {
         return;
@@ -679,7 +671,6 @@ fn sha(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-#[test]
 fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region() {
     if !loopdev::ready() {
         return;
@@ -728,11 +719,9 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
 
     // The region target is writing now (8 s run); SIGTERM in the middle.
     let start = dev.stats().writes;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while dev.stats().writes < start + 100 {
-        assert!(Instant::now() < deadline, "the write probe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for("the write probe to start", Duration::from_secs(30), || {
+        dev.stats().writes >= start + 100
+    });
     let t = Instant::now();
     agent.terminate();
     eprintln!("exited {:?} after SIGTERM", t.elapsed());
@@ -763,7 +752,6 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
     assert_eq!(changed_outside, 0);
 }
 
-#[test]
 fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
     let _guard = shared();
     let dir = open_tempdir();
@@ -801,7 +789,6 @@ fn symlinked_probe_files_are_refused_and_the_other_file_is_untouched() {
     );
 }
 
-#[test]
 fn symlinks_to_block_devices_are_followed() {
     if !loopdev::ready() {
         return;
@@ -822,7 +809,6 @@ fn symlinks_to_block_devices_are_followed() {
     assert_eq!(run["device"], dev.name.as_str(), "{run}");
 }
 
-#[test]
 fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
     if !fuse::ready() {
         return;
@@ -849,17 +835,15 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
     // Dropped first if the test fails: the hung read ends, and the child can be reaped.
     let _aborted = fs.abort_on_drop();
     let pid = child.0.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let engine_thread = loop {
-        assert!(Instant::now() < deadline, "the probe never read");
+    let (timeout, every) = (Duration::from_secs(20), Duration::from_millis(50));
+    let engine_thread = common::wait::poll(timeout, every, || {
         let engine = process::threads_named(pid, "diskprobe-uring");
-        if let Some(task) = engine.first()
-            && fs.reads() >= 1
-        {
-            break *task;
+        match engine.first() {
+            Some(task) if fs.reads() >= 1 => Ok(*task),
+            _ => Err(()),
         }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    })
+    .expect("the probe never read");
     // SAFETY: tgkill with the child's pid and one of its thread ids.
     let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid as i32, engine_thread, libc::SIGINT) };
     assert_eq!(rc, 0);
@@ -886,4 +870,19 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
         run["io_errors"], 0,
         "the interrupted read counted as an error: {run}"
     );
+}
+
+crate::tests! {
+    a_vanished_device_fails_its_runs_and_recovers_when_it_returns: [LOOP],
+    dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule: [LOOP, BLKIO, ROOT, FUSE],
+    a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on: [LOOP, BLKIO],
+    a_target_on_a_hung_filesystem_does_not_stall_the_agent: [LOOP, ROOT, FUSE],
+    sigint_stops_a_one_shot_probe_file_fill: [LOOP, BLKIO],
+    a_reload_during_a_fill_records_nothing_in_the_changed_target: [LOOP, BLKIO],
+    io_uring_blocked_by_seccomp_falls_back_to_psync,
+    enospc_eacces_and_no_o_direct_are_clear_per_target_errors: [LOOP],
+    mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the_region: [LOOP],
+    symlinked_probe_files_are_refused_and_the_other_file_is_untouched,
+    symlinks_to_block_devices_are_followed: [LOOP],
+    reads_interrupted_by_a_cancellation_are_not_io_errors: [ROOT, FUSE],
 }

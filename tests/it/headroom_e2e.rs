@@ -112,7 +112,6 @@ fn alert_states(prom: &Prometheus, alert: &str, device: &str, seconds: u64) -> V
         .collect()
 }
 
-#[test]
 fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     let ready = loopdev::blkio_ready()
         && require(which("fio").is_some(), "fio (Debian package fio)")
@@ -366,4 +365,8 @@ fn print_rule_costs(prom: &Prometheus) {
             figure(&format!("samples read by {name} {rule}{limit}"), samples);
         }
     }
+}
+
+crate::tests! {
+    shares_alerts_throttling_and_measured_limits_on_capped_loop_devices: [LOOP, BLKIO, FIO, PARTX],
 }

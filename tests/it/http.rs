@@ -6,7 +6,6 @@ use common::{Agent, http_request};
 use std::io::{Read, Write};
 use std::time::Duration;
 
-#[test]
 fn routes_methods_and_content_types() {
     let agent = Agent::start(&["--web.telemetry-path=/probe-metrics"]);
     let r = http_request(agent.addr, "GET", "/probe-metrics", &[]);
@@ -43,7 +42,6 @@ fn routes_methods_and_content_types() {
     assert!(len > 1000, "HEAD reports the length of the GET body");
 }
 
-#[test]
 fn oversized_headers_get_431_and_junk_gets_400() {
     let agent = Agent::start(&[]);
     let big = "x".repeat(64 * 1024);
@@ -69,7 +67,6 @@ fn oversized_headers_get_431_and_junk_gets_400() {
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
 
-#[test]
 fn slow_clients_are_cut_off_after_the_header_timeout() {
     let agent = Agent::start(&[]);
     let mut slow = std::net::TcpStream::connect(agent.addr).unwrap();
@@ -94,7 +91,6 @@ fn slow_clients_are_cut_off_after_the_header_timeout() {
     );
 }
 
-#[test]
 fn an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are_closed() {
     let agent = Agent::start(&["--web.max-connections=8"]);
     // A client that pipelines requests and never reads the answers: once the socket buffers are
@@ -156,4 +152,11 @@ fn an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are
     }
     assert_eq!(agent.get("/metrics").0, 200);
     drop(idle);
+}
+
+crate::tests! {
+    routes_methods_and_content_types,
+    oversized_headers_get_431_and_junk_gets_400,
+    slow_clients_are_cut_off_after_the_header_timeout,
+    an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are_closed,
 }

@@ -320,7 +320,6 @@ fn scrape_under_flood(target: &Target, auth: Option<&str>) {
     );
 }
 
-#[test]
 fn a_flood_on_a_plain_listener_does_not_stop_the_scrapes() {
     let _machine = common::exclusive();
     let agent = Agent::start(&[]);
@@ -332,7 +331,6 @@ fn a_flood_on_a_plain_listener_does_not_stop_the_scrapes() {
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
 
-#[test]
 fn a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes() {
     let _machine = common::exclusive();
     let dir = tempfile::tempdir().unwrap();
@@ -371,4 +369,9 @@ fn a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes() {
         .unwrap();
     assert_eq!(read_response(&mut *s).unwrap(), 200);
     scrape_under_flood(&target, Some(&good));
+}
+
+crate::tests! {
+    a_flood_on_a_plain_listener_does_not_stop_the_scrapes,
+    a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes,
 }

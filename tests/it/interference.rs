@@ -36,7 +36,6 @@ fn one_shot(dev: &Path, profile: &str, runtime: &str, engine: &str) -> serde_jso
     ])
 }
 
-#[test]
 fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
     if !loopdev::ready() {
         return;
@@ -65,7 +64,6 @@ fn a_gentle_probes_rate_cap_holds_on_a_fast_device() {
     }
 }
 
-#[test]
 fn a_gentle_probe_reports_a_device_four_times_slower() {
     if !loopdev::ready() || !fuse::ready() {
         return;
@@ -135,7 +133,6 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
     assert!(fuse.reads() > 0);
 }
 
-#[test]
 fn an_engine_asked_to_yield_stops_issuing_and_drains() {
     if !loopdev::ready() {
         return;
@@ -254,7 +251,6 @@ fn labelled(m: &Metrics, name: &str, target: &str) -> f64 {
     sum(m, name, &[&format!("target=\"{target}\"")])
 }
 
-#[test]
 fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
     if !loopdev::ready() {
         return;
@@ -289,16 +285,12 @@ fn a_capacity_run_stops_early_when_another_process_starts_reading_the_device() {
     );
     // The next run: once it is under way, another process starts reading the device.
     let mut last = dev.stats().reads;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
+    common::wait_for("the second run to start", Duration::from_secs(20), || {
         let now = dev.stats().reads;
-        if now - last > 200 {
-            break;
-        }
+        let started = now - last > 200;
         last = now;
-        assert!(Instant::now() < deadline, "the second run did not start");
-    }
+        started
+    });
     let reader = Reader::start(&dev.path);
     let m = wait_until(&agent, Duration::from_secs(10), "the run to yield", |m| {
         runs(m, "cap", "skipped") >= 1.0
@@ -344,7 +336,6 @@ fn write_partition_table(dev: &Path, parts: &[(u32, u32)]) {
     f.sync_all().expect("sync");
 }
 
-#[test]
 fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
     if !loopdev::ready() || !common::require(common::which("partx").is_some(), "partx (util-linux)")
     {
@@ -361,11 +352,12 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         .expect("run partx");
     assert!(status.success());
     let part = |n: u32| Path::new("/dev").join(format!("{}p{n}", dev.name));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(part(1).exists() && part(2).exists()) {
-        assert!(Instant::now() < deadline, "partitions did not appear");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait::wait_for_every(
+        "the partitions to appear",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || part(1).exists() && part(2).exists(),
+    );
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let arg = common::config_flag(
         dir.path(),
@@ -422,4 +414,12 @@ fn capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy() {
         "the time shared with the reader is its cost"
     );
     let _ = scrape(&agent);
+}
+
+crate::tests! {
+    a_gentle_probes_rate_cap_holds_on_a_fast_device: [LOOP],
+    a_gentle_probe_reports_a_device_four_times_slower: [LOOP, ROOT, FUSE],
+    an_engine_asked_to_yield_stops_issuing_and_drains: [LOOP],
+    a_capacity_run_stops_early_when_another_process_starts_reading_the_device: [LOOP],
+    capacity_runs_are_skipped_while_another_partition_of_the_disk_is_busy: [LOOP, PARTX],
 }

@@ -1,5 +1,6 @@
-//! The integration tests, in one binary: `cargo test` runs them with the unit tests,
-//! `cargo test --test it` alone, `cargo test --test it faults::` one module. Each module is one
+//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`):
+//! `cargo test` runs them with the unit tests, `cargo test --test it` alone,
+//! `cargo test --test it faults::` one module. Each module is one
 //! concern; `common` is the harness they share (`common/mod.rs` says what is where).
 //!
 //! The tests run side by side in threads of this one process (`RUST_TEST_THREADS` in
@@ -12,15 +13,23 @@
 //!   the lock's doc says which is which.
 //! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
 //!   or of this process only for files of its own), never about names other tests share.
-//! - Make only what it names as its own: temporary directories, loop devices at the numbers
-//!   [`common::loopdev::free_loop_numbers`] gives, mountpoints in its own directory.
+//! - Make only what it names as its own: temporary directories, loop devices ([`common::loopdev`]
+//!   makes each at a number of its own, [`common::loopdev::free_loop_numbers`], never with
+//!   `losetup --find`), mountpoints in its own directory.
 //! - Give environment switches to the processes it starts (`Command::env`); never
 //!   `std::env::set_var`, which every other test of the process would see.
 //!
-//! To add a test file: put it here as `tests/it/NAME.rs` with a `//!` doc saying what it checks,
-//! `use crate::common;` (and `use crate::common::loopdev;` and so on) for the harness, and add
-//! `mod NAME;` below. A file directly in `tests/` would be a binary of its own, linking the crate
-//! again.
+//! The binary has its own runner (`harness = false` in Cargo.toml; [`common::registry`]): a test
+//! is a plain `fn NAME()` (no `#[test]`) listed in its module's [`crate::tests!`] with what it
+//! needs from the machine (`probes_a_device: [LOOP, FIO]`, constants of [`common::skip`]). A test
+//! whose prerequisite is missing is reported as ignored with the reason, and fails under
+//! `DISKPROBE_TEST_STRICT=1`. A function left out of the list is dead code, which clippy refuses.
+//!
+//! To add a test: write the function and add it to the module's `crate::tests!` list. To add a
+//! test file: put it here as `tests/it/NAME.rs` with a `//!` doc saying what it checks,
+//! `use crate::common;` (and `use crate::common::loopdev;` and so on) for the harness, end it with
+//! its `crate::tests!` list, and add `mod NAME;` and `NAME::tests(),` below. A file directly in
+//! `tests/` would be a binary of its own, linking the crate again.
 
 mod common;
 
@@ -28,9 +37,6 @@ mod agent_probes;
 mod blockdev_fixtures;
 mod cloud_stats;
 mod config_errors;
-mod dashboards;
-mod deploy_discovery;
-mod deploy_files;
 mod discovery;
 mod discovery_fixtures;
 mod diskstats_e2e;
@@ -42,9 +48,7 @@ mod headroom_e2e;
 mod http;
 mod http_flood;
 mod interference;
-mod kubernetes;
 mod metrics_docs;
-mod mixin;
 mod native_histograms_e2e;
 mod probe_cli;
 mod probe_loop;
@@ -63,3 +67,52 @@ mod series_budget;
 mod signals;
 mod status_page;
 mod web_tls;
+
+fn main() {
+    common::registry::run(
+        [
+            agent_probes::tests(),
+            blockdev_fixtures::tests(),
+            cloud_stats::tests(),
+            config_errors::tests(),
+            discovery::tests(),
+            discovery_fixtures::tests(),
+            diskstats_e2e::tests(),
+            docs::tests(),
+            durability::tests(),
+            exposition_formats::tests(),
+            faults::tests(),
+            headroom_e2e::tests(),
+            http::tests(),
+            http_flood::tests(),
+            interference::tests(),
+            metrics_docs::tests(),
+            native_histograms_e2e::tests(),
+            probe_cli::tests(),
+            probe_loop::tests(),
+            probe_space::tests(),
+            probe_throttle::tests(),
+            probes_golden::tests(),
+            profile_info::tests(),
+            prometheus_e2e::tests(),
+            prometheus_rules::tests(),
+            protobuf_codegen::tests(),
+            recent_runs::tests(),
+            rule_joins::tests(),
+            sandbox::tests(),
+            scheduler_runs::tests(),
+            series_budget::tests(),
+            signals::tests(),
+            status_page::tests(),
+            web_tls::tests(),
+        ]
+        .into_iter()
+        .flatten()
+        .chain([common::registry::trial(
+            "registry::no_test_attributes".to_owned(),
+            &[],
+            common::registry::no_test_attributes,
+        )])
+        .collect(),
+    );
+}

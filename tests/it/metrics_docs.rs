@@ -4,9 +4,8 @@
 use crate::common;
 
 use common::Agent;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[test]
 fn every_exposed_family_is_documented_and_promtool_clean() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -21,23 +20,16 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
         ),
     );
     let agent = Agent::start(&[&config]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let body = loop {
+    let (timeout, every) = (Duration::from_secs(60), Duration::from_millis(100));
+    let body = common::wait::poll(timeout, every, || {
         let (_, body) = agent.get("/metrics");
-        if body.contains("diskprobe_probe_success{")
+        let complete = body.contains("diskprobe_probe_success{")
             && body.contains("diskprobe_engine_info{")
             && body.contains("diskprobe_discovery_last_rescan_timestamp_seconds{")
-            && body.contains("diskprobe_disk_limit_bytes_per_second{")
-        {
-            break body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no probe results:\n{}",
-            agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+            && body.contains("diskprobe_disk_limit_bytes_per_second{");
+        if complete { Ok(body) } else { Err(()) }
+    })
+    .unwrap_or_else(|()| panic!("no probe results:\n{}", agent.log.lock().unwrap()));
     let docs = std::fs::read_to_string(common::repo_root().join("docs/metrics.md")).unwrap();
     let families: Vec<&str> = body
         .lines()
@@ -55,4 +47,8 @@ fn every_exposed_family_is_documented_and_promtool_clean() {
     );
 
     common::promtool_check_metrics(&body);
+}
+
+crate::tests! {
+    every_exposed_family_is_documented_and_promtool_clean: [PROMTOOL],
 }

@@ -23,7 +23,6 @@ use std::time::Duration;
 const PROTOBUF: &str =
     "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited";
 
-#[test]
 fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
     let _guard = common::shared();
     if !require(
@@ -212,4 +211,8 @@ fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
     assert_eq!(native as u64, h.sample_count());
     let spanned: u32 = h.positive_span.iter().map(|s| s.length()).sum();
     assert_eq!(spanned as usize, h.positive_delta.len());
+}
+
+crate::tests! {
+    native_histogram_quantiles_match_the_runs_exact_percentiles,
 }

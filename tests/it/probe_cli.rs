@@ -19,7 +19,6 @@ fn probe(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-#[test]
 fn json_has_the_contract_fields_for_each_builtin_read_profile() {
     if !loopdev::ready() {
         return;
@@ -75,7 +74,6 @@ fn json_has_the_contract_fields_for_each_builtin_read_profile() {
     }
 }
 
-#[test]
 fn every_builtin_runs_and_writes_need_allow_writes() {
     if !loopdev::ready() {
         return;
@@ -120,7 +118,6 @@ fn every_builtin_runs_and_writes_need_allow_writes() {
     assert!(stdout.contains("IOPS=") && stdout.contains("lat percentiles (usec)"));
 }
 
-#[test]
 fn usage_errors_and_failed_runs_exit_non_zero() {
     let (code, _, stderr) = probe(&["--target", "/nonexistent/x", "--profile", "nope"]);
     assert_eq!(code, Some(2));
@@ -139,7 +136,6 @@ fn usage_errors_and_failed_runs_exit_non_zero() {
     );
 }
 
-#[test]
 fn tmpfs_probe_file_is_created_and_warned_about() {
     let _g = common::shared();
     let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir on tmpfs");
@@ -194,7 +190,6 @@ fn tasks_of_user(uid: u32) -> u64 {
         .sum()
 }
 
-#[test]
 fn psync_refuses_to_run_short_of_its_depth() {
     let tools = common::which("prlimit").zip(common::which("setpriv"));
     if !common::require(common::is_root(), "root")
@@ -249,4 +244,12 @@ fn psync_refuses_to_run_short_of_its_depth() {
         "{run}"
     );
     assert_eq!(run["ios"], 0, "no I/O at a lower depth: {run}");
+}
+
+crate::tests! {
+    json_has_the_contract_fields_for_each_builtin_read_profile: [LOOP],
+    every_builtin_runs_and_writes_need_allow_writes: [LOOP],
+    usage_errors_and_failed_runs_exit_non_zero,
+    tmpfs_probe_file_is_created_and_warned_about,
+    psync_refuses_to_run_short_of_its_depth,
 }

@@ -134,7 +134,6 @@ fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
     }
 }
 
-#[test]
 fn counts_match_diskstats_on_a_tmpfs_backed_loop_device() {
     if !loopdev::ready() {
         return;
@@ -144,7 +143,6 @@ fn counts_match_diskstats_on_a_tmpfs_backed_loop_device() {
     counts_match_diskstats(&dev, "700ms");
 }
 
-#[test]
 fn counts_match_diskstats_on_a_disk_backed_loop_device() {
     if !loopdev::ready() {
         return;
@@ -154,7 +152,6 @@ fn counts_match_diskstats_on_a_disk_backed_loop_device() {
     counts_match_diskstats(&dev, "500ms");
 }
 
-#[test]
 fn writes_change_nothing_outside_the_region() {
     if !loopdev::ready() {
         return;
@@ -184,7 +181,6 @@ fn writes_change_nothing_outside_the_region() {
     assert!(after[s..e].chunks(4096).all(|b| b.iter().any(|&x| x != 0)));
 }
 
-#[test]
 fn write_probes_use_fresh_data_each_time() {
     if !loopdev::ready() {
         return;
@@ -203,7 +199,6 @@ fn write_probes_use_fresh_data_each_time() {
     assert_ne!(seen[1], seen[2]);
 }
 
-#[test]
 fn alignment_and_short_device_errors_are_clear() {
     if !loopdev::ready() {
         return;
@@ -251,7 +246,6 @@ fn alignment_and_short_device_errors_are_clear() {
     assert!(err.to_string().contains("read-only"), "{err}");
 }
 
-#[test]
 fn write_safety_refuses_mounted_or_held_devices() {
     if !loopdev::ready() {
         return;
@@ -312,7 +306,6 @@ fn write_safety_refuses_mounted_or_held_devices() {
     drop(first);
 }
 
-#[test]
 fn cancellation_and_timeout_stop_a_run_promptly() {
     if !loopdev::ready() {
         return;
@@ -367,7 +360,6 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
     }
 }
 
-#[test]
 fn number_ios_stops_exactly() {
     if !loopdev::ready() {
         return;
@@ -392,7 +384,6 @@ fn number_ios_stops_exactly() {
     }
 }
 
-#[test]
 fn a_yield_request_stops_issuing_drains_and_reports_progress() {
     if !loopdev::ready() {
         return;
@@ -447,7 +438,6 @@ fn a_yield_request_stops_issuing_drains_and_reports_progress() {
     }
 }
 
-#[test]
 fn exclusive_opens_are_released_when_an_io_uring_run_ends() {
     if !loopdev::ready() {
         return;
@@ -476,4 +466,17 @@ fn exclusive_opens_are_released_when_an_io_uring_run_ends() {
     let (s, e) = (start as usize, (start + len) as usize);
     assert!(before[..s] == after[..s], "bytes before the region changed");
     assert!(before[e..] == after[e..], "bytes after the region changed");
+}
+
+crate::tests! {
+    counts_match_diskstats_on_a_tmpfs_backed_loop_device: [LOOP],
+    counts_match_diskstats_on_a_disk_backed_loop_device: [LOOP],
+    writes_change_nothing_outside_the_region: [LOOP],
+    write_probes_use_fresh_data_each_time: [LOOP],
+    alignment_and_short_device_errors_are_clear: [LOOP],
+    write_safety_refuses_mounted_or_held_devices: [LOOP],
+    cancellation_and_timeout_stop_a_run_promptly: [LOOP],
+    number_ios_stops_exactly: [LOOP],
+    a_yield_request_stops_issuing_drains_and_reports_progress: [LOOP],
+    exclusive_opens_are_released_when_an_io_uring_run_ends: [LOOP],
 }

@@ -8,7 +8,6 @@ use diskprobe_exporter::probe::target::{self, TargetError, TargetOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[test]
 fn config_check_refuses_a_size_beyond_the_filesystem() {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("c.toml");
@@ -114,7 +113,6 @@ fn opts(size: u64) -> TargetOptions {
     }
 }
 
-#[test]
 fn a_full_filesystem_is_left_as_it_was_found() {
     let Some(fs) = SmallFs::mount(8) else { return };
     let probe = fs.path("probe.dat");
@@ -169,7 +167,6 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     assert_eq!(t.region_len, 4 << 20);
 }
 
-#[test]
 fn a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent() {
     let Some(fs) = SmallFs::mount(8) else { return };
     let probe = fs.path("probe.dat");
@@ -196,4 +193,10 @@ fn a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent() {
     assert!(filled.is_ok(), "{filled:?}");
     drop(filled);
     assert_eq!(common::file_len(&probe), 1 << 20);
+}
+
+crate::tests! {
+    config_check_refuses_a_size_beyond_the_filesystem,
+    a_full_filesystem_is_left_as_it_was_found,
+    a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent,
 }

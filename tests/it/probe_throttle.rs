@@ -15,7 +15,6 @@ fn run_throttled(group: &BlkioGroup, dev: &LoopDev, args: &[&str]) -> serde_json
     group.one_shot(&all).remove(0)
 }
 
-#[test]
 fn iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines() {
     if !loopdev::blkio_ready() {
         return;
@@ -47,7 +46,6 @@ fn iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines() {
     }
 }
 
-#[test]
 fn mean_latency_at_a_500_iops_cap_with_qd1_is_2ms() {
     if !loopdev::blkio_ready() {
         return;
@@ -82,7 +80,6 @@ fn mean_latency_at_a_500_iops_cap_with_qd1_is_2ms() {
     }
 }
 
-#[test]
 fn rate_capped_profile_is_not_fooled_by_a_slower_device() {
     // Coordinated omission: a 1000 IOPS target on a device capped at 500 IOPS falls behind, and
     // latency measured from the intended issue time grows instead of staying at 2 ms.
@@ -113,4 +110,10 @@ fn rate_capped_profile_is_not_fooled_by_a_slower_device() {
         // After 2 s at half the intended rate, the last I/Os are ~1 s behind schedule.
         assert!(p99 > 0.5, "{engine}: p99 {p99} s hides the backlog");
     }
+}
+
+crate::tests! {
+    iops_at_a_2000_iops_cap_with_qd32_is_2000_for_both_engines: [LOOP, BLKIO],
+    mean_latency_at_a_500_iops_cap_with_qd1_is_2ms: [LOOP, BLKIO],
+    rate_capped_profile_is_not_fooled_by_a_slower_device: [LOOP, BLKIO],
 }

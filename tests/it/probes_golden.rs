@@ -190,7 +190,6 @@ fn text(families: &[Family], format: Format) -> String {
     String::from_utf8(exposition::encode(families, format)).unwrap()
 }
 
-#[test]
 fn coarse_layout_in_every_format() {
     let f = families(&ClassicBuckets::coarse());
     let plain = text(&f, Format::Text);
@@ -209,7 +208,6 @@ fn coarse_layout_in_every_format() {
     );
 }
 
-#[test]
 fn fine_and_listed_layouts() {
     let fine = text(&families(&ClassicBuckets::fine()), Format::Text);
     promtool_check_metrics(&fine);
@@ -218,4 +216,9 @@ fn fine_and_listed_layouts() {
     let listed = text(&families(&listed), Format::Text);
     promtool_check_metrics(&listed);
     check_golden("probes.list.txt", &listed, "probes_golden");
+}
+
+crate::tests! {
+    coarse_layout_in_every_format: [PROMTOOL],
+    fine_and_listed_layouts: [PROMTOOL],
 }

@@ -6,7 +6,6 @@ use crate::common;
 
 use common::Agent;
 
-#[test]
 fn profile_info_describes_each_profile_of_each_target() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -39,4 +38,8 @@ fn profile_info_describes_each_profile_of_each_target() {
         ]
     );
     common::promtool_check_metrics(&body);
+}
+
+crate::tests! {
+    profile_info_describes_each_profile_of_each_target: [PROMTOOL],
 }

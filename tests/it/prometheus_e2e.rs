@@ -303,15 +303,12 @@ fn finished_runs(agent: &Agent) -> f64 {
 
 /// Waits until the agent has finished `n` more runs than `from`; returns the new count.
 fn wait_runs(agent: &Agent, from: f64, n: f64) -> f64 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let runs = || {
         let now = finished_runs(agent);
-        if now >= from + n {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "runs stopped at {now}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        if now >= from + n { Ok(now) } else { Err(now) }
+    };
+    common::wait::poll(Duration::from_secs(30), common::wait::INTERVAL, runs)
+        .unwrap_or_else(|now| panic!("runs stopped at {now}"))
 }
 
 /// Normal read cap of the loop device and the lower one. cgroup v1 throttling lets reads through in
@@ -322,7 +319,6 @@ fn wait_runs(agent: &Agent, from: f64, n: f64) -> f64 {
 const NORMAL_IOPS: u32 = 20;
 const LOW_IOPS: u32 = 2;
 
-#[test]
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
@@ -556,4 +552,8 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     drop(proms);
     drop(agent);
     drop(peers);
+}
+
+crate::tests! {
+    dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts,
 }

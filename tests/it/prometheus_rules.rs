@@ -72,7 +72,6 @@ fn generate(args: &[&str], out: &Path) {
     assert!(ok, "generate.py {args:?} failed:\n{text}");
 }
 
-#[test]
 fn rules_pass_promtool_and_every_scenario() {
     // promtool evaluates the whole scenario suite.
     let _guard = common::shared();
@@ -192,8 +191,7 @@ fn rules_pass_promtool_and_every_scenario() {
 
 /// Every alert has its section in docs/runbook.md, with queries. The shipped rules
 /// carry no `runbook_url` (where the runbook is served is the mixin's `runbookURLBase`;
-/// tests/it/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
-#[test]
+/// tests/deploy/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
 fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
     let rules = read("deploy/prometheus/rules.yml");
     let runbook = read("docs/runbook.md");
@@ -220,7 +218,6 @@ fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
     );
 }
 
-#[test]
 fn the_runbook_scenario_table_is_the_generated_one() {
     if !common::require(common::which("python3").is_some(), "python3") {
         return;
@@ -233,4 +230,10 @@ fn the_runbook_scenario_table_is_the_generated_one() {
         "docs/rules-design.md: the scenario table differs from `python3 {} --table`:\n{table}",
         Path::new("deploy/prometheus/scenarios/generate.py").display()
     );
+}
+
+crate::tests! {
+    rules_pass_promtool_and_every_scenario: [PROMTOOL],
+    every_alert_has_a_runbook_section_and_no_placeholder_url,
+    the_runbook_scenario_table_is_the_generated_one,
 }

@@ -6,7 +6,6 @@
 
 use crate::common;
 
-#[test]
 fn generated_code_matches_metrics_proto() {
     let proto_dir = common::repo_root().join("src/exposition/proto");
     let fds = protox::compile([proto_dir.join("metrics.proto")], [&proto_dir])
@@ -30,4 +29,8 @@ fn generated_code_matches_metrics_proto() {
          UPDATE_GENERATED=1 cargo test --test it protobuf_codegen:: and review the diff",
         checked_in.display()
     );
+}
+
+crate::tests! {
+    generated_code_matches_metrics_proto,
 }

@@ -39,7 +39,6 @@ fn config(dir: &std::path::Path, interval: &str) -> String {
     )
 }
 
-#[test]
 fn a_failing_target_counts_its_last_ten_runs_and_keeps_them_across_a_reload() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -94,4 +93,8 @@ fn a_failing_target_counts_its_last_ten_runs_and_keeps_them_across_a_reload() {
     });
     assert!(runs(&m, "broken", "error") < 12.0, "counters restarted");
     assert_eq!(recent(&m, "broken", "error"), Some(10.0), "window kept");
+}
+
+crate::tests! {
+    a_failing_target_counts_its_last_ten_runs_and_keeps_them_across_a_reload,
 }

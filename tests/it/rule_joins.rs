@@ -358,7 +358,6 @@ fn shipped_rules() -> String {
         .expect("deploy/prometheus/rules.yml")
 }
 
-#[test]
 fn every_join_of_the_shipped_rules_is_guarded() {
     let found = unguarded_joins(&shipped_rules());
     assert!(
@@ -381,7 +380,6 @@ fn with_rule(record: &str, expr: &str) -> String {
     yaml
 }
 
-#[test]
 fn unguarded_joins_are_reported() {
     // Each of these fails to evaluate when the one side holds two series for a match group.
     let bad = [
@@ -420,4 +418,9 @@ fn unguarded_joins_are_reported() {
         let found = unguarded_joins(&with_rule(&format!("test:good_{i}"), expr));
         assert!(found.is_empty(), "{expr}: {found:?}");
     }
+}
+
+crate::tests! {
+    every_join_of_the_shipped_rules_is_guarded,
+    unguarded_joins_are_reported,
 }

@@ -17,7 +17,7 @@ use loopdev::LoopDev;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The Landlock ABI the kernel offers (0: none), as `landlock_create_ruleset(NULL, 0,
 /// LANDLOCK_CREATE_RULESET_VERSION)` answers.
@@ -70,19 +70,17 @@ fn scrape_tls(agent: &Agent, ca: &Path) -> Metrics {
 
 /// Scrapes over TLS every 100 ms until `cond` holds; fails with the log after `timeout`.
 fn wait_tls(agent: &Agent, ca: &Path, what: &str, cond: impl Fn(&Metrics) -> bool) -> Metrics {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let (timeout, every) = (Duration::from_secs(60), Duration::from_millis(100));
+    common::wait::poll(timeout, every, || {
         let m = scrape_tls(agent, ca);
-        if cond(&m) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
+        if cond(&m) { Ok(m) } else { Err(()) }
+    })
+    .unwrap_or_else(|()| {
+        panic!(
             "timed out waiting for {what}; log:\n{}",
             agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        )
+    })
 }
 
 fn sandbox_info(m: &Metrics) -> Vec<&String> {
@@ -100,7 +98,6 @@ fn target(name: &str, path: &Path, extra: &str) -> String {
 
 const DEFAULTS: &str = "[defaults]\ninterval = \"1s\"\nruntime = \"100ms\"\nmax_duty_cycle = 0.5\n";
 
-#[test]
 fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
     if !common::require(loopdev::loop_available(), "root and losetup (loop devices)")
         || !common::require(which("curl").is_some(), "curl")
@@ -296,7 +293,6 @@ fn without_landlock(dir: &Path, python: &Path) -> Command {
     common::binary_without_syscall(python, dir, "landlock_create_ruleset", "ENOSYS")
 }
 
-#[test]
 fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
     let Some(python) = common::python_seccomp() else {
         common::require(false, "python3-seccomp (Debian package)");
@@ -371,4 +367,9 @@ fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
         sandbox_info(&m),
         ["diskprobe_sandbox_info{mode=\"off\",landlock_abi=\"\",enforced=\"no\",check=\"none\"}"]
     );
+}
+
+crate::tests! {
+    confined_agent_probes_and_refuses_reloads_outside_its_ruleset: [CURL],
+    where_landlock_is_refused_the_agent_runs_unconfined_and_says_so,
 }

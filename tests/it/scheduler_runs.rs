@@ -25,7 +25,7 @@ async fn start(text: &str) -> (Scheduler, Arc<SeriesStore>) {
     (scheduler, store)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::await_holding_lock)]
 async fn a_run_cancelled_by_shutdown_is_not_counted() {
     let _guard = common::shared();
@@ -56,7 +56,7 @@ async fn a_run_cancelled_by_shutdown_is_not_counted() {
     assert!(last.is_none(), "{last:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::await_holding_lock)]
 async fn cycles_of_two_targets_on_one_device_both_complete() {
     let _guard = common::shared();
@@ -91,4 +91,9 @@ async fn cycles_of_two_targets_on_one_device_both_complete() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     scheduler.shutdown(Duration::from_secs(4)).await;
+}
+
+crate::tests! {
+    a_run_cancelled_by_shutdown_is_not_counted,
+    cycles_of_two_targets_on_one_device_both_complete,
 }

@@ -33,7 +33,6 @@ fn documented(what: &str) -> usize {
         .unwrap_or_else(|| panic!("docs/metrics.md has no row \"{row}N ...\""))
 }
 
-#[test]
 fn eight_targets_by_six_profiles_fit_the_budget() {
     let _guard = common::shared();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -132,4 +131,8 @@ fn eight_targets_by_six_profiles_fit_the_budget() {
     );
     let process = documented("agent, at most");
     assert!(rest <= process, "{rest} series outside targets and devices");
+}
+
+crate::tests! {
+    eight_targets_by_six_profiles_fit_the_budget,
 }

@@ -30,17 +30,9 @@ const OK: &str = "diskprobe_config_last_reload_successful";
 const WHEN: &str = "diskprobe_config_last_reload_success_timestamp_seconds";
 
 fn wait_for(agent: &Agent, what: &str, mut cond: impl FnMut(&BTreeMap<String, f64>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if cond(&metrics(agent)) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(what, Duration::from_secs(10), || cond(&metrics(agent)));
 }
 
-#[test]
 fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config.toml");
@@ -91,7 +83,6 @@ fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
     assert!(metrics(&agent).contains_key("diskprobe_disk_reads_completed_total{device=\"sda\"}"));
 }
 
-#[test]
 fn web_changes_warn_on_every_reload_until_reverted() {
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("config.toml");
@@ -101,18 +92,15 @@ fn web_changes_warn_on_every_reload_until_reverted() {
     let reload = |text: &str, reloads: usize| {
         std::fs::write(&config, text).unwrap();
         agent.signal("HUP");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while agent
-            .log
-            .lock()
-            .unwrap()
-            .matches("configuration reloaded")
-            .count()
-            < reloads
-        {
-            assert!(Instant::now() < deadline, "no reload {reloads}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let reloaded = || {
+            let log = agent.log.lock().unwrap();
+            log.matches("configuration reloaded").count() >= reloads
+        };
+        common::wait_for(
+            &format!("reload {reloads}"),
+            Duration::from_secs(10),
+            reloaded,
+        );
         agent.log.lock().unwrap().matches(warning).count()
     };
     let changed = "[web]\ntelemetry_path = \"/other\"\n";
@@ -125,7 +113,6 @@ fn web_changes_warn_on_every_reload_until_reverted() {
     assert_eq!(agent.get("/other").0, 404);
 }
 
-#[test]
 fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("diskstats");
@@ -179,7 +166,6 @@ fn sigterm_lets_an_in_flight_scrape_finish_and_exits_zero() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-#[test]
 fn sigint_exits_zero_promptly() {
     let mut agent = Agent::start(&[]);
     agent.signal("INT");
@@ -187,4 +173,11 @@ fn sigint_exits_zero_promptly() {
         .wait_exit(Duration::from_secs(5))
         .expect("exit within 5 s");
     assert_eq!(exit.code(), Some(0));
+}
+
+crate::tests! {
+    sighup_applies_a_good_config_and_keeps_the_old_one_on_error,
+    web_changes_warn_on_every_reload_until_reverted,
+    sigterm_lets_an_in_flight_scrape_finish_and_exits_zero,
+    sigint_exits_zero_promptly,
 }

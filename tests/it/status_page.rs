@@ -5,7 +5,7 @@ use crate::common;
 
 use common::{Agent, which};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn chromium() -> Option<std::path::PathBuf> {
     which("chromium").or_else(|| which("chromium-browser"))
@@ -28,7 +28,6 @@ fn headless(browser: &std::path::Path, profile: &std::path::Path) -> Command {
     cmd
 }
 
-#[test]
 fn status_page_renders_results_and_charts_in_chromium() {
     let Some(browser) = chromium() else {
         common::require(false, "chromium (Debian package chromium)");
@@ -46,15 +45,11 @@ fn status_page_renders_results_and_charts_in_chromium() {
         ),
     );
     let agent = Agent::start(&[&config]);
-    let deadline = Instant::now() + Duration::from_secs(60);
     // Both default profiles have succeeded once.
-    while agent.get("/").1.matches("class=\"ok\"").count() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "no successful runs:\n{}",
-            agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    let (timeout, every) = (Duration::from_secs(60), Duration::from_millis(200));
+    let succeeded = || agent.get("/").1.matches("class=\"ok\"").count() >= 2;
+    if common::wait::poll(timeout, every, || succeeded().then_some(()).ok_or(())).is_err() {
+        panic!("no successful runs:\n{}", agent.log.lock().unwrap());
     }
     // A few points for each chart.
     for profile in ["randread-4k-qd1-gentle", "randwrite-4k-qd1-gentle"] {
@@ -107,4 +102,8 @@ fn status_page_renders_results_and_charts_in_chromium() {
     if let Ok(keep) = std::env::var("DISKPROBE_KEEP_SCREENSHOT") {
         std::fs::copy(&png, keep).unwrap();
     }
+}
+
+crate::tests! {
+    status_page_renders_results_and_charts_in_chromium: [CHROMIUM],
 }

@@ -20,7 +20,6 @@ fn curl(args: &[&str]) -> (String, String) {
     (code.trim().to_owned(), body.to_owned())
 }
 
-#[test]
 fn tls_and_basic_auth() {
     if !common::require(which("curl").is_some(), "curl") {
         return;
@@ -111,7 +110,6 @@ fn tls_and_basic_auth() {
     assert_ne!(code, "200");
 }
 
-#[test]
 fn bad_web_configs_are_refused_at_startup_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     for (text, expected) in [
@@ -143,7 +141,6 @@ fn bad_web_configs_are_refused_at_startup_with_exit_2() {
     }
 }
 
-#[test]
 fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     use base64::Engine as _;
     let dir = tempfile::tempdir().unwrap();
@@ -209,7 +206,6 @@ fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     assert!(scraped < last_denied, "the scrape waited behind bcrypt");
 }
 
-#[test]
 fn a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials() {
     use base64::Engine as _;
     let _machine = common::exclusive();
@@ -298,7 +294,6 @@ fn cert_expiry_gauge(agent: &Agent) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
-#[test]
 fn expired_and_expiring_certificates_and_keys_readable_by_all_are_warned_about() {
     if !common::require(which("curl").is_some(), "curl") {
         return;
@@ -370,4 +365,12 @@ fn expired_and_expiring_certificates_and_keys_readable_by_all_are_warned_about()
     #[allow(clippy::cast_precision_loss)]
     let expected = soon as f64;
     assert_eq!(cert_expiry_gauge(&agent), Some(expected));
+}
+
+crate::tests! {
+    tls_and_basic_auth: [CURL],
+    bad_web_configs_are_refused_at_startup_with_exit_2,
+    a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes,
+    a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials,
+    expired_and_expiring_certificates_and_keys_readable_by_all_are_warned_about: [CURL],
 }

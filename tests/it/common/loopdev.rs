@@ -22,8 +22,8 @@ pub struct LoopDev {
     pub minor: u32,
     /// The backing file.
     pub backing: PathBuf,
-    /// Created at a number of the test's choosing ([`LoopDev::tmpfs_at`]): the device itself is
-    /// removed again, so that no other test's `losetup --find` is handed it.
+    /// Created at its own number ([`free_loop_numbers`]; every device of the tests is): the device
+    /// itself is removed again when detached.
     numbered: bool,
     /// Still attached to its file.
     attached: bool,
@@ -217,16 +217,16 @@ impl LoopDev {
     }
 
     /// A loop device over an existing file the test made (e.g. one served by a test's FUSE
-    /// filesystem), with `losetup` options `extra`.
+    /// filesystem), with `losetup` options `extra`: at the device node named in `extra`, or else
+    /// at a number of its own ([`free_loop_numbers`]), never at the first free one that
+    /// `losetup --find` would hand out, which may be a device another test has just detached
+    /// and is about to attach again.
     pub fn over_file(backing: &Path, extra: &[&str]) -> LoopDev {
-        // A device node named in `extra` is set up instead of the first free one.
-        let numbered = extra.iter().any(|a| a.starts_with("/dev/loop"));
+        let named = extra.iter().any(|a| a.starts_with("/dev/loop"));
+        let own = (!named).then(|| format!("/dev/loop{}", free_loop_numbers(1)));
         let out = Command::new("losetup")
-            .args(if numbered {
-                &["--show"][..]
-            } else {
-                &["--find", "--show"][..]
-            })
+            .arg("--show")
+            .args(own.as_slice())
             .args(extra)
             .arg(backing)
             .output()
@@ -250,7 +250,7 @@ impl LoopDev {
             major: major.parse().expect("major"),
             minor: minor.parse().expect("minor"),
             backing: backing.to_owned(),
-            numbered,
+            numbered: true,
             attached: true,
             _dir: None,
         }
@@ -354,7 +354,9 @@ impl Drop for LoopDev {
 
 /// The first of `count` consecutive loop device numbers that no device uses, from a range far
 /// above those `losetup --find` hands out (which starts at 0), chosen by process ID so that
-/// test processes running at the same time do not pick the same.
+/// test processes running at the same time do not pick the same. Numbers are handed out once
+/// per process: every loop device of the tests is made at one ([`LoopDev::over_file`]), so no
+/// test is handed a device another test detached.
 pub fn free_loop_numbers(count: u32) -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let base = 4000 + (std::process::id() % 500) * 8;

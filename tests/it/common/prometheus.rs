@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running Prometheus.
 pub struct Prometheus {
@@ -75,15 +75,12 @@ impl Prometheus {
             .expect("start prometheus");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let p = Prometheus { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(30);
         let ready = || {
             std::net::TcpStream::connect(addr).is_ok()
                 && http_request(addr, "GET", "/-/ready", &[]).status == 200
         };
-        while !ready() {
-            assert!(Instant::now() < deadline, "prometheus did not start");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let (timeout, every) = (Duration::from_secs(30), Duration::from_millis(200));
+        crate::common::wait::wait_for_every("prometheus to start", timeout, every, ready);
         p
     }
 
@@ -150,15 +147,8 @@ pub fn urlencode(q: &str) -> String {
 }
 
 /// Waits up to `timeout` for `cond`, polling every 500 ms; fails the test with `what`.
-pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+pub fn wait_for(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
+    crate::common::wait::wait_for_every(what, timeout, Duration::from_millis(500), cond);
 }
 
 /// The bundled rules (deploy/prometheus/rules.yml) with each `(from, to)` replaced (every `from`

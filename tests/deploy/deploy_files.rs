@@ -4,10 +4,11 @@
 //! above the largest profile's buffers); the PrometheusRule carries exactly
 //! deploy/prometheus/rules.yml; the example configurations load and use gentle profiles only;
 //! every flag used in the unit and the DaemonSet exists; the scrape config passes promtool.
-//! tests/it/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
+//! tests/deploy/kubernetes.rs checks the variants as `kubectl kustomize` renders them (Kubernetes'
 //! schema, prometheus-operator's CRD schemas, Pod Security levels).
 
 use crate::common;
+use crate::tools::{self, KUBECTL};
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::probe::profile::{ProbeClass, Profile};
@@ -111,9 +112,8 @@ fn assert_gentle(config: &Config, source: &str) {
     assert!(n > 0, "{source}: no profile");
 }
 
-#[test]
 fn kubernetes_manifests_are_valid_and_hardened() {
-    let Some(resources) = common::kustomize(&deploy("kubernetes")) else {
+    let Some(resources) = tools::kustomize(&deploy("kubernetes")) else {
         return;
     };
     for kind in [
@@ -134,7 +134,7 @@ fn kubernetes_manifests_are_valid_and_hardened() {
             .any(|r| r["kind"] == "ServiceMonitor" || r["kind"] == "Service")
     );
     assert_monitor_labels(find(&resources, "PodMonitor"), "podMetricsEndpoints");
-    let Some(overlay) = common::kustomize(&deploy("kubernetes-servicemonitor")) else {
+    let Some(overlay) = tools::kustomize(&deploy("kubernetes-servicemonitor")) else {
         return;
     };
     assert!(!overlay.iter().any(|r| r["kind"] == "PodMonitor"));
@@ -217,7 +217,6 @@ fn kubernetes_manifests_are_valid_and_hardened() {
     );
 }
 
-#[test]
 fn systemd_unit_and_example_configs() {
     let unit = std::fs::read_to_string(deploy("systemd/diskprobe_exporter.service")).unwrap();
     let exec = unit
@@ -256,7 +255,6 @@ fn systemd_unit_and_example_configs() {
 
 /// The `[cloud_stats]` drop-in widens exactly what the NVMe admin command needs (the capability,
 /// read access to NVMe namespaces) and leaves the base unit's hardening as it is.
-#[test]
 fn the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads() {
     let drop_in = std::fs::read_to_string(deploy("systemd/cloud-stats.conf")).unwrap();
     let keys: Vec<&str> = drop_in
@@ -303,7 +301,6 @@ fn the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads() {
     }
 }
 
-#[test]
 fn scrape_config_passes_promtool() {
     let Some(promtool) = common::which("promtool") else {
         common::require(false, "promtool (Debian package prometheus)");
@@ -320,4 +317,11 @@ fn scrape_config_passes_promtool() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+crate::tests! {
+    kubernetes_manifests_are_valid_and_hardened: [KUBECTL],
+    systemd_unit_and_example_configs,
+    the_cloud_stats_drop_in_grants_only_cap_sys_admin_and_nvme_reads,
+    scrape_config_passes_promtool: [PROMTOOL],
 }

@@ -4,6 +4,7 @@
 //! path (no kubelet volume directory), no RBAC and no service account token, existing flags.
 
 use crate::common;
+use crate::tools::{self, KUBECTL};
 
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::config::discover::RuleSource;
@@ -16,7 +17,6 @@ fn overlay() -> PathBuf {
     common::repo_root().join("deploy/kubernetes-discovery")
 }
 
-#[test]
 fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     let config = Config::load(&overlay().join("config.toml")).expect("config.toml is valid");
     assert!(config.targets.is_empty(), "only discovered targets");
@@ -54,9 +54,8 @@ fn the_discovery_config_finds_disks_and_csi_volumes_read_only() {
     }
 }
 
-#[test]
 fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api() {
-    let Some(docs) = common::kustomize(&overlay()) else {
+    let Some(docs) = tools::kustomize(&overlay()) else {
         return;
     };
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
@@ -144,4 +143,9 @@ fn the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_
         toml,
         std::fs::read_to_string(overlay().join("config.toml")).unwrap()
     );
+}
+
+crate::tests! {
+    the_discovery_config_finds_disks_and_csi_volumes_read_only,
+    the_discovery_daemonset_is_privileged_reads_only_host_proc_sys_dev_and_needs_no_api: [KUBECTL],
 }

@@ -16,6 +16,7 @@
 //!   else.
 
 use crate::common;
+use crate::tools::{self, KUBECTL, KUBERNETES_VALIDATE};
 
 use serde_yaml_ng::Value;
 use std::io::Write;
@@ -30,7 +31,7 @@ const VARIANTS: [&str; 4] = [
 
 /// The documents `kubectl kustomize deploy/<variant>` renders.
 fn render(variant: &str) -> Option<Vec<Value>> {
-    common::kustomize(&common::repo_root().join("deploy").join(variant))
+    tools::kustomize(&common::repo_root().join("deploy").join(variant))
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
@@ -79,7 +80,6 @@ fn check_crds(docs: &[Value]) -> (bool, String) {
     run_with_input("python3", &[script.to_str().unwrap()], &input)
 }
 
-#[test]
 fn every_variant_passes_the_kubernetes_schema_and_the_operators_crds() {
     let Some(validate) = common::which("kubernetes-validate") else {
         common::require(false, "kubernetes-validate (PyPI; .ci/run installs it)");
@@ -125,7 +125,6 @@ fn every_variant_passes_the_kubernetes_schema_and_the_operators_crds() {
 }
 
 /// The CRD check fails on what the API server would refuse: an unknown field, a wrong type.
-#[test]
 fn the_crd_check_refuses_unknown_fields_and_wrong_types() {
     let ready = Command::new("python3")
         .args(["-c", "import jsonschema, yaml"])
@@ -425,7 +424,6 @@ fn assert_namespace_says(labels: &Value, level: Level, variant: &str) {
     }
 }
 
-#[test]
 fn the_default_pod_passes_restricted_and_its_namespace_enforces_it() {
     for variant in [
         "kubernetes",
@@ -452,7 +450,6 @@ fn the_default_pod_passes_restricted_and_its_namespace_enforces_it() {
     }
 }
 
-#[test]
 fn the_discovery_pod_is_privileged_for_its_stated_reasons_and_its_namespace_says_so() {
     let Some(docs) = render("kubernetes-discovery") else {
         return;
@@ -474,7 +471,6 @@ fn the_discovery_pod_is_privileged_for_its_stated_reasons_and_its_namespace_says
 }
 
 /// Each control fails the pod that breaks it, at the level that has it.
-#[test]
 fn the_pod_security_checks_find_each_violation() {
     let base: Value = serde_yaml_ng::from_str(
         "securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}\n\
@@ -664,7 +660,6 @@ fn assert_relabels(monitor: &Value, endpoints: &str, variant: &str) {
     }
 }
 
-#[test]
 fn one_monitor_per_variant_sets_job_and_instance_and_drops_pod_labels() {
     for (variant, kind, endpoints) in [
         ("kubernetes", "PodMonitor", "podMetricsEndpoints"),
@@ -704,7 +699,6 @@ fn one_monitor_per_variant_sets_job_and_instance_and_drops_pod_labels() {
     }
 }
 
-#[test]
 fn the_kube_prometheus_stack_variant_labels_monitors_and_rules_with_release() {
     let Some(docs) = render("kubernetes-kube-prometheus-stack") else {
         return;
@@ -734,7 +728,6 @@ fn the_kube_prometheus_stack_variant_labels_monitors_and_rules_with_release() {
 /// namespaces with a procfs and a sysfs of their own (as a container runtime mounts them) and the
 /// probe file in a bind-mounted directory (as an emptyDir is), the agent finds the same device
 /// under its probe file as outside them, and `/proc/diskstats` lists the same devices.
-#[test]
 fn the_containers_own_proc_and_sys_show_the_nodes_disks() {
     let ready = common::require(common::is_root(), "root (namespaces, mounts)")
         && common::require(common::which("unshare").is_some(), "unshare (util-linux)");
@@ -837,4 +830,15 @@ fn the_containers_own_proc_and_sys_show_the_nodes_disks() {
             "{d} in the namespaces but never on the node: before {node_before:?}, after {node_after:?}"
         );
     }
+}
+
+crate::tests! {
+    every_variant_passes_the_kubernetes_schema_and_the_operators_crds: [KUBECTL, KUBERNETES_VALIDATE],
+    the_crd_check_refuses_unknown_fields_and_wrong_types,
+    the_default_pod_passes_restricted_and_its_namespace_enforces_it: [KUBECTL],
+    the_discovery_pod_is_privileged_for_its_stated_reasons_and_its_namespace_says_so: [KUBECTL],
+    the_pod_security_checks_find_each_violation,
+    one_monitor_per_variant_sets_job_and_instance_and_drops_pod_labels: [KUBECTL],
+    the_kube_prometheus_stack_variant_labels_monitors_and_rules_with_release: [KUBECTL],
+    the_containers_own_proc_and_sys_show_the_nodes_disks,
 }

@@ -4,6 +4,7 @@
 //! parsed (YAML and JSON values, not text).
 
 use crate::common;
+use crate::tools::JSONNET;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -80,7 +81,6 @@ fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
     }
 }
 
-#[test]
 fn the_committed_rules_and_dashboards_are_the_rendered_mixin() {
     if !jsonnet_ready() {
         return;
@@ -114,7 +114,6 @@ fn the_committed_rules_and_dashboards_are_the_rendered_mixin() {
 }
 
 /// The comparison sees what it must: a changed threshold, a dropped panel.
-#[test]
 fn the_comparison_finds_a_changed_value() {
     let a: Value = serde_json::json!({"groups": [{"rules": [{"expr": "x > 2.5"}]}]});
     let b: Value = serde_json::json!({"groups": [{"rules": [{"expr": "x > 3"}]}]});
@@ -326,7 +325,6 @@ fn queries(rendered: &BTreeMap<String, Value>) -> Vec<(String, String, bool)> {
     out
 }
 
-#[test]
 fn every_selector_carries_the_job_and_cluster_selectors_and_every_grouping_the_cluster() {
     if !jsonnet_ready() {
         return;
@@ -355,7 +353,6 @@ fn every_selector_carries_the_job_and_cluster_selectors_and_every_grouping_the_c
 /// `$cluster` with "All": the variable offers every cluster of the job and cluster selectors,
 /// several at once or "All", which is `.*` and so also matches series without the label (a
 /// single cluster's Prometheus); panel queries match it with `=~`.
-#[test]
 fn the_cluster_variable_offers_all() {
     if !jsonnet_ready() {
         return;
@@ -384,7 +381,6 @@ fn the_cluster_variable_offers_all() {
 }
 
 /// With `runbookURLBase`, each alert's `runbook_url` is its section of docs/runbook.md.
-#[test]
 fn runbook_urls_come_from_the_config() {
     if !jsonnet_ready() {
         return;
@@ -414,7 +410,6 @@ fn runbook_urls_come_from_the_config() {
 
 /// The selector check finds what it is for: a selector without the job, a grouping without the
 /// cluster, a panel query without the cluster variable.
-#[test]
 fn the_selector_check_finds_missing_selectors_and_groupings() {
     let e = &OTHER_EXPECTED;
     let good = r#"sum by (k8s_cluster, job) (rate(x{job="storage-probe", k8s_cluster!=""}[5m]))"#;
@@ -457,4 +452,13 @@ fn the_selector_check_finds_missing_selectors_and_groupings() {
     assert!(p.contains(r#"x without k8s_cluster=~"$cluster""#), "{p}");
     let panel = substitute(r#"x{job="storage-probe", k8s_cluster!="", k8s_cluster=~"$cluster"}"#);
     assert!(query_problems("panel", &panel, e, true).is_empty());
+}
+
+crate::tests! {
+    the_committed_rules_and_dashboards_are_the_rendered_mixin: [JSONNET],
+    the_comparison_finds_a_changed_value,
+    every_selector_carries_the_job_and_cluster_selectors_and_every_grouping_the_cluster: [JSONNET],
+    the_cluster_variable_offers_all: [JSONNET],
+    runbook_urls_come_from_the_config: [JSONNET],
+    the_selector_check_finds_missing_selectors_and_groupings,
 }

@@ -15,6 +15,7 @@
 //! buckets and one that keeps only the native histogram.
 
 use crate::common;
+use crate::tools::GRAFANA_SDK;
 
 use regex::Regex;
 use serde_json::Value;
@@ -103,7 +104,6 @@ fn min_interval(d: &Value, panel: &Value) -> Option<Duration> {
         .min()
 }
 
-#[test]
 fn dashboards_pass_grafanas_schema() {
     let sdk = common::which("python3").is_some_and(|py| {
         Command::new(py)
@@ -127,7 +127,6 @@ fn dashboards_pass_grafanas_schema() {
     );
 }
 
-#[test]
 fn dashboards_pass_our_lints() {
     let problems: Vec<String> = DASHBOARDS
         .iter()
@@ -234,7 +233,6 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
 }
 
 /// The lints catch what they are for: the mistakes of the dashboards before them.
-#[test]
 fn the_lints_catch_the_old_mistakes() {
     let target = serde_json::json!({"panels": [
         {"type": "heatmap", "title": "all profiles, cumulative", "options": {"calculate": false},
@@ -278,4 +276,10 @@ fn the_lints_catch_the_old_mistakes() {
         min_interval(&d, &serde_json::json!({"interval": "$w"})),
         Some(Duration::from_secs(300))
     );
+}
+
+crate::tests! {
+    dashboards_pass_grafanas_schema: [GRAFANA_SDK],
+    dashboards_pass_our_lints,
+    the_lints_catch_the_old_mistakes,
 }
