@@ -105,6 +105,11 @@ def main(argv):
     healthy = defaultdict(list)  # median, p80, z of median, z of p80: the highest of each disk
     unusual = defaultdict(lambda: [0.0] * 4)
     failslow = defaultdict(lambda: [math.inf] * 4)
+    # The longest time each fail-slow disk goes unnamed after its deadline, by z-score limit:
+    # neither branch of DiskprobeSlowerThanPeers holds (ratio 1.6 and z above the limit; p80 2,
+    # 1.6x its median and z above 2).
+    limits = (3.5, 3.0, 2.5, 2.0)
+    unnamed = defaultdict(float)
     for seed in seeds:
         for target, d in week(seed).items():
             p, rs = d["part"], d["ratios"]
@@ -122,6 +127,13 @@ def main(argv):
             elif p.alert == "DiskprobeSlowerThanPeers":
                 # From 1 hour before its deadline to the end, the lowest of each.
                 after = [r for r in rs if r[0] >= p.by - F.H]
+                for z in limits:
+                    longest = run = 0
+                    for r in after:
+                        named = (r[1] >= 1.6 and r[3] > z) or (r[2] >= 2 and r[2] >= 1.6 * r[1] and r[4] > 2)
+                        run = 0 if named else run + 1
+                        longest = max(longest, run)
+                    unnamed[(p.name, z)] = max(unnamed[(p.name, z)], longest * SCORE / F.H)
                 if after:
                     lo = failslow[p.name]
                     for k in range(4):
@@ -140,6 +152,10 @@ def main(argv):
     print("fail-slow disks, the lowest from 1 hour before their deadline to the end, over the seeds:")
     for name, v in sorted(failslow.items()):
         print(f"  {name:<16} {v[0]:>16.3f} {v[1]:>15.3f} {v[2]:>11.2f} {v[3]:>8.2f}")
+    print("fail-slow disks, the longest time unnamed after 1 hour before their deadline, by z-score limit:")
+    print(f"  {'':<16} " + "   ".join(f"z {z:<4}" for z in limits))
+    for name in sorted({n for n, _ in unnamed}):
+        print(f"  {name:<16} " + "   ".join(f"{unnamed[(name, z)]:>5.1f} h" for z in limits))
     return 0
 
 
