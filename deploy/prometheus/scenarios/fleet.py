@@ -252,17 +252,23 @@ def serial(rng, model):
     return prefix + "".join(rng.choice("0123456789ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(10))
 
 
+def new_disk(rng, node, model, slot):
+    """A disk of `model` plugged into `node`, with its own speed and workload drawn from `rng`."""
+    d = Disk(node, model, serial(rng, model), slot=slot)
+    d.bias = math.exp(rng.gauss(0, 0.06))
+    d.workload = model.iops * min(2.0, max(0.5, math.exp(rng.gauss(0, 0.35))))
+    node.disks.append(d)
+    return d
+
+
 def draw_fleet(seed):
     """The fleet of the scenario suite, from `seed`."""
     rng = random.Random(seed)
     nodes = [Node(f"node-{k:02d}", phase=0.6 + rng.uniform(-0.05, 0.05)) for k in range(1, 12)]
 
     def add(node, model, added=0):
-        d = Disk(node, model, serial(rng, model), slot=len([x for x in node.disks if x.model.kind == model.kind]))
-        d.bias = math.exp(rng.gauss(0, 0.06))
-        d.workload = model.iops * min(2.0, max(0.5, math.exp(rng.gauss(0, 0.35))))
+        d = new_disk(rng, node, model, slot=len([x for x in node.disks if x.model.kind == model.kind]))
         d.added = added
-        node.disks.append(d)
         return d
 
     metal, cloud = nodes[:6], nodes[6:]
@@ -736,10 +742,7 @@ def small_fleet(seed, models):
     for model, count in models:
         for _ in range(count):
             n = Node(f"node-{len(nodes) + 1:02d}", phase=0.6 + rng.uniform(-0.05, 0.05))
-            d = Disk(n, model, serial(rng, model), slot=0)
-            d.bias = math.exp(rng.gauss(0, 0.06))
-            d.workload = model.iops * min(2.0, max(0.5, math.exp(rng.gauss(0, 0.35))))
-            n.disks.append(d)
+            new_disk(rng, n, model, slot=0)
             nodes.append(n)
     return nodes
 
