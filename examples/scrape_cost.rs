@@ -3,7 +3,7 @@
 //! `cargo run --release --example scrape_cost -- <procfs-dir> [iterations]`.
 
 use diskprobe_exporter::collectors::Collector;
-use diskprobe_exporter::collectors::diskstats::DiskstatsCollector;
+use diskprobe_exporter::collectors::disk_metrics::DiskstatsCollector;
 use diskprobe_exporter::collectors::process::ProcessMetrics;
 use diskprobe_exporter::device_filter::DeviceFilter;
 use diskprobe_exporter::exposition::{self, ContentCoding, Format, Negotiated};

@@ -7,14 +7,14 @@
 //! found.
 
 use crate::collectors::Registry;
-use crate::collectors::cloud_stats::CloudStatsCollector;
-use crate::collectors::discovery::DiscoveryCollector;
-use crate::collectors::diskstats::DiskstatsCollector;
+use crate::collectors::cloud_metrics::CloudStatsCollector;
+use crate::collectors::discovery_metrics::DiscoveryCollector;
+use crate::collectors::disk_metrics::DiskstatsCollector;
 use crate::collectors::exporter::{CertExpiry, ExporterCollector, ReloadStatus};
-use crate::collectors::limits::LimitsCollector;
-use crate::collectors::probes::ProbesCollector;
+use crate::collectors::limit_metrics::LimitsCollector;
+use crate::collectors::probe_metrics::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
-use crate::collectors::sandbox::SandboxCollector;
+use crate::collectors::sandbox_metrics::SandboxCollector;
 use crate::config::{Config, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
@@ -23,7 +23,7 @@ use crate::scheduler::Scheduler;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
-use crate::web_config::WebConfig;
+use crate::web_config::WebSecurity;
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::PathBuf;
@@ -178,7 +178,7 @@ fn reload_web_config(
     let Some(path) = path else {
         return;
     };
-    match WebConfig::load(path) {
+    match WebSecurity::load(path) {
         Ok(web) => {
             cert.set(web.cert_not_after);
             app.set_web(web);

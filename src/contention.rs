@@ -59,7 +59,7 @@ pub enum ReadError {
 
 /// The counters of one disk at one moment.
 #[derive(Debug, Clone)]
-pub struct Sample {
+pub struct DiskSample {
     /// When they were read.
     pub at: Instant,
     /// The disk's diskstats counters.
@@ -116,13 +116,13 @@ impl DiskReader {
 
     /// The disks' counters now, added up; an error when any disk's cannot be read (or there is
     /// no disk).
-    pub fn sample(&self) -> Result<Sample, ReadError> {
-        let mut total: Option<Sample> = None;
+    pub fn sample(&self) -> Result<DiskSample, ReadError> {
+        let mut total: Option<DiskSample> = None;
         for dir in &self.dirs {
             let s = Self::sample_one(dir)?;
             total = Some(match total {
                 None => s,
-                Some(t) => Sample {
+                Some(t) => DiskSample {
                     at: s.at,
                     stats: add_stats(&t.stats, &s.stats),
                     in_flight: [
@@ -138,7 +138,7 @@ impl DiskReader {
         })
     }
 
-    fn sample_one(dir: &Path) -> Result<Sample, ReadError> {
+    fn sample_one(dir: &Path) -> Result<DiskSample, ReadError> {
         let (stat_path, stat) = Self::read(dir, "stat")?;
         let (inflight_path, inflight) = Self::read(dir, "inflight")?;
         let at = Instant::now();
@@ -150,7 +150,7 @@ impl DiskReader {
             path: inflight_path,
             text: inflight,
         })?;
-        Ok(Sample {
+        Ok(DiskSample {
             at,
             stats,
             in_flight,
@@ -240,7 +240,7 @@ pub struct Load {
 
 impl Load {
     /// The load from `before` to `after`; `None` when no time passed between them.
-    pub fn between(before: &Sample, after: &Sample) -> Option<Load> {
+    pub fn between(before: &DiskSample, after: &DiskSample) -> Option<Load> {
         let ms = after.at.saturating_duration_since(before.at).as_secs_f64() * 1e3;
         if ms <= 0.0 {
             return None;
@@ -305,7 +305,13 @@ pub struct Others {
 impl Others {
     /// Others' I/O at `now`, given the run's first sample, the I/Os the run had completed just
     /// before `now` was read and those it had submitted just after.
-    pub fn at(start: &Sample, now: &Sample, own: &OwnIo, completed: u64, submitted: u64) -> Others {
+    pub fn at(
+        start: &DiskSample,
+        now: &DiskSample,
+        own: &OwnIo,
+        completed: u64,
+        submitted: u64,
+    ) -> Others {
         let (a, b) = (&start.stats, &now.stats);
         let reads = b.sectors_read.saturating_sub(a.sectors_read);
         let writes = b.sectors_written.saturating_sub(a.sectors_written);
@@ -429,7 +435,7 @@ impl Watch {
 
     fn watch(
         &self,
-        start: &Sample,
+        start: &DiskSample,
         period: Duration,
         done: &mpsc::Receiver<()>,
         progress: &RunProgress,
@@ -480,8 +486,8 @@ impl Watch {
 mod tests {
     use super::*;
 
-    fn sample(at: Instant, stat: &str, in_flight: [u64; 2]) -> Sample {
-        Sample {
+    fn sample(at: Instant, stat: &str, in_flight: [u64; 2]) -> DiskSample {
+        DiskSample {
             at,
             stats: parse_stat(stat).expect("valid stat line"),
             in_flight,

@@ -67,9 +67,9 @@
 //!    [`series::SeriesStore`]; [`series::RunOutcome::status`] is its `result` label, read by the
 //!    store and the scheduler's log alike.
 //! 5. A scrape ([`server`], shared by [`coalesce`]) runs every collector: the probes collector
-//!    ([`collectors::probes`]) turns the store into [`exposition::Family`] values, one table row
-//!    per metric family, and [`exposition::encode_for`] writes them in the format the scraper
-//!    asked for.
+//!    ([`collectors::probe_metrics`]) turns the store into [`exposition::Family`] values, one
+//!    table row per metric family, and [`exposition::encode_for`] writes them in the format the
+//!    scraper asked for.
 #![deny(missing_docs)]
 // Functions a reader can take in at once (clippy.toml: at most 80 lines); choices are types,
 // not rows of booleans.

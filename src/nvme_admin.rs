@@ -56,7 +56,7 @@ const _: () = assert!(std::mem::size_of::<RawCommand>() == 72);
 
 /// An admin command that reads data from the controller into a buffer.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Command {
+pub struct AdminCommand {
     /// The opcode ([`OPCODE_IDENTIFY`], [`OPCODE_GET_LOG_PAGE`]).
     pub opcode: u8,
     /// The namespace (0: none; `0xFFFF_FFFF`: all).
@@ -67,30 +67,30 @@ pub struct Command {
     pub timeout_ms: u32,
 }
 
-impl Command {
+impl AdminCommand {
     /// Identify Namespace `nsid` (CNS 0).
-    pub fn identify_namespace(nsid: u32) -> Command {
-        Command {
+    pub fn identify_namespace(nsid: u32) -> AdminCommand {
+        AdminCommand {
             opcode: OPCODE_IDENTIFY,
             nsid,
-            ..Command::default()
+            ..AdminCommand::default()
         }
     }
 
     /// Identify Controller (CNS 1).
-    pub fn identify_controller() -> Command {
-        Command {
+    pub fn identify_controller() -> AdminCommand {
+        AdminCommand {
             opcode: OPCODE_IDENTIFY,
             cdw: [1, 0, 0, 0, 0, 0],
-            ..Command::default()
+            ..AdminCommand::default()
         }
     }
 
     /// Get Log Page `log_id` of `len` bytes (a multiple of 4) for namespace `nsid`: the number
     /// of dwords less one goes into CDW10 (low 16 bits, above the log id) and CDW11.
-    pub fn get_log_page(nsid: u32, log_id: u8, len: usize) -> Command {
+    pub fn get_log_page(nsid: u32, log_id: u8, len: usize) -> AdminCommand {
         let numd = (len / 4).saturating_sub(1) as u32;
-        Command {
+        AdminCommand {
             opcode: OPCODE_GET_LOG_PAGE,
             nsid,
             cdw: [
@@ -101,7 +101,7 @@ impl Command {
                 0,
                 0,
             ],
-            ..Command::default()
+            ..AdminCommand::default()
         }
     }
 }
@@ -124,7 +124,7 @@ pub enum AdminError {
 }
 
 /// Sends `cmd` on `device`, reading its data into `buf`; the command's result dword.
-pub fn admin(device: &File, cmd: &Command, buf: &mut [u8]) -> Result<u32, AdminError> {
+pub fn admin(device: &File, cmd: &AdminCommand, buf: &mut [u8]) -> Result<u32, AdminError> {
     let data_len = u32::try_from(buf.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
     let mut raw = RawCommand {
@@ -227,10 +227,10 @@ mod tests {
 
     #[test]
     fn commands_are_encoded_as_the_spec_says() {
-        assert_eq!(Command::identify_controller().cdw[0], 1);
-        assert_eq!(Command::identify_namespace(3).nsid, 3);
+        assert_eq!(AdminCommand::identify_controller().cdw[0], 1);
+        assert_eq!(AdminCommand::identify_namespace(3).nsid, 3);
         // EBS statistics: log 0xD0, 4096 bytes: 1023 dwords less one... in the upper half.
-        let log = Command::get_log_page(1, 0xD0, 4096);
+        let log = AdminCommand::get_log_page(1, 0xD0, 4096);
         assert_eq!(log.opcode, OPCODE_GET_LOG_PAGE);
         assert_eq!(log.cdw[0], (1023 << 16) | 0xD0);
         assert_eq!(log.cdw[1], 0);
@@ -240,7 +240,7 @@ mod tests {
     fn a_file_that_is_no_nvme_device_says_so() {
         let file = File::open("/dev/null").unwrap();
         let mut buf = vec![0u8; IDENTIFY_LEN];
-        let err = admin(&file, &Command::identify_controller(), &mut buf).unwrap_err();
+        let err = admin(&file, &AdminCommand::identify_controller(), &mut buf).unwrap_err();
         assert!(
             matches!(
                 err,

@@ -11,7 +11,7 @@ use crate::discovery;
 use crate::sandbox as confinement;
 use crate::scheduler::Roots;
 use crate::state_dir::StateDirError;
-use crate::web_config::WebConfig;
+use crate::web_config::WebSecurity;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -27,7 +27,7 @@ pub struct Settings {
     /// The configuration at start (the file, or the embedded default).
     pub config: Config,
     /// The web configuration at start.
-    pub web: WebConfig,
+    pub web: WebSecurity,
     /// The address to listen on: `--web.listen-address`, then `[web] listen_address`, then the
     /// default; the error names the flag that does not parse.
     pub listen_address: Result<ListenAddress, String>,
@@ -64,8 +64,8 @@ impl Settings {
             None => Config::embedded_default(state_dir_of(state_dir.as_deref())?),
         };
         let web = match &cli.web_config_file {
-            Some(path) => WebConfig::load(path)?,
-            None => WebConfig::default(),
+            Some(path) => WebSecurity::load(path)?,
+            None => WebSecurity::default(),
         };
         let listen_address = match &cli.listen_address {
             Some(flag) => {

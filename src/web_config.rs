@@ -75,7 +75,7 @@ pub const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_s
 
 /// A validated web configuration.
 #[derive(Default)]
-pub struct WebConfig {
+pub struct WebSecurity {
     /// TLS, when configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// When the served certificate (the first in `cert_file`) expires, in Unix seconds; `None`
@@ -94,9 +94,9 @@ pub struct WebConfig {
     dummy_hash: std::sync::OnceLock<String>,
 }
 
-impl std::fmt::Debug for WebConfig {
+impl std::fmt::Debug for WebSecurity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebConfig")
+        f.debug_struct("WebSecurity")
             .field("tls", &self.tls.is_some())
             .field("users", &self.users.keys().collect::<Vec<_>>())
             .finish()
@@ -112,7 +112,7 @@ pub enum Auth {
     Denied,
 }
 
-/// A `user:password` pair that only bcrypt can decide: pass it to [`WebConfig::verify`].
+/// A `user:password` pair that only bcrypt can decide: pass it to [`WebSecurity::verify`].
 #[derive(Debug)]
 pub struct Unverified(String);
 
@@ -125,7 +125,7 @@ type BcryptJob = Box<dyn FnOnce() + Send>;
 /// runtime's blocking pool that scrapes use: a flood of wrong passwords then delays only other
 /// first-time checks, never a scrape. `None` when [`BCRYPT_QUEUE`] checks are already waiting.
 pub fn verify_off_thread(
-    web: Arc<WebConfig>,
+    web: Arc<WebSecurity>,
     pair: Unverified,
 ) -> Option<tokio::sync::oneshot::Receiver<Auth>> {
     static QUEUE: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<BcryptJob>>> =
@@ -155,9 +155,9 @@ pub fn verify_off_thread(
     Some(rx)
 }
 
-impl WebConfig {
+impl WebSecurity {
     /// Reads and validates the file.
-    pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
+    pub fn load(path: &Path) -> Result<WebSecurity, WebConfigError> {
         let err = |message: String| WebConfigError {
             path: path.to_owned(),
             message,
@@ -220,7 +220,7 @@ impl WebConfig {
                 )));
             }
         }
-        Ok(WebConfig {
+        Ok(WebSecurity {
             tls,
             cert_not_after,
             headers,
@@ -234,7 +234,7 @@ impl WebConfig {
     /// Takes over the pairs that `previous` verified whose user has the same hash here: a reload
     /// that leaves a user's hash as it was does not make its scraper's credentials wait for
     /// bcrypt again (behind a flood of wrong passwords, they would be turned away).
-    pub fn keep_verified(&self, previous: &WebConfig) {
+    pub fn keep_verified(&self, previous: &WebSecurity) {
         let kept: Vec<String> = previous
             .verified
             .lock()
@@ -261,7 +261,7 @@ impl WebConfig {
 
     /// Checks an `Authorization` header value as far as it can without bcrypt (no auth
     /// configured, a malformed header, a pair that verified before): cheap enough for the
-    /// runtime's worker. A pair not seen before comes back as `Err`, for [`WebConfig::verify`].
+    /// runtime's worker. A pair not seen before comes back as `Err`, for [`WebSecurity::verify`].
     pub fn check_cached(&self, authorization: Option<&str>) -> Result<Auth, Unverified> {
         if self.users.is_empty() {
             return Ok(Auth::Allowed);
@@ -287,7 +287,7 @@ impl WebConfig {
     }
 
     /// Checks an `Authorization` header value, running bcrypt for a pair not seen before (the
-    /// server splits this into [`WebConfig::check_cached`] and [`verify_off_thread`]).
+    /// server splits this into [`WebSecurity::check_cached`] and [`verify_off_thread`]).
     #[cfg(test)]
     fn check(&self, authorization: Option<&str>) -> Auth {
         self.check_cached(authorization)
@@ -505,11 +505,11 @@ fn tls_acceptor(
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<WebConfig, String> {
+    fn load(text: &str) -> Result<WebSecurity, String> {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("web.yml");
         std::fs::write(&p, text).unwrap();
-        WebConfig::load(&p).map_err(|e| e.to_string())
+        WebSecurity::load(&p).map_err(|e| e.to_string())
     }
 
     #[test]

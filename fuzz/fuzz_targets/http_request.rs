@@ -1,12 +1,12 @@
 //! Fuzzes the HTTP request path on arbitrary bytes: the bytes are parsed as a request head (as
 //! hyper does, with httparse and at most 100 headers), and what parses is routed by
 //! [`server::plan`] (method, path, `Accept`/`Accept-Encoding` negotiation) and authenticated by
-//! [`WebConfig::check_cached`] and [`WebConfig::verify`] (the `Authorization` header) without
+//! [`WebSecurity::check_cached`] and [`WebSecurity::verify`] (the `Authorization` header) without
 //! panicking; the route follows from the method and path.
 #![no_main]
 
 use diskprobe_exporter::server::{self, Route};
-use diskprobe_exporter::web_config::{Auth, WebConfig};
+use diskprobe_exporter::web_config::{Auth, WebSecurity};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 use libfuzzer_sys::fuzz_target;
@@ -15,8 +15,8 @@ use std::sync::OnceLock;
 const TELEMETRY_PATH: &str = "/metrics";
 
 /// A web configuration with one basic-auth user (a cost-4 hash, so that bcrypt stays quick).
-fn web() -> &'static WebConfig {
-    static WEB: OnceLock<WebConfig> = OnceLock::new();
+fn web() -> &'static WebSecurity {
+    static WEB: OnceLock<WebSecurity> = OnceLock::new();
     WEB.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("diskprobe-fuzz-http-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -26,7 +26,7 @@ fn web() -> &'static WebConfig {
             "basic_auth_users:\n  prometheus: $2y$04$abcdefghijklmnopqrstuuWyTZ8bVv7P0GbOaH1KdhxS6o2kCRsny\n",
         )
         .expect("the web configuration written");
-        let web = WebConfig::load(&path).expect("the web configuration loads");
+        let web = WebSecurity::load(&path).expect("the web configuration loads");
         let _ = std::fs::remove_dir_all(&dir);
         web
     })

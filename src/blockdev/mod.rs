@@ -133,7 +133,7 @@ pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
             .custom_flags(libc::O_NONBLOCK)
             .open(&node)?;
         let mut id_ns = vec![0u8; crate::nvme_admin::IDENTIFY_LEN];
-        let cmd = crate::nvme_admin::Command::identify_namespace(nsid);
+        let cmd = crate::nvme_admin::AdminCommand::identify_namespace(nsid);
         crate::nvme_admin::admin(&file, &cmd, &mut id_ns)?;
         Ok(crate::nvme_admin::gcp_device_name(&id_ns))
     };

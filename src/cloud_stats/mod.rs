@@ -9,13 +9,13 @@
 //! the kernel refuses every admin command with EACCES), the node `<devfs>/<kernel name>` is
 //! opened read-only and must be the block device sysfs names (its major:minor), and the command
 //! asks for the page's length (4096 bytes EBS, 8192 instance store) on the namespace's id.
-//! The collector ([`crate::collectors::cloud_stats`]) reads each device at most once a second.
+//! The collector ([`crate::collectors::cloud_metrics`]) reads each device at most once a second.
 
 pub mod page;
 
 use crate::blockdev::cloud::{EBS_MODEL, INSTANCE_STORE_MODEL};
 use crate::blockdev::{BlockDevice, Kind};
-use crate::nvme_admin::{self, AdminError, Command};
+use crate::nvme_admin::{self, AdminCommand, AdminError};
 pub use page::{LogPage, PageError, Source};
 use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -136,9 +136,9 @@ fn from_device(node: PathBuf, device: &BlockDevice, source: Source) -> Result<Ve
     }
     let len = source.page_len();
     let mut buf = vec![0u8; len];
-    let cmd = Command {
+    let cmd = AdminCommand {
         timeout_ms: COMMAND_TIMEOUT_MS,
-        ..Command::get_log_page(device.nsid.unwrap_or(1), page::LOG_ID, len)
+        ..AdminCommand::get_log_page(device.nsid.unwrap_or(1), page::LOG_ID, len)
     };
     nvme_admin::admin(&file, &cmd, &mut buf).map_err(|e| {
         let reason = match (&e, e.errno()) {

@@ -105,12 +105,12 @@ pub struct Bin {
 
 /// A latency histogram as the page has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Histogram {
+pub struct PageHistogram {
     /// Bins in increasing order of bounds.
     pub bins: Vec<Bin>,
 }
 
-impl Histogram {
+impl PageHistogram {
     /// I/Os in every bin.
     pub fn count(&self) -> u64 {
         self.bins
@@ -139,9 +139,9 @@ pub struct SizeHistograms {
     /// range's (0 for the first).
     pub up_to_bytes: u32,
     /// Reads of this size range.
-    pub read: Histogram,
+    pub read: PageHistogram,
     /// Writes of this size range.
-    pub write: Histogram,
+    pub write: PageHistogram,
 }
 
 /// A parsed page. Counters are cumulative since the device was attached.
@@ -174,9 +174,9 @@ pub struct LogPage {
     /// I/Os waiting now.
     pub queue_length: u64,
     /// Read latencies.
-    pub read_latency: Histogram,
+    pub read_latency: PageHistogram,
     /// Write latencies.
-    pub write_latency: Histogram,
+    pub write_latency: PageHistogram,
     /// Instance store, version 1: histograms per I/O size range.
     pub by_size: Vec<SizeHistograms>,
 }
@@ -248,7 +248,7 @@ fn u64_at(page: &[u8], at: usize) -> u64 {
 }
 
 /// The histogram at `at` (the caller has checked the page is long enough).
-fn histogram(page: &[u8], at: usize, name: &str) -> Result<Histogram, PageError> {
+fn histogram(page: &[u8], at: usize, name: &str) -> Result<PageHistogram, PageError> {
     let n = u64_at(page, at);
     let n = usize::try_from(n)
         .ok()
@@ -284,12 +284,12 @@ fn histogram(page: &[u8], at: usize, name: &str) -> Result<Histogram, PageError>
             b.lower_us, b.upper_us
         )));
     }
-    Ok(Histogram { bins })
+    Ok(PageHistogram { bins })
 }
 
 /// The per-size block of an instance-store page of version 1 (the caller has checked the page
 /// holds it), in the bins of `bounds` (the write histogram's, as nvme-cli reads them).
-fn by_size(page: &[u8], bounds: &Histogram) -> Result<Vec<SizeHistograms>, PageError> {
+fn by_size(page: &[u8], bounds: &PageHistogram) -> Result<Vec<SizeHistograms>, PageError> {
     let n = u32_at(page, NUM_SIZE_HISTOGRAMS) as usize;
     if n > MAX_SIZE_HISTOGRAMS {
         return Err(PageError::Malformed(format!(
@@ -297,7 +297,7 @@ fn by_size(page: &[u8], bounds: &Histogram) -> Result<Vec<SizeHistograms>, PageE
         )));
     }
     let bins = &bounds.bins[..bounds.bins.len().min(SIZE_BINS)];
-    let counts = |at: usize| Histogram {
+    let counts = |at: usize| PageHistogram {
         bins: bins
             .iter()
             .enumerate()

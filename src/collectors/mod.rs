@@ -4,15 +4,21 @@
 //! reports `diskprobe_scrape_collector_success` and `diskprobe_scrape_collector_duration_seconds`
 //! per collector, as node_exporter does. Because every scrape builds its series anew, a device or
 //! target that disappears takes its series with it.
+//!
+//! Each file is named for the metrics it exports, apart from the module that reads their source:
+//! [`disk_metrics`] (`diskprobe_disk_*`, from [`crate::diskstats`]), [`probe_metrics`] (the
+//! probes' results, from [`crate::series`]), [`limit_metrics`], [`discovery_metrics`],
+//! [`cloud_metrics`] (from [`crate::cloud_stats`]), [`sandbox_metrics`], [`exporter`] and
+//! [`process`].
 
-pub mod cloud_stats;
-pub mod discovery;
-pub mod diskstats;
+pub mod cloud_metrics;
+pub mod discovery_metrics;
+pub mod disk_metrics;
 pub mod exporter;
-pub mod limits;
-pub mod probes;
+pub mod limit_metrics;
+pub mod probe_metrics;
 pub mod process;
-pub mod sandbox;
+pub mod sandbox_metrics;
 
 use crate::exposition::{Family, labels};
 use std::sync::Arc;

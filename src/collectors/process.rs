@@ -2,7 +2,7 @@
 //! from the `prometheus` crate's process collector reading `/proc/self`, converted to our model.
 
 use super::{CollectError, Collector};
-use crate::exposition::{Family, Kind, Sample, Value};
+use crate::exposition::{Family, MetricKind, Sample, Value};
 use prometheus::core::Collector as _;
 use prometheus::process_collector::ProcessCollector;
 use prometheus::proto::MetricType;
@@ -36,16 +36,16 @@ impl Collector for ProcessMetrics {
     fn collect(&self, out: &mut Vec<Family>) -> Result<(), CollectError> {
         let no_labels: crate::exposition::Labels = std::sync::Arc::new([]);
         for mf in self.inner.collect() {
-            let (kind, values): (Kind, Vec<f64>) = match mf.get_field_type() {
+            let (kind, values): (MetricKind, Vec<f64>) = match mf.get_field_type() {
                 MetricType::COUNTER => (
-                    Kind::Counter,
+                    MetricKind::Counter,
                     mf.get_metric()
                         .iter()
                         .map(|m| m.get_counter().get_value())
                         .collect(),
                 ),
                 MetricType::GAUGE => (
-                    Kind::Gauge,
+                    MetricKind::Gauge,
                     mf.get_metric()
                         .iter()
                         .map(|m| m.get_gauge().get_value())

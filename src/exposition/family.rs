@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 /// The type of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum MetricKind {
     /// Monotonic counter (name ends in `_total`).
     Counter,
     /// Gauge.
@@ -81,13 +81,13 @@ pub struct Family {
     /// HELP text.
     pub help: Cow<'static, str>,
     /// Type.
-    pub kind: Kind,
+    pub kind: MetricKind,
     /// Samples; a family without samples is not encoded.
     pub samples: Vec<Sample>,
 }
 
 impl Family {
-    fn new(name: &'static str, help: &'static str, kind: Kind) -> Self {
+    fn new(name: &'static str, help: &'static str, kind: MetricKind) -> Self {
         Family {
             name: Cow::Borrowed(name),
             help: Cow::Borrowed(help),
@@ -104,17 +104,17 @@ impl Family {
 
     /// A counter family.
     pub fn counter(name: &'static str, help: &'static str) -> Self {
-        Self::new(name, help, Kind::Counter)
+        Self::new(name, help, MetricKind::Counter)
     }
 
     /// A gauge family.
     pub fn gauge(name: &'static str, help: &'static str) -> Self {
-        Self::new(name, help, Kind::Gauge)
+        Self::new(name, help, MetricKind::Gauge)
     }
 
     /// A histogram family.
     pub fn histogram(name: &'static str, help: &'static str) -> Self {
-        Self::new(name, help, Kind::Histogram)
+        Self::new(name, help, MetricKind::Histogram)
     }
 
     /// Adds a counter or gauge sample.

@@ -15,7 +15,7 @@ mod negotiate;
 mod protobuf;
 mod text;
 
-pub use family::{Family, Kind, Label, Labels, NativeBuckets, Sample, Value, labels};
+pub use family::{Family, Label, Labels, MetricKind, NativeBuckets, Sample, Value, labels};
 pub use negotiate::{ContentCoding, Format, Negotiated};
 pub use protobuf::proto;
 

@@ -6,7 +6,7 @@
 //! count given as the difference to the bucket before it. Gaps of one or two empty buckets are
 //! written as zero counts instead of starting a new span, which takes fewer bytes.
 
-use super::family::{Family, Kind, NativeBuckets, Value};
+use super::family::{Family, MetricKind, NativeBuckets, Value};
 use prost::Message;
 
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -28,9 +28,9 @@ pub fn encode(families: &[Family]) -> Vec<u8> {
             name: Some(family.name.to_string()),
             help: Some(family.help.to_string()),
             r#type: Some(match family.kind {
-                Kind::Counter => proto::MetricType::Counter,
-                Kind::Gauge => proto::MetricType::Gauge,
-                Kind::Histogram => proto::MetricType::Histogram,
+                MetricKind::Counter => proto::MetricType::Counter,
+                MetricKind::Gauge => proto::MetricType::Gauge,
+                MetricKind::Histogram => proto::MetricType::Histogram,
             } as i32),
             metric: family
                 .samples
@@ -56,9 +56,9 @@ pub fn encode(families: &[Family]) -> Vec<u8> {
 }
 
 /// A metric holding `value`, without labels.
-fn value(kind: Kind, value: &Value) -> proto::Metric {
+fn value(kind: MetricKind, value: &Value) -> proto::Metric {
     match (kind, value) {
-        (Kind::Counter, Value::Number(v)) => proto::Metric {
+        (MetricKind::Counter, Value::Number(v)) => proto::Metric {
             counter: Some(proto::Counter {
                 value: Some(*v),
                 ..Default::default()

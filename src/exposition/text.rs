@@ -5,7 +5,7 @@
 //! suffix in `# TYPE`/`# HELP` while its samples keep it, HELP escapes double quotes, the
 //! exposition ends with `# EOF`, and `# TYPE` comes before `# HELP` by convention.
 
-use super::family::{Family, Kind, Label, Value};
+use super::family::{Family, Label, MetricKind, Value};
 use super::negotiate::Format;
 use std::fmt::Write;
 
@@ -19,12 +19,12 @@ pub fn encode(families: &[Family], format: Format) -> String {
         }
         let name: &str = &family.name;
         let base = match (om, family.kind) {
-            (true, Kind::Counter) => name.strip_suffix("_total").unwrap_or(name),
+            (true, MetricKind::Counter) => name.strip_suffix("_total").unwrap_or(name),
             _ => name,
         };
         header(&mut out, om, base, family);
         let sample_name = match (om, family.kind) {
-            (true, Kind::Counter) if base.len() == name.len() => {
+            (true, MetricKind::Counter) if base.len() == name.len() => {
                 std::borrow::Cow::Owned(format!("{name}_total"))
             }
             _ => std::borrow::Cow::Borrowed(name),
@@ -81,9 +81,9 @@ pub fn encode(families: &[Family], format: Format) -> String {
 /// The family's `# TYPE` and `# HELP` lines, named `base`.
 fn header(out: &mut String, om: bool, base: &str, family: &Family) {
     let type_name = match family.kind {
-        Kind::Counter => "counter",
-        Kind::Gauge => "gauge",
-        Kind::Histogram => "histogram",
+        MetricKind::Counter => "counter",
+        MetricKind::Gauge => "gauge",
+        MetricKind::Histogram => "histogram",
     };
     if om {
         let _ = writeln!(out, "# TYPE {base} {type_name}");

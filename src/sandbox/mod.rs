@@ -39,7 +39,7 @@ use landlock::{
     RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus,
     Scope,
 };
-use rules::{AccessNames, Found, Rule, Rules, Usage, Wanted};
+use rules::{AccessNames, GrantedRules, NeededRights, Rule, Usage, Wanted};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -124,7 +124,7 @@ pub struct Sandbox {
     /// The Landlock ABI the kernel offers (0: none); `None` when not asked (`off`).
     abi: Option<i32>,
     enforced: Enforcement,
-    rules: Rules,
+    rules: GrantedRules,
     /// The paths the configuration at start used, allowed or not (reloads are not refused for
     /// them: those that could not be allowed were logged then).
     start_wanted: Vec<Wanted>,
@@ -181,7 +181,7 @@ impl Sandbox {
             mode,
             abi,
             enforced: Enforcement::No,
-            rules: Rules::default(),
+            rules: GrantedRules::default(),
             start_wanted: Vec::new(),
             check: Check::not_run(),
         }
@@ -379,7 +379,10 @@ pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, Req
 
 /// The rules for `inputs` and `config` with their paths opened (`O_PATH`), the paths the
 /// configuration uses, and how many threads were left waiting for a path that did not answer.
-fn plan(inputs: &Inputs<'_>, config: &Config) -> (Rules, Vec<(PathFd, Rule)>, Vec<Wanted>, usize) {
+fn plan(
+    inputs: &Inputs<'_>,
+    config: &Config,
+) -> (GrantedRules, Vec<(PathFd, Rule)>, Vec<Wanted>, usize) {
     let fixed = |path: &Path, access, what: &str| Wanted {
         path: std::path::absolute(path).unwrap_or_else(|_| path.to_owned()),
         usage: Usage::Rights(access),
@@ -433,7 +436,7 @@ fn plan(inputs: &Inputs<'_>, config: &Config) -> (Rules, Vec<(PathFd, Rule)>, Ve
     }
     wanted.extend(from_config.iter().cloned());
     let (found, stuck) = rules::find_all(&wanted, true);
-    let mut rules = Rules::default();
+    let mut rules = GrantedRules::default();
     let mut fds = Vec::new();
     for found in found {
         match found {
@@ -445,7 +448,7 @@ fn plan(inputs: &Inputs<'_>, config: &Config) -> (Rules, Vec<(PathFd, Rule)>, Ve
 }
 
 /// Adds `found` to `rules` unless they cover it already, keeping its `O_PATH` descriptor.
-fn add(rules: &mut Rules, fds: &mut Vec<(PathFd, Rule)>, found: Found) {
+fn add(rules: &mut GrantedRules, fds: &mut Vec<(PathFd, Rule)>, found: NeededRights) {
     if rules.add(&found)
         && let (Some(fd), Some(rule)) = (found.fd, rules.iter().last())
     {
@@ -465,7 +468,7 @@ const NAME_SERVICE_FILES: [&str; 5] = [
 /// Where the check tries to write: beside each directory the rules let it write in (its parent),
 /// then the configuration's directories and the temporary directory; only directories that lie
 /// under no rule with `write_file` (by name: the filesystem is asked on the probe thread).
-fn check_dirs(rules: &Rules) -> Vec<PathBuf> {
+fn check_dirs(rules: &GrantedRules) -> Vec<PathBuf> {
     let writable: Vec<&Path> = rules
         .iter()
         .filter(|r| r.access.contains(AccessFs::WriteFile))

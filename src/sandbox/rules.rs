@@ -1,14 +1,15 @@
 //! What the Landlock ruleset allows, derived from the flags and the configuration: the paths the
 //! agent uses ([`Wanted`]), the rights each needs once the filesystem has said what it is
-//! ([`Found`]), the rules granted at start ([`Rules`]), and whether a path is covered by them,
-//! which is how a reload is checked against the ruleset the running process can no longer widen.
+//! ([`NeededRights`]), the rules granted at start ([`GrantedRules`]), and whether a path is covered
+//! by them, which is how a reload is checked against the ruleset the running process can no
+//! longer widen.
 //!
 //! Landlock grants a right on a file when a rule with that right is attached to the file or to
 //! any directory above it. A rule is attached to an inode, not to a name, so coverage compares
 //! the device and inode of a path and of every directory above it with those of the rules.
 //!
 //! Asking the filesystem can block for ever (a hung NFS or FUSE mount), so every path is looked
-//! at on a thread of its own, waited for at most [`PATIENCE`] ([`find_all`]); what [`Found`]
+//! at on a thread of its own, waited for at most [`PATIENCE`] ([`find_all`]); what [`NeededRights`]
 //! carries is all that is used afterwards.
 
 use crate::config::Config;
@@ -69,7 +70,7 @@ pub enum Usage {
 
 /// What the filesystem said of a [`Wanted`] path: the rights needed where.
 #[derive(Debug)]
-pub struct Found {
+pub struct NeededRights {
     /// The directory (or device node) the rights are needed on.
     pub path: PathBuf,
     /// The rights.
@@ -88,7 +89,7 @@ pub struct Found {
 impl Wanted {
     /// Asks the filesystem (this may block: see [`find_all`]); opens the path with `O_PATH`
     /// when `open`.
-    pub fn find(&self, open: bool) -> Result<Found, String> {
+    pub fn find(&self, open: bool) -> Result<NeededRights, String> {
         let (path, access, what) = match self.usage {
             Usage::Rights(access) => (self.path.clone(), access, self.what.clone()),
             Usage::Target { device_writes } => {
@@ -120,7 +121,7 @@ impl Wanted {
             true => Some(PathFd::new(&path).map_err(|e| format!("{what}: {e}"))?),
             false => None,
         };
-        Ok(Found {
+        Ok(NeededRights {
             path,
             access,
             what,
@@ -147,10 +148,10 @@ fn identities(path: &Path) -> std::io::Result<Vec<(u64, u64)>> {
 /// [`Wanted::find`] for each of `wanted`, each on a thread of its own, in at most [`PATIENCE`]
 /// altogether. A path that has not answered by then gets an error; its thread is left to
 /// finish on its own, and the second value says how many were.
-pub fn find_all(wanted: &[Wanted], open: bool) -> (Vec<Result<Found, String>>, usize) {
+pub fn find_all(wanted: &[Wanted], open: bool) -> (Vec<Result<NeededRights, String>>, usize) {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut handles: Vec<Option<std::thread::JoinHandle<()>>> = Vec::new();
-    let mut results: Vec<Option<Result<Found, String>>> = Vec::new();
+    let mut results: Vec<Option<Result<NeededRights, String>>> = Vec::new();
     for (i, w) in wanted.iter().enumerate() {
         let (tx, w) = (tx.clone(), w.clone());
         let spawned = std::thread::Builder::new()
@@ -214,18 +215,18 @@ pub struct Rule {
 
 /// The rules granted at start.
 #[derive(Debug, Default)]
-pub struct Rules {
+pub struct GrantedRules {
     rules: Vec<Rule>,
 }
 
-impl Rules {
+impl GrantedRules {
     /// The rules, in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter()
     }
 
     /// Adds a rule for `found` unless the rules already cover it; returns whether it did.
-    pub fn add(&mut self, found: &Found) -> bool {
+    pub fn add(&mut self, found: &NeededRights) -> bool {
         if self.covers(found) {
             return false;
         }
@@ -246,7 +247,7 @@ impl Rules {
 
     /// Whether the rules grant what `found` needs. Rights accumulate down the tree, as in
     /// Landlock: the union of the rules on the path and on every directory above it.
-    pub fn covers(&self, found: &Found) -> bool {
+    pub fn covers(&self, found: &NeededRights) -> bool {
         let granted = found
             .ids
             .iter()
@@ -391,7 +392,7 @@ mod tests {
         assert_eq!(mountpoint_dir("^.*"), None);
     }
 
-    fn find(path: &Path, usage: Usage) -> Found {
+    fn find(path: &Path, usage: Usage) -> NeededRights {
         let wanted = Wanted {
             path: path.to_owned(),
             usage,
@@ -412,7 +413,7 @@ mod tests {
         let target = Usage::Target {
             device_writes: false,
         };
-        let mut rules = Rules::default();
+        let mut rules = GrantedRules::default();
         let first = find(&allowed.join("probe.dat"), target);
         assert_eq!((first.path.as_path(), first.access), (&*allowed, PROBE_DIR));
         assert!(rules.add(&first));

@@ -5,8 +5,8 @@
 use super::devices::{Budget, DeviceKey};
 use super::gates::{Admission, Gates, Skip};
 use super::log;
+use super::probe_slots::GlobalSlot;
 use super::shared::Shared;
-use super::slots::GlobalSlot;
 use super::stat::{StatFailure, stat_and_label};
 use super::thread::run_on_thread;
 use crate::blockdev::BlockDevice;

@@ -46,7 +46,7 @@
 //! the target (`stat`, on a thread of its own), holds that device's lock (`devices`: one
 //! `DeviceState` per physical device with its lock, duty-cycle budget and stuck I/Os),
 //! and for each profile passes the admission gates (`gates`: a typed [`Skip`] whose text is the
-//! `skipped` run's reason), takes a global slot (`slots`) and runs the profile on a probe
+//! `skipped` run's reason), takes a global slot (`probe_slots`) and runs the profile on a probe
 //! thread (`thread`: the open, the engine run, and the messages it sends back). What every
 //! run ends as goes to the [`SeriesStore`](crate::series::SeriesStore) and to the log (`log`).
 //! `shared` holds what the tasks share.
@@ -55,8 +55,8 @@ mod cycle;
 pub mod devices;
 pub mod gates;
 mod log;
+mod probe_slots;
 mod shared;
-mod slots;
 mod stat;
 mod tasks;
 mod thread;

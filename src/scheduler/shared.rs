@@ -3,7 +3,7 @@
 //! got back yet.
 
 use super::devices::Devices;
-use super::slots::GlobalSlots;
+use super::probe_slots::GlobalSlots;
 use crate::series::SeriesStore;
 use std::collections::HashMap;
 use std::path::PathBuf;

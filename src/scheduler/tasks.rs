@@ -30,7 +30,7 @@ pub fn first_cycle_delay(k: usize, n: usize, interval: Duration, r: f64) -> Dura
 }
 
 /// A target's running task.
-struct Task {
+struct RunningTask {
     /// Shared with the target's series in [`SeriesStore`] (see [`SeriesStore::record`]).
     spec: Arc<TargetSpec>,
     /// A child of the scheduler's token: cancelled when the target is removed or changed.
@@ -42,7 +42,7 @@ struct Task {
 pub struct Scheduler {
     shared: Arc<Shared>,
     max_concurrent: usize,
-    tasks: HashMap<String, Task>,
+    tasks: HashMap<String, RunningTask>,
     /// Stops every task: cancelled by [`Scheduler::shutdown`] or by the token it is a child of.
     shutdown: CancellationToken,
 }
@@ -130,7 +130,7 @@ impl Scheduler {
             log::scheduling(spec);
             self.tasks.insert(
                 spec.name.clone(),
-                Task {
+                RunningTask {
                     spec: spec.clone(),
                     stop,
                     handle,

@@ -5,8 +5,8 @@
 //! plus [`GRACE`].
 
 use super::log;
+use super::probe_slots::GlobalSlot;
 use super::shared::{Counted, Roots, Shared};
-use super::slots::GlobalSlot;
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};

@@ -103,7 +103,7 @@ mod tests {
     use std::time::Duration;
 
     /// What the store hands the window for a run.
-    enum Outcome {
+    enum StoreOutcome {
         /// The engine ran.
         Ran(Box<Measurement>),
         /// The run did not start, or failed before the engine ran.
@@ -115,19 +115,19 @@ mod tests {
     }
 
     impl RecentRuns {
-        fn add(&mut self, outcome: &Outcome) {
+        fn add(&mut self, outcome: &StoreOutcome) {
             match outcome {
-                Outcome::Ran(m) => self.record(m.status(), Some(m)),
-                Outcome::Failed => self.record(RunStatus::Error, None),
-                Outcome::Abandoned => self.record(RunStatus::Timeout, None),
-                Outcome::Skipped => self.record(RunStatus::Skipped, None),
+                StoreOutcome::Ran(m) => self.record(m.status(), Some(m)),
+                StoreOutcome::Failed => self.record(RunStatus::Error, None),
+                StoreOutcome::Abandoned => self.record(RunStatus::Timeout, None),
+                StoreOutcome::Skipped => self.record(RunStatus::Skipped, None),
             }
         }
     }
 
     /// A run of 10 I/Os with `errors` of them failed, ended by `ending`; with syncs of
     /// `sync_us` microseconds each (and one of 10 times that) when given.
-    fn ran(ending: Ending, errors: u64, sync_us: Option<u64>) -> Outcome {
+    fn ran(ending: Ending, errors: u64, sync_us: Option<u64>) -> StoreOutcome {
         let mut latency = new_latency_histogram();
         latency.record(100_000).unwrap();
         let syncs = sync_us.map(|us| {
@@ -141,7 +141,7 @@ mod tests {
                 latency_ns: h,
             }
         });
-        Outcome::Ran(Box::new(Measurement {
+        StoreOutcome::Ran(Box::new(Measurement {
             ios: 10,
             errors,
             ending,
@@ -169,8 +169,8 @@ mod tests {
             r.add(&ran(Ending::Finished, 0, None));
         }
         r.add(&ran(Ending::Failed, 2, None));
-        r.add(&Outcome::Failed);
-        r.add(&Outcome::Abandoned);
+        r.add(&StoreOutcome::Failed);
+        r.add(&StoreOutcome::Abandoned);
         assert_eq!(counts(&r), [7, 2, 1, 1]);
         // Five more successes push out five of the oldest: the failures are still in.
         for _ in 0..5 {
@@ -196,11 +196,11 @@ mod tests {
     fn skipped_yielded_and_cancelled_runs_do_not_count() {
         let mut r = RecentRuns::default();
         for _ in 0..10 {
-            r.add(&Outcome::Failed);
+            r.add(&StoreOutcome::Failed);
         }
         assert_eq!(counts(&r), [0, 10, 0, 0]);
         let before = r.clone();
-        r.add(&Outcome::Skipped);
+        r.add(&StoreOutcome::Skipped);
         r.add(&ran(Ending::Yielded, 0, Some(500)));
         r.add(&ran(Ending::Cancelled, 3, Some(500)));
         assert_eq!(r, before, "nothing moved the window");
@@ -213,7 +213,7 @@ mod tests {
         r.add(&ran(Ending::Finished, 0, Some(400)));
         r.add(&ran(Ending::Finished, 0, Some(900)));
         // A run without syncs (an errored open) is not a syncing run.
-        r.add(&Outcome::Failed);
+        r.add(&StoreOutcome::Failed);
         assert_eq!(r.sync_floor(), None, "two syncing runs only");
         r.add(&ran(Ending::Finished, 0, Some(700)));
         let floor = r.sync_floor().unwrap();

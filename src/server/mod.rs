@@ -3,20 +3,21 @@
 //!
 //! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
 //! its request headers within [`HEADER_READ_TIMEOUT`], a request head larger than
-//! [`MAX_HEADER_BYTES`] or with more than [`MAX_HEADERS`] header lines gets a 431, and at most `max_connections` connections are held at once, of which connections that
-//! have not had a request allowed (not authenticated yet) hold at most a quarter ([`slots`]: a
-//! newcomer takes the slot of the least active of them). A TLS handshake must complete within
+//! [`MAX_HEADER_BYTES`] or with more than [`MAX_HEADERS`] header lines gets a 431, and at most
+//! `max_connections` connections are held at once, of which connections that have not had a request
+//! allowed (not authenticated yet) hold at most a quarter ([`connection_slots`]: a newcomer takes
+//! the slot of the least active of them). A TLS handshake must complete within
 //! [`TLS_HANDSHAKE_TIMEOUT`]; a write that makes no progress for [`WRITE_STALL_TIMEOUT`] and a
-//! connection idle for [`IDLE_TIMEOUT`] are dropped ([`Deadlined`]). The metrics endpoint answers in the format and compression that the request's
-//! `Accept` and `Accept-Encoding` prefer ([`exposition::Negotiated`]); any header gets an answer.
-//! Requests for the same format that arrive while a scrape runs share the next one
-//! ([`crate::coalesce`]). [`run`] returns once `shutdown` fires and every in-flight request has
-//! finished, or after [`SHUTDOWN_GRACE`].
+//! connection idle for [`IDLE_TIMEOUT`] are dropped ([`Deadlined`]). The metrics endpoint answers
+//! in the format and compression that the request's `Accept` and `Accept-Encoding` prefer
+//! ([`exposition::Negotiated`]); any header gets an answer. Requests for the same format that
+//! arrive while a scrape runs share the next one ([`crate::coalesce`]). [`run`] returns once
+//! `shutdown` fires and every in-flight request has finished, or after [`SHUTDOWN_GRACE`].
 
 use crate::coalesce::Coalescer;
 use crate::collectors::Registry;
 use crate::exposition::{self, Negotiated};
-use crate::web_config::{Auth, WebConfig, verify_off_thread};
+use crate::web_config::{Auth, WebSecurity, verify_off_thread};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -34,8 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-pub mod slots;
-pub use slots::{Conn, Slot, Slots};
+pub mod connection_slots;
+pub use connection_slots::{Conn, ConnectionSlot, ConnectionSlots};
 
 /// How long a TLS client may take to complete its handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -80,17 +81,18 @@ pub struct App {
     /// Probe series, for the status page.
     pub series: Arc<crate::series::SeriesStore>,
     /// TLS, basic auth and extra headers (`--web.config.file`); replaced on reload.
-    pub web: std::sync::RwLock<Arc<WebConfig>>,
+    pub web: std::sync::RwLock<Arc<WebSecurity>>,
 }
 
 impl App {
-    fn web(&self) -> Arc<WebConfig> {
+    fn web(&self) -> Arc<WebSecurity> {
         self.web.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Replaces the web configuration (SIGHUP); new connections and requests use it. Verified
-    /// credentials of users whose hash did not change stay verified ([`WebConfig::keep_verified`]).
-    pub fn set_web(&self, web: WebConfig) {
+    /// credentials of users whose hash did not change stay verified
+    /// ([`WebSecurity::keep_verified`]).
+    pub fn set_web(&self, web: WebSecurity) {
         web.keep_verified(&self.web());
         *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
     }
@@ -99,7 +101,7 @@ impl App {
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let slots = Slots::new(app.max_connections.max(1));
+    let slots = ConnectionSlots::new(app.max_connections.max(1));
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
@@ -121,7 +123,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         };
         // Every connection is admitted at once; when the slots of connections that have not had
         // a request allowed are all taken, the least active of those is closed for it
-        // ([`slots`]).
+        // ([`connection_slots`]).
         let slot = Arc::new(slots.admit(has_sent(&stream)));
         let stream = Deadlined::new(stream, slot.conn().clone());
         let web = app.web();
@@ -145,8 +147,8 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
 }
 
 /// Whether the client has sent bytes already (a request, a TLS ClientHello) that wait to be read:
-/// such a connection is not one of the silent ones that newcomers displace first ([`slots`]),
-/// even before its task first runs.
+/// such a connection is not one of the silent ones that newcomers displace first
+/// ([`connection_slots`]), even before its task first runs.
 fn has_sent(stream: &tokio::net::TcpStream) -> bool {
     let mut byte = [0u8; 1];
     let mut buf = tokio::io::ReadBuf::new(&mut byte);
@@ -160,7 +162,7 @@ async fn serve(
     stream: Deadlined<tokio::net::TcpStream>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: Arc<App>,
-    slot: &Arc<Slot>,
+    slot: &Arc<ConnectionSlot>,
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let Some(acceptor) = tls else {
@@ -184,7 +186,7 @@ async fn serve(
 fn connection<IO>(
     io: IO,
     app: Arc<App>,
-    slot: Arc<Slot>,
+    slot: Arc<ConnectionSlot>,
 ) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error> + Send
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -227,8 +229,12 @@ fn respond(
 
 /// Answers one request on the connection of `slot`: authentication, then routing; adds the
 /// configured extra headers. A request that is allowed makes its connection trusted
-/// ([`Slot::trust`]).
-pub async fn handle(app: Arc<App>, req: Request<Incoming>, slot: &Slot) -> Response<Full<Bytes>> {
+/// ([`ConnectionSlot::trust`]).
+pub async fn handle(
+    app: Arc<App>,
+    req: Request<Incoming>,
+    slot: &ConnectionSlot,
+) -> Response<Full<Bytes>> {
     let web = app.web();
     if web.requires_auth() {
         let authorization = req
@@ -271,7 +277,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, slot: &Slot) -> Respo
     with_headers(route(&app, &req).await, &web)
 }
 
-fn with_headers(mut resp: Response<Full<Bytes>>, web: &WebConfig) -> Response<Full<Bytes>> {
+fn with_headers(mut resp: Response<Full<Bytes>>, web: &WebSecurity) -> Response<Full<Bytes>> {
     for (k, v) in &web.headers {
         resp.headers_mut().insert(k.clone(), v.clone());
     }
@@ -388,7 +394,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 /// A connection's byte stream with deadlines: a write that makes no progress for
 /// [`WRITE_STALL_TIMEOUT`] and a connection that moves no byte either way for [`IDLE_TIMEOUT`]
 /// fail with `TimedOut`, which ends the connection and frees its slot. Every byte moved is also
-/// noted on the connection's [`Conn`], what [`slots`] judge activity by.
+/// noted on the connection's [`Conn`], what [`connection_slots`] judges activity by.
 ///
 /// Not tokio-io-timeout's `TimeoutStream`: its timeouts run per direction, each from the moment
 /// one read or write is pending (a slow answer still moving bytes would be cut off by a pending

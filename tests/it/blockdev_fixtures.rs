@@ -13,8 +13,8 @@ use crate::common;
 
 use diskprobe_exporter::blockdev;
 use diskprobe_exporter::collectors::Collector;
-use diskprobe_exporter::collectors::diskstats::DiskstatsCollector;
-use diskprobe_exporter::collectors::limits::LimitsCollector;
+use diskprobe_exporter::collectors::disk_metrics::DiskstatsCollector;
+use diskprobe_exporter::collectors::limit_metrics::LimitsCollector;
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::device_filter::DeviceFilter;
 use diskprobe_exporter::discovery::lost::{LostTracker, Rescan};

@@ -239,7 +239,7 @@ fn the_readme_states_the_http_limits_the_server_has() {
     // Line breaks fall anywhere in prose: compare with whitespace collapsed.
     let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     let s = |d: std::time::Duration| format!("{} s", d.as_secs());
-    let slots = server::Slots::new(128);
+    let slots = server::ConnectionSlots::new(128);
     assert_eq!(
         slots.untrusted_share(),
         128 / 4,

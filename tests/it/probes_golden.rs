@@ -9,7 +9,7 @@ use crate::common;
 use common::{check_golden, decode_protobuf, promtool_check_metrics, protobuf_dump};
 use diskprobe_exporter::blockdev::BlockDevice;
 use diskprobe_exporter::collectors::Collector;
-use diskprobe_exporter::collectors::probes::ProbesCollector;
+use diskprobe_exporter::collectors::probe_metrics::ProbesCollector;
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;

@@ -42,7 +42,7 @@ pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeErro
 }
 
 /// What the workers of a run share.
-struct Shared {
+struct WorkerShared {
     /// I/Os taken so far (the number of the next one).
     issued: AtomicU64,
     /// Set when the run stops issuing.
@@ -62,7 +62,7 @@ struct Shared {
 
 /// Where a run is, as the calling thread sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum PsyncPhase {
     Issuing,
     Draining(Ending),
     Aborting { since: Instant, why: Ending },
@@ -72,18 +72,18 @@ enum Phase {
 struct PsyncRun<'a> {
     job: &'a Job,
     opts: &'a RunOptions,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
     results: mpsc::Receiver<Tally>,
     /// Dropped by every worker once its set-up is done (or has failed).
     ready: mpsc::Receiver<()>,
     workers: u32,
-    phase: Phase,
+    phase: PsyncPhase,
 }
 
 impl<'a> PsyncRun<'a> {
     /// Starts one worker per queue slot.
     fn start(job: &'a Job, opts: &'a RunOptions) -> Result<PsyncRun<'a>, ProbeError> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WorkerShared {
             issued: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             start: Mutex::new(None),
@@ -132,7 +132,7 @@ impl<'a> PsyncRun<'a> {
             results,
             ready,
             workers,
-            phase: Phase::Issuing,
+            phase: PsyncPhase::Issuing,
         })
     }
 
@@ -179,7 +179,7 @@ impl<'a> PsyncRun<'a> {
         while received < self.workers {
             let now = Instant::now();
             let wait = match (self.phase, schedule.stop_at) {
-                (Phase::Issuing, Some(stop_at)) if stop_at > now => {
+                (PsyncPhase::Issuing, Some(stop_at)) if stop_at > now => {
                     (stop_at - now).min(CANCEL_POLL)
                 }
                 _ => CANCEL_POLL,
@@ -199,7 +199,7 @@ impl<'a> PsyncRun<'a> {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
                     self.check_limits(&schedule, now);
-                    if let Phase::Aborting { since, .. } = self.phase
+                    if let PsyncPhase::Aborting { since, .. } = self.phase
                         && now >= since + DRAIN_GRACE
                     {
                         break;
@@ -214,12 +214,12 @@ impl<'a> PsyncRun<'a> {
     /// Stops issuing on cancellation, the hard timeout, a yield request or the end of the
     /// runtime or of the job's I/O count.
     fn check_limits(&mut self, schedule: &Schedule, now: Instant) {
-        if matches!(self.phase, Phase::Aborting { .. }) {
+        if matches!(self.phase, PsyncPhase::Aborting { .. }) {
             return;
         }
         if let Some(why) = abort_due(self.opts, now, schedule.deadline) {
             self.abort(why, now);
-        } else if self.phase == Phase::Issuing {
+        } else if self.phase == PsyncPhase::Issuing {
             if self.opts.yield_now.load(Ordering::Relaxed) {
                 self.stop_issuing(Ending::Yielded);
             } else if schedule.runtime_over(now)
@@ -233,27 +233,27 @@ impl<'a> PsyncRun<'a> {
     /// Leaves the issuing phase (telling the caller's hook) for draining.
     fn stop_issuing(&mut self, why: Ending) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        if self.phase == Phase::Issuing {
+        if self.phase == PsyncPhase::Issuing {
             if let Some(hook) = &self.opts.on_draining {
                 hook.call();
             }
-            self.phase = Phase::Draining(why);
+            self.phase = PsyncPhase::Draining(why);
         }
     }
 
     /// Stops the workers at their next I/O and starts the drain grace period.
     fn abort(&mut self, why: Ending, now: Instant) {
         self.stop_issuing(why);
-        self.phase = Phase::Aborting { since: now, why };
+        self.phase = PsyncPhase::Aborting { since: now, why };
     }
 
     /// The measurement; workers still in a system call are reported as stuck.
     fn finish(self, tally: Tally, start: Instant) -> Measurement {
         let mut ending = match self.phase {
             // Every worker stopped before this thread looked: at a yield request, or at the end.
-            Phase::Issuing if self.opts.yield_now.load(Ordering::Relaxed) => Ending::Yielded,
-            Phase::Issuing => Ending::Finished,
-            Phase::Draining(why) | Phase::Aborting { why, .. } => why,
+            PsyncPhase::Issuing if self.opts.yield_now.load(Ordering::Relaxed) => Ending::Yielded,
+            PsyncPhase::Issuing => Ending::Finished,
+            PsyncPhase::Draining(why) | PsyncPhase::Aborting { why, .. } => why,
         };
         if tally.has_errors() && ending == Ending::Finished {
             ending = Ending::Failed;
@@ -344,7 +344,7 @@ struct Worker {
     job: Job,
     /// The worker's own duplicate of the target's descriptor.
     file: Option<File>,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
     slot: usize,
 }
 

@@ -3,10 +3,10 @@
 //! device as the one checked).
 
 use super::direct::{DirectOpen, check_aligned, fstat, open_direct};
-use super::error::{Refusal, TargetError};
 use super::facts::TargetKind;
 use super::facts::{cache_of, mounted_devices, resolve_device};
 use super::opened::{OpenTarget, TargetOptions};
+use super::target_error::{Refusal, TargetError};
 use crate::blockdev;
 use crate::probe::engine::sys;
 use std::fs;

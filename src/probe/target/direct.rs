@@ -1,7 +1,7 @@
 //! Opening a target with `O_DIRECT` ([`open_direct`], [`set_direct`]) and the checks every open
 //! makes of what it got (alignment, the descriptor's stat).
 
-use super::error::{Refusal, TargetError};
+use super::target_error::{Refusal, TargetError};
 use crate::probe::engine::sys;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;

@@ -9,9 +9,9 @@
 //! changes. A probe file found longer than its region when it is opened for writing (an agent
 //! stopped in the middle of such a run) is truncated back by [`super::probe_file`].
 
-use super::error::TargetError;
 use super::facts::TargetKind;
 use super::opened::OpenTarget;
+use super::target_error::TargetError;
 use crate::probe::engine::sys;
 use std::fs::File;
 use std::io;

@@ -18,17 +18,17 @@
 
 pub mod block;
 mod direct;
-mod error;
 pub mod facts;
 pub mod fresh_space;
 mod opened;
 pub mod probe_file;
 pub mod reopen;
 pub mod space;
+mod target_error;
 
-pub use error::{Refusal, TargetError};
 pub use facts::{Cache, TargetFacts, TargetKind, facts};
 pub use opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
+pub use target_error::{Refusal, TargetError};
 
 use block::open_block_device;
 use probe_file::open_file;

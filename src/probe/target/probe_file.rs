@@ -3,11 +3,11 @@
 //! intact, and written to only when they carry that mark (or were created by this process).
 
 use super::direct::{DirectOpen, check_aligned, fstat, open_direct, set_direct};
-use super::error::{Refusal, TargetError};
 use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
 use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use super::space;
+use super::target_error::{Refusal, TargetError};
 use crate::probe::engine::buffer::AlignedBuf;
 use crate::probe::engine::sys;
 use rand::rngs::SmallRng;

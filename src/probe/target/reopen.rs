@@ -3,9 +3,9 @@
 //! opened with; checked to be the same file or device.
 
 use super::direct::fstat;
-use super::error::TargetError;
 use super::facts::TargetKind;
 use super::opened::OpenTarget;
+use super::target_error::TargetError;
 use crate::probe::profile::OpenSync;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};

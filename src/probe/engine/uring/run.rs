@@ -49,7 +49,7 @@ pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeErro
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum UringPhase {
     /// Issuing I/O.
     Issuing,
     /// Not issuing any more; waiting for what is in flight.
@@ -75,7 +75,7 @@ struct UringRun {
     io: RingIo,
     opts: RunOptions,
     schedule: Schedule,
-    phase: Phase,
+    phase: UringPhase,
     /// Free slots, in the order they became free.
     free: VecDeque<usize>,
     offsets: Offsets,
@@ -108,7 +108,7 @@ impl UringRun {
             io,
             opts,
             schedule: Schedule::new(&job, start),
-            phase: Phase::Issuing,
+            phase: UringPhase::Issuing,
             free: (0..depth).collect(),
             offsets: job.offsets(),
             tally: Tally::of(&job),
@@ -127,15 +127,15 @@ impl UringRun {
     fn run(&mut self) -> Ending {
         loop {
             self.check_limits();
-            let next_due = if self.phase == Phase::Issuing {
+            let next_due = if self.phase == UringPhase::Issuing {
                 self.issue()
             } else {
                 None
             };
             if self.io.in_kernel() == 0 && next_due.is_none() {
                 return match self.phase {
-                    Phase::Issuing => Ending::Finished,
-                    Phase::Draining(why) | Phase::Aborting { why, .. } => why,
+                    UringPhase::Issuing => Ending::Finished,
+                    UringPhase::Draining(why) | UringPhase::Aborting { why, .. } => why,
                 };
             }
             if let Err(why) = self.wait(next_due) {
@@ -145,7 +145,7 @@ impl UringRun {
             // what it interrupted (a signal that ended the wait, too) is not counted as an error.
             self.check_limits();
             self.reap();
-            if let Phase::Aborting { since, why } = self.phase
+            if let UringPhase::Aborting { since, why } = self.phase
                 && self.now >= since + DRAIN_GRACE
             {
                 return why;
@@ -156,12 +156,12 @@ impl UringRun {
     /// Stops issuing on cancellation, the hard timeout, a yield request, the end of the runtime
     /// or of the job's I/O count.
     fn check_limits(&mut self) {
-        if matches!(self.phase, Phase::Aborting { .. }) {
+        if matches!(self.phase, UringPhase::Aborting { .. }) {
             return;
         }
         if let Some(why) = abort_due(&self.opts, self.now, self.schedule.deadline) {
             self.abort(why);
-        } else if self.phase == Phase::Issuing {
+        } else if self.phase == UringPhase::Issuing {
             if self.opts.yield_now.load(Ordering::Relaxed) {
                 self.stop_issuing(Ending::Yielded);
             } else if self.schedule.runtime_over(self.now) || self.schedule.out_of_ios(self.issued)
@@ -173,14 +173,14 @@ impl UringRun {
 
     /// Leaves the issuing phase (telling the caller's hook) for draining.
     fn stop_issuing(&mut self, why: Ending) {
-        if self.phase == Phase::Issuing
+        if self.phase == UringPhase::Issuing
             && let Some(hook) = &self.opts.on_draining
         {
             hook.call();
         }
         self.phase = match self.phase {
-            Phase::Aborting { .. } => self.phase,
-            _ => Phase::Draining(why),
+            UringPhase::Aborting { .. } => self.phase,
+            _ => UringPhase::Draining(why),
         };
     }
 
@@ -198,7 +198,7 @@ impl UringRun {
                 source: err,
             });
         }
-        self.phase = Phase::Aborting {
+        self.phase = UringPhase::Aborting {
             since: self.now,
             why,
         };
@@ -268,9 +268,9 @@ impl UringRun {
     /// The period of the timeout request that bounds this turn's wait.
     fn tick_period(&self) -> Duration {
         match self.phase {
-            Phase::Aborting { .. } => CANCEL_POLL,
+            UringPhase::Aborting { .. } => CANCEL_POLL,
             phase => {
-                let shallow = phase == Phase::Issuing
+                let shallow = phase == UringPhase::Issuing
                     && !self.schedule.rate_capped()
                     && self.io.slots().len() <= SPLIT_MAX_DEPTH;
                 let period = if shallow { TICK } else { CANCEL_POLL };
@@ -295,7 +295,7 @@ impl UringRun {
                     source: err,
                 });
                 match self.phase {
-                    Phase::Aborting { why, .. } => return Err(why),
+                    UringPhase::Aborting { why, .. } => return Err(why),
                     _ => self.abort(Ending::Failed),
                 }
             }
@@ -321,7 +321,7 @@ impl UringRun {
     /// What a completion with result `res` means for slot `index`.
     fn classify(&self, index: usize, res: i32) -> Completion {
         let slot = &self.io.slots()[index];
-        let aborting = matches!(self.phase, Phase::Aborting { .. });
+        let aborting = matches!(self.phase, UringPhase::Aborting { .. });
         let bs = self.io.block_size;
         let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
         match res {
@@ -415,7 +415,7 @@ impl UringRun {
         let Some(every) = self.sync_every else {
             return false;
         };
-        if matches!(self.phase, Phase::Aborting { .. }) {
+        if matches!(self.phase, UringPhase::Aborting { .. }) {
             return false;
         }
         self.unsynced += 1;
@@ -445,7 +445,7 @@ impl UringRun {
 
     /// Handles the completion of slot `index`'s sync (result `res`), reaped at `self.now`.
     fn sync_completed(&mut self, index: usize, res: i32) {
-        let aborting = matches!(self.phase, Phase::Aborting { .. });
+        let aborting = matches!(self.phase, UringPhase::Aborting { .. });
         let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
         if interrupted && !aborting {
             match self.io.resubmit(index) {

@@ -14,7 +14,7 @@
 
 use super::{CollectError, Collector};
 use crate::blockdev::{self, BlockDevice};
-use crate::cloud_stats::{Failure, LogPage, Pages, Source, page::Histogram};
+use crate::cloud_stats::{Failure, LogPage, Pages, Source, page::PageHistogram};
 use crate::config::CloudStatsConfig;
 use crate::exposition::{Family, Labels, Value, labels};
 use std::collections::{HashMap, HashSet};
@@ -263,7 +263,7 @@ fn with(id: &[(&'static str, &str)], extra: &[(&'static str, &str)]) -> Labels {
     labels(&pairs)
 }
 
-fn histogram(h: &Histogram, sum: f64) -> Value {
+fn histogram(h: &PageHistogram, sum: f64) -> Value {
     Value::Histogram {
         buckets: h.cumulative_seconds(),
         sum,

@@ -10,11 +10,11 @@
 //! results with diskstats. A target removed by a reload disappears with all its series.
 //!
 //! The families are one table, `FAMILIES`, in exposition order: a row names a family and says
-//! where its samples come from (`Source`); adding a metric is adding a row.
+//! where its samples come from (`SampleSource`); adding a metric is adding a row.
 
 use super::{CollectError, Collector};
 use crate::config::name_template;
-use crate::exposition::{Family, Kind, Labels, Value, labels};
+use crate::exposition::{Family, Labels, MetricKind, Value, labels};
 use crate::probe::measurement::{LatencySummary, RunStatus, SkipReason};
 use crate::series::recent::FINISHED;
 use crate::series::{LastRun, ProfileSeries, SeriesStore, TargetInfo, TargetSeries};
@@ -41,7 +41,7 @@ static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
 });
 
 /// Where the samples of a family come from.
-enum Source {
+enum SampleSource {
     /// One per target whose device is known: pushed by the function.
     Target(fn(&str, &TargetSeries, &TargetInfo, &mut Family)),
     /// One per profile of each target, labelled `target`, `profile` and `device`; `None`: none.
@@ -66,11 +66,16 @@ enum Source {
 struct Row {
     name: &'static str,
     help: &'static str,
-    kind: Kind,
-    source: Source,
+    kind: MetricKind,
+    source: SampleSource,
 }
 
-const fn row(name: &'static str, help: &'static str, kind: Kind, source: Source) -> Row {
+const fn row(
+    name: &'static str,
+    help: &'static str,
+    kind: MetricKind,
+    source: SampleSource,
+) -> Row {
     Row {
         name,
         help,
@@ -93,152 +98,152 @@ const FAMILIES: &[Row] = &[
     row(
         "diskprobe_probe_success",
         "Whether the last run of the profile on the target succeeded (1) or not (0).",
-        Kind::Gauge,
-        Source::LastRun(|l| Some(f64::from(u8::from(l.result == RunStatus::Success)))),
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| Some(f64::from(u8::from(l.result == RunStatus::Success)))),
     ),
     row(
         "diskprobe_probe_last_run_timestamp_seconds",
         "When the last run of the profile on the target ended, in Unix seconds.",
-        Kind::Gauge,
-        Source::LastRun(|l| Some(l.timestamp)),
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| Some(l.timestamp)),
     ),
     row(
         "diskprobe_probe_duration_seconds",
         "Wall time of the last run, including opening the target.",
-        Kind::Gauge,
-        Source::LastRun(|l| Some(l.duration)),
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| Some(l.duration)),
     ),
     row(
         "diskprobe_probe_iops",
         "I/Os per second of the last run (completed I/Os divided by the run's elapsed time, as fio computes it).",
-        Kind::Gauge,
-        Source::LastRun(|l| did_io(l).then_some(l.iops)),
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| did_io(l).then_some(l.iops)),
     ),
     row(
         "diskprobe_probe_throughput_bytes_per_second",
         "Bytes per second of the last run.",
-        Kind::Gauge,
-        Source::LastRun(|l| did_io(l).then_some(l.throughput)),
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| did_io(l).then_some(l.throughput)),
     ),
     row(
         "diskprobe_probe_latency_seconds",
         "Exact per-I/O latency statistics of the last run (from its HdrHistogram): stat is min, mean, p50, p90, p99, p99.9, p99.99 or max.",
-        Kind::Gauge,
-        Source::LastRunStats(|l| did_io(l).then_some(&l.latency)),
+        MetricKind::Gauge,
+        SampleSource::LastRunStats(|l| did_io(l).then_some(&l.latency)),
     ),
     row(
         "diskprobe_probe_runs_total",
         "Probe runs by result: success, error, timeout or skipped (busy device, duty-cycle budget, run still in flight).",
-        Kind::Counter,
-        Source::Runs,
+        MetricKind::Counter,
+        SampleSource::Runs,
     ),
     row(
         "diskprobe_probe_recent_runs",
         "Outcomes of the last 10 finished runs of the profile on the target since the agent started, by result: success, error or timeout (skipped and cancelled runs are not counted).",
-        Kind::Gauge,
-        Source::RecentRuns,
+        MetricKind::Gauge,
+        SampleSource::RecentRuns,
     ),
     row(
         "diskprobe_probe_last_skip_timestamp_seconds",
         "When a run of the profile on the target was last skipped since the agent started, by reason: in_flight (an earlier run or stat had not returned), budget (duty-cycle budget used up), busy (other processes kept the disk busy), held_by_kernel (I/Os of an earlier run still held: a hung device) or yielded (a capacity run stopped early for other processes' I/O).",
-        Kind::Gauge,
-        Source::LastSkips,
+        MetricKind::Gauge,
+        SampleSource::LastSkips,
     ),
     row(
         "diskprobe_probe_recent_io_error_runs",
         "How many of the last 10 finished runs of the profile on the target saw at least one failed I/O.",
-        Kind::Gauge,
-        Source::Series(|s| number(s.recent.io_error_runs() as f64)),
+        MetricKind::Gauge,
+        SampleSource::Series(|s| number(s.recent.io_error_runs() as f64)),
     ),
     row(
         "diskprobe_ios_total",
         "I/Os completed by probes since the agent started.",
-        Kind::Counter,
-        Source::Series(|s| number(s.ios as f64)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.ios as f64)),
     ),
     row(
         "diskprobe_io_bytes_total",
         "Bytes transferred by probes since the agent started.",
-        Kind::Counter,
-        Source::Series(|s| number(s.bytes as f64)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.bytes as f64)),
     ),
     row(
         "diskprobe_io_errors_total",
         "Probe I/Os that failed since the agent started.",
-        Kind::Counter,
-        Source::Series(|s| number(s.io_errors as f64)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.io_errors as f64)),
     ),
     row(
         "diskprobe_probe_busy_seconds_total",
         "Seconds the engine spent issuing probe I/O; increase(diskprobe_ios_total) / increase(this) is the IOPS while probing.",
-        Kind::Counter,
-        Source::Series(|s| number(s.busy_seconds)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.busy_seconds)),
     ),
     row(
         "diskprobe_probe_contended_seconds_total",
         "Seconds of probe runs during which other processes' I/O was seen on the disk (completed or in flight, from /sys/block, the probe's own subtracted): how long the probes competed with the workload.",
-        Kind::Counter,
-        Source::Series(|s| number(s.contended_seconds)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.contended_seconds)),
     ),
     row(
         "diskprobe_probe_others_in_flight_seconds_total",
         "Other processes' I/Os in flight on the disk while the probes ran, integrated over time (I/O-seconds, a lower bound): the workload's I/O exposed to the probes.",
-        Kind::Counter,
-        Source::Series(|s| number(s.others_in_flight_seconds)),
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.others_in_flight_seconds)),
     ),
     row(
         "diskprobe_probe_stuck_ios",
         "I/Os of the last run that the kernel still holds after the run gave up on them (a hung device); no run starts on the device until they complete.",
-        Kind::Gauge,
-        Source::Series(|s| number(s.stuck.count() as f64)),
+        MetricKind::Gauge,
+        SampleSource::Series(|s| number(s.stuck.count() as f64)),
     ),
     row(
         "diskprobe_probe_stuck_io_age_seconds",
         "How long ago the oldest of the stuck I/Os was issued; 0 when none is stuck.",
-        Kind::Gauge,
-        Source::Series(|s| number(s.stuck.oldest_age().as_secs_f64())),
+        MetricKind::Gauge,
+        SampleSource::Series(|s| number(s.stuck.oldest_age().as_secs_f64())),
     ),
     row(
         "diskprobe_io_latency_seconds",
         "Per-I/O latency of probe I/Os since the agent started (completion minus submission, as fio's lat; for a rate-capped I/O the device held back, minus its intended issue time).",
-        Kind::Histogram,
-        Source::Series(|s| Some(s.latency.to_value())),
+        MetricKind::Histogram,
+        SampleSource::Series(|s| Some(s.latency.to_value())),
     ),
     row(
         "diskprobe_probe_sync_latency_seconds",
         "Profiles with fsync or fdatasync: exact per-sync latency statistics of the last run (from its HdrHistogram), recorded apart from its writes; stat as for diskprobe_probe_latency_seconds.",
-        Kind::Gauge,
-        Source::LastRunStats(|l| did_io(l).then_some(l.sync_latency.as_ref()).flatten()),
+        MetricKind::Gauge,
+        SampleSource::LastRunStats(|l| did_io(l).then_some(l.sync_latency.as_ref()).flatten()),
     ),
     row(
         "diskprobe_probe_recent_sync_latency_seconds",
         "Profiles with fsync or fdatasync: the least of each per-sync latency statistic over the last 3 runs that completed syncs (above a threshold only when each of those runs was); absent before the third; stat as for diskprobe_probe_sync_latency_seconds.",
-        Kind::Gauge,
-        Source::SeriesStats(|s| s.syncs.as_ref().and(s.recent.sync_floor())),
+        MetricKind::Gauge,
+        SampleSource::SeriesStats(|s| s.syncs.as_ref().and(s.recent.sync_floor())),
     ),
     row(
         "diskprobe_syncs_total",
         "Profiles with fsync or fdatasync: syncs completed by probes since the agent started.",
-        Kind::Counter,
-        Source::Series(|s| s.syncs.as_ref().and_then(|y| number(y.count as f64))),
+        MetricKind::Counter,
+        SampleSource::Series(|s| s.syncs.as_ref().and_then(|y| number(y.count as f64))),
     ),
     row(
         "diskprobe_sync_latency_seconds",
         "Profiles with fsync or fdatasync: per-sync latency (submission of the fsync or fdatasync to its completion) since the agent started.",
-        Kind::Histogram,
-        Source::Series(|s| s.syncs.as_ref().map(|y| y.latency.to_value())),
+        MetricKind::Histogram,
+        SampleSource::Series(|s| s.syncs.as_ref().map(|y| y.latency.to_value())),
     ),
     row(
         "diskprobe_target_info",
         "Where each target lives, what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty), the discovery rule that found it and its configured cohort (empty when none); the value is always 1.",
-        Kind::Gauge,
-        Source::Target(target_info),
+        MetricKind::Gauge,
+        SampleSource::Target(target_info),
     ),
     row(
         "diskprobe_target_interval_seconds",
         "Configured time between the starts of the target's probe cycles.",
-        Kind::Gauge,
-        Source::Target(|name, target, _, family| {
+        MetricKind::Gauge,
+        SampleSource::Target(|name, target, _, family| {
             let interval = target.spec.settings.interval.as_secs_f64();
             family.push(&labels(&[("target", name)]), interval);
         }),
@@ -246,14 +251,14 @@ const FAMILIES: &[Row] = &[
     row(
         "diskprobe_profile_info",
         "What each profile of each target does (rw, block_size in bytes, iodepth, rate_iops with 0 for no cap), so that rules can tell latency, IOPS and throughput profiles apart; the value is always 1.",
-        Kind::Gauge,
-        Source::Target(profile_info),
+        MetricKind::Gauge,
+        SampleSource::Target(profile_info),
     ),
     row(
         "diskprobe_engine_info",
         "The I/O engines that ran the last probe runs (io_uring, or psync when io_uring cannot be set up); the value is always 1.",
-        Kind::Gauge,
-        Source::Engines,
+        MetricKind::Gauge,
+        SampleSource::Engines,
     ),
 ];
 
@@ -302,47 +307,47 @@ fn with(l: &Labels, name: &'static str, value: &Arc<str>) -> Labels {
 impl Row {
     fn family(&self) -> Family {
         match self.kind {
-            Kind::Counter => Family::counter(self.name, self.help),
-            Kind::Gauge => Family::gauge(self.name, self.help),
-            Kind::Histogram => Family::histogram(self.name, self.help),
+            MetricKind::Counter => Family::counter(self.name, self.help),
+            MetricKind::Gauge => Family::gauge(self.name, self.help),
+            MetricKind::Histogram => Family::histogram(self.name, self.help),
         }
     }
 
     /// Pushes the samples of one profile's series `s`, whose labels are `l`.
     fn push_series(&self, family: &mut Family, l: &Labels, s: &ProfileSeries) {
         match &self.source {
-            Source::Series(value) => {
+            SampleSource::Series(value) => {
                 if let Some(v) = value(s) {
                     family.push_value(l, v);
                 }
             }
-            Source::Runs => {
+            SampleSource::Runs => {
                 for (value, count) in RESULT_VALUES.iter().zip(s.runs) {
                     family.push(&with(l, "result", value), count as f64);
                 }
             }
-            Source::LastRun(value) => {
+            SampleSource::LastRun(value) => {
                 if let Some(v) = s.last.as_ref().and_then(value) {
                     family.push(l, v);
                 }
             }
-            Source::LastSkips => {
+            SampleSource::LastSkips => {
                 for (value, at) in REASON_VALUES.iter().zip(s.last_skips) {
                     if let Some(at) = at {
                         family.push(&with(l, "reason", value), at);
                     }
                 }
             }
-            Source::RecentRuns => {
+            SampleSource::RecentRuns => {
                 for (value, status) in FINISHED_VALUES.iter().zip(FINISHED) {
                     family.push(&with(l, "result", value), s.recent.count(status) as f64);
                 }
             }
-            Source::LastRunStats(summary) => {
+            SampleSource::LastRunStats(summary) => {
                 push_stats(family, l, s.last.as_ref().and_then(summary).copied());
             }
-            Source::SeriesStats(summary) => push_stats(family, l, summary(s)),
-            Source::Target(_) | Source::Engines => {}
+            SampleSource::SeriesStats(summary) => push_stats(family, l, summary(s)),
+            SampleSource::Target(_) | SampleSource::Engines => {}
         }
     }
 }
@@ -380,7 +385,7 @@ impl Collector for ProbesCollector {
                 // Exported once the target's device is known (see TargetSeries::info).
                 let Some(info) = &target.info else { continue };
                 for (row, family) in FAMILIES.iter().zip(&mut families) {
-                    if let Source::Target(push) = row.source {
+                    if let SampleSource::Target(push) = row.source {
                         push(name, target, info, family);
                     }
                 }
@@ -398,7 +403,7 @@ impl Collector for ProbesCollector {
             }
         });
         for (row, mut family) in FAMILIES.iter().zip(families) {
-            if let Source::Engines = row.source {
+            if let SampleSource::Engines = row.source {
                 for engine in &engines {
                     family.push(&labels(&[("engine", engine)]), 1.0);
                 }
@@ -420,7 +425,7 @@ mod tests {
         assert!(names.iter().all(|n| n.starts_with("diskprobe_")));
         for r in FAMILIES {
             assert_eq!(
-                r.kind == Kind::Counter,
+                r.kind == MetricKind::Counter,
                 r.name.ends_with("_total"),
                 "{}",
                 r.name

@@ -2,14 +2,14 @@
 //! its slot up when a newcomer needs it.
 //!
 //! A connection starts *untrusted*: it has not yet had a request allowed (with basic auth: a
-//! request whose credentials verified; without it: any request). Untrusted connections may hold
-//! at most [`Slots::untrusted_share`] of the slots, a quarter rounded up; when they hold all of
-//! those, a new connection takes the slot of an untrusted one, which is closed: the oldest of
-//! those that have sent nothing since they were accepted (not even a TLS ClientHello), else the
-//! one that moved a byte least recently. A connection becomes *trusted* with its first
-//! allowed request; trusted connections hold the other slots, and when those are all taken the
-//! trusted connection that moved a byte least recently and has no request in progress is
-//! closed to make room (an answer nobody reads, a keep-alive connection left idle).
+//! request whose credentials verified; without it: any request). Untrusted connections may hold at
+//! most [`ConnectionSlots::untrusted_share`] of the slots, a quarter rounded up; when they hold all
+//! of those, a new connection takes the slot of an untrusted one, which is closed: the oldest of
+//! those that have sent nothing since they were accepted (not even a TLS ClientHello), else the one
+//! that moved a byte least recently. A connection becomes *trusted* with its first allowed request;
+//! trusted connections hold the other slots, and when those are all taken the trusted connection
+//! that moved a byte least recently and has no request in progress is closed to make room (an
+//! answer nobody reads, a keep-alive connection left idle).
 //!
 //! So a flood of idle, slow or unauthenticated connections only ever churns the untrusted share:
 //! a scraper's new connection is admitted at once; it is closed before its first byte is read
@@ -25,7 +25,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 /// The slots of one listener (shared by its connections).
-pub struct Slots {
+pub struct ConnectionSlots {
     untrusted_cap: usize,
     trusted_cap: usize,
     epoch: Instant,
@@ -45,7 +45,7 @@ struct Held {
 
 /// What the slot table and a connection's task both see of the connection.
 pub struct Conn {
-    /// When it last moved a byte, in milliseconds since [`Slots`] began.
+    /// When it last moved a byte, in milliseconds since [`ConnectionSlots`] began.
     last: AtomicU64,
     /// Whether it has moved a byte since it was accepted.
     moved: AtomicBool,
@@ -82,10 +82,10 @@ fn millis(epoch: Instant) -> u64 {
 }
 
 /// A connection's slot, given back when dropped.
-pub struct Slot {
+pub struct ConnectionSlot {
     id: u64,
     conn: Arc<Conn>,
-    slots: Arc<Slots>,
+    slots: Arc<ConnectionSlots>,
 }
 
 /// Marks a request in progress on a connection for as long as it lives.
@@ -98,11 +98,11 @@ impl Drop for Busy {
     }
 }
 
-impl Slots {
+impl ConnectionSlots {
     /// Slots for `max` connections (at least one untrusted and one trusted slot).
-    pub fn new(max: usize) -> Arc<Slots> {
+    pub fn new(max: usize) -> Arc<ConnectionSlots> {
         let untrusted_cap = max.div_ceil(4).max(1);
-        Arc::new(Slots {
+        Arc::new(ConnectionSlots {
             untrusted_cap,
             trusted_cap: max.saturating_sub(untrusted_cap).max(1),
             epoch: Instant::now(),
@@ -121,7 +121,7 @@ impl Slots {
 
     /// A slot for a new connection (`sent`: whether its client has sent bytes already); when the
     /// untrusted share is taken, an untrusted connection is closed for it ([`Table::evict`]).
-    pub fn admit(self: &Arc<Self>, sent: bool) -> Slot {
+    pub fn admit(self: &Arc<Self>, sent: bool) -> ConnectionSlot {
         let conn = Arc::new(Conn {
             last: AtomicU64::new(millis(self.epoch)),
             moved: AtomicBool::new(sent),
@@ -143,7 +143,7 @@ impl Slots {
                 conn: conn.clone(),
             },
         );
-        Slot {
+        ConnectionSlot {
             id,
             conn,
             slots: self.clone(),
@@ -187,7 +187,7 @@ impl Table {
     }
 }
 
-impl Slot {
+impl ConnectionSlot {
     /// What the connection's task and byte stream see of it.
     pub fn conn(&self) -> &Arc<Conn> {
         &self.conn
@@ -219,7 +219,7 @@ impl Slot {
     }
 }
 
-impl Drop for Slot {
+impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.slots.table().held.remove(&self.id);
     }
@@ -229,13 +229,13 @@ impl Drop for Slot {
 mod tests {
     use super::*;
 
-    fn closed(slot: &Slot) -> bool {
+    fn closed(slot: &ConnectionSlot) -> bool {
         slot.conn.closed.load(Ordering::Acquire)
     }
 
     #[test]
     fn untrusted_connections_share_a_quarter_and_the_idlest_gives_way() {
-        let slots = Slots::new(8);
+        let slots = ConnectionSlots::new(8);
         assert_eq!(slots.untrusted_share(), 2);
         let a = slots.admit(false);
         let b = slots.admit(false);
@@ -262,8 +262,8 @@ mod tests {
 
     #[test]
     fn a_new_trusted_connection_takes_the_slot_of_an_idle_one_never_of_a_busy_one() {
-        let slots = Slots::new(4); // 1 untrusted, 3 trusted
-        let t: Vec<Slot> = (0..3)
+        let slots = ConnectionSlots::new(4); // 1 untrusted, 3 trusted
+        let t: Vec<ConnectionSlot> = (0..3)
             .map(|_| {
                 let s = slots.admit(false);
                 s.trust();
@@ -271,7 +271,7 @@ mod tests {
             })
             .collect();
         assert_eq!(slots.held(), (0, 3));
-        let _busy: Vec<Busy> = t.iter().map(Slot::busy).collect();
+        let _busy: Vec<Busy> = t.iter().map(ConnectionSlot::busy).collect();
         let late = slots.admit(false);
         late.trust();
         // All trusted ones answer requests: the newcomer waits in the untrusted share.

@@ -36,12 +36,12 @@ const CONFIG: &str = "config";
 
 /// What sysfs said, and until when it is believed.
 #[derive(Default)]
-struct Cache {
+struct SysfsCache {
     /// Disk name → what sysfs says about it.
     identity: HashMap<String, (Instant, BlockDevice)>,
 }
 
-impl Cache {
+impl SysfsCache {
     fn identify(&mut self, sysfs: &std::path::Path, name: &str, now: Instant) -> BlockDevice {
         match self.identity.get(name) {
             Some((until, disk)) if now < *until => disk.clone(),
@@ -68,7 +68,7 @@ pub struct LimitsCollector {
     results: Arc<SeriesStore>,
     sysfs: PathBuf,
     node: RwLock<Option<Arc<NodeLimits>>>,
-    cache: Mutex<Cache>,
+    cache: Mutex<SysfsCache>,
 }
 
 impl LimitsCollector {
@@ -79,7 +79,7 @@ impl LimitsCollector {
             results,
             sysfs: sysfs_root,
             node: RwLock::new(node.map(Arc::new)),
-            cache: Mutex::new(Cache::default()),
+            cache: Mutex::new(SysfsCache::default()),
         }
     }
 
@@ -93,7 +93,7 @@ impl LimitsCollector {
     }
 
     /// The node-level ceiling (`[limits]`) and the disks it covers.
-    fn node_families(&self, cache: &mut Cache, now: Instant) -> [Family; 3] {
+    fn node_families(&self, cache: &mut SysfsCache, now: Instant) -> [Family; 3] {
         let mut node_iops = Family::gauge(
             "diskprobe_node_limit_iops",
             "I/Os per second the disks of diskprobe_node_limit_device_info may do together ([limits] iops_limit; source config): a VM's ceiling across its disks.",
