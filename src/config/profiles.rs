@@ -201,3 +201,144 @@ fn durability(key: &str, p: &RawProfile) -> Result<Durability, SpannedError> {
         fresh_space: false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::fio::FioError;
+    use crate::probe::profile::{DIRECT_IO_MULTIPLE, DurabilityError, MAX_BLOCK_SIZE, MAX_IODEPTH};
+
+    /// `[profiles.p]` with `keys` (TOML lines): the profile, or the error's message.
+    fn from_keys(keys: &str) -> Result<Profile, String> {
+        let raw: super::super::raw::RawConfig =
+            toml::from_str(&format!("[profiles.p]\n{keys}\n")).expect("TOML");
+        custom_profiles(&raw.profiles)
+            .map(|mut profiles| profiles.remove("p").expect("the profile"))
+            .map_err(|e| e.message)
+    }
+
+    /// A fio string, parsed, after checking that `[profiles.p] fio = ...` says the same.
+    fn from_fio(options: &str) -> Result<Profile, FioError> {
+        let parsed = fio::parse(options);
+        match (&parsed, from_keys(&format!("fio = {options:?}"))) {
+            (Ok(p), Ok(q)) => assert_eq!(
+                p.fields(),
+                ProfileFields {
+                    name: p.name.clone(),
+                    ..q.fields()
+                }
+            ),
+            (Err(e), Err(message)) => assert_eq!(message, format!("profiles.p.fio: {e}")),
+            (p, q) => panic!("{options}: {p:?} from fio, {q:?} in a table"),
+        }
+        parsed
+    }
+
+    #[test]
+    fn block_size_at_the_limit_is_taken_from_keys_and_fio_strings() {
+        let keys = from_keys("rw = \"randread\"\nbs = \"64M\"").unwrap();
+        let fio = from_fio("-rw=randread -bs=64M").unwrap();
+        assert_eq!(
+            (keys.block_size, fio.block_size),
+            (MAX_BLOCK_SIZE, MAX_BLOCK_SIZE)
+        );
+        let buffered = "rw = \"write\"\nbs = \"64M\"\ndirect = false\nfdatasync = 1";
+        let keys = from_keys(buffered).unwrap();
+        let fio = from_fio("-rw=write -bs=64M -direct=0 -fdatasync=1").unwrap();
+        assert_eq!(
+            (keys.block_size, fio.block_size),
+            (MAX_BLOCK_SIZE, MAX_BLOCK_SIZE)
+        );
+    }
+
+    #[test]
+    fn block_size_just_over_the_limit_is_refused_alike_from_keys_and_fio_strings() {
+        let limit = ProfileLimit::BlockSize { direct: true };
+        let over = MAX_BLOCK_SIZE + DIRECT_IO_MULTIPLE;
+        assert_eq!(
+            from_keys(&format!("rw = \"randread\"\nbs = \"{over}\"")),
+            Err(format!("profiles.p.bs: {}", limit.refuse(over)))
+        );
+        let fio = from_fio(&format!("-rw=randread -bs={over}")).unwrap_err();
+        assert_eq!(
+            fio,
+            FioError::Limit {
+                limit,
+                written: over.to_string()
+            }
+        );
+        // The same limit in each syntax's words.
+        assert_eq!(
+            fio.to_string(),
+            format!(
+                "fio option bs={over}: expected {}",
+                limit.expected("-direct=0")
+            )
+        );
+        assert!(limit.expected("").contains("up to 64MiB"), "{limit:?}");
+
+        let limit = ProfileLimit::BlockSize { direct: false };
+        let over = MAX_BLOCK_SIZE + 1;
+        assert_eq!(
+            from_keys(&format!(
+                "rw = \"write\"\nbs = \"{over}\"\ndirect = false\nfdatasync = 1"
+            )),
+            Err(format!("profiles.p.bs: {}", limit.refuse(over)))
+        );
+        assert_eq!(
+            from_fio(&format!("-rw=write -bs={over} -direct=0 -fdatasync=1")),
+            Err(FioError::Limit {
+                limit,
+                written: over.to_string()
+            })
+        );
+    }
+
+    #[test]
+    fn iodepth_is_held_to_one_limit_from_keys_and_fio_strings() {
+        let at = MAX_IODEPTH;
+        let keys = from_keys(&format!("rw = \"randread\"\niodepth = {at}")).unwrap();
+        let fio = from_fio(&format!("-rw=randread -bs=4k -iodepth={at}")).unwrap();
+        assert_eq!((keys.iodepth, fio.iodepth), (at, at));
+        let over = at + 1;
+        assert_eq!(
+            from_keys(&format!("rw = \"randread\"\niodepth = {over}")),
+            Err(format!(
+                "profiles.p.iodepth: {}",
+                ProfileLimit::Iodepth.refuse(over)
+            ))
+        );
+        assert_eq!(
+            from_fio(&format!("-rw=randread -bs=4k -iodepth={over}")),
+            Err(FioError::Limit {
+                limit: ProfileLimit::Iodepth,
+                written: over.to_string()
+            })
+        );
+    }
+
+    #[test]
+    fn durability_is_refused_alike_from_keys_and_fio_strings() {
+        let deep = DurabilityError::SyncDepth { iodepth: 4 };
+        assert_eq!(
+            from_keys("rw = \"write\"\niodepth = 4\nfdatasync = 1"),
+            Err(format!("profiles.p.iodepth: {deep}"))
+        );
+        assert_eq!(
+            from_fio("-rw=write -bs=4k -iodepth=4 -fdatasync=1"),
+            Err(FioError::Durability(deep))
+        );
+        let on_read = DurabilityError::OnRead {
+            key: "fdatasync",
+            rw: Rw::RandRead,
+        };
+        assert_eq!(
+            from_keys("rw = \"randread\"\nfdatasync = 1"),
+            Err(format!("profiles.p.fdatasync: {on_read}"))
+        );
+        assert_eq!(
+            from_fio("-rw=randread -bs=4k -fdatasync=1"),
+            Err(FioError::Durability(on_read))
+        );
+    }
+}

@@ -817,4 +817,150 @@ mod tests {
         let plain_read = Profile::builtin("randread-4k-qd1").unwrap();
         assert_eq!(plain_read.check_durability(), Ok(()));
     }
+
+    #[test]
+    fn builtins_are_made_by_the_constructor() {
+        for p in Profile::builtins() {
+            assert_eq!(Profile::new(p.fields()).as_ref(), Ok(&p), "{}", p.name);
+        }
+    }
+
+    /// The fields of a 4k random read at QD1, for the limit tests to change.
+    fn read_4k() -> ProfileFields {
+        Profile::builtin("randread-4k-qd1").unwrap().fields()
+    }
+
+    #[test]
+    fn block_sizes_within_the_limit_only() {
+        let with = |block_size: u64, direct: bool| {
+            let mut f = ProfileFields {
+                block_size,
+                ..read_4k()
+            };
+            if !direct {
+                // Buffered writes must be synced.
+                f.rw = Rw::Write;
+                f.durability.direct = false;
+                f.durability.sync_every = SyncEvery::from_options(None, Some(1)).unwrap();
+            }
+            Profile::new(f).map(|p| p.block_size)
+        };
+        let direct = ProfileLimit::BlockSize { direct: true };
+        let buffered = ProfileLimit::BlockSize { direct: false };
+        assert_eq!(with(MAX_BLOCK_SIZE, true), Ok(MAX_BLOCK_SIZE));
+        assert_eq!(with(MAX_BLOCK_SIZE, false), Ok(MAX_BLOCK_SIZE));
+        assert_eq!(with(DIRECT_IO_MULTIPLE, true), Ok(DIRECT_IO_MULTIPLE));
+        assert_eq!(with(1, false), Ok(1));
+        for (bs, is_direct, limit) in [
+            (MAX_BLOCK_SIZE + DIRECT_IO_MULTIPLE, true, direct),
+            (MAX_BLOCK_SIZE + 1, false, buffered),
+            (0, true, direct),
+            (0, false, buffered),
+            (2300, true, direct),
+            (u64::from(u32::MAX) + 1, true, direct),
+        ] {
+            assert_eq!(with(bs, is_direct), Err(limit.refuse(bs)), "{bs}");
+        }
+        assert_eq!(
+            direct.refuse(2300).to_string(),
+            "expected a multiple of 512 bytes up to 64MiB (O_DIRECT; direct = false for buffered writes of any size), found 2300"
+        );
+        assert_eq!(
+            buffered.refuse(0).to_string(),
+            "expected 1 byte to 64MiB, found 0"
+        );
+    }
+
+    #[test]
+    fn counts_within_their_limits_only() {
+        let new = |change: &dyn Fn(&mut ProfileFields)| {
+            let mut f = read_4k();
+            change(&mut f);
+            Profile::new(f)
+        };
+        let max_depth = u64::from(MAX_IODEPTH);
+        assert_eq!(
+            new(&|f| f.iodepth = max_depth).unwrap().iodepth,
+            MAX_IODEPTH
+        );
+        let max_rate = u64::from(MAX_RATE_IOPS);
+        assert_eq!(
+            new(&|f| f.rate_iops = Some(max_rate)).unwrap().rate_iops,
+            Some(MAX_RATE_IOPS)
+        );
+        let max_ios = Some(MAX_NUMBER_IOS);
+        assert_eq!(
+            new(&|f| f.number_ios = max_ios).unwrap().number_ios,
+            max_ios
+        );
+        let size = Some(4096);
+        assert_eq!(new(&|f| f.size = size).unwrap().size, size);
+        let refused: [(&dyn Fn(&mut ProfileFields), InvalidProfile); 9] = [
+            (&|f| f.iodepth = 0, ProfileLimit::Iodepth.refuse(0)),
+            (
+                &|f| f.iodepth = max_depth + 1,
+                ProfileLimit::Iodepth.refuse(max_depth + 1),
+            ),
+            (
+                &|f| f.iodepth = 1 << 32,
+                ProfileLimit::Iodepth.refuse(1u64 << 32),
+            ),
+            (&|f| f.rate_iops = Some(0), ProfileLimit::RateIops.refuse(0)),
+            (
+                &|f| f.rate_iops = Some(max_rate + 1),
+                ProfileLimit::RateIops.refuse(max_rate + 1),
+            ),
+            (
+                &|f| f.number_ios = Some(0),
+                ProfileLimit::NumberIos.refuse(0),
+            ),
+            (
+                &|f| f.number_ios = Some(MAX_NUMBER_IOS + 1),
+                ProfileLimit::NumberIos.refuse(MAX_NUMBER_IOS + 1),
+            ),
+            (
+                &|f| f.runtime = Some(Duration::ZERO),
+                ProfileLimit::Runtime.refuse("0s"),
+            ),
+            (
+                &|f| f.size = Some(4095),
+                ProfileLimit::Size { block_size: 4096 }.refuse(4095),
+            ),
+        ];
+        for (change, want) in refused {
+            assert_eq!(new(change), Err(want.clone()), "{want}");
+        }
+        assert_eq!(
+            ProfileLimit::Iodepth.refuse(0).to_string(),
+            "expected a whole number from 1 to 4096, found 0"
+        );
+    }
+
+    #[test]
+    fn the_constructor_checks_the_durability_settings() {
+        let write_fdatasync = Profile::builtin("write-4k-qd1-fdatasync").unwrap().fields();
+        let deep = ProfileFields {
+            iodepth: 4,
+            ..write_fdatasync.clone()
+        };
+        assert_eq!(
+            Profile::new(deep),
+            Err(InvalidProfile::Durability(DurabilityError::SyncDepth {
+                iodepth: 4
+            }))
+        );
+        let read = ProfileFields {
+            rw: Rw::Read,
+            ..write_fdatasync
+        };
+        let err = Profile::new(read).unwrap_err();
+        assert_eq!(err.key(), "fdatasync");
+        assert_eq!(
+            err,
+            InvalidProfile::Durability(DurabilityError::OnRead {
+                key: "fdatasync",
+                rw: Rw::Read
+            })
+        );
+    }
 }
