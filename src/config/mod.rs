@@ -3,6 +3,12 @@
 //! Everything is checked here, once, so the rest of the agent receives typed values (compiled
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
 //! column, the key and what was expected ([`ConfigError`]).
+//!
+//! The probing part, by concern: [`probe_settings`] (the probe keys of a table and their
+//! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
+//! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
+//! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
+//! stat'ed once at load) and [`discover`] (`[[discover]]` rules).
 
 mod defaults;
 pub mod discover;

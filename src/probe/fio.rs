@@ -7,6 +7,10 @@
 //! `--engine`), and the no-ops `time_based`, `group_reporting`. Anything else is an error that
 //! names the option.
 //!
+//! Values are parsed here and checked by [`Profile::new`], the constructor a `[profiles.NAME]`
+//! table's keys go through too: the same limits ([`crate::probe::profile::ProfileLimit`]) and the
+//! same durability check, in fio's words ([`FioError::Limit`], [`FioError::Durability`]).
+//!
 //! One default differs from fio's: without `direct`, a probe uses O_DIRECT (fio's default is
 //! buffered I/O). A line pasted from a guide that relies on fio's default with a block size
 //! O_DIRECT cannot do (etcd's `--bs=2300`) is refused with the advice to add `-direct=0`.

@@ -73,8 +73,9 @@ impl fmt::Display for Rw {
 /// Made only by [`Profile::new`], the one constructor, which checks every field against the
 /// limits below ([`MAX_BLOCK_SIZE`], [`MAX_IODEPTH`], ...) and the durability settings against the
 /// rest: `[profiles.NAME]` tables, fio option strings and the built-ins all go through it, so
-/// the engine checks only what depends on the target. The fields are public to be read; the
-/// configuration sets `name` and `runtime` after the fact (the table's name, the target's runtime).
+/// the engine checks only what depends on the target. The fields are public to be read; only
+/// `name` and `runtime` are set after the fact (the table's name; the target's runtime, or
+/// `--runtime` in one-shot mode).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     /// Name, the `profile` label.
