@@ -22,6 +22,10 @@ use crate::probe::profile::{
 use crate::units;
 use std::time::Duration;
 
+/// How a fio string asks for buffered writes, in the limits its errors state
+/// ([`ProfileLimit::expected`]).
+const BUFFERED: &str = "-direct=0";
+
 /// Why a fio option string was rejected. Every variant names the option.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FioError {
@@ -52,7 +56,7 @@ pub enum FioError {
     TargetOption(String),
     /// A value outside the limit [`Profile::new`] holds its key to, the same limit as in a
     /// `[profiles.NAME]` table's keys.
-    #[error("fio option {}={written}: expected {}", limit.key(), limit.expected("-direct=0"))]
+    #[error("fio option {}={written}: expected {}", limit.key(), limit.expected(BUFFERED))]
     Limit {
         /// The key and its limit.
         limit: ProfileLimit,
@@ -178,7 +182,7 @@ impl FioJob {
         let number = |limit: ProfileLimit| {
             value
                 .parse::<u64>()
-                .map_err(|_| Reject::Value(format!("expected {}", limit.expected("-direct=0"))))
+                .map_err(|_| Reject::Value(format!("expected {}", limit.expected(BUFFERED))))
         };
         let key = match option {
             "rw" | "readwrite" => {
@@ -211,7 +215,7 @@ impl FioJob {
                 self.rate_iops = Some(value.parse::<u64>().map_err(|_| {
                     Reject::Value(format!(
                         "expected {} (one value, no read,write pair)",
-                        ProfileLimit::RateIops.expected("-direct=0")
+                        ProfileLimit::RateIops.expected(BUFFERED)
                     ))
                 })?);
                 "rate_iops"
@@ -440,7 +444,24 @@ mod tests {
             ("-rw=randread -bs=4k -rate_iops=4000000000", "rate_iops"),
             ("-rw=randread -bs=4k -runtime=400d", "runtime"),
             ("-rw=randread -bs=4k -ioengine=windowsaio", "ioengine"),
-            ("-rw=randread -bs=4k -size=1k", "size"),
+            (
+                "-rw=randread -bs=4k -size=1k",
+                "size=1k: expected at least one block of 4096",
+            ),
+            (
+                "-rw=randread -bs=128M",
+                "bs=128M: expected a multiple of 512 bytes up to 64MiB (O_DIRECT; -direct=0",
+            ),
+            (
+                "-rw=write -bs=4G -direct=0 -fsync=1",
+                "bs=4G: expected 1 byte to 64MiB",
+            ),
+            ("-rw=randread -bs=4k -iodepth=4097", "from 1 to 4096"),
+            ("-rw=randread -bs=4k -number_ios=0", "number_ios=0"),
+            (
+                "-rw=randread -bs=4k -runtime=0",
+                "runtime=0: expected a duration above zero",
+            ),
             ("-rw=randread -bs=4k -iodepth", "iodepth"),
             ("rw=randread", "rw=randread"),
             ("-rw=randread", "-bs="),
