@@ -872,9 +872,12 @@ mod tests {
         );
     }
 
+    /// A change to a profile's fields.
+    type Change<'a> = dyn Fn(&mut ProfileFields) + 'a;
+
     #[test]
     fn counts_within_their_limits_only() {
-        let new = |change: &dyn Fn(&mut ProfileFields)| {
+        let new = |change: &Change<'_>| {
             let mut f = read_4k();
             change(&mut f);
             Profile::new(f)
@@ -896,7 +899,7 @@ mod tests {
         );
         let size = Some(4096);
         assert_eq!(new(&|f| f.size = size).unwrap().size, size);
-        let refused: [(&dyn Fn(&mut ProfileFields), InvalidProfile); 9] = [
+        let refused: [(&Change<'_>, InvalidProfile); 9] = [
             (&|f| f.iodepth = 0, ProfileLimit::Iodepth.refuse(0)),
             (
                 &|f| f.iodepth = max_depth + 1,
