@@ -2,16 +2,18 @@
 //! become targets, how each is named, and the settings every target found gets.
 //!
 //! A rule's probe settings are those of a `[[targets]]` entry (inheriting `[defaults]`) and are
-//! checked the same way, once, for the rule (`probes::Defaults::settings`). On top of that: block
+//! checked the same way, once, for the rule (`defaults::Defaults::settings`). On top of that: block
 //! rules are read-only by construction (a write profile is an error); a mount rule probes the
 //! device under each mount, read-only, unless it sets `file`; keys of the other kind are errors;
 //! at most one of `device_include` and `device_exclude`; a name template may only use capture
 //! groups its regex has; `lost_retention` is a duration (`"0s"`: lost targets are not kept).
 
+use super::defaults::{Defaults, ProbeTable};
 use super::name_template::NameTemplate;
-use super::probes::{Defaults, ProbeSettings, ProbeTable, TargetSpec, Writes};
+use super::probe_settings::{ProbeSettings, Writes};
 use super::raw::{RawConfig, RawDiscover};
 use super::spanned::{SpannedError, invalid, printable, regex};
+use super::targets::TargetSpec;
 use crate::device_filter::DeviceFilter;
 use regex::Regex;
 use std::ops::Range;

@@ -3,24 +3,35 @@
 //! Everything is checked here, once, so the rest of the agent receives typed values (compiled
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
 //! column, the key and what was expected ([`ConfigError`]).
+//!
+//! The probing part, by concern: [`probe_settings`] (the probe keys of a table and their
+//! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
+//! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
+//! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
+//! stat'ed once at load) and [`discover`] (`[[discover]]` rules).
 
+mod defaults;
 pub mod discover;
 pub mod histograms;
 pub mod limits;
 pub mod name_template;
-pub mod probes;
+mod path_stat;
+pub mod probe_settings;
+mod profiles;
 pub mod raw;
 mod spanned;
+pub mod targets;
 
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
 pub use limits::{DiskLimits, NodeLimits};
-pub use probes::{BusyLimits, ProbeSettings, SchedulerConfig, TargetSpec, Writes};
+pub use probe_settings::{BusyLimits, ProbeSettings, Writes};
 use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+pub use targets::{SchedulerConfig, TargetSpec};
 
 /// The default `--web.listen-address`.
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
@@ -228,7 +239,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
         (None, None) => DeviceFilter::default_exclude(),
     };
-    let (targets, scheduler) = probes::validate(&raw)?;
+    let (targets, scheduler) = targets::validate(&raw)?;
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
     let node_limits = limits::node(raw.limits.as_ref())?;

@@ -97,7 +97,7 @@ pub struct RawDiskstats {
 /// The probe settings keys that `[defaults]`, `[[targets]]` and `[[discover]]` all accept, given
 /// to `$table!` with the table's own tokens first. A key added here is accepted in all three
 /// tables, seen by [`RawProbeKeys`], and inherited from `[defaults]` once
-/// `config::probes::ProbeSettings::overridden` merges it. (serde's `flatten` would share them
+/// `config::probe_settings::ProbeSettings::overridden` merges it. (serde's `flatten` would share them
 /// too, but it loses the spans errors point at and does not work with `deny_unknown_fields`.)
 macro_rules! with_probe_keys {
     ($table:ident { $($own:tt)* }) => {

@@ -4,7 +4,6 @@
 
 use crate::probe::engine::buffer::BufferError;
 use crate::probe::measurement::EngineKind;
-use crate::probe::profile::DurabilityError;
 use crate::probe::target::TargetError;
 use std::path::PathBuf;
 
@@ -59,14 +58,6 @@ pub enum ProbeError {
 /// Why a profile cannot run on a target.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// The block size is zero or does not fit a single system call.
-    #[error("profile {profile}: block size {block_size} is out of range")]
-    BlockSizeOutOfRange {
-        /// The profile.
-        profile: String,
-        /// Its block size.
-        block_size: u64,
-    },
     /// The block size is not a multiple of the target's direct-I/O alignment.
     #[error(
         "profile {profile}: block size {block_size} is not a multiple of the direct-I/O alignment {align} of {path}"
@@ -115,12 +106,6 @@ pub enum ProfileError {
         /// The block size.
         block_size: u64,
     },
-    /// A queue depth of zero.
-    #[error("profile {profile}: iodepth must be at least 1")]
-    ZeroDepth {
-        /// The profile.
-        profile: String,
-    },
     /// A profile that writes into space of its own (`etcd-wal`) on a block device, which has
     /// none to preallocate.
     #[error(
@@ -131,15 +116,5 @@ pub enum ProfileError {
         profile: String,
         /// The target.
         path: PathBuf,
-    },
-    /// Durability settings that do not fit the rest of the profile (the configuration refuses
-    /// them at load; a profile built otherwise is checked here).
-    #[error("profile {profile}: {source}")]
-    Durability {
-        /// The profile.
-        profile: String,
-        /// What does not fit.
-        #[source]
-        source: DurabilityError,
     },
 }

@@ -7,15 +7,24 @@
 //! `--engine`), and the no-ops `time_based`, `group_reporting`. Anything else is an error that
 //! names the option.
 //!
+//! Values are parsed here and checked by [`Profile::new`], the constructor a `[profiles.NAME]`
+//! table's keys go through too: the same limits ([`crate::probe::profile::ProfileLimit`]) and the
+//! same durability check, in fio's words ([`FioError::Limit`], [`FioError::Durability`]).
+//!
 //! One default differs from fio's: without `direct`, a probe uses O_DIRECT (fio's default is
 //! buffered I/O). A line pasted from a guide that relies on fio's default with a block size
 //! O_DIRECT cannot do (etcd's `--bs=2300`) is refused with the advice to add `-direct=0`.
 
 use crate::probe::profile::{
-    Durability, DurabilityError, MAX_RATE_IOPS, OpenSync, Profile, Rw, SyncEvery,
+    Durability, DurabilityError, InvalidProfile, MAX_BLOCK_SIZE, OpenSync, Profile, ProfileFields,
+    ProfileLimit, Rw, SyncEvery,
 };
 use crate::units;
 use std::time::Duration;
+
+/// How a fio string asks for buffered writes, in the limits its errors state
+/// ([`ProfileLimit::expected`]).
+const BUFFERED: &str = "-direct=0";
 
 /// Why a fio option string was rejected. Every variant names the option.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +54,15 @@ pub enum FioError {
         "fio option {0:?}: the target is not part of a profile (set path in [[targets]], or --target in one-shot mode)"
     )]
     TargetOption(String),
+    /// A value outside the limit [`Profile::new`] holds its key to, the same limit as in a
+    /// `[profiles.NAME]` table's keys.
+    #[error("fio option {}={written}: expected {}", limit.key(), limit.expected(BUFFERED))]
+    Limit {
+        /// The key and its limit.
+        limit: ProfileLimit,
+        /// The value as written.
+        written: String,
+    },
     /// A block size O_DIRECT cannot do, in a line that leaves `direct` at our default.
     #[error(
         "fio option bs={0}: O_DIRECT needs a multiple of 512 bytes; probes use O_DIRECT unless told otherwise, fio's default is buffered I/O: add -direct=0 to run this job buffered, as fio does"
@@ -120,10 +138,10 @@ impl From<&str> for Reject {
 struct FioJob {
     rw: Option<Rw>,
     block_size: Option<u64>,
-    iodepth: u32,
+    iodepth: u64,
     runtime: Option<Duration>,
     number_ios: Option<u64>,
-    rate_iops: Option<u32>,
+    rate_iops: Option<u64>,
     size: Option<u64>,
     name: Option<String>,
     /// `direct`, when given (our default is O_DIRECT, fio's is buffered).
@@ -132,6 +150,8 @@ struct FioJob {
     fsync: Option<u32>,
     fdatasync: Option<u32>,
     open_sync: Option<OpenSync>,
+    /// The values of the options [`Profile::new`] holds to a limit, as written, by key.
+    written: Vec<(&'static str, String)>,
 }
 
 impl Default for FioJob {
@@ -149,77 +169,73 @@ impl Default for FioJob {
             fsync: None,
             fdatasync: None,
             open_sync: None,
+            written: Vec::new(),
         }
     }
 }
 
 impl FioJob {
-    /// Sets `option` to `value`.
+    /// Sets `option` to `value`. Values are only parsed here: their limits are
+    /// [`Profile::new`]'s.
     fn set(&mut self, option: &str, value: &str) -> Result<(), Reject> {
-        let positive = |n: u64| (n > 0).then_some(n).ok_or(Reject::from("must be positive"));
-        match option {
+        // A whole number, or what the key takes.
+        let number = |limit: ProfileLimit| {
+            value
+                .parse::<u64>()
+                .map_err(|_| Reject::Value(format!("expected {}", limit.expected(BUFFERED))))
+        };
+        let key = match option {
             "rw" | "readwrite" => {
                 self.rw = Some(Rw::parse(value).ok_or(Reject::from(
                     "supported: randread, randwrite, read, write (mixed workloads are not)",
                 ))?);
+                return Ok(());
             }
             "bs" | "blocksize" => {
                 let bs = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
                 // Whether it must be a multiple of 512 depends on `direct`, which may follow.
-                if bs == 0 {
-                    return Err("must be positive".into());
-                }
-                if bs > u64::from(u32::MAX) {
-                    return Err("must be below 4 GiB".into());
-                }
                 self.block_size = Some(bs);
+                "bs"
             }
             "iodepth" => {
-                self.iodepth = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|d| (1..=4096).contains(d))
-                    .ok_or(Reject::from("must be an integer from 1 to 4096"))?;
+                self.iodepth = number(ProfileLimit::Iodepth)?;
+                "iodepth"
             }
             "runtime" => {
                 let d =
                     units::parse_fio_duration(value).map_err(|e| Reject::Value(e.to_string()))?;
-                if d.is_zero() {
-                    return Err("must be positive".into());
-                }
                 self.runtime = Some(d);
+                "runtime"
             }
             "number_ios" => {
-                let n = value
-                    .parse::<u64>()
-                    .map_err(|_| "must be a positive integer")?;
-                self.number_ios = Some(positive(n).map_err(|_| "must be a positive integer")?);
+                self.number_ios = Some(number(ProfileLimit::NumberIos)?);
+                "number_ios"
             }
             "rate_iops" => {
-                self.rate_iops = Some(
-                    value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=MAX_RATE_IOPS).contains(n))
-                        .ok_or_else(|| {
-                            Reject::Value(format!(
-                                "must be an integer from 1 to {MAX_RATE_IOPS} (one value, no read,write pair)"
-                            ))
-                        })?,
-                );
+                self.rate_iops = Some(value.parse::<u64>().map_err(|_| {
+                    Reject::Value(format!(
+                        "expected {} (one value, no read,write pair)",
+                        ProfileLimit::RateIops.expected(BUFFERED)
+                    ))
+                })?);
+                "rate_iops"
             }
             "size" => {
                 let s = units::parse_size(value).map_err(|e| Reject::Value(e.to_string()))?;
-                self.size = Some(positive(s)?);
+                self.size = Some(s);
+                "size"
             }
             "name" => {
                 if value.is_empty() {
                     return Err("must not be empty".into());
                 }
                 self.name = Some(value.to_owned());
+                return Ok(());
             }
             other => return self.set_durability(other, value),
-        }
+        };
+        self.written.retain(|(k, _)| *k != key);
+        self.written.push((key, value.to_owned()));
         Ok(())
     }
 
@@ -259,46 +275,18 @@ impl FioJob {
         Ok(())
     }
 
-    /// The durability settings; the block size must suit O_DIRECT unless `direct=0`.
-    fn durability(&self, block_size: u64) -> Result<Durability, FioError> {
-        let direct = self.direct.unwrap_or(true);
-        if direct && !block_size.is_multiple_of(512) {
-            return Err(match self.direct {
-                None => FioError::BlockSizeNeedsBuffered(block_size),
-                Some(_) => FioError::Value {
-                    option: "bs".to_owned(),
-                    value: block_size.to_string(),
-                    reason: "must be a multiple of 512 bytes with direct=1 (O_DIRECT)".to_owned(),
-                },
-            });
-        }
-        let sync_every = SyncEvery::from_options(self.fsync, self.fdatasync)?;
-        Ok(Durability {
-            direct,
-            sync_every,
-            open_sync: self.open_sync,
-            fresh_space: false,
-        })
-    }
-
-    /// The profile; `rw` and `bs` must have been given, and `size` hold one block.
+    /// The profile, made by [`Profile::new`]; `rw` and `bs` must have been given.
     fn into_profile(self) -> Result<Profile, FioError> {
         let rw = self.rw.ok_or(FioError::Missing("-rw="))?;
         let block_size = self.block_size.ok_or(FioError::Missing("-bs="))?;
-        if let Some(size) = self.size
-            && size < block_size
-        {
-            return Err(FioError::Value {
-                option: "size".to_owned(),
-                value: size.to_string(),
-                reason: format!("smaller than the block size {block_size}"),
-            });
-        }
-        let durability = self.durability(block_size)?;
-        let profile = Profile {
-            name: self
-                .name
-                .unwrap_or_else(|| default_name(rw, block_size, self.iodepth, &durability)),
+        let durability = Durability {
+            direct: self.direct.unwrap_or(true),
+            sync_every: SyncEvery::from_options(self.fsync, self.fdatasync)?,
+            open_sync: self.open_sync,
+            fresh_space: false,
+        };
+        let fields = ProfileFields {
+            name: self.name.clone().unwrap_or_default(),
             rw,
             block_size,
             iodepth: self.iodepth,
@@ -308,15 +296,42 @@ impl FioJob {
             size: self.size,
             durability,
         };
-        profile.check_durability()?;
+        let mut profile = Profile::new(fields).map_err(|e| self.refused(e))?;
+        if self.name.is_none() {
+            profile.name = default_name(&profile);
+        }
         Ok(profile)
+    }
+
+    /// [`Profile::new`]'s refusal in fio's words: the value as written, and the advice to add
+    /// `-direct=0` to a line that leaves `direct` at our default with a block size O_DIRECT
+    /// cannot do.
+    fn refused(&self, e: InvalidProfile) -> FioError {
+        match e {
+            InvalidProfile::Durability(e) => FioError::Durability(e),
+            InvalidProfile::Limit { limit, found } => {
+                if let (ProfileLimit::BlockSize { direct: true }, None, Some(bs)) =
+                    (limit, self.direct, self.block_size)
+                    && (1..=MAX_BLOCK_SIZE).contains(&bs)
+                {
+                    return FioError::BlockSizeNeedsBuffered(bs);
+                }
+                let written = self
+                    .written
+                    .iter()
+                    .find(|(k, _)| *k == limit.key())
+                    .map_or(found, |(_, v)| v.clone());
+                FioError::Limit { limit, written }
+            }
+        }
     }
 }
 
 /// `<rw>-<bs>-qd<N>`, followed by what sets the durability settings apart from the default:
 /// `-buffered`, `-dsync`/`-sync`, `-fsync`/`-fdatasync` (with N when syncing every N > 1 writes).
-fn default_name(rw: Rw, block_size: u64, iodepth: u32, d: &Durability) -> String {
-    let mut name = Profile::canonical_name(rw, block_size, iodepth);
+fn default_name(p: &Profile) -> String {
+    let d = &p.durability;
+    let mut name = Profile::canonical_name(p.rw, p.block_size, p.iodepth);
     if !d.direct {
         name.push_str("-buffered");
     }
@@ -429,7 +444,24 @@ mod tests {
             ("-rw=randread -bs=4k -rate_iops=4000000000", "rate_iops"),
             ("-rw=randread -bs=4k -runtime=400d", "runtime"),
             ("-rw=randread -bs=4k -ioengine=windowsaio", "ioengine"),
-            ("-rw=randread -bs=4k -size=1k", "size"),
+            (
+                "-rw=randread -bs=4k -size=1k",
+                "size=1k: expected at least one block of 4096",
+            ),
+            (
+                "-rw=randread -bs=128M",
+                "bs=128M: expected a multiple of 512 bytes up to 64MiB (O_DIRECT; -direct=0",
+            ),
+            (
+                "-rw=write -bs=4G -direct=0 -fsync=1",
+                "bs=4G: expected 1 byte to 64MiB",
+            ),
+            ("-rw=randread -bs=4k -iodepth=4097", "from 1 to 4096"),
+            ("-rw=randread -bs=4k -number_ios=0", "number_ios=0"),
+            (
+                "-rw=randread -bs=4k -runtime=0",
+                "runtime=0: expected a duration above zero",
+            ),
             ("-rw=randread -bs=4k -iodepth", "iodepth"),
             ("rw=randread", "rw=randread"),
             ("-rw=randread", "-bs="),

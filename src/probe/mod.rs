@@ -1,6 +1,7 @@
 //! Direct-I/O probes: profiles, targets, engines and results.
 //!
-//! - [`profile`]: what a probe does; the built-in profiles.
+//! - [`profile`]: what a probe does, made and checked by one constructor
+//!   ([`profile::Profile::new`], with the limits); the built-in profiles.
 //! - [`fio`]: fio-style option strings → profiles.
 //! - [`target`]: opening block devices and probe files, preflight and write-safety checks.
 //! - [`engine`]: running a profile on a target (io_uring, psync fallback).

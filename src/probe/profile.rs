@@ -69,6 +69,13 @@ impl fmt::Display for Rw {
 
 /// One probe: what to do and for how long. A run ends at `runtime` or after `number_ios` I/Os,
 /// whichever comes first; at least one of the two must be set.
+///
+/// Made only by [`Profile::new`], the one constructor, which checks every field against the
+/// limits below ([`MAX_BLOCK_SIZE`], [`MAX_IODEPTH`], ...) and the durability settings against the
+/// rest: `[profiles.NAME]` tables, fio option strings and the built-ins all go through it, so
+/// the engine checks only what depends on the target. The fields are public to be read; only
+/// `name` and `runtime` are set after the fact (the table's name; the target's runtime, or
+/// `--runtime` in one-shot mode).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     /// Name, the `profile` label.
@@ -90,6 +97,148 @@ pub struct Profile {
     pub size: Option<u64>,
     /// How writes reach the disk and when they are made durable.
     pub durability: Durability,
+    /// Proof that [`Profile::new`] made it.
+    checked: Checked,
+}
+
+/// What only [`Profile::new`] puts into a [`Profile`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Checked;
+
+/// A profile's fields as a `[profiles.NAME]` table or a fio option string gives them, before
+/// [`Profile::new`] checks them. Counts are wider than a profile's, so that a value too large for
+/// it is refused with the same message as one just over the limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileFields {
+    /// Name, the `profile` label.
+    pub name: String,
+    /// Access pattern and direction.
+    pub rw: Rw,
+    /// Bytes per I/O: [`ProfileLimit::BlockSize`].
+    pub block_size: u64,
+    /// I/Os kept in flight: [`ProfileLimit::Iodepth`].
+    pub iodepth: u64,
+    /// How long a run lasts: [`ProfileLimit::Runtime`].
+    pub runtime: Option<Duration>,
+    /// Stop after this many I/Os: [`ProfileLimit::NumberIos`].
+    pub number_ios: Option<u64>,
+    /// Cap on the issue rate in I/Os per second: [`ProfileLimit::RateIops`].
+    pub rate_iops: Option<u64>,
+    /// Region size in bytes: [`ProfileLimit::Size`].
+    pub size: Option<u64>,
+    /// How writes reach the disk and when they are made durable ([`Profile::new`] checks them
+    /// against the pattern and the depth).
+    pub durability: Durability,
+}
+
+/// Largest block size of a profile: 64 MiB. Each I/O of a run is one system call on one buffer,
+/// and a run maps `iodepth` of them: far below what io_uring registers per buffer (1 GiB) and
+/// what one `pread`/`pwrite` transfers (2 GiB less a page), and sixteen times the largest
+/// built-in's 1 MiB.
+pub const MAX_BLOCK_SIZE: u64 = 64 << 20;
+
+/// What an O_DIRECT profile's block size must be a multiple of: the smallest logical block size.
+/// The target's own direct-I/O alignment, which may be larger (4096 on a 4Kn disk), is checked
+/// when a run starts on it.
+pub const DIRECT_IO_MULTIPLE: u64 = 512;
+
+/// Deepest queue a profile may keep (the psync engine runs a thread per I/O in flight).
+pub const MAX_IODEPTH: u32 = 4096;
+
+/// Largest `number_ios`: the largest integer a TOML file holds.
+pub const MAX_NUMBER_IOS: u64 = i64::MAX as u64;
+
+/// A profile key whose value [`Profile::new`] holds to a limit, with the name it has in a
+/// `[profiles.NAME]` table and in a fio option string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileLimit {
+    /// `bs`: 1 byte to [`MAX_BLOCK_SIZE`], with O_DIRECT (`direct`) a multiple of
+    /// [`DIRECT_IO_MULTIPLE`].
+    BlockSize {
+        /// Whether the profile uses O_DIRECT.
+        direct: bool,
+    },
+    /// `iodepth`: 1 to [`MAX_IODEPTH`].
+    Iodepth,
+    /// `runtime`: above zero (the longest is the duration parsers', [`crate::units::MAX_DURATION`]).
+    Runtime,
+    /// `number_ios`: 1 to [`MAX_NUMBER_IOS`].
+    NumberIos,
+    /// `rate_iops`: 1 to [`MAX_RATE_IOPS`].
+    RateIops,
+    /// `size` (fio strings): at least one block of `block_size` bytes.
+    Size {
+        /// The profile's block size.
+        block_size: u64,
+    },
+}
+
+impl ProfileLimit {
+    /// The key's name, the same in a `[profiles.NAME]` table and a fio string.
+    pub fn key(self) -> &'static str {
+        match self {
+            ProfileLimit::BlockSize { .. } => "bs",
+            ProfileLimit::Iodepth => "iodepth",
+            ProfileLimit::Runtime => "runtime",
+            ProfileLimit::NumberIos => "number_ios",
+            ProfileLimit::RateIops => "rate_iops",
+            ProfileLimit::Size { .. } => "size",
+        }
+    }
+
+    /// What the key takes, for an error's "expected ..."; `buffered` is how the profile's
+    /// syntax asks for buffered writes (`direct = false`, `-direct=0`).
+    pub fn expected(self, buffered: &str) -> String {
+        let max_bs = format!("{}MiB", MAX_BLOCK_SIZE >> 20);
+        match self {
+            ProfileLimit::BlockSize { direct: true } => format!(
+                "a multiple of {DIRECT_IO_MULTIPLE} bytes up to {max_bs} (O_DIRECT; {buffered} for buffered writes of any size)"
+            ),
+            ProfileLimit::BlockSize { direct: false } => format!("1 byte to {max_bs}"),
+            ProfileLimit::Iodepth => format!("a whole number from 1 to {MAX_IODEPTH}"),
+            ProfileLimit::Runtime => "a duration above zero".to_owned(),
+            ProfileLimit::NumberIos => format!("a whole number from 1 to {MAX_NUMBER_IOS}"),
+            ProfileLimit::RateIops => format!("a whole number from 1 to {MAX_RATE_IOPS}"),
+            ProfileLimit::Size { block_size } => {
+                format!("at least one block of {block_size} bytes")
+            }
+        }
+    }
+
+    /// The error for `found`, a value outside this limit.
+    pub fn refuse(self, found: impl fmt::Display) -> InvalidProfile {
+        InvalidProfile::Limit {
+            limit: self,
+            found: found.to_string(),
+        }
+    }
+}
+
+/// Why [`Profile::new`] refused a profile's fields.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidProfile {
+    /// A value outside its key's limit (the message spells buffered writes as the configuration
+    /// does; fio strings word it their own way with [`ProfileLimit::expected`]).
+    #[error("expected {}, found {found}", limit.expected("direct = false"))]
+    Limit {
+        /// The key and its limit.
+        limit: ProfileLimit,
+        /// The value given.
+        found: String,
+    },
+    /// Durability settings that do not fit the rest of the profile.
+    #[error(transparent)]
+    Durability(#[from] DurabilityError),
+}
+
+impl InvalidProfile {
+    /// The key at fault: [`ProfileLimit::key`], or [`DurabilityError::key`].
+    pub fn key(&self) -> &'static str {
+        match self {
+            InvalidProfile::Limit { limit, .. } => limit.key(),
+            InvalidProfile::Durability(e) => e.key(),
+        }
+    }
 }
 
 /// The system call that makes writes durable after the fact (fio's `fsync=N` / `fdatasync=N`).
@@ -330,19 +479,92 @@ impl Profile {
     pub fn builtins() -> Vec<Profile> {
         BUILTINS
             .iter()
-            .map(|&(name, rw, block_size, iodepth, rate_iops)| Profile {
-                name: name.to_owned(),
-                rw,
-                block_size,
-                iodepth,
-                runtime: Some(BUILTIN_RUNTIME),
-                number_ios: None,
-                rate_iops,
-                size: None,
-                durability: Durability::default(),
-            })
+            .map(
+                |&(name, rw, block_size, iodepth, rate_iops)| ProfileFields {
+                    name: name.to_owned(),
+                    rw,
+                    block_size,
+                    iodepth: u64::from(iodepth),
+                    runtime: Some(BUILTIN_RUNTIME),
+                    number_ios: None,
+                    rate_iops: rate_iops.map(u64::from),
+                    size: None,
+                    durability: Durability::default(),
+                },
+            )
             .chain(Profile::durability_builtins())
+            .map(|fields| {
+                // Constants; `builtins_are_made_by_the_constructor` checks every one.
+                Profile::new(fields)
+                    .unwrap_or_else(|e| panic!("a built-in profile is invalid: {e}"))
+            })
             .collect()
+    }
+
+    /// The one constructor: `fields`, checked. Each count within its [`ProfileLimit`] (in the
+    /// order bs, iodepth, runtime, number_ios, rate_iops, size), then the durability settings
+    /// against the pattern and the depth: they apply to writes only, sync calls run at QD1,
+    /// buffered writes must be synced.
+    pub fn new(fields: ProfileFields) -> Result<Profile, InvalidProfile> {
+        let d = fields.durability;
+        let bs = fields.block_size;
+        if bs == 0 || bs > MAX_BLOCK_SIZE || (d.direct && !bs.is_multiple_of(DIRECT_IO_MULTIPLE)) {
+            return Err(ProfileLimit::BlockSize { direct: d.direct }.refuse(bs));
+        }
+        let iodepth = u32::try_from(fields.iodepth)
+            .ok()
+            .filter(|q| (1..=MAX_IODEPTH).contains(q))
+            .ok_or_else(|| ProfileLimit::Iodepth.refuse(fields.iodepth))?;
+        if let Some(r) = fields.runtime.filter(Duration::is_zero) {
+            return Err(ProfileLimit::Runtime.refuse(humantime::format_duration(r)));
+        }
+        if let Some(n) = fields
+            .number_ios
+            .filter(|n| !(1..=MAX_NUMBER_IOS).contains(n))
+        {
+            return Err(ProfileLimit::NumberIos.refuse(n));
+        }
+        let rate_iops = fields
+            .rate_iops
+            .map(|r| {
+                u32::try_from(r)
+                    .ok()
+                    .filter(|r| (1..=MAX_RATE_IOPS).contains(r))
+                    .ok_or_else(|| ProfileLimit::RateIops.refuse(r))
+            })
+            .transpose()?;
+        if let Some(size) = fields.size.filter(|&s| s < bs) {
+            return Err(ProfileLimit::Size { block_size: bs }.refuse(size));
+        }
+        let profile = Profile {
+            name: fields.name,
+            rw: fields.rw,
+            block_size: bs,
+            iodepth,
+            runtime: fields.runtime,
+            number_ios: fields.number_ios,
+            rate_iops,
+            size: fields.size,
+            durability: d,
+            checked: Checked,
+        };
+        profile.check_durability()?;
+        Ok(profile)
+    }
+
+    /// Its fields, as [`Profile::new`] takes them.
+    pub fn fields(&self) -> ProfileFields {
+        ProfileFields {
+            name: self.name.clone(),
+            rw: self.rw,
+            block_size: self.block_size,
+            iodepth: u64::from(self.iodepth),
+            runtime: self.runtime,
+            number_ios: self.number_ios,
+            rate_iops: self.rate_iops.map(u64::from),
+            size: self.size,
+            durability: self.durability,
+        }
     }
 
     /// Gentle when rate-capped; otherwise a durability probe when its writes are made durable,
@@ -358,10 +580,10 @@ impl Profile {
     }
 
     /// The durability built-ins: sequential QD1 writes, each followed by `fdatasync`.
-    fn durability_builtins() -> impl Iterator<Item = Profile> {
+    fn durability_builtins() -> impl Iterator<Item = ProfileFields> {
         DURABILITY_BUILTINS
             .iter()
-            .map(|&(name, block_size, direct, fresh_space)| Profile {
+            .map(|&(name, block_size, direct, fresh_space)| ProfileFields {
                 name: name.to_owned(),
                 rw: Rw::Write,
                 block_size,
@@ -394,9 +616,9 @@ impl Profile {
         self.durability.sync_every.is_some()
     }
 
-    /// Checks the durability settings against the rest of the profile: they apply to writes
-    /// only, sync calls run at QD1, buffered writes must be synced.
-    pub fn check_durability(&self) -> Result<(), DurabilityError> {
+    /// The durability settings against the rest of the profile ([`Profile::new`]'s last check):
+    /// they apply to writes only, sync calls run at QD1, buffered writes must be synced.
+    fn check_durability(&self) -> Result<(), DurabilityError> {
         let d = &self.durability;
         if !self.rw.is_write() {
             let key = match (d.sync_every, d.open_sync, d.direct) {
@@ -595,5 +817,154 @@ mod tests {
         );
         let plain_read = Profile::builtin("randread-4k-qd1").unwrap();
         assert_eq!(plain_read.check_durability(), Ok(()));
+    }
+
+    #[test]
+    fn builtins_are_made_by_the_constructor() {
+        for p in Profile::builtins() {
+            assert_eq!(Profile::new(p.fields()).as_ref(), Ok(&p), "{}", p.name);
+        }
+    }
+
+    /// The fields of a 4k random read at QD1, for the limit tests to change.
+    fn read_4k() -> ProfileFields {
+        Profile::builtin("randread-4k-qd1").unwrap().fields()
+    }
+
+    #[test]
+    fn block_sizes_within_the_limit_only() {
+        let with = |block_size: u64, direct: bool| {
+            let mut f = ProfileFields {
+                block_size,
+                ..read_4k()
+            };
+            if !direct {
+                // Buffered writes must be synced.
+                f.rw = Rw::Write;
+                f.durability.direct = false;
+                f.durability.sync_every = SyncEvery::from_options(None, Some(1)).unwrap();
+            }
+            Profile::new(f).map(|p| p.block_size)
+        };
+        let direct = ProfileLimit::BlockSize { direct: true };
+        let buffered = ProfileLimit::BlockSize { direct: false };
+        assert_eq!(with(MAX_BLOCK_SIZE, true), Ok(MAX_BLOCK_SIZE));
+        assert_eq!(with(MAX_BLOCK_SIZE, false), Ok(MAX_BLOCK_SIZE));
+        assert_eq!(with(DIRECT_IO_MULTIPLE, true), Ok(DIRECT_IO_MULTIPLE));
+        assert_eq!(with(1, false), Ok(1));
+        for (bs, is_direct, limit) in [
+            (MAX_BLOCK_SIZE + DIRECT_IO_MULTIPLE, true, direct),
+            (MAX_BLOCK_SIZE + 1, false, buffered),
+            (0, true, direct),
+            (0, false, buffered),
+            (2300, true, direct),
+            (u64::from(u32::MAX) + 1, true, direct),
+        ] {
+            assert_eq!(with(bs, is_direct), Err(limit.refuse(bs)), "{bs}");
+        }
+        assert_eq!(
+            direct.refuse(2300).to_string(),
+            "expected a multiple of 512 bytes up to 64MiB (O_DIRECT; direct = false for buffered writes of any size), found 2300"
+        );
+        assert_eq!(
+            buffered.refuse(0).to_string(),
+            "expected 1 byte to 64MiB, found 0"
+        );
+    }
+
+    /// A change to a profile's fields.
+    type Change<'a> = dyn Fn(&mut ProfileFields) + 'a;
+
+    #[test]
+    fn counts_within_their_limits_only() {
+        let new = |change: &Change<'_>| {
+            let mut f = read_4k();
+            change(&mut f);
+            Profile::new(f)
+        };
+        let max_depth = u64::from(MAX_IODEPTH);
+        assert_eq!(
+            new(&|f| f.iodepth = max_depth).unwrap().iodepth,
+            MAX_IODEPTH
+        );
+        let max_rate = u64::from(MAX_RATE_IOPS);
+        assert_eq!(
+            new(&|f| f.rate_iops = Some(max_rate)).unwrap().rate_iops,
+            Some(MAX_RATE_IOPS)
+        );
+        let max_ios = Some(MAX_NUMBER_IOS);
+        assert_eq!(
+            new(&|f| f.number_ios = max_ios).unwrap().number_ios,
+            max_ios
+        );
+        let size = Some(4096);
+        assert_eq!(new(&|f| f.size = size).unwrap().size, size);
+        let refused: [(&Change<'_>, InvalidProfile); 9] = [
+            (&|f| f.iodepth = 0, ProfileLimit::Iodepth.refuse(0)),
+            (
+                &|f| f.iodepth = max_depth + 1,
+                ProfileLimit::Iodepth.refuse(max_depth + 1),
+            ),
+            (
+                &|f| f.iodepth = 1 << 32,
+                ProfileLimit::Iodepth.refuse(1u64 << 32),
+            ),
+            (&|f| f.rate_iops = Some(0), ProfileLimit::RateIops.refuse(0)),
+            (
+                &|f| f.rate_iops = Some(max_rate + 1),
+                ProfileLimit::RateIops.refuse(max_rate + 1),
+            ),
+            (
+                &|f| f.number_ios = Some(0),
+                ProfileLimit::NumberIos.refuse(0),
+            ),
+            (
+                &|f| f.number_ios = Some(MAX_NUMBER_IOS + 1),
+                ProfileLimit::NumberIos.refuse(MAX_NUMBER_IOS + 1),
+            ),
+            (
+                &|f| f.runtime = Some(Duration::ZERO),
+                ProfileLimit::Runtime.refuse("0s"),
+            ),
+            (
+                &|f| f.size = Some(4095),
+                ProfileLimit::Size { block_size: 4096 }.refuse(4095),
+            ),
+        ];
+        for (change, want) in refused {
+            assert_eq!(new(change), Err(want.clone()), "{want}");
+        }
+        assert_eq!(
+            ProfileLimit::Iodepth.refuse(0).to_string(),
+            "expected a whole number from 1 to 4096, found 0"
+        );
+    }
+
+    #[test]
+    fn the_constructor_checks_the_durability_settings() {
+        let write_fdatasync = Profile::builtin("write-4k-qd1-fdatasync").unwrap().fields();
+        let deep = ProfileFields {
+            iodepth: 4,
+            ..write_fdatasync.clone()
+        };
+        assert_eq!(
+            Profile::new(deep),
+            Err(InvalidProfile::Durability(DurabilityError::SyncDepth {
+                iodepth: 4
+            }))
+        );
+        let read = ProfileFields {
+            rw: Rw::Read,
+            ..write_fdatasync
+        };
+        let err = Profile::new(read).unwrap_err();
+        assert_eq!(err.key(), "fdatasync");
+        assert_eq!(
+            err,
+            InvalidProfile::Durability(DurabilityError::OnRead {
+                key: "fdatasync",
+                rw: Rw::Read
+            })
+        );
     }
 }

@@ -194,8 +194,8 @@ fn probe_thread(
         engine: spec.settings.engine,
         timeout: spec.settings.timeout,
         cancel,
-        // Configured profiles always carry a runtime (config::probes fills in the default).
-        default_runtime: crate::config::probes::DEFAULT_RUNTIME,
+        // Configured profiles always carry a runtime (config::defaults fills in the default).
+        default_runtime: crate::config::probe_settings::DEFAULT_RUNTIME,
         on_draining: Some(DrainingHook::new(move || {
             let _ = draining.send(FromThread::Draining);
         })),

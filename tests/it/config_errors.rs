@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use diskprobe_exporter::config::probes::DEFAULT_SKIP_BUSY_ABOVE;
+use diskprobe_exporter::config::probe_settings::DEFAULT_SKIP_BUSY_ABOVE;
 use diskprobe_exporter::config::{BusyLimits, Config, TargetSpec};
 use diskprobe_exporter::probe::profile::ProbeClass;
 use std::path::Path;

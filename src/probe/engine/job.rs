@@ -101,22 +101,12 @@ impl Job {
     }
 }
 
-/// Whether `profile` fits `target`: the number of its blocks in the region, or why not.
+/// Whether `profile` fits `target`: the number of its blocks in the region, or why not. Only
+/// what depends on the target is checked here; the profile's own limits and durability settings
+/// were checked when it was made ([`Profile::new`]).
 fn fit(target: &OpenTarget, profile: &Profile) -> Result<u64, ProfileError> {
     let name = || profile.name.clone();
     let bs = profile.block_size;
-    if bs == 0 || bs > u64::from(u32::MAX) {
-        return Err(ProfileError::BlockSizeOutOfRange {
-            profile: name(),
-            block_size: bs,
-        });
-    }
-    profile
-        .check_durability()
-        .map_err(|source| ProfileError::Durability {
-            profile: name(),
-            source,
-        })?;
     // Buffered writes have no alignment to keep.
     if profile.durability.direct && !bs.is_multiple_of(target.offset_align) {
         return Err(ProfileError::Unaligned {
@@ -151,9 +141,6 @@ fn fit(target: &OpenTarget, profile: &Profile) -> Result<u64, ProfileError> {
             path: target.path.clone(),
             block_size: bs,
         });
-    }
-    if profile.iodepth == 0 {
-        return Err(ProfileError::ZeroDepth { profile: name() });
     }
     if profile.rw.is_write()
         && profile.durability.fresh_space

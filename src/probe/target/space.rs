@@ -1,7 +1,7 @@
 //! The space a probe file takes, checked before it is taken: a probe file may not be larger than
 //! its filesystem, and its fill may not leave less than the reserve free: [`RESERVE_PERCENT`]% of
 //! the filesystem, or the target's `min_free` where that is more ([`reserve`]). The same check runs when a configuration is loaded (`--config.check`, start, reload:
-//! `config::probes`), and before every fill ([`super::probe_file`]).
+//! `config::targets`), and before every fill ([`super::probe_file`]).
 //!
 //! A fill that runs out of space all the same (another writer took the space meanwhile) removes
 //! what it wrote and is not tried again ([`Backoff`]) until the target's size changes or the

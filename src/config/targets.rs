@@ -1,0 +1,228 @@
+//! `[[targets]]` entries and `[scheduler]`, validated into [`TargetSpec`]s the scheduler can
+//! run as they are: a target's name, path and writes, its probe settings over `[defaults]`
+//! ([`super::defaults`]), and what its path says at load: a write target that is not a regular
+//! file or a block device, and a probe file whose size does not fit its filesystem with the
+//! reserve, are refused (with the location of the offending value).
+
+use super::defaults::{Defaults, ProbeTable};
+use super::path_stat::{PathStat, SPACE_CHECK_WAIT, with_deadline};
+use super::probe_settings::{ProbeSettings, Writes, or, positive, size};
+use super::raw::{RawConfig, RawTarget};
+use super::spanned::{SpannedError, invalid, printable};
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// A target, validated and with every default applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// The `target` label.
+    pub name: String,
+    /// File or block device.
+    pub path: PathBuf,
+    /// First byte of the region (block devices).
+    pub offset: u64,
+    /// The id of the `[[discover]]` rule that found the target; `None` for a `[[targets]]` entry.
+    pub rule: Option<String>,
+    /// How it is probed.
+    pub settings: ProbeSettings,
+}
+
+/// `[scheduler]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Probe runs allowed at the same time across all devices.
+    pub max_concurrent_probes: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_concurrent_probes: 1,
+        }
+    }
+}
+
+/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`.
+pub(super) fn validate(
+    raw: &RawConfig,
+) -> Result<(Vec<TargetSpec>, SchedulerConfig), SpannedError> {
+    let defaults = Defaults::from_raw(raw)?;
+    let scheduler = SchedulerConfig {
+        max_concurrent_probes: match &raw.scheduler.max_concurrent_probes {
+            Some(n) => positive("scheduler.max_concurrent_probes", n, 1024)? as usize,
+            None => 1,
+        },
+    };
+    let mut targets: Vec<TargetSpec> = Vec::new();
+    for (i, t) in raw.targets.iter().enumerate() {
+        let spec = target(&format!("targets[{i}]"), t, &defaults)?;
+        if targets.iter().any(|other| other.name == spec.name) {
+            return Err(invalid(
+                &t.get_ref().name,
+                format!(
+                    "targets[{i}].name: {:?} is used by another target; names must be unique",
+                    spec.name
+                ),
+            ));
+        }
+        targets.push(spec);
+    }
+    Ok((targets, scheduler))
+}
+
+/// A target with write profiles writes to a regular file (its probe file, made where the path does
+/// not exist yet) or to a block device (opted in, checked in `Defaults::settings`): a path that
+/// exists as anything else (a directory, `/dev/null`, a FIFO, a socket) is an error at its `path`.
+fn kind_check(
+    prefix: &str,
+    r: &RawTarget,
+    stat: &PathStat,
+    settings: &ProbeSettings,
+) -> Result<(), SpannedError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Some(writer) = settings.profiles.iter().find(|p| p.rw.is_write()) else {
+        return Ok(());
+    };
+    let path = &stat.path;
+    let Ok(Some(meta)) = stat.meta() else {
+        return Ok(()); // absent (made by the fill), or a filesystem that does not answer
+    };
+    let kind = meta.file_type();
+    let what = if kind.is_file() || kind.is_block_device() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(invalid(
+        &r.path,
+        format!(
+            "{prefix}.path: profile {:?} writes and {} is {what}; write probes need a regular file (the probe file) or a block device with allow_device_writes = true",
+            writer.name,
+            path.display()
+        ),
+    ))
+}
+
+/// A probe file's size must fit its filesystem with the reserve (the larger of 10% and
+/// `min_free`, [`crate::probe::target::space`]), checked where the path (or its directory)
+/// exists: a size beyond the filesystem, or one whose fill would leave less than the reserve free,
+/// is an error at the target's `size` (or `min_free`, or its name, where they are inherited). Only
+/// sizes that are set are checked: the default size is checked before each fill. The check runs
+/// [`with_deadline`].
+fn space_check(
+    prefix: &str,
+    r: &RawTarget,
+    stat: &PathStat,
+    settings: &ProbeSettings,
+) -> Result<(), SpannedError> {
+    let Some(size) = settings.size else {
+        return Ok(());
+    };
+    if r.offset.is_some() {
+        return Ok(());
+    }
+    let path = &stat.path;
+    let min_free = settings.min_free;
+    let known = match stat.meta() {
+        Ok(meta) => meta.cloned(),
+        Err(()) => {
+            tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
+            return Ok(());
+        }
+    };
+    let owned = path.clone();
+    let Some(answer) = with_deadline(move || {
+        crate::probe::target::space::check_known(&owned, known.as_ref(), size, min_free)
+    }) else {
+        tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
+        return Ok(());
+    };
+    match answer {
+        Ok(Err(problem)) => {
+            // A reserve set by min_free is what failed where min_free is above the 10%.
+            let by_min_free = matches!(problem, crate::probe::target::space::SpaceProblem::Reserve { reserve, .. } if reserve == min_free && min_free > 0);
+            let (key, span) = match (&r.size, &r.min_free) {
+                (_, Some(m)) if by_min_free => ("min_free", m.span()),
+                (Some(s), _) => ("size", s.span()),
+                (None, _) => ("size", r.name.span()),
+            };
+            Err(SpannedError {
+                span,
+                message: format!("{prefix}.{key}: {problem}"),
+            })
+        }
+        // A path whose directory does not exist yet is checked before its fill.
+        Ok(Ok(())) | Err(_) => Ok(()),
+    }
+}
+
+/// `allow_writes` and `allow_device_writes` of a `[[targets]]` entry.
+fn target_writes(prefix: &str, r: &RawTarget) -> Result<Writes, SpannedError> {
+    let set = |b: &Option<Spanned<bool>>| b.as_ref().is_some_and(|b| *b.get_ref());
+    match (set(&r.allow_writes), &r.allow_device_writes) {
+        (false, Some(device)) if *device.get_ref() => Err(invalid(
+            device,
+            format!(
+                "{prefix}.allow_device_writes: also needs allow_writes = true (device writes are a further opt-in on top of it)"
+            ),
+        )),
+        (true, device) if set(device) => Ok(Writes::Device),
+        (true, _) => Ok(Writes::ProbeFile),
+        (false, _) => Ok(Writes::Forbidden),
+    }
+}
+
+/// Validates one `[[targets]]` entry; `prefix` names it in messages (`targets[0]`).
+fn target(
+    prefix: &str,
+    t: &Spanned<RawTarget>,
+    defaults: &Defaults<'_>,
+) -> Result<TargetSpec, SpannedError> {
+    let r = t.get_ref();
+    printable(&format!("{prefix}.name"), &r.name)?;
+    let name = r.name.get_ref().trim().to_owned();
+    if name.is_empty() {
+        return Err(invalid(
+            &r.name,
+            format!("{prefix}.name: expected a non-empty name"),
+        ));
+    }
+    let path = PathBuf::from(r.path.get_ref());
+    if !path.is_absolute() {
+        return Err(invalid(
+            &r.path,
+            format!(
+                "{prefix}.path: expected an absolute path, found {:?}",
+                r.path.get_ref()
+            ),
+        ));
+    }
+    let stat = PathStat::new(&path);
+    let settings = defaults.settings(&ProbeTable {
+        prefix,
+        keys: r.probe_keys(),
+        writes: target_writes(prefix, r)?,
+        span: t.span(),
+        anchor: r.name.span(),
+        path: Some(&stat),
+    })?;
+    kind_check(prefix, r, &stat, &settings)?;
+    space_check(prefix, r, &stat, &settings)?;
+    Ok(TargetSpec {
+        offset: or(r.offset.as_ref(), 0, |v| {
+            size(&format!("{prefix}.offset"), v)
+        })?,
+        name,
+        path,
+        rule: None,
+        settings,
+    })
+}
