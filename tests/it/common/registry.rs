@@ -46,7 +46,10 @@ impl Drop for Timer {
             took: self.started.elapsed(),
             lock_wait: crate::common::machine::take_lock_wait(),
         };
-        TIMINGS.lock().unwrap_or_else(|e| e.into_inner()).push(timing);
+        TIMINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(timing);
     }
 }
 
@@ -98,7 +101,7 @@ pub fn run(tests: Vec<Trial>) -> ! {
 /// to `DISKPROBE_TEST_TIMES` when that names a file.
 fn report_times() {
     let mut timings = std::mem::take(&mut *TIMINGS.lock().unwrap_or_else(|e| e.into_inner()));
-    timings.sort_by(|a, b| b.took.cmp(&a.took));
+    timings.sort_by_key(|t| std::cmp::Reverse(t.took));
     if let Some(path) = std::env::var_os("DISKPROBE_TEST_TIMES") {
         let mut text = String::from("test\tstarted_s\ttook_s\tlock_wait_s\n");
         for t in &timings {
