@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 ///   within 5%), a gentle profile's rate cap, a device made slower by a known delay, scrape
 ///   latency and a schedule kept while devices hang;
 /// - a test that loads the machine (probes running back to back or at queue depth, fio, a
-///   browser, Prometheus, promtool over the scenario suite) holds [`shared`]: any number of
-///   those run together, never beside an exclusive one;
+///   browser, Prometheus) holds [`shared`]: any number of those run together, never beside an
+///   exclusive one;
 /// - a test that neither measures time nor loads the machine holds neither: configuration,
 ///   fixtures and golden files, an idle agent's HTTP and signals, and checks that keep one core
 ///   busy for a second or two (a schema validator, node_exporter on fixtures, promtool over one
-///   exposition).
+///   exposition); nor does one whose load runs at idle priority (SCHED_IDLE, `chrt --idle 0`),
+///   which gets only the CPU time no other process wants: promtool over the scenario suites.
 ///
 /// std's lock on Linux prefers writers: once an exclusive test waits, no further shared one
 /// starts, and the exclusive tests run one after the other before the shared ones go on.
