@@ -9,7 +9,8 @@ use crate::common;
 use crate::common::fuse;
 use crate::common::loopdev;
 
-use common::{Agent, Metrics, runs, samples, shared, tree, wait_until};
+use common::wait::poll;
+use common::{Agent, Metrics, runs, scrape_timed, shared, tree, wait_until};
 use fuse::HungFuse;
 use loopdev::{LoopDev, Mount, free_loop_numbers, mkfs};
 use std::os::unix::fs::PermissionsExt;
@@ -524,25 +525,21 @@ fn a_hung_mount_costs_its_target_one_timeout_and_delays_neither_scrapes_nor_resc
             && runs(m, "m-ok", "success") >= 5.0
             && runs(m, "dev-ok", "success") >= 1.0
     };
-    while !seen(&m) {
-        assert!(
-            started.elapsed() < Duration::from_secs(40),
-            "m-hung not given up and skipped, or another volume not probed:\n{}",
-            agent.log.lock().unwrap()
-        );
-        let t = Instant::now();
-        let (code, body) = agent.get("/metrics");
-        slowest = slowest.max(t.elapsed());
-        assert_eq!(code, 200);
-        m = samples(&body).into_iter().collect();
+    let watched = poll(Duration::from_secs(40), Duration::from_millis(100), || {
+        m = scrape_timed(&agent, &mut slowest);
         if late.is_none() && runs(&m, "m-hung", "timeout") >= 1.0 {
             late = Some(Mount::at(
                 &[late_dev.path.to_str().unwrap()],
                 &ws.path().join("m-late"),
             ));
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        if seen(&m) { Ok(()) } else { Err(()) }
+    });
+    assert!(
+        watched.is_ok(),
+        "m-hung not given up and skipped, or another volume not probed:\n{}",
+        agent.log.lock().unwrap()
+    );
     eprintln!(
         "after {:?}: m-ok {} successes, m-hung {} timeouts / {} skipped, m-late {} successes; slowest scrape {slowest:?}",
         started.elapsed(),

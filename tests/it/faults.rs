@@ -10,8 +10,10 @@ use crate::common;
 use crate::common::fuse;
 use crate::common::loopdev;
 
+use common::wait::poll;
 use common::{
-    Agent, Metrics, exclusive, process, runs, samples, scrape, shared, wait_until, which,
+    Agent, Metrics, exclusive, process, runs, samples, scrape, scrape_timed, shared, wait_until,
+    which,
 };
 use fuse::{FuseFs, Mode};
 use loopdev::{BlkioGroup, LoopDev, Mount, mkfs};
@@ -383,24 +385,18 @@ fn a_target_on_a_hung_filesystem_does_not_stall_the_agent() {
     // is stuck: watched, scraping every 100 ms, until five of them were.
     let started = Instant::now();
     let mut slowest = Duration::ZERO;
-    let mut healthy_runs;
-    loop {
-        let t = Instant::now();
-        let (code, body) = agent.get("/metrics");
-        slowest = slowest.max(t.elapsed());
-        assert_eq!(code, 200);
-        let m: Metrics = samples(&body).into_iter().collect();
+    let mut healthy_runs = 0.0;
+    let watched = poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let m = scrape_timed(&agent, &mut slowest);
         healthy_runs = runs(&m, "healthy", "success");
-        if runs(&m, "hung", "timeout") >= 1.0 && runs(&m, "hung", "skipped") >= 5.0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the hung target was not given up and skipped:\n{}",
-            agent.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        let given_up = runs(&m, "hung", "timeout") >= 1.0 && runs(&m, "hung", "skipped") >= 5.0;
+        if given_up { Ok(()) } else { Err(()) }
+    });
+    assert!(
+        watched.is_ok(),
+        "the hung target was not given up and skipped:\n{}",
+        agent.log.lock().unwrap()
+    );
     let m = scrape(&agent);
     let elapsed = started.elapsed();
     eprintln!(

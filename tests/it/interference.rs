@@ -7,6 +7,7 @@ use crate::common;
 use crate::common::fuse;
 use crate::common::loopdev;
 
+use common::wait::wait_for_every;
 use common::{Agent, Metrics, exclusive, runs, scrape, shared, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
@@ -165,9 +166,13 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
         let progress = Arc::clone(&opts.progress);
         let setter = std::thread::spawn(move || {
             // Ask once the run is under way.
-            while progress.completed.load(Ordering::Relaxed) < 1000 {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let every = Duration::from_millis(5);
+            wait_for_every(
+                "the run to be under way",
+                Duration::from_secs(30),
+                every,
+                || progress.completed.load(Ordering::Relaxed) >= 1000,
+            );
             yield_now.store(true, Ordering::Relaxed);
         });
         let t0 = Instant::now();

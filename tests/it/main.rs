@@ -9,8 +9,8 @@
 //! - Wait for the condition it needs ([`common::wait_until`] on the agent's metrics,
 //!   [`common::Agent::expect_log`], [`common::wait_for`]), never for a fixed time.
 //! - Hold [`common::exclusive`] when it measures time or rates, [`common::shared`] when it loads
-//!   the machine (probes, fio, a browser, promtool over the scenario suite), neither otherwise:
-//!   the lock's doc says which is which.
+//!   the machine (probes, fio, a browser), neither otherwise (nor for a load at idle priority,
+//!   such as promtool over the scenario suites): the lock's doc says which is which.
 //! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
 //!   or of this process only for files of its own), never about names other tests share.
 //! - Make only what it names as its own: temporary directories, loop devices ([`common::loopdev`]
@@ -71,6 +71,11 @@ mod web_tls;
 fn main() {
     common::registry::run(
         [
+            // The runner starts tests in this order: the longest first, so that they overlap the
+            // rest (the promtool suites for minutes, at idle priority; a real Prometheus's rule
+            // windows). `cargo test --test it` prints the slowest tests after its summary.
+            prometheus_rules::tests(),
+            prometheus_e2e::tests(),
             agent_probes::tests(),
             blockdev_fixtures::tests(),
             cloud_stats::tests(),
@@ -94,8 +99,6 @@ fn main() {
             probe_throttle::tests(),
             probes_golden::tests(),
             profile_info::tests(),
-            prometheus_e2e::tests(),
-            prometheus_rules::tests(),
             protobuf_codegen::tests(),
             recent_runs::tests(),
             rule_joins::tests(),

@@ -5,6 +5,7 @@
 use crate::common;
 use crate::common::loopdev;
 
+use common::wait::{poll, wait_for_every};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::profile::Profile;
@@ -325,10 +326,11 @@ fn cancellation_and_timeout_stop_a_run_promptly() {
         let setter = std::thread::spawn(move || {
             // Cancel once the run is under way (or has failed to get going: then the asserts
             // below say how).
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while progress.completed.load(Ordering::Relaxed) < 100 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let under_way = || progress.completed.load(Ordering::Relaxed) >= 100;
+            let every = Duration::from_millis(5);
+            let _ = poll(Duration::from_secs(10), every, || {
+                if under_way() { Ok(()) } else { Err(()) }
+            });
             cancel.store(true, Ordering::Relaxed);
         });
         let t0 = Instant::now();
@@ -405,9 +407,13 @@ fn a_yield_request_stops_issuing_drains_and_reports_progress() {
         let (yield_now, progress) = (Arc::clone(&o.yield_now), Arc::clone(&o.progress));
         let watcher = std::thread::spawn(move || {
             // Yield once the run is under way.
-            while progress.completed.load(Ordering::Relaxed) < 100 {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let every = Duration::from_millis(5);
+            wait_for_every(
+                "the run to be under way",
+                Duration::from_secs(30),
+                every,
+                || progress.completed.load(Ordering::Relaxed) >= 100,
+            );
             yield_now.store(true, Ordering::Relaxed);
         });
         let t0 = Instant::now();

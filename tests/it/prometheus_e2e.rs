@@ -40,7 +40,7 @@ use common::{Agent, require, which};
 use loopdev::{BlkioGroup, LoopDev};
 use prometheus::{Prometheus, urlencode, wait_for};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The bundled rules with windows shortened for a test that lasts minutes, not days: the 5-minute
 /// groups (and the headroom group's `offset 5m`) run every second and the 30-minute group every
@@ -501,35 +501,31 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     wait_runs(&agent, runs, 1.0);
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     // Longer than the current window plus `for:`, with margin: never even pending.
-    let until = Instant::now() + Duration::from_secs(25);
-    while Instant::now() < until {
+    let latest =
+        |prom: &Prometheus, q: &str| prom.query(q, None).first().map(|v| v["value"][1].clone());
+    common::wait::always(Duration::from_secs(25), Duration::from_millis(500), || {
         for (setup, prom) in &proms {
             let state = alert_state(prom, "DiskprobeLatencyRegression");
-            assert!(
-                state.is_none(),
-                "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
-                prom.query(
-                    "diskprobe:probe_latency_p99:median_30m{target=\"e2e\"}",
-                    None
-                )
-                .first()
-                .map(|v| v["value"][1].clone()),
-                prom.query(
-                    "diskprobe:probe_latency_p99:median_1d{target=\"e2e\"}",
-                    None
-                )
-                .first()
-                .map(|v| v["value"][1].clone()),
-                prom.query(
-                    "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}",
-                    None
-                )
-                .first()
-                .map(|v| v["value"][1].clone()),
-            );
+            if state.is_some() {
+                return Err(format!(
+                    "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
+                    latest(
+                        prom,
+                        "diskprobe:probe_latency_p99:median_30m{target=\"e2e\"}"
+                    ),
+                    latest(
+                        prom,
+                        "diskprobe:probe_latency_p99:median_1d{target=\"e2e\"}"
+                    ),
+                    latest(
+                        prom,
+                        "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"}"
+                    ),
+                ));
+            }
         }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        Ok(())
+    });
 
     // The lower cap stays: the alert fires.
     group.throttle_read_iops(&dev, LOW_IOPS);

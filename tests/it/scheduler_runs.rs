@@ -4,12 +4,13 @@
 //! other tests of the binary (threads of their own), and no task of the test's runtime takes it.
 
 use crate::common;
+use crate::common::wait::{INTERVAL, wait_for_async};
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::scheduler::{Roots, Scheduler};
 use diskprobe_exporter::series::SeriesStore;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A scheduler on the machine's /proc and /sys running the targets of configuration `text`, and
 /// its series store.
@@ -42,11 +43,13 @@ async fn a_run_cancelled_by_shutdown_is_not_counted() {
     let (scheduler, store) = start(&text).await;
     // The run is under way once an engine runs on its probe file (other tests of this process
     // run engines too, never on this file).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !common::process::engine_runs_on(std::process::id(), &probe_file) {
-        assert!(Instant::now() < deadline, "the run did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_async(
+        "the run to start",
+        Duration::from_secs(30),
+        INTERVAL,
+        || common::process::engine_runs_on(std::process::id(), &probe_file),
+    )
+    .await;
     scheduler.shutdown(Duration::from_secs(4)).await;
     let (runs, last) = store.read(|t| {
         let s = &t["t"].profiles[0].1;
@@ -85,11 +88,14 @@ async fn cycles_of_two_targets_on_one_device_both_complete() {
                 .all(|name| t[*name].profiles.iter().all(|(_, s)| s.runs[0] >= 3))
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "the cycles did not complete");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let every = Duration::from_millis(50);
+    wait_for_async(
+        "the cycles to complete",
+        Duration::from_secs(30),
+        every,
+        done,
+    )
+    .await;
     scheduler.shutdown(Duration::from_secs(4)).await;
 }
 

@@ -32,6 +32,14 @@ pub fn scrape(agent: &Agent) -> Metrics {
     samples(&body).into_iter().collect()
 }
 
+/// [`scrape`], keeping in `slowest` the longest a scrape has taken.
+pub fn scrape_timed(agent: &Agent, slowest: &mut std::time::Duration) -> Metrics {
+    let asked = std::time::Instant::now();
+    let m = scrape(agent);
+    *slowest = (*slowest).max(asked.elapsed());
+    m
+}
+
 /// Sum of every series of `name` whose labels contain all of `with`.
 pub fn sum(m: &Metrics, name: &str, with: &[&str]) -> f64 {
     m.iter()

@@ -281,27 +281,32 @@ impl LoopDev {
             );
             return;
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            use std::os::fd::AsRawFd;
-            // SAFETY: LOOP_CTL_REMOVE takes the device number by value; the descriptor is open.
-            let rc = unsafe {
-                libc::ioctl(
-                    control.as_raw_fd(),
-                    LOOP_CTL_REMOVE as _,
-                    libc::c_long::from(self.minor),
-                )
-            };
-            if rc == 0 {
-                self.numbered = false;
-                return;
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EBUSY) || std::time::Instant::now() > deadline {
-                eprintln!("warning: could not remove {}: {err}", self.name);
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // `Err` while busy (to retry), `Ok` once done: removed, or failed for another reason.
+        let removed = crate::common::wait::poll(
+            std::time::Duration::from_secs(20),
+            std::time::Duration::from_millis(10),
+            || {
+                use std::os::fd::AsRawFd;
+                // SAFETY: LOOP_CTL_REMOVE takes the device number by value; the descriptor is
+                // open.
+                let rc = unsafe {
+                    libc::ioctl(
+                        control.as_raw_fd(),
+                        LOOP_CTL_REMOVE as _,
+                        libc::c_long::from(self.minor),
+                    )
+                };
+                let err = std::io::Error::last_os_error();
+                match rc {
+                    0 => Ok(Ok(())),
+                    _ if err.raw_os_error() == Some(libc::EBUSY) => Err(err),
+                    _ => Ok(Err(err)),
+                }
+            },
+        );
+        match removed {
+            Ok(Ok(())) => self.numbered = false,
+            Ok(Err(err)) | Err(err) => eprintln!("warning: could not remove {}: {err}", self.name),
         }
     }
 
@@ -504,18 +509,21 @@ impl Drop for Mount {
     fn drop(&mut self) {
         // A test that failed may have just killed an agent whose I/O is still draining: the
         // filesystem can be busy for a moment.
-        for _ in 0..50 {
-            let unmounted = Command::new("umount")
-                .arg(&self.dir)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if unmounted {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
+        let unmounted = crate::common::wait::poll(
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_millis(100),
+            || {
+                let done = Command::new("umount")
+                    .arg(&self.dir)
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if done { Ok(()) } else { Err(()) }
+            },
+        );
+        if unmounted.is_err() {
+            eprintln!("warning: could not unmount {}", self.dir.display());
         }
-        eprintln!("warning: could not unmount {}", self.dir.display());
     }
 }
 

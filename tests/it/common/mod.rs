@@ -45,8 +45,8 @@ pub fn binary() -> PathBuf {
 
 pub use agent::{Agent, config_flag, signal_process, wait_exit};
 pub use exposition::{
-    Metrics, decode_protobuf, promtool_check_metrics, protobuf_dump, runs, samples, scrape, sum,
-    wait_until,
+    Metrics, decode_protobuf, promtool_check_metrics, protobuf_dump, runs, samples, scrape,
+    scrape_timed, sum, wait_until,
 };
 pub use golden::check_golden;
 pub use http::{Response, http_request, http_request_bytes, parse_response};
