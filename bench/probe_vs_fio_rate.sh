@@ -3,7 +3,7 @@
 # over a file with direct I/O (`losetup --direct-io=on`): by default a file on the root filesystem,
 # so that every read reaches the virtual disk.
 #
-# Usage: sudo bench/probe_vs_fio_rate.sh [ROUNDS] [SECONDS]   (defaults: 3 rounds of 5 s per run)
+# Usage: sudo bench/probe_vs_fio_rate.sh [ROUNDS] [SECONDS]   (defaults: 6 rounds of 5 s per run)
 #        ONLY=qd1-500 sudo bench/probe_vs_fio_rate.sh         (only the case with that name)
 #        ENGINE=psync sudo bench/probe_vs_fio_rate.sh         (ours and fio with the psync engine)
 #        KEEP=runs.tsv sudo bench/probe_vs_fio_rate.sh        (also keep every run)
@@ -12,12 +12,15 @@
 #                                                          with direct I/O: no disk in the way)
 # Needs: root, losetup, fio, python3, cargo.
 #
-# Cases: 4k random reads at QD1 capped at 500 and 5000 IOPS, and at QD8 capped at 5000 IOPS.
+# Cases: 4k random reads at QD1 capped at 200 (the gentle default), 500 and 5000 IOPS, and at QD8
+# capped at 5000 IOPS.
 # Every round runs each case with ours (`--fio '... -rate_iops=N'`) and fio (`--rate_iops=N
 # --lat_percentiles=1`, so that its percentiles are of `lat`, submission to completion), in an
 # order that alternates per round. The table shows medians over the rounds; under it, per case,
 # the median of the per-round ratios ours / fio for the mean and p99 latency, against the goals
-# (mean within ±15%, p99 at most 1.5×), for two figures of ours:
+# (mean within ±15%, p99 at most 1.5×), with a 90% bootstrap interval of that median (rounds
+# resampled with replacement): a goal is met or missed only when the whole interval is on one side
+# of it, else undecided. Two figures of ours:
 # - `sub`: latency from submission (the one-shot JSON's submission_latency_seconds), fio's `lat`
 #   measured the same way: this compares the engines;
 # - `lat`: what the agent exports (latency_seconds): the same, except that an I/O the device held
@@ -29,7 +32,7 @@
 # compare latency only at caps both reach.
 set -euo pipefail
 
-ROUNDS=${1:-3}
+ROUNDS=${1:-6}
 RUNTIME=${2:-5}
 SIZE_MIB=${SIZE_MIB:-256}
 ENGINE=${ENGINE:-io_uring}
@@ -55,6 +58,7 @@ RESULTS="$WORK/results.tsv"
 : > "$RESULTS"
 # name | iodepth | rate_iops
 CASES=(
+  "qd1-200 1 200"
   "qd1-500 1 500"
   "qd1-5000 1 5000"
   "qd8-5000 8 5000"
@@ -107,7 +111,7 @@ done
 
 [[ -n "${KEEP:-}" ]] && cp "$RESULTS" "$KEEP"
 python3 - "$RESULTS" <<'PY'
-import statistics, sys
+import random, statistics, sys
 from collections import defaultdict
 rows = defaultdict(list)
 by_round = defaultdict(dict)
@@ -118,7 +122,7 @@ for line in open(sys.argv[1]):
     by_round[(case, rnd)][who] = v
 med = lambda case, who, i: statistics.median(v[i] for v in rows[(case, who)])
 cases = list(dict.fromkeys(c for c, _ in rows))
-caps = {"qd1-500": 500, "qd1-5000": 5000, "qd8-5000": 5000}
+caps = {"qd1-200": 200, "qd1-500": 500, "qd1-5000": 5000, "qd8-5000": 5000}
 print("| case | ours IOPS | fio IOPS | ours sub mean µs | ours lat mean µs | fio mean µs | ours sub p99 µs | ours lat p99 µs | fio p99 µs | held back |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in cases:
@@ -127,14 +131,20 @@ for c in cases:
           f"| {med(c,o,3)/1e3:.1f} | {med(c,o,1)/1e3:.1f} | {med(c,f,1)/1e3:.1f} "
           f"| {med(c,o,4)/1e3:.1f} | {med(c,o,2)/1e3:.1f} | {med(c,f,2)/1e3:.1f} | {med(c,o,5):,.0f} |")
 print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per tool and case; held back: I/Os of ours counted from their due time")
-print("\nmedian of the per-round ratios ours / fio (goals: mean 0.85..1.15, p99 <= 1.5):")
-verdict = lambda ok: "met" if ok else "missed"
+print("\nmedian of the per-round ratios ours / fio [90% bootstrap interval] (goals: mean 0.85..1.15, p99 <= 1.5):")
+rng = random.Random(1)
+def judged(ratios, lo, hi):
+    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    a, b = boot[100], boot[1899]
+    inside = lambda x: (lo is None or x >= lo) and x <= hi
+    v = "met" if inside(a) and inside(b) else "missed" if a > hi or (lo is not None and b < lo) else "undecided"
+    return f"{statistics.median(ratios):.3f} [{a:.3f}, {b:.3f}] {v}"
 for c in cases:
     pairs = [r for (cc, _), r in by_round.items() if cc == c and "ours" in r and "fio" in r]
-    ratio = lambda i, j: statistics.median(p["ours"][i] / p["fio"][j] for p in pairs)
+    ratios = lambda i, j: [p["ours"][i] / p["fio"][j] for p in pairs]
     short = [w for w in ("ours", "fio") if med(c, w, 0) < 0.98 * caps.get(c, 0)]
     note = f"  (cap not reached by {', '.join(short)}: not comparable)" if short else ""
-    sm, sp, lm, lp = ratio(3, 1), ratio(4, 2), ratio(1, 1), ratio(2, 2)
-    print(f"  {c} ({len(pairs)} rounds): sub mean {sm:.3f} {verdict(0.85 <= sm <= 1.15)}, sub p99 {sp:.3f} {verdict(sp <= 1.5)}; "
-          f"lat mean {lm:.3f} {verdict(0.85 <= lm <= 1.15)}, lat p99 {lp:.3f} {verdict(lp <= 1.5)}{note}")
+    print(f"  {c} ({len(pairs)} rounds){note}:")
+    print(f"    sub mean {judged(ratios(3, 1), 0.85, 1.15)}, sub p99 {judged(ratios(4, 2), None, 1.5)}")
+    print(f"    lat mean {judged(ratios(1, 1), 0.85, 1.15)}, lat p99 {judged(ratios(2, 2), None, 1.5)}")
 PY

@@ -2,9 +2,10 @@
 //! the ring (`READ_FIXED`/`WRITE_FIXED`) and the registered file, and keeps `iodepth` I/Os in
 //! flight.
 //!
-//! Two files: `ring` owns the ring and the buffers together (`RingIo`: all of the engine's
+//! Three files: `ring` owns the ring and the buffers together (`RingIo`: all of the engine's
 //! `unsafe`, each block with its `// SAFETY:`) and keeps what a hung device still holds
-//! (`Leftovers`); `run` is the run policy. A run is a `UringRun` that goes through its phases on
+//! (`Leftovers`); `run` is the run policy; `completion_poll` decides whether a wait polls before it
+//! sleeps. A run is a `UringRun` that goes through its phases on
 //! that thread:
 //! - set-up (`RingIo::set_up`, then [`SETTLE`](super::SETTLE) before the first I/O: see there why);
 //! - issuing (`UringRun::issue`): fill every free slot (with a rate cap, up to the I/O that is
@@ -22,7 +23,9 @@
 //! deep ones, which keep few in flight) it uses the system calls fio's io_uring engine uses: one
 //! `io_uring_enter` submits, and only if no completion is ready a second one waits for one, so
 //! that at QD1 the kernel sees the same calls from us as from fio. With more in flight, one call
-//! submits and waits for one completion. Every wait returns as soon as one completion
+//! submits and waits for one completion. With 2 to 16 in flight on a device whose completions
+//! come within 40 µs, a wait first asks for completions without sleeping, for at most that long
+//! (`completion_poll`: a sleep and the wake-up after it cost more). Every wait returns as soon as one completion
 //! is there, and the time is taken once when it returns, for every completion it brings: each is
 //! stamped as close to its arrival as the kernel lets us see it (with deferred task running, when
 //! the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
@@ -43,6 +46,7 @@
 //! EAGAIN/EINTR completions are retried, and the first other error ends the run (like fio without
 //! `continue_on_error`).
 
+mod completion_poll;
 mod ring;
 mod run;
 

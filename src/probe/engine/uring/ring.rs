@@ -3,6 +3,7 @@
 //! unmaps a buffer the kernel may still write into; [`Leftovers`] keeps reaping what a hung device
 //! still holds after the run returned, and frees both once the kernel has let go.
 
+use super::completion_poll::{CompletionPoll, POLL_LIMIT};
 use crate::probe::engine::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::job::Job;
 use crate::probe::engine::options::{CANCEL_POLL, RunProgress};
@@ -160,6 +161,8 @@ pub(super) struct RingIo {
     /// rewritten only after that request has completed.
     tick: Box<types::Timespec>,
     tick_state: TickState,
+    /// Whether waits poll for their completion before they sleep.
+    poll: CompletionPoll,
 }
 
 impl Drop for RingIo {
@@ -283,6 +286,7 @@ impl RingIo {
             sync: job.sync.map(|s| s.call),
             tick: Box::new(types::Timespec::new()),
             tick_state: TickState::Idle,
+            poll: CompletionPoll::default(),
         })
     }
 
@@ -454,17 +458,38 @@ impl RingIo {
     /// Submits what is queued and waits for a completion (any that are ready are reaped with it),
     /// or until `timeout`. Without a timeout, the tick (which must be armed) ends the wait;
     /// without a tick, the wait ends after [`CANCEL_POLL`]. Waiting for one completion, not a
-    /// batch, lets each be stamped as soon as the kernel hands it over.
+    /// batch, lets each be stamped as soon as the kernel hands it over; a wait polls for it
+    /// first while completions come quickly ([`CompletionPoll`]).
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let began = Instant::now();
+        let result = self.wait_from(began, timeout);
+        let waited = began.elapsed();
+        self.ring.completion().sync();
+        if !self.ring.completion().is_empty() || waited > POLL_LIMIT {
+            self.poll.note(waited);
+        }
+        result
+    }
+
+    fn wait_from(&mut self, began: Instant, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = timeout.or((self.tick_state == TickState::Idle).then_some(CANCEL_POLL));
         // With few I/Os in flight (a shallow queue, or a rate cap that keeps a deep one nearly
         // empty), submit in a call of its own and wait only if nothing is ready, as fio does.
         if self.in_kernel <= SPLIT_MAX_DEPTH && self.submit_alone()? {
             return Ok(());
         }
+        if let Some(budget) = self.poll.budget(self.in_kernel, timeout)
+            && self.poll_until(began + budget)?
+        {
+            return Ok(());
+        }
         match timeout {
             Some(t) => {
-                let ts = types::Timespec::from(t.max(Duration::from_micros(1)));
+                let left = t.saturating_sub(began.elapsed());
+                if left.is_zero() {
+                    return Ok(());
+                }
+                let ts = types::Timespec::from(left.max(Duration::from_micros(1)));
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(1, &args)?;
             }
@@ -473,6 +498,31 @@ impl RingIo {
             }
         }
         Ok(())
+    }
+
+    /// Submits what is queued and asks the kernel for completions (`GETEVENTS`, no minimum)
+    /// until one is ready or `until`; returns whether one is.
+    fn poll_until(&mut self, until: Instant) -> io::Result<bool> {
+        loop {
+            let queued = self.ring.submission().len();
+            // SAFETY: the queued entries refer to memory that outlives the I/O (see `push`); no
+            // argument is passed.
+            unsafe {
+                self.ring.submitter().enter::<libc::sigset_t>(
+                    queued as u32,
+                    0,
+                    ENTER_GETEVENTS,
+                    None,
+                )?;
+            }
+            self.ring.completion().sync();
+            if !self.ring.completion().is_empty() {
+                return Ok(true);
+            }
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+        }
     }
 
     /// Submits what is queued in a call of its own, as fio's `commit` does (`GETEVENTS` also runs
