@@ -127,6 +127,14 @@ pub const BTRFS: Need = Need::check("mkfs.btrfs (btrfs-progs) and btrfs in the k
         && std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("\tbtrfs\n"))
 });
 
+/// The long tests asked for: `DISKPROBE_LONG_TESTS=1`, or strict mode (`.ci/run`), which runs
+/// everything. Tests that need it are minutes of CPU time that checks the same code as a shorter
+/// test beside them does, with more seeds.
+pub const LONG: Need = Need::check(
+    "DISKPROBE_LONG_TESTS=1 (a long test; DISKPROBE_TEST_STRICT=1 runs it too)",
+    || strict() || std::env::var("DISKPROBE_LONG_TESTS").is_ok_and(|v| v == "1"),
+);
+
 /// The first of `needs` that is missing, as the reason a test is skipped.
 pub fn missing(needs: &[Need]) -> Option<&'static str> {
     needs.iter().find(|n| !n.available()).map(|n| n.what)
