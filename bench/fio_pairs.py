@@ -16,7 +16,7 @@ per I/O (the child's user + system time, all its threads, over the I/Os it compl
 p50 and p99 latency (submission to completion for both). Printed per point: the median of the
 per-pair ratios with a 90% bootstrap interval (pairs resampled with replacement, 2000 times,
 fixed seed) and a verdict per goal: met or missed when the whole interval is on one side of the
-goal, else undecided. A point with an undecided goal is run again with --more pairs (once).
+goal, else undecided (always with fewer than 3 pairs). A point with an undecided goal is run again with --more pairs (once).
 
 Goals: IOPS >= 1.0, CPU per I/O <= 0.9, p99 <= 1.1 from QD8 up (QD1-4: reported, no goal).
 """
@@ -98,7 +98,8 @@ def judge(pairs, qd):
     for what, (i, lo, hi, applies) in GOALS.items():
         ratios = [o[i] / f[i] for o, f in pairs]
         a, b = interval(ratios, rng)
-        v = verdict(lo, hi, a, b) if applies(qd) else "-"
+        # One or two pairs are no interval: never a verdict.
+        v = ("undecided" if len(ratios) < 3 else verdict(lo, hi, a, b)) if applies(qd) and (lo, hi) != (None, None) else "-"
         out[what] = (statistics.median(ratios), a, b, v)
     return out
 

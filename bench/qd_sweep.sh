@@ -9,6 +9,7 @@
 #        ENGINE=psync sudo bench/qd_sweep.sh          (psync against fio's psync, QD1 only)
 #        DEPTHS="8 16" WORKLOADS="randread:4k" ...   (a part of the sweep)
 #        MORE=6 ...                                   (extra pairs for an undecided point; 4)
+#        POINTS="randread:4k:8 read:1M:64" ...        (exactly these points, RW:BS:QD)
 #        KEEP=runs.tsv ...  OURS_BIN=path ...          (keep every run; another binary)
 # Needs: root, losetup, fio, python3, cargo.
 set -euo pipefail
@@ -28,11 +29,15 @@ if [[ $ENGINE == psync ]]; then DEFAULT_DEPTHS="1"; else DEFAULT_DEPTHS="1 2 4 8
 DEPTHS=${DEPTHS:-$DEFAULT_DEPTHS}
 WORKLOADS=${WORKLOADS:-randread:4k randwrite:4k read:1M write:1M}
 
-make_workdir /dev/shm/qd_sweep.XXXXXX
+make_workdir /dev/shm/fio_pairs.XXXXXX
 tmpfs_loop "$SIZE_MIB"
 echo "device: $LOOP (tmpfs-backed, ${SIZE_MIB} MiB); engine $ENGINE; $PAIRS pairs of ${RUNTIME}s per point; $(fio --version); kernel $(uname -r); $(nproc) CPUs" >&2
 
 points=()
-for w in $WORKLOADS; do for qd in $DEPTHS; do points+=(--point "$w:$qd"); done; done
+if [[ -n "${POINTS:-}" ]]; then
+  for p in $POINTS; do points+=(--point "$p"); done
+else
+  for w in $WORKLOADS; do for qd in $DEPTHS; do points+=(--point "$w:$qd"); done; done
+fi
 python3 bench/fio_pairs.py --device "$LOOP" --ours "$OURS" --engine "$ENGINE" --pairs "$PAIRS" \
   --runtime "$RUNTIME" --more "${MORE:-4}" ${KEEP:+--keep "$KEEP"} "${points[@]}"

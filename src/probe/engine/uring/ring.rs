@@ -504,19 +504,7 @@ impl RingIo {
     /// until one is ready or `until`; returns whether one is.
     fn poll_until(&mut self, until: Instant) -> io::Result<bool> {
         loop {
-            let queued = self.ring.submission().len();
-            // SAFETY: the queued entries refer to memory that outlives the I/O (see `push`); no
-            // argument is passed.
-            unsafe {
-                self.ring.submitter().enter::<libc::sigset_t>(
-                    queued as u32,
-                    0,
-                    ENTER_GETEVENTS,
-                    None,
-                )?;
-            }
-            self.ring.completion().sync();
-            if !self.ring.completion().is_empty() {
+            if self.enter_for_events()? {
                 return Ok(true);
             }
             if Instant::now() >= until {
@@ -528,18 +516,26 @@ impl RingIo {
     /// Submits what is queued in a call of its own, as fio's `commit` does (`GETEVENTS` also runs
     /// completions that are already due). Returns whether completions are ready to be reaped.
     fn submit_alone(&mut self) -> io::Result<bool> {
+        if self.ring.submission().is_empty() {
+            self.ring.completion().sync();
+            return Ok(!self.ring.completion().is_empty());
+        }
+        self.enter_for_events()
+    }
+
+    /// One `io_uring_enter` that submits what is queued and runs the completions that are due
+    /// (`GETEVENTS`, no minimum, so it never sleeps); returns whether completions are ready.
+    fn enter_for_events(&mut self) -> io::Result<bool> {
         let queued = self.ring.submission().len();
-        if queued > 0 {
-            // SAFETY: the queued entries refer to memory that outlives the I/O (see `push`); no
-            // argument is passed.
-            unsafe {
-                self.ring.submitter().enter::<libc::sigset_t>(
-                    queued as u32,
-                    0,
-                    ENTER_GETEVENTS,
-                    None,
-                )?;
-            }
+        // SAFETY: the queued entries refer to memory that outlives the I/O (see `push`); no
+        // argument is passed.
+        unsafe {
+            self.ring.submitter().enter::<libc::sigset_t>(
+                queued as u32,
+                0,
+                ENTER_GETEVENTS,
+                None,
+            )?;
         }
         self.ring.completion().sync();
         Ok(!self.ring.completion().is_empty())
