@@ -7,6 +7,7 @@ use crate::common;
 use diskprobe_exporter::probe::target::{self, TargetError, TargetOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 fn config_check_refuses_a_size_beyond_the_filesystem() {
     let tmp = tempfile::tempdir().unwrap();
@@ -152,7 +153,15 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     };
     assert!(err.to_string().contains("No space left"), "{err}");
     assert!(!probe.exists(), "what the fill wrote is removed");
-    let with_other = fs.state();
+    // Its space is back once the last descriptor of the removed file is closed: the fill's own is
+    // closed by now, but a child that another test forks meanwhile holds a copy until it execs.
+    let other_len = std::fs::metadata(&other).unwrap().len();
+    let with_other = (vec![("other".to_owned(), other_len)], before.1 - other_len);
+    let seen = common::wait::poll(Duration::from_secs(5), Duration::from_millis(10), || {
+        let now = fs.state();
+        if now == with_other { Ok(()) } else { Err(now) }
+    });
+    assert_eq!(seen, Ok(()), "the fill's space is back: {with_other:?}");
     let err = target::open_reporting(&probe, &opts(4 << 20), &|| panic!("no fill")).unwrap_err();
     assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
     assert_eq!(
