@@ -125,8 +125,9 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     }
     // Scrape latency and the healthy target's schedule are measured.
     let _guard = exclusive();
-    // A device stalled at 1 IOPS, one that never completes (a loop device over a file on a FUSE
-    // filesystem whose server stops answering reads), and a healthy one probed every second.
+    // A device stalled at 1 IOPS (a run of 16 I/Os takes 16 s to drain, eight times its
+    // timeout), one that never completes (a loop device over a file on a FUSE filesystem whose
+    // server stops answering reads), and a healthy one probed every second.
     let stalled = LoopDev::tmpfs(32 << 20);
     let group = BlkioGroup::new();
     group.throttle_read_iops(&stalled, 1);
@@ -171,7 +172,8 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     let (mut rings, mut scrape_times) = (0, Vec::new());
     let (mut stalled_stuck_max, mut stalled_cleared) = (0.0f64, false);
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
+    // The stalled device's first run drains and its second one times out in this window.
+    while started.elapsed() < Duration::from_secs(30) {
         rings = rings.max(process::io_uring_fds(pid));
         let t = Instant::now();
         let (code, body) = agent.get("/metrics");
@@ -223,9 +225,9 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     );
     // The hung device: one abandoned run, then skips, its stuck I/O visible and ageing.
     assert_eq!(runs(&m, "hung", "timeout"), 1.0, "one abandoned run");
-    assert!(runs(&m, "hung", "skipped") >= 50.0);
+    assert!(runs(&m, "hung", "skipped") >= 0.8 * expected);
     assert_eq!(gauge(&m, "diskprobe_probe_stuck_ios", "hung"), 16.0);
-    assert!(gauge(&m, "diskprobe_probe_stuck_io_age_seconds", "hung") >= 60.0);
+    assert!(gauge(&m, "diskprobe_probe_stuck_io_age_seconds", "hung") >= expected);
     // The stalled device: its I/O drains at 1 IOPS, and only then does its next run start.
     assert!(stalled_stuck_max <= 16.0 && stalled_cleared);
     assert!(runs(&m, "stalled", "timeout") >= 2.0);
