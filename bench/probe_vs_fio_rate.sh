@@ -20,7 +20,7 @@
 # the median of the per-round ratios ours / fio for the mean and p99 latency, against the goals
 # (mean within ±15%, p99 at most 1.5×), with a 90% bootstrap interval of that median (rounds
 # resampled with replacement): a goal is met or missed only when the whole interval is on one side
-# of it, else undecided. Two figures of ours:
+# of it, else (and always with fewer than 3 rounds) undecided. Two figures of ours:
 # - `sub`: latency from submission (the one-shot JSON's submission_latency_seconds), fio's `lat`
 #   measured the same way: this compares the engines;
 # - `lat`: what the agent exports (latency_seconds): the same, except that an I/O the device held
@@ -30,6 +30,10 @@
 #   was held back.
 # A case whose IOPS falls short of its cap in either tool (the device is the limit) is flagged:
 # compare latency only at caps both reach.
+# The device's own view of each run, from the loop device's /sys/block/*/stat (the block layer's
+# time per read, which no engine's waiting is part of): `dev` is its mean read time, `in flight`
+# the mean number of reads it held (IOPS × `dev`, Little's law), and
+# `over dev` what each tool's mean adds to its own run's `dev`: the engine's share of the mean.
 set -euo pipefail
 
 ROUNDS=${1:-6}
@@ -64,20 +68,31 @@ CASES=(
   "qd8-5000 8 5000"
 )
 
+# Reads completed and the milliseconds they took (the sum) on the loop device.
+dev_stat() { awk '{print $1, $4}' "/sys/block/${LOOP#/dev/}/stat"; }
+# The device's mean read time (ns) since the snapshot $1 $2.
+dev_view() {
+  read -r ios ticks < <(dev_stat)
+  awk -v a="$1" -v b="$2" -v n="$ios" -v t="$ticks" 'BEGIN { printf "%.0f\n", (n > a) ? (t - b) / (n - a) * 1e6 : 0 }'
+}
+
 run_ours() { # name qd rate round
+  local before; before=$(dev_stat)
   "$OURS" probe --target "$LOOP" --engine "$ENGINE" --format json --runtime "${RUNTIME}s" \
     --fio "-rw=randread -bs=4k -iodepth=$2 -rate_iops=$3" > "$WORK/out"
-  python3 - "$WORK/out" "$1" "$4" >>"$RESULTS" <<'PY'
+  # shellcheck disable=SC2086
+  python3 - "$WORK/out" "$1" "$4" "$(dev_view $before)" >>"$RESULTS" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 l = r["latency_seconds"]
 s = r["submission_latency_seconds"]
 print("\t".join(map(str, [sys.argv[2], "ours", sys.argv[3], r["iops"], l["mean"] * 1e9, l["p99"] * 1e9,
-                          s["mean"] * 1e9, s["p99"] * 1e9, r["held_back_ios"]])))
+                          s["mean"] * 1e9, s["p99"] * 1e9, r["held_back_ios"], sys.argv[4]])))
 PY
 }
 
 run_fio() { # name qd rate round
+  local before; before=$(dev_stat)
   # fio's psync engine runs one I/O at a time per job (it caps iodepth at 1): a depth of N is N
   # jobs, each at 1/N of the rate, reported as one group, as ours runs N psync threads.
   local depth=(--iodepth="$2" --rate_iops="$3")
@@ -87,12 +102,13 @@ run_fio() { # name qd rate round
   "$FIO" --name=bench --filename="$LOOP" --direct=1 --ioengine="$ENGINE" --rw=randread --bs=4k \
     "${depth[@]}" --time_based --runtime="$RUNTIME" --lat_percentiles=1 \
     --output-format=json > "$WORK/out"
-  python3 - "$WORK/out" "$1" "$4" >>"$RESULTS" <<'PY'
+  # shellcheck disable=SC2086
+  python3 - "$WORK/out" "$1" "$4" "$(dev_view $before)" >>"$RESULTS" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 lat = j["lat_ns"]
 p99 = lat["percentile"]["99.000000"]
-print("\t".join(map(str, [sys.argv[2], "fio", sys.argv[3], j["iops"], lat["mean"], p99, lat["mean"], p99, 0])))
+print("\t".join(map(str, [sys.argv[2], "fio", sys.argv[3], j["iops"], lat["mean"], p99, lat["mean"], p99, 0, sys.argv[4]])))
 PY
 }
 
@@ -117,7 +133,7 @@ rows = defaultdict(list)
 by_round = defaultdict(dict)
 for line in open(sys.argv[1]):
     case, who, rnd, *v = line.split("\t")
-    v = tuple(map(float, v))  # iops, lat mean, lat p99, sub mean, sub p99, held back
+    v = tuple(map(float, v))  # iops, lat mean, lat p99, sub mean, sub p99, held back, dev mean
     rows[(case, who)].append(v)
     by_round[(case, rnd)][who] = v
 med = lambda case, who, i: statistics.median(v[i] for v in rows[(case, who)])
@@ -131,6 +147,15 @@ for c in cases:
           f"| {med(c,o,3)/1e3:.1f} | {med(c,o,1)/1e3:.1f} | {med(c,f,1)/1e3:.1f} "
           f"| {med(c,o,4)/1e3:.1f} | {med(c,o,2)/1e3:.1f} | {med(c,f,2)/1e3:.1f} | {med(c,o,5):,.0f} |")
 print(f"\nmedians of {len(next(iter(rows.values())))} interleaved runs per tool and case; held back: I/Os of ours counted from their due time")
+print("\nthe device's view (loop device stat): mean read time, reads in flight (IOPS x dev), each tool's mean over its run's dev:")
+print("| case | ours dev µs | fio dev µs | ours in flight | fio in flight | ours sub over dev µs | fio over dev µs |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+over = lambda c, w, i: statistics.median(v[i] - v[6] for v in rows[(c, w)])
+for c in cases:
+    o, f = "ours", "fio"
+    flight = lambda w: statistics.median(v[0] * v[6] / 1e9 for v in rows[(c, w)])
+    print(f"| {c} | {med(c,o,6)/1e3:.1f} | {med(c,f,6)/1e3:.1f} | {flight(o):.2f} | {flight(f):.2f} "
+          f"| {over(c,o,3)/1e3:.1f} | {over(c,f,1)/1e3:.1f} |")
 print("\nmedian of the per-round ratios ours / fio [90% bootstrap interval] (goals: mean 0.85..1.15, p99 <= 1.5):")
 rng = random.Random(1)
 def judged(ratios, lo, hi):
@@ -138,6 +163,8 @@ def judged(ratios, lo, hi):
     a, b = boot[100], boot[1899]
     inside = lambda x: (lo is None or x >= lo) and x <= hi
     v = "met" if inside(a) and inside(b) else "missed" if a > hi or (lo is not None and b < lo) else "undecided"
+    if len(ratios) < 3:
+        v = "undecided"  # an interval of one or two rounds says nothing
     return f"{statistics.median(ratios):.3f} [{a:.3f}, {b:.3f}] {v}"
 for c in cases:
     pairs = [r for (cc, _), r in by_round.items() if cc == c and "ours" in r and "fio" in r]
