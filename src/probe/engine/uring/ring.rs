@@ -481,9 +481,9 @@ impl RingIo {
 
     fn wait_from(&mut self, began: Instant, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = timeout.or((self.tick_state == TickState::Idle).then_some(CANCEL_POLL));
-        // Up to EACH_MAX_DEPTH I/Os in flight, submit in calls of their own (one for all with at
-        // most SPLIT_MAX_DEPTH, as a rate cap keeps a deep queue; one per I/O above) and wait
-        // only if nothing is ready, as fio does.
+        // Up to EACH_MAX_DEPTH I/Os in flight, submit apart from the wait (in one call up to
+        // SPLIT_MAX_DEPTH, which is also where a rate cap keeps a deep queue; one call per I/O
+        // above) and wait only if nothing is ready then, as fio does.
         if let Some(submit) = Submit::before_waiting(self.in_kernel)
             && self.submit_first(submit)?
         {
@@ -515,7 +515,8 @@ impl RingIo {
     /// until one is ready or `until`; returns whether one is.
     fn poll_until(&mut self, until: Instant) -> io::Result<bool> {
         loop {
-            if self.enter_for_events_all()? {
+            let queued = self.ring.submission().len();
+            if self.enter_for_events(queued)? {
                 return Ok(true);
             }
             if Instant::now() >= until {
@@ -544,12 +545,6 @@ impl RingIo {
                 queued = left;
             }
         }
-        self.enter_for_events(queued)
-    }
-
-    /// Submits what is queued and runs the completions that are due, in one call.
-    fn enter_for_events_all(&mut self) -> io::Result<bool> {
-        let queued = self.ring.submission().len();
         self.enter_for_events(queued)
     }
 
