@@ -13,8 +13,10 @@
 //! polled or slept); on a slower device it sleeps at once, as before. It polls only with at least
 //! [`POLL_MIN_IN_FLIGHT`] I/Os in flight: at QD1 on a tmpfs-backed loop device polling cost more
 //! CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`). With more than
-//! [`POLL_MAX_IN_FLIGHT`] the thread rarely finds the completion queue empty, and polling would
-//! cost more system calls than the sleeps it saves.
+//! [`POLL_MAX_IN_FLIGHT`] polling cost more CPU per I/O and brought fewer IOPS than sleeping: 4k
+//! random I/O at QD16 on a tmpfs-backed loop device, on a 2-CPU guest, ran below fio's IOPS
+//! polling and above them sleeping (docs/benchmarks.md, "Probe engine against fio across queue
+//! depths").
 
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ pub(super) const POLL_LIMIT: Duration = Duration::from_micros(40);
 /// Fewest I/Os in flight at which a wait polls first.
 pub(super) const POLL_MIN_IN_FLIGHT: usize = 2;
 /// Most I/Os in flight at which a wait polls first.
-pub(super) const POLL_MAX_IN_FLIGHT: usize = 16;
+pub(super) const POLL_MAX_IN_FLIGHT: usize = 8;
 
 /// The running average of how long the last waits took to their first completion.
 #[derive(Debug, Default)]
