@@ -45,13 +45,13 @@ pub(super) const SPLIT_MAX_DEPTH: usize = 4;
 /// call also runs the completions that are due (`GETEVENTS`), so the thread keeps finding
 /// completions without sleeping, and the device gets the first I/Os as soon as they are queued
 /// rather than the batch at the end. Beyond this depth the device is rarely idle and one call per
-/// batch costs less (`bench/qd_sweep.sh`: on a loop device, 4k random I/O at QD 24–48 is as fast
-/// as fio's in small groups, slower batched; at QD64 in groups its p99 was 1.4× fio's, batched
-/// level with it).
+/// batch costs less (`bench/qd_sweep.sh` on a loop device: 4k random I/O at QD 24–48 was slower
+/// than fio's batched; at QD64, one I/O a call, its p99 was 1.4× fio's, batched level with it).
 pub(super) const GROUP_MAX_DEPTH: usize = 48;
 /// Most queued entries one call submits in [`Submit::Groups`]. Against one entry a call (fio's
-/// way), 4k random I/O at QD 24–48 on a loop device costs less CPU per I/O at no fewer IOPS
-/// (docs/benchmarks.md, "Probe engine against fio across queue depths").
+/// way), 4k random I/O at QD 24–48 on a tmpfs-backed loop device cost 0.86–0.94× the CPU per I/O
+/// at no fewer IOPS (interleaved 1 s runs of both builds); with 4, `bench/qd_sweep.sh` puts those
+/// points at 1.11–1.23× fio's IOPS (docs/benchmarks.md).
 pub(super) const GROUP_ENTRIES: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
