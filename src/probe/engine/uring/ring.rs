@@ -48,10 +48,10 @@ pub(super) const SPLIT_MAX_DEPTH: usize = 4;
 /// batch costs less (`bench/qd_sweep.sh` on a loop device: 4k random I/O at QD 24–48 was slower
 /// than fio's batched; at QD64, one I/O a call, its p99 was 1.4× fio's, batched level with it).
 pub(super) const GROUP_MAX_DEPTH: usize = 48;
-/// Most queued entries one call submits in [`Submit::Groups`]. Against one entry a call (fio's
-/// way), 4k random I/O at QD 24–48 on a tmpfs-backed loop device cost 0.86–0.94× the CPU per I/O
-/// at no fewer IOPS (interleaved 1 s runs of both builds); with 4, `bench/qd_sweep.sh` puts those
-/// points at 1.11–1.23× fio's IOPS (docs/benchmarks.md).
+/// Most queued entries one call submits in [`Submit::Groups`]. Fewer calls than fio's one entry a
+/// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` puts 4k random I/O at QD 24–48 at
+/// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O (docs/benchmarks.md). To compare with 1,
+/// build with 1 and run the sweep at those points with `OURS_BIN=` set to each build.
 pub(super) const GROUP_ENTRIES: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
