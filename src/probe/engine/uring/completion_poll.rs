@@ -12,26 +12,134 @@
 //! first completion within that time (a running average of how long they took, whether they
 //! polled or slept); on a slower device it sleeps at once, as before. It polls only with at least
 //! [`POLL_MIN_IN_FLIGHT`] I/Os in flight: at QD1 on a tmpfs-backed loop device polling cost more
-//! CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`). With more than
-//! [`POLL_MAX_IN_FLIGHT`] polling cost more CPU per I/O and brought fewer IOPS than sleeping: 4k
-//! random I/O at QD16 on a tmpfs-backed loop device, on a 2-CPU guest, ran below fio's IOPS
-//! polling and above them sleeping (docs/benchmarks.md, "Probe engine against fio across queue
-//! depths").
+//! CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`). Up to
+//! [`POLL_MAX_IN_FLIGHT`] it always polls (when completions come that quickly).
+//!
+//! With more in flight, up to [`TRIAL_MAX_IN_FLIGHT`], whether polling pays depends on the
+//! machine more than on the device: the device has more queued through a wake-up, and what the
+//! wake-up costs varies (4k random I/O at QD16 on a tmpfs-backed loop device, on the same 2-CPU
+//! guest on different days: polling brought 0.94× the IOPS of sleeping at 1.1× the CPU per I/O,
+//! and 1.4–1.5× the IOPS at 0.9× the CPU per I/O). So each run tries both ([`Trial`]): its first
+//! waits at those depths alternate between sleeping and polling in epochs of [`TRIAL_EPOCH`]
+//! completions (sleep, poll, poll, sleep, so that a drift of the machine's speed touches both
+//! alike), and the rest of the run polls only if the polling epochs took at most
+//! 1/[`TRIAL_GAIN`] of the sleeping epochs' time per completion: polling keeps the thread busy,
+//! so it must bring enough more I/O to pay for that CPU. Deeper queues always sleep.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest a wait polls before it sleeps.
 pub(super) const POLL_LIMIT: Duration = Duration::from_micros(40);
 /// Fewest I/Os in flight at which a wait polls first.
 pub(super) const POLL_MIN_IN_FLIGHT: usize = 2;
-/// Most I/Os in flight at which a wait polls first.
+/// Most I/Os in flight at which a wait always polls first.
 pub(super) const POLL_MAX_IN_FLIGHT: usize = 8;
+/// Most I/Os in flight at which a wait polls first if the run's [`Trial`] found that it pays.
+pub(super) const TRIAL_MAX_IN_FLIGHT: usize = 16;
+/// Shortest epoch of the trial.
+pub(super) const TRIAL_EPOCH: Duration = Duration::from_millis(25);
+/// Fewest completions in an epoch of the trial.
+pub(super) const TRIAL_EPOCH_IOS: u64 = 512;
+/// Whether each epoch of the trial polls: twice sleep, poll, poll, sleep.
+const TRIAL_ORDER: [bool; 8] = [false, true, true, false, false, true, true, false];
+/// How many times faster than sleeping (time per completion) polling must complete I/O for the
+/// run to poll.
+pub(super) const TRIAL_GAIN: f64 = 1.2;
 
-/// The running average of how long the last waits took to their first completion.
+/// How long the last waits took to their first completion, and whether deeper waits poll.
 #[derive(Debug, Default)]
 pub(super) struct CompletionPoll {
     /// Exponentially weighted (1/4 per wait), in nanoseconds; `None` before the first wait.
     typical_ns: Option<u64>,
+    /// Whether waits with more than [`POLL_MAX_IN_FLIGHT`] in flight poll.
+    trial: Trial,
+}
+
+/// Whether polling pays with more than [`POLL_MAX_IN_FLIGHT`] (up to [`TRIAL_MAX_IN_FLIGHT`]) in
+/// flight, tried once per run: epochs of at least [`TRIAL_EPOCH`] and [`TRIAL_EPOCH_IOS`]
+/// completions that sleep or poll in [`TRIAL_ORDER`], then the decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Trial {
+    /// Epoch `epoch` of [`TRIAL_ORDER`], begun at `since` (the end of a wait; `None` until the
+    /// first wait at these depths returned) with `done` completions since; `time` and `ios` sum
+    /// the finished epochs that slept (`[0]`) and polled (`[1]`).
+    Running {
+        epoch: usize,
+        since: Option<Instant>,
+        done: u64,
+        time: [Duration; 2],
+        ios: [u64; 2],
+    },
+    /// Decided: whether these waits poll for the rest of the run.
+    Decided(bool),
+}
+
+impl Default for Trial {
+    fn default() -> Self {
+        Trial::Running {
+            epoch: 0,
+            since: None,
+            done: 0,
+            time: [Duration::ZERO; 2],
+            ios: [0; 2],
+        }
+    }
+}
+
+impl Trial {
+    /// Whether a wait polls now.
+    fn polls(&self) -> bool {
+        match *self {
+            Trial::Running { epoch, .. } => TRIAL_ORDER[epoch],
+            Trial::Decided(poll) => poll,
+        }
+    }
+
+    /// Notes that a wait returned at `now` with `ready` completions.
+    fn note(&mut self, ready: u64, now: Instant) {
+        let Trial::Running {
+            epoch,
+            since,
+            done,
+            time,
+            ios,
+        } = self
+        else {
+            return;
+        };
+        let Some(began) = *since else {
+            // The first wait: the epoch's time starts when it returned.
+            *since = Some(now);
+            return;
+        };
+        *done += ready;
+        if *done < TRIAL_EPOCH_IOS || now.saturating_duration_since(began) < TRIAL_EPOCH {
+            return;
+        }
+        let polled = usize::from(TRIAL_ORDER[*epoch]);
+        time[polled] += now.saturating_duration_since(began);
+        ios[polled] += *done;
+        *epoch += 1;
+        *done = 0;
+        *since = Some(now);
+        if *epoch == TRIAL_ORDER.len() {
+            *self = Trial::Decided(polling_pays(*time, *ios));
+        }
+    }
+}
+
+/// Whether the polling epochs' time per completion is at most 1/[`TRIAL_GAIN`] of the sleeping
+/// epochs'.
+fn polling_pays(time: [Duration; 2], ios: [u64; 2]) -> bool {
+    let per_io = |i: usize| time[i].as_secs_f64() / ios[i].max(1) as f64;
+    let pays = per_io(1) * TRIAL_GAIN <= per_io(0);
+    tracing::debug!(
+        sleeping_ns_per_io = per_io(0) * 1e9,
+        polling_ns_per_io = per_io(1) * 1e9,
+        polls = pays,
+        "io_uring: polling trial decided"
+    );
+    pays
 }
 
 impl CompletionPoll {
@@ -39,9 +147,12 @@ impl CompletionPoll {
     /// polls before it sleeps; `None`: it sleeps at once.
     pub(super) fn budget(&self, in_flight: usize, timeout: Option<Duration>) -> Option<Duration> {
         let limit = u64::try_from(POLL_LIMIT.as_nanos()).unwrap_or(u64::MAX);
-        if !(POLL_MIN_IN_FLIGHT..=POLL_MAX_IN_FLIGHT).contains(&in_flight)
-            || self.typical_ns.is_some_and(|t| t > limit)
-        {
+        let depth_polls = match in_flight {
+            POLL_MIN_IN_FLIGHT..=POLL_MAX_IN_FLIGHT => true,
+            n if n <= TRIAL_MAX_IN_FLIGHT => self.trial.polls(),
+            _ => false,
+        };
+        if !depth_polls || self.typical_ns.is_some_and(|t| t > limit) {
             return None;
         }
         Some(timeout.map_or(POLL_LIMIT, |t| t.min(POLL_LIMIT)))
@@ -55,6 +166,21 @@ impl CompletionPoll {
             None => ns,
             Some(t) => t - t / 4 + ns / 4,
         });
+    }
+
+    /// Notes that a wait with `in_flight` I/Os in flight (when it began) returned at `now` with
+    /// `ready` completions: the trial counts the waits with more than [`POLL_MAX_IN_FLIGHT`] and
+    /// at most [`TRIAL_MAX_IN_FLIGHT`] in flight.
+    pub(super) fn note_completions(&mut self, in_flight: usize, ready: usize, now: Instant) {
+        if (POLL_MAX_IN_FLIGHT + 1..=TRIAL_MAX_IN_FLIGHT).contains(&in_flight) {
+            self.trial.note(ready as u64, now);
+        }
+    }
+
+    /// The trial's state.
+    #[cfg(test)]
+    pub(super) fn trial(&self) -> Trial {
+        self.trial
     }
 }
 
@@ -98,10 +224,104 @@ mod tests {
     fn polls_only_between_its_depths_and_never_past_its_timeout() {
         let poll = CompletionPoll::default();
         assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
+        // The trial's first epoch sleeps.
         assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT + 1, None), None);
+        assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT + 1, None), None);
         assert_eq!(poll.budget(POLL_MIN_IN_FLIGHT, None), Some(POLL_LIMIT));
         assert_eq!(poll.budget(POLL_MIN_IN_FLIGHT - 1, None), None);
         assert_eq!(poll.budget(0, None), None);
         assert_eq!(poll.budget(2, Some(5 * US)), Some(5 * US));
+    }
+
+    /// Runs the trial at `in_flight` with a completion every `sleeping` (sleeping epochs) or
+    /// `polling` (polling epochs), `per_wait` completions per wait; returns the budget asked in
+    /// each wait and the decision.
+    fn run_trial(sleeping: Duration, polling: Duration, per_wait: u64) -> (Vec<bool>, Trial) {
+        let mut poll = CompletionPoll::default();
+        poll.note(10 * US);
+        let mut now = Instant::now();
+        let mut asked = Vec::new();
+        for _ in 0..100_000 {
+            let polls = poll.budget(TRIAL_MAX_IN_FLIGHT, None).is_some();
+            asked.push(polls);
+            now += (if polls { polling } else { sleeping }) * per_wait as u32;
+            poll.note_completions(TRIAL_MAX_IN_FLIGHT, per_wait as usize, now);
+            if matches!(poll.trial(), Trial::Decided(_)) {
+                break;
+            }
+        }
+        (asked, poll.trial())
+    }
+
+    #[test]
+    fn the_trial_sleeps_polls_polls_sleeps_then_decides() {
+        let (asked, decided) = run_trial(4 * US, 2 * US, 4);
+        assert_eq!(decided, Trial::Decided(true));
+        // The first wait starts the clock; then 25 ms per epoch: 3125 waits of 8 µs polling,
+        // 1563 of 16 µs sleeping (512 completions are fewer).
+        let waits =
+            |per_io: Duration| TRIAL_EPOCH.as_nanos().div_ceil((per_io * 4).as_nanos()) as usize;
+        let per_epoch: Vec<usize> = TRIAL_ORDER
+            .iter()
+            .map(|&p| waits(if p { 2 * US } else { 4 * US }))
+            .collect();
+        assert_eq!(asked.len(), 1 + per_epoch.iter().sum::<usize>());
+        let mut at = 1;
+        for (&n, &polls) in per_epoch.iter().zip(&TRIAL_ORDER) {
+            assert!(asked[at..at + n].iter().all(|&p| p == polls));
+            at += n;
+        }
+    }
+
+    #[test]
+    fn an_epoch_has_at_least_its_completions() {
+        // A slow device: 512 completions take longer than the epoch's time.
+        let (asked, decided) = run_trial(200 * US, 200 * US, 1);
+        assert_eq!(decided, Trial::Decided(false));
+        assert_eq!(
+            asked.len(),
+            1 + TRIAL_ORDER.len() * TRIAL_EPOCH_IOS as usize
+        );
+    }
+
+    #[test]
+    fn polling_must_be_at_least_the_gain_faster() {
+        // Exactly the gain: polls.
+        let sleeping = Duration::from_nanos(3600);
+        let polling = Duration::from_nanos(3000);
+        assert_eq!(run_trial(sleeping, polling, 4).1, Trial::Decided(true));
+        // Just below it: sleeps.
+        let polling = Duration::from_nanos(3020);
+        assert_eq!(run_trial(sleeping, polling, 4).1, Trial::Decided(false));
+        // Polling slower than sleeping: sleeps.
+        assert_eq!(run_trial(2 * US, 3 * US, 1).1, Trial::Decided(false));
+    }
+
+    #[test]
+    fn decided_the_deeper_waits_poll_or_sleep_for_the_rest_of_the_run() {
+        let mut poll = CompletionPoll {
+            trial: Trial::Decided(true),
+            ..CompletionPoll::default()
+        };
+        assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
+        assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT + 1, None), None);
+        // A slow device still sleeps at once.
+        poll.note(POLL_LIMIT + US);
+        assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT, None), None);
+        poll.trial = Trial::Decided(false);
+        poll.typical_ns = None;
+        assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT, None), None);
+        assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
+    }
+
+    #[test]
+    fn shallower_and_deeper_waits_are_no_part_of_the_trial() {
+        let mut poll = CompletionPoll::default();
+        let now = Instant::now();
+        for k in 0..10_000u32 {
+            poll.note_completions(POLL_MAX_IN_FLIGHT, 4, now + k * US);
+            poll.note_completions(TRIAL_MAX_IN_FLIGHT + 1, 4, now + k * US);
+        }
+        assert_eq!(poll.trial(), Trial::default());
     }
 }

@@ -46,8 +46,8 @@ pub(super) const SPLIT_MAX_DEPTH: usize = 4;
 /// completions without sleeping, and the device gets the first I/Os as soon as they are queued
 /// rather than the batch at the end. Beyond this depth the device is rarely idle and one call per
 /// batch costs less (`bench/qd_sweep.sh` on a loop device: 4k random I/O at QD 24–48 was slower
-/// than fio's batched; at QD64, one I/O a call, its p99 was 1.4× fio's, batched level with it).
-pub(super) const GROUP_MAX_DEPTH: usize = 48;
+/// than fio's batched; at QD128, groups of 4 brought fewer IOPS than one call per batch).
+pub(super) const GROUP_MAX_DEPTH: usize = 64;
 /// Most queued entries one call submits in [`Submit::Groups`]. Fewer calls than fio's one entry a
 /// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` puts 4k random I/O at QD 24–48 at
 /// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O (docs/benchmarks.md). To compare with 1,
@@ -474,13 +474,17 @@ impl RingIo {
     /// batch, lets each be stamped as soon as the kernel hands it over; a wait polls for it
     /// first while completions come quickly ([`CompletionPoll`]).
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let in_flight = self.in_kernel;
         let began = Instant::now();
         let result = self.wait_from(began, timeout);
-        let waited = began.elapsed();
+        let now = Instant::now();
+        let waited = now.saturating_duration_since(began);
         self.ring.completion().sync();
-        if !self.ring.completion().is_empty() || waited > POLL_LIMIT {
+        let ready = self.ring.completion().len();
+        if ready > 0 || waited > POLL_LIMIT {
             self.poll.note(waited);
         }
+        self.poll.note_completions(in_flight, ready, now);
         result
     }
 
