@@ -5,7 +5,7 @@
 # fio and with ours (which pauses engine::SETTLE after its set-up); and paused in a child process
 # whose parent checks on it every 10 ms, as fio's main process does; and ours beside another
 # process that wakes every 10 ms (fio's parent, imitated from outside our process). Prints every
-# run's IOPS and the medians (why: docs/probes.md, "The first I/O is issued 100 ms ...").
+# run's IOPS and the medians (why: docs/probes.md, "The first I/O is issued 250 ms ...").
 #
 # Usage: sudo bench/qd1_start.sh [ROUNDS] [SECONDS]   (defaults: 8 rounds of 1 s)
 # Needs: root, losetup, fio, gcc and liburing-dev (apt-get install gcc liburing-dev), cargo.

@@ -22,11 +22,13 @@
 //! Per I/O it does no allocation. With at most 4 I/Os in flight (shallow queues, and rate-capped
 //! deep ones, which keep few in flight) it uses the system calls fio's io_uring engine uses: one
 //! `io_uring_enter` submits, and only if no completion is ready a second one waits for one, so
-//! that at QD1 the kernel sees the same calls from us as from fio. From 5 to 48 in flight the
+//! that at QD1 the kernel sees the same calls from us as from fio. From 5 to 64 in flight the
 //! same, the queued I/Os submitted in calls of at most 4; with more, one call submits and waits
 //! for one completion. With 2 to 8 in flight on a device whose completions
 //! come within 40 µs, a wait first asks for completions without sleeping, for at most that long
-//! (`completion_poll`: a sleep and the wake-up after it cost more). Every wait returns as soon as one completion
+//! (`completion_poll`: a sleep and the wake-up after it cost more); with 9 to 16 in flight, only
+//! if a trial at the start of the run found that polling brings at least 1.2× the completions per
+//! second of sleeping. Every wait returns as soon as one completion
 //! is there, and the time is taken once when it returns, for every completion it brings: each is
 //! stamped as close to its arrival as the kernel lets us see it (with deferred task running, when
 //! the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
