@@ -310,7 +310,7 @@ fn a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on() {
     // agent can be killed and the filesystem unmounted.
     let _lift = LiftWriteCap(&group, &disk);
     // One probe at a time (the default): while the fill hangs, nothing else runs. After the run's
-    // timeout plus the scheduler's grace (6.2 s) without a chunk written, the run is abandoned.
+    // timeout plus the scheduler's grace (6.35 s) without a chunk written, the run is abandoned.
     let abandoned = Instant::now();
     wait_until(
         &agent,

@@ -17,11 +17,12 @@
 //!
 //! With more in flight, up to [`TRIAL_MAX_IN_FLIGHT`], whether polling pays depends on the
 //! machine more than on the device: the device has more queued through a wake-up, and what the
-//! wake-up costs varies (4k random I/O at QD16 on a tmpfs-backed loop device, on the same 2-CPU
-//! guest on different days: polling brought 0.94× the IOPS of sleeping at 1.1× the CPU per I/O,
-//! and 1.4–1.5× the IOPS at 0.9× the CPU per I/O). So each run tries both ([`Trial`]): its first
-//! waits at those depths alternate between sleeping and polling in epochs of [`TRIAL_EPOCH`]
-//! completions (sleep, poll, poll, sleep, so that a drift of the machine's speed touches both
+//! wake-up costs varies. 4k random I/O at QD16 on a tmpfs-backed loop device, on the same 2-CPU
+//! guest on different days, against fio (docs/benchmarks.md): one day polling ran at 0.94–0.95×
+//! fio's IOPS and sleeping at 1.11–1.12×; another day, reads polling at 1.35× and sleeping at
+//! 0.95×. So each run tries both ([`Trial`]): its first waits at those depths alternate between
+//! sleeping and polling in epochs of at least [`TRIAL_EPOCH`] and [`TRIAL_EPOCH_IOS`]
+//! completions (sleep, poll, poll, sleep, twice: a drift of the machine's speed touches both
 //! alike), and the rest of the run polls only if the polling epochs took at most
 //! 1/[`TRIAL_GAIN`] of the sleeping epochs' time per completion: polling keeps the thread busy,
 //! so it must bring enough more I/O to pay for that CPU. Deeper queues always sleep.
