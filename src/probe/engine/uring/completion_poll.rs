@@ -24,8 +24,10 @@
 //! sleeping and polling in epochs of at least [`TRIAL_EPOCH`] and [`TRIAL_EPOCH_IOS`]
 //! completions (sleep, poll, poll, sleep, twice: a drift of the machine's speed touches both
 //! alike), and the rest of the run polls only if the polling epochs took at most
-//! 1/[`TRIAL_GAIN`] of the sleeping epochs' time per completion: polling keeps the thread busy,
-//! so it must bring enough more I/O to pay for that CPU. Deeper queues always sleep.
+//! 100/[`TRIAL_GAIN_PERCENT`] of the sleeping epochs' time per completion: polling keeps the
+//! thread busy, so it must bring enough more I/O to pay for that CPU. The run's first 200 ms or
+//! so are measured half polling, half sleeping. Rate-capped runs, whose waits last as long as the
+//! cap says, do not try (they sleep), and deeper queues always sleep.
 
 use std::time::{Duration, Instant};
 
@@ -44,8 +46,8 @@ pub(super) const TRIAL_EPOCH_IOS: u64 = 512;
 /// Whether each epoch of the trial polls: twice sleep, poll, poll, sleep.
 const TRIAL_ORDER: [bool; 8] = [false, true, true, false, false, true, true, false];
 /// How many times faster than sleeping (time per completion) polling must complete I/O for the
-/// run to poll.
-pub(super) const TRIAL_GAIN: f64 = 1.2;
+/// run to poll, in percent.
+pub(super) const TRIAL_GAIN_PERCENT: u128 = 120;
 
 /// How long the last waits took to their first completion, and whether deeper waits poll.
 #[derive(Debug, Default)]
@@ -124,26 +126,45 @@ impl Trial {
         *done = 0;
         *since = Some(now);
         if *epoch == TRIAL_ORDER.len() {
-            *self = Trial::Decided(polling_pays(*time, *ios));
+            let polls = polling_pays(*time, *ios);
+            let per_io = |i: usize| time[i].as_nanos() / u128::from(ios[i].max(1));
+            // Logged once per run, after this wait's time was taken (`RingIo::wait`).
+            tracing::debug!(
+                sleeping_ns_per_io = per_io(0) as u64,
+                polling_ns_per_io = per_io(1) as u64,
+                polls,
+                "io_uring: polling trial decided"
+            );
+            *self = Trial::Decided(polls);
         }
     }
 }
 
-/// Whether the polling epochs' time per completion is at most 1/[`TRIAL_GAIN`] of the sleeping
-/// epochs'.
+/// Whether the polling epochs' time per completion is at most 100/[`TRIAL_GAIN_PERCENT`] of the
+/// sleeping epochs' (false when either completed nothing).
 fn polling_pays(time: [Duration; 2], ios: [u64; 2]) -> bool {
-    let per_io = |i: usize| time[i].as_secs_f64() / ios[i].max(1) as f64;
-    let pays = per_io(1) * TRIAL_GAIN <= per_io(0);
-    tracing::debug!(
-        sleeping_ns_per_io = per_io(0) * 1e9,
-        polling_ns_per_io = per_io(1) * 1e9,
-        polls = pays,
-        "io_uring: polling trial decided"
-    );
-    pays
+    if ios.contains(&0) {
+        return false;
+    }
+    // time[1] / ios[1] * gain / 100 <= time[0] / ios[0], in whole nanoseconds.
+    let (t, n) = (time.map(|t| t.as_nanos()), ios.map(u128::from));
+    t[1] * n[0] * TRIAL_GAIN_PERCENT <= t[0] * n[1] * 100
 }
 
 impl CompletionPoll {
+    /// A run's poll policy; a rate-capped run (whose waits last as long as its cap says, not as
+    /// long as the device takes) never polls with more than [`POLL_MAX_IN_FLIGHT`] in flight.
+    pub(super) fn new(rate_capped: bool) -> CompletionPoll {
+        CompletionPoll {
+            typical_ns: None,
+            trial: if rate_capped {
+                Trial::Decided(false)
+            } else {
+                Trial::default()
+            },
+        }
+    }
+
     /// How long a wait with `in_flight` I/Os in flight and `timeout` (its own, if it has one)
     /// polls before it sleeps; `None`: it sleeps at once.
     pub(super) fn budget(&self, in_flight: usize, timeout: Option<Duration>) -> Option<Duration> {
@@ -258,6 +279,12 @@ mod tests {
     fn the_trial_sleeps_polls_polls_sleeps_then_decides() {
         let (asked, decided) = run_trial(4 * US, 2 * US, 4);
         assert_eq!(decided, Trial::Decided(true));
+        // The first depth of the trial's range takes part as well.
+        let mut poll = CompletionPoll::default();
+        let now = Instant::now();
+        poll.note_completions(POLL_MAX_IN_FLIGHT + 1, 0, now);
+        poll.note_completions(POLL_MAX_IN_FLIGHT + 1, 600, now + TRIAL_EPOCH);
+        assert!(matches!(poll.trial(), Trial::Running { epoch: 1, .. }));
         // The first wait starts the clock; then 25 ms per epoch: 3125 waits of 8 µs polling,
         // 1563 of 16 µs sleeping (512 completions are fewer).
         let waits =
@@ -313,6 +340,24 @@ mod tests {
         poll.typical_ns = None;
         assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT, None), None);
         assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
+    }
+
+    #[test]
+    fn a_rate_capped_run_never_tries_polling_deeper() {
+        let poll = CompletionPoll::new(true);
+        assert_eq!(poll.trial(), Trial::Decided(false));
+        assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT + 1, None), None);
+        assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
+        assert_eq!(CompletionPoll::new(false).trial(), Trial::default());
+    }
+
+    #[test]
+    fn epochs_that_completed_nothing_never_decide_for_polling() {
+        let ms = Duration::from_millis(1);
+        assert!(!polling_pays([ms, ms], [0, 10]));
+        assert!(!polling_pays([ms, ms], [10, 0]));
+        assert!(!polling_pays([ms, Duration::ZERO], [10, 0]));
+        assert!(polling_pays([2 * ms, ms], [10, 10]));
     }
 
     #[test]

@@ -46,11 +46,12 @@ pub(super) const SPLIT_MAX_DEPTH: usize = 4;
 /// completions without sleeping, and the device gets the first I/Os as soon as they are queued
 /// rather than the batch at the end. Beyond this depth the device is rarely idle and one call per
 /// batch costs less (`bench/qd_sweep.sh` on a loop device: 4k random I/O at QD 24–48 was slower
-/// than fio's batched; at QD128, groups of 4 brought fewer IOPS than one call per batch).
+/// than fio's batched).
 pub(super) const GROUP_MAX_DEPTH: usize = 64;
 /// Most queued entries one call submits in [`Submit::Groups`]. Fewer calls than fio's one entry a
-/// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` puts 4k random I/O at QD 24–48 at
-/// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O (docs/benchmarks.md). To compare with 1,
+/// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` put 4k random I/O at QD 24–48 at
+/// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O at `249b40b`, and at 0.97–1.05× and
+/// 0.58–0.66× on a day when fio ran faster there (docs/benchmarks.md). To compare with 1,
 /// build with 1 and run the sweep at those points with `OURS_BIN=` set to each build.
 pub(super) const GROUP_ENTRIES: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
@@ -299,7 +300,7 @@ impl RingIo {
             sync: job.sync.map(|s| s.call),
             tick: Box::new(types::Timespec::new()),
             tick_state: TickState::Idle,
-            poll: CompletionPoll::default(),
+            poll: CompletionPoll::new(job.rate_interval.is_some()),
         })
     }
 
@@ -469,11 +470,12 @@ impl RingIo {
     }
 
     /// Submits what is queued and waits for a completion (any that are ready are reaped with it),
-    /// or until `timeout`. Without a timeout, the tick (which must be armed) ends the wait;
+    /// or until `timeout`; returns when the wait returned (the time of the completions it
+    /// brings, taken before anything else is done with them) and its result. Without a timeout, the tick (which must be armed) ends the wait;
     /// without a tick, the wait ends after [`CANCEL_POLL`]. Waiting for one completion, not a
     /// batch, lets each be stamped as soon as the kernel hands it over; a wait polls for it
     /// first while completions come quickly ([`CompletionPoll`]).
-    pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(super) fn wait(&mut self, timeout: Option<Duration>) -> (Instant, io::Result<()>) {
         let in_flight = self.in_kernel;
         let began = Instant::now();
         let result = self.wait_from(began, timeout);
@@ -485,7 +487,7 @@ impl RingIo {
             self.poll.note(waited);
         }
         self.poll.note_completions(in_flight, ready, now);
-        result
+        (now, result)
     }
 
     fn wait_from(&mut self, began: Instant, timeout: Option<Duration>) -> io::Result<()> {

@@ -285,8 +285,8 @@ impl UringRun {
     fn wait(&mut self, next_due: Option<Instant>) -> Result<(), Ending> {
         self.io.keep_tick_armed(self.tick_period());
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
-        let result = self.io.wait(timeout);
-        self.now = Instant::now();
+        let (returned, result) = self.io.wait(timeout);
+        self.now = returned;
         self.late = self.laps.lap(self.now);
         match result {
             Err(err) if !wait_ended(&err) => {
