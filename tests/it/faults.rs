@@ -199,12 +199,16 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     eprintln!(
         "over {elapsed:?}: at most {rings} io_uring instances; threads {threads_before} -> {threads_after}, \
          RSS {rss_before} -> {rss_after} KiB; healthy runs {healthy_runs}; stalled: {} timeouts, {} skipped, \
-         up to {stalled_stuck_max} stuck; hung: {} timeouts, {} stuck for {:.0} s; /metrics p90 {p90:?}",
+         up to {stalled_stuck_max} stuck; hung: {} timeouts, {} stuck for {:.0} s; /metrics p90 {p90:?}; \
+         healthy: {} skipped, {} failed, last run {:.2} s",
         runs(&m, "stalled", "timeout"),
         runs(&m, "stalled", "skipped"),
         runs(&m, "hung", "timeout"),
         gauge(&m, "diskprobe_probe_stuck_ios", "hung"),
         gauge(&m, "diskprobe_probe_stuck_io_age_seconds", "hung"),
+        runs(&m, "healthy", "skipped"),
+        runs(&m, "healthy", "error"),
+        gauge(&m, "diskprobe_probe_duration_seconds", "healthy"),
     );
     // One ring per device at most: the abandoned ones of the dead devices and the healthy
     // target's own.
@@ -221,11 +225,14 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     // The dead devices never hold the global probe slot (one, the default) while they drain: the
     // healthy target, due every second, keeps its schedule but for the time their runs hold the
     // slot until they time out (the engine's pause before the first I/O, then the 2 s timeout).
+    // Its own runs take 0.35 s (that pause included) and share the slot with the dead targets'
+    // cycles: 22-23 runs of ~28 seen. A stalled run that held the slot while it drains (16 s)
+    // would leave it about half.
     let expected = elapsed.as_secs_f64();
     let timeouts = runs(&m, "stalled", "timeout") + runs(&m, "hung", "timeout") - timeouts_before;
     let held = timeouts * (2.0 + engine::SETTLE.as_secs_f64());
     assert!(
-        healthy_runs >= 0.8 * (expected - held),
+        healthy_runs >= 0.7 * (expected - held),
         "the healthy target completed {healthy_runs} of ~{:.0} runs ({timeouts} dead runs held the slot for {held:.1} s of {expected:.0} s)",
         expected - held
     );
