@@ -136,11 +136,13 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     let hung = LoopDev::over_file(&fs.file(), &["--read-only"]);
     let healthy = LoopDev::tmpfs(16 << 20);
     fs.set_mode(Mode::HangReads);
+    // The dead targets' runs hold the probe slot until this timeout.
+    let timeout_s = 2.0;
     let dir = open_tempdir();
     let arg = common::config_flag(
         dir.path(),
         &format!(
-            "[defaults]\ninterval = \"1s\"\nruntime = \"200ms\"\ntimeout = \"2s\"\njitter = 0.0\nmax_duty_cycle = 1.0\n\
+            "[defaults]\ninterval = \"1s\"\nruntime = \"200ms\"\ntimeout = \"{timeout_s}s\"\njitter = 0.0\nmax_duty_cycle = 1.0\n\
              [profiles.qd16]\nfio = \"-rw=randread -bs=4k -iodepth=16\"\n\
              [[targets]]\nname = \"stalled\"\npath = \"{}\"\nprofiles = [\"qd16\"]\n\
              [[targets]]\nname = \"hung\"\npath = \"{}\"\nprofiles = [\"qd16\"]\n\
@@ -224,13 +226,13 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     );
     // The dead devices never hold the global probe slot (one, the default) while they drain: the
     // healthy target, due every second, keeps its schedule but for the time their runs hold the
-    // slot until they time out (the engine's pause before the first I/O, then the 2 s timeout).
+    // slot until they time out (the engine's pause before the first I/O, then the timeout).
     // Its own runs take 0.35 s (that pause included) and share the slot with the dead targets'
     // cycles: 22-23 runs of ~28 seen. A stalled run that held the slot while it drains (16 s)
     // would leave it about half.
     let expected = elapsed.as_secs_f64();
     let timeouts = runs(&m, "stalled", "timeout") + runs(&m, "hung", "timeout") - timeouts_before;
-    let held = timeouts * (2.0 + engine::SETTLE.as_secs_f64());
+    let held = timeouts * (timeout_s + engine::SETTLE.as_secs_f64());
     assert!(
         healthy_runs >= 0.7 * (expected - held),
         "the healthy target completed {healthy_runs} of ~{:.0} runs ({timeouts} dead runs held the slot for {held:.1} s of {expected:.0} s)",

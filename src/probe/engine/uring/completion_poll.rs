@@ -50,7 +50,7 @@ const TRIAL_ORDER: [bool; 8] = [false, true, true, false, false, true, true, fal
 pub(super) const TRIAL_GAIN_PERCENT: u128 = 120;
 
 /// How long the last waits took to their first completion, and whether deeper waits poll.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct CompletionPoll {
     /// Exponentially weighted (1/4 per wait), in nanoseconds; `None` before the first wait.
     typical_ns: Option<u64>,
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn polls_only_while_completions_come_within_the_limit() {
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         assert_eq!(poll.budget(2, None), Some(POLL_LIMIT), "no wait seen yet");
         poll.note(20 * US);
         assert_eq!(poll.budget(8, None), Some(POLL_LIMIT));
@@ -230,10 +230,10 @@ mod tests {
 
     #[test]
     fn a_slow_first_wait_stops_polling_at_once() {
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         poll.note(POLL_LIMIT + US);
         assert_eq!(poll.budget(2, None), None);
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         poll.note(POLL_LIMIT);
         assert_eq!(
             poll.budget(2, None),
@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn polls_only_between_its_depths_and_never_past_its_timeout() {
-        let poll = CompletionPoll::default();
+        let poll = CompletionPoll::new(false);
         assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
         // The trial's first epoch sleeps.
         assert_eq!(poll.budget(POLL_MAX_IN_FLIGHT + 1, None), None);
@@ -259,7 +259,7 @@ mod tests {
     /// `polling` (polling epochs), `per_wait` completions per wait; returns the budget asked in
     /// each wait and the decision.
     fn run_trial(sleeping: Duration, polling: Duration, per_wait: u64) -> (Vec<bool>, Trial) {
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         poll.note(10 * US);
         let mut now = Instant::now();
         let mut asked = Vec::new();
@@ -280,7 +280,7 @@ mod tests {
         let (asked, decided) = run_trial(4 * US, 2 * US, 4);
         assert_eq!(decided, Trial::Decided(true));
         // The first depth of the trial's range takes part as well.
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         let now = Instant::now();
         poll.note_completions(POLL_MAX_IN_FLIGHT + 1, 0, now);
         poll.note_completions(POLL_MAX_IN_FLIGHT + 1, 600, now + TRIAL_EPOCH);
@@ -329,7 +329,7 @@ mod tests {
     fn decided_the_deeper_waits_poll_or_sleep_for_the_rest_of_the_run() {
         let mut poll = CompletionPoll {
             trial: Trial::Decided(true),
-            ..CompletionPoll::default()
+            ..CompletionPoll::new(false)
         };
         assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT, None), Some(POLL_LIMIT));
         assert_eq!(poll.budget(TRIAL_MAX_IN_FLIGHT + 1, None), None);
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn shallower_and_deeper_waits_are_no_part_of_the_trial() {
-        let mut poll = CompletionPoll::default();
+        let mut poll = CompletionPoll::new(false);
         let now = Instant::now();
         for k in 0..10_000u32 {
             poll.note_completions(POLL_MAX_IN_FLIGHT, 4, now + k * US);

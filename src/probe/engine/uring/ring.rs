@@ -51,8 +51,8 @@ pub(super) const GROUP_MAX_DEPTH: usize = 64;
 /// Most queued entries one call submits in [`Submit::Groups`]. Fewer calls than fio's one entry a
 /// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` put 4k random I/O at QD 24–48 at
 /// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O at `249b40b`, and at 0.97–1.05× and
-/// 0.58–0.66× on a day when fio ran faster there (docs/benchmarks.md). To compare with 1,
-/// build with 1 and run the sweep at those points with `OURS_BIN=` set to each build.
+/// 0.58–0.66× on a day when fio ran faster there (docs/benchmarks.md). To compare with 1, build
+/// with 1 and run the sweep at those points with `OURS_BIN=` set to each build.
 pub(super) const GROUP_ENTRIES: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
@@ -471,8 +471,9 @@ impl RingIo {
 
     /// Submits what is queued and waits for a completion (any that are ready are reaped with it),
     /// or until `timeout`; returns when the wait returned (the time of the completions it
-    /// brings, taken before anything else is done with them) and its result. Without a timeout, the tick (which must be armed) ends the wait;
-    /// without a tick, the wait ends after [`CANCEL_POLL`]. Waiting for one completion, not a
+    /// brings, taken before anything else is done with them) and its result. Without a timeout,
+    /// the tick (which must be armed) ends the wait; without a tick, the wait ends after
+    /// [`CANCEL_POLL`]. Waiting for one completion, not a
     /// batch, lets each be stamped as soon as the kernel hands it over; a wait polls for it
     /// first while completions come quickly ([`CompletionPoll`]).
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> (Instant, io::Result<()>) {
