@@ -50,10 +50,13 @@ fn sighup_applies_a_good_config_and_keeps_the_old_one_on_error() {
     // Good config: partitions appear.
     std::fs::write(&config, "[diskstats]\ndevice_exclude = \"^$\"\n").unwrap();
     agent.signal("HUP");
-    wait_for(&agent, "sda1 after reload", |m| m.get(SDA1) == Some(&250.0));
+    // The new filter serves before the reload has finished (the scheduler and discovery are
+    // given the new configuration after it): its success is stamped last, so wait for that too.
+    wait_for(&agent, "sda1 and the success stamp after reload", |m| {
+        m.get(SDA1) == Some(&250.0) && m.get(WHEN).is_some_and(|&at| at > loaded_at)
+    });
     let reloaded = metrics(&agent);
     assert_eq!(reloaded.get(OK), Some(&1.0));
-    assert!(reloaded[WHEN] >= loaded_at);
     let good_at = reloaded[WHEN];
 
     // Bad config: reported with its location, old filter stays, status says so.
