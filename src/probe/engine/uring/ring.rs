@@ -34,8 +34,8 @@ pub(super) const TICK_TAG: u64 = u64::MAX - 1;
 /// On an x86 KVM guest each reprogram is an MSR write and a VM exit, and at QD1 those land in
 /// every I/O's latency: the CPU's power management, not the disk. The cost is an interrupt a
 /// millisecond, and a wake-up of the thread when it is waiting then (several per I/O on a device
-/// slower than 1 ms per I/O). Deeper queues rarely leave the CPU idle, and rate-capped runs wait
-/// with a timeout of their own: they re-arm every [`CANCEL_POLL`].
+/// slower than 1 ms per I/O). Deeper queues rarely leave the CPU idle (they re-arm every
+/// [`CANCEL_POLL`]), and rate-capped runs arm it for their next I/O's due time.
 pub(super) const TICK: Duration = Duration::from_millis(1);
 
 /// Most I/Os in flight for which submitting and waiting are separate system calls, as in fio.
@@ -100,11 +100,11 @@ enum BufferMode {
     Plain,
 }
 
-/// Whether the timeout request that bounds waits is in the ring.
+/// Whether the timeout request that bounds waits is in the ring, and when it expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TickState {
     Idle,
-    Armed,
+    Armed { until: Instant },
 }
 
 /// Whether the kernel holds a slot's buffer.
@@ -452,18 +452,23 @@ impl RingIo {
         result
     }
 
-    /// Keeps one timeout request in the ring, firing after `period`: it ends a wait that has no
-    /// timeout of its own.
-    pub(super) fn keep_tick_armed(&mut self, period: Duration) {
-        if self.tick_state == TickState::Armed {
+    /// Keeps one timeout request in the ring, firing `period` after `now`: it ends a wait that
+    /// has no timeout of its own, and a wait whose timeout ends no earlier ([`RingIo::wait`]).
+    pub(super) fn keep_tick_armed(&mut self, now: Instant, period: Duration) {
+        if matches!(self.tick_state, TickState::Armed { .. }) {
             return;
         }
-        *self.tick = types::Timespec::from(period.max(Duration::from_micros(1)));
+        let period = period.max(Duration::from_micros(1));
+        *self.tick = types::Timespec::from(period);
         let entry = opcode::Timeout::new(&*self.tick)
             .build()
             .user_data(TICK_TAG);
         match self.push(&entry) {
-            Ok(()) => self.tick_state = TickState::Armed,
+            Ok(()) => {
+                self.tick_state = TickState::Armed {
+                    until: now + period,
+                }
+            }
             // This turn waits with a timeout argument instead.
             Err(err) => tracing::debug!("io_uring: cannot arm the timeout request: {err}"),
         }
@@ -472,8 +477,8 @@ impl RingIo {
     /// Submits what is queued and waits for a completion (any that are ready are reaped with it),
     /// or until `timeout`; returns when the wait returned (the time of the completions it
     /// brings, taken before anything else is done with them) and its result. Without a timeout,
-    /// the tick (which must be armed) ends the wait; without a tick, the wait ends after
-    /// [`CANCEL_POLL`]. Waiting for one completion, not a
+    /// or with one that the armed tick ends no later, the tick ends the wait; without a tick,
+    /// the wait ends after `timeout` or [`CANCEL_POLL`]. Waiting for one completion, not a
     /// batch, lets each be stamped as soon as the kernel hands it over; a wait polls for it
     /// first while completions come quickly ([`CompletionPoll`]).
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> (Instant, io::Result<()>) {
@@ -493,6 +498,14 @@ impl RingIo {
 
     fn wait_from(&mut self, began: Instant, timeout: Option<Duration>) -> io::Result<()> {
         let timeout = timeout.or((self.tick_state == TickState::Idle).then_some(CANCEL_POLL));
+        // A sleep that the tick ends in time needs no timer of its own: a rate-capped run arms
+        // the tick for its next due I/O once, and its waits before then (for the completion,
+        // then for the due time) sleep on that one timer, as fio's rate loop arms one (its
+        // sleep) per I/O. A timeout of each wait's own would arm and cancel a timer per wait.
+        let sleep_timeout = timeout.filter(|&t| match self.tick_state {
+            TickState::Armed { until } => until > began + t,
+            TickState::Idle => true,
+        });
         // Up to GROUP_MAX_DEPTH I/Os in flight, submit apart from the wait (in one call up to
         // SPLIT_MAX_DEPTH, which is also where a rate cap keeps a deep queue; in groups of
         // GROUP_ENTRIES above) and wait only if nothing is ready then, as fio does.
@@ -506,7 +519,7 @@ impl RingIo {
         {
             return Ok(());
         }
-        match timeout {
+        match sleep_timeout {
             Some(t) => {
                 let left = t.saturating_sub(began.elapsed());
                 if left.is_zero() {

@@ -265,15 +265,21 @@ impl UringRun {
         }
     }
 
-    /// The period of the timeout request that bounds this turn's wait.
-    fn tick_period(&self) -> Duration {
+    /// The period of the timeout request that bounds this turn's wait: with a rate cap, the
+    /// wait's `timeout` (until the next I/O is due), so that the waits until then sleep on that
+    /// one timer.
+    fn tick_period(&self, timeout: Option<Duration>) -> Duration {
         match self.phase {
             UringPhase::Aborting { .. } => CANCEL_POLL,
             phase => {
                 let shallow = phase == UringPhase::Issuing
                     && !self.schedule.rate_capped()
                     && self.io.slots().len() <= SPLIT_MAX_DEPTH;
-                let period = if shallow { TICK } else { CANCEL_POLL };
+                let period = match timeout {
+                    Some(t) => t.min(CANCEL_POLL),
+                    None if shallow => TICK,
+                    None => CANCEL_POLL,
+                };
                 period.min(self.schedule.deadline.saturating_duration_since(self.now))
             }
         }
@@ -283,8 +289,11 @@ impl UringRun {
     /// call aborts the run (its error, not a timeout, is reported); during an abort it ends the
     /// run at once (`Err`).
     fn wait(&mut self, next_due: Option<Instant>) -> Result<(), Ending> {
-        self.io.keep_tick_armed(self.tick_period());
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
+        // A wait that only submits (an I/O is due already) needs no tick.
+        if timeout != Some(Duration::ZERO) {
+            self.io.keep_tick_armed(self.now, self.tick_period(timeout));
+        }
         let (returned, result) = self.io.wait(timeout);
         self.now = returned;
         self.late = self.laps.lap(self.now);
