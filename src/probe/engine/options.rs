@@ -110,8 +110,8 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// 100 ms pause was not enough and 250 ms were: with each QD1 point run right after a QD128
 /// one, `POINTS="write:1M:128 randread:4k:1 randread:4k:128 randwrite:4k:1" MORE=0 sudo
 /// bench/qd_sweep.sh 7 1` put 4k QD1 IOPS at 0.90× and 0.35× fio's with 100 ms (most of our runs
-/// in the slow mode), at 1.11× and 1.01× with 250 ms. So a latency profile that follows a capacity profile measures the device, not what the
-/// run before it left behind.
+/// in the slow mode), at 1.11× and 1.01× with 250 ms. So a latency profile that follows a
+/// capacity profile measures the device, not what the run before it left behind.
 /// The psync engine does not wait: under blkio throttling a pause before its first I/O let the
 /// throttle's first slice through as a burst.
 pub const SETTLE: Duration = Duration::from_millis(250);
