@@ -11,12 +11,16 @@
 //! that moved a byte least recently and has no request in progress is closed to make room (an
 //! answer nobody reads, a keep-alive connection left idle).
 //!
+//! A connection counts as silent only while its client has sent nothing: the table keeps a
+//! duplicate of each untrusted connection's socket and, before closing a silent one, peeks at it.
+//! Bytes that arrived but were not read yet (the accept loop admits a burst of connections before
+//! the tasks of the first ones have run) make it one that has sent, and the next one is looked at.
+//!
 //! So a flood of idle, slow or unauthenticated connections only ever churns the untrusted share:
-//! a scraper's new connection is admitted at once; it is closed before its first byte is read
-//! only if as many silent newcomers as the share arrive in that time (well under a millisecond
-//! on an unloaded host), and after that only if the share fills with connections that moved a
-//! byte more recently than it; and a scraper that authenticates is never displaced by clients
-//! that do not.
+//! a scraper's new connection is admitted at once; it is closed before its client's first bytes
+//! reach the host only if as many silent newcomers as the share arrive in that time, and after
+//! that only if the share fills with connections that moved a byte more recently than it; and a
+//! scraper that authenticates is never displaced by clients that do not.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -41,6 +45,9 @@ struct Table {
 struct Held {
     trusted: bool,
     conn: Arc<Conn>,
+    /// A duplicate of the connection's socket, to peek at for bytes not read yet (none when the
+    /// duplicate could not be made, or for a connection that is trusted).
+    peer: Option<socket2::Socket>,
 }
 
 /// What the slot table and a connection's task both see of the connection.
@@ -119,9 +126,10 @@ impl ConnectionSlots {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A slot for a new connection (`sent`: whether its client has sent bytes already); when the
+    /// A slot for a new connection (`peer`: a duplicate of its socket, [`duplicate`]); when the
     /// untrusted share is taken, an untrusted connection is closed for it ([`Table::evict`]).
-    pub fn admit(self: &Arc<Self>, sent: bool) -> ConnectionSlot {
+    pub fn admit(self: &Arc<Self>, peer: Option<socket2::Socket>) -> ConnectionSlot {
+        let sent = peer.as_ref().is_some_and(has_sent);
         let conn = Arc::new(Conn {
             last: AtomicU64::new(millis(self.epoch)),
             moved: AtomicBool::new(sent),
@@ -141,6 +149,7 @@ impl ConnectionSlots {
             Held {
                 trusted: false,
                 conn: conn.clone(),
+                peer,
             },
         );
         ConnectionSlot {
@@ -166,6 +175,9 @@ impl Table {
     /// untrusted ones, first those that have not moved a byte at all since they were accepted;
     /// of the trusted ones, only those without a request in progress); whether there was one.
     fn evict(&mut self, trusted: bool) -> bool {
+        if !trusted {
+            self.note_unread_bytes();
+        }
         let victim = self
             .held
             .iter()
@@ -185,6 +197,47 @@ impl Table {
         held.conn.close();
         true
     }
+}
+
+impl Table {
+    /// Marks as having moved a byte the untrusted connections thought silent whose clients have
+    /// sent bytes not read yet, oldest first, up to the first that is silent indeed (the one
+    /// [`Table::evict`] then closes): usually a single peek.
+    fn note_unread_bytes(&mut self) {
+        let mut silent: Vec<(u64, u64)> = self
+            .held
+            .iter()
+            .filter(|(_, h)| !h.trusted && !h.conn.moved.load(Ordering::Relaxed))
+            .map(|(id, h)| (h.conn.last.load(Ordering::Relaxed), *id))
+            .collect();
+        silent.sort_unstable();
+        for (_, id) in silent {
+            let Some(held) = self.held.get(&id) else {
+                continue;
+            };
+            if !held.peer.as_ref().is_some_and(has_sent) {
+                return;
+            }
+            held.conn.touch();
+        }
+    }
+}
+
+/// A duplicate of `stream`'s socket for [`ConnectionSlots::admit`] (`None` when it cannot be
+/// made, for example when the process is out of file descriptors: the connection is then judged
+/// by the bytes its task reads only).
+pub fn duplicate(stream: &impl std::os::fd::AsFd) -> Option<socket2::Socket> {
+    socket2::SockRef::from(stream).try_clone().ok()
+}
+
+/// Whether the client of `peer` has sent bytes (a request, a TLS ClientHello) that wait to be
+/// read; a peek that does not block and takes nothing from the socket.
+fn has_sent(peer: &socket2::Socket) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    matches!(
+        peer.recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+        Ok(n) if n > 0
+    )
 }
 
 impl ConnectionSlot {
@@ -207,6 +260,7 @@ impl ConnectionSlot {
         }
         if let Some(h) = table.held.get_mut(&self.id) {
             h.trusted = true;
+            h.peer = None;
         }
     }
 
@@ -237,22 +291,22 @@ mod tests {
     fn untrusted_connections_share_a_quarter_and_the_idlest_gives_way() {
         let slots = ConnectionSlots::new(8);
         assert_eq!(slots.untrusted_share(), 2);
-        let a = slots.admit(false);
-        let b = slots.admit(false);
+        let a = slots.admit(None);
+        let b = slots.admit(None);
         a.conn.touch();
         // A third untrusted connection takes the slot of one that has sent nothing (b), not of
         // one that has (a), though b is the newer.
-        let c = slots.admit(false);
+        let c = slots.admit(None);
         assert!(closed(&b) && !closed(&a) && !closed(&c));
         // Of those that moved bytes, the least recently active gives way.
         c.conn.touch();
-        let e = slots.admit(false);
+        let e = slots.admit(None);
         assert!(closed(&a) && !closed(&c) && !closed(&e));
         assert_eq!(slots.held(), (2, 0));
         // Trusted connections leave the share.
         c.trust();
         assert_eq!(slots.held(), (1, 1));
-        let d = slots.admit(false);
+        let d = slots.admit(None);
         assert!(!closed(&d) && !closed(&e));
         assert_eq!(slots.held(), (2, 1));
         drop(e);
@@ -265,14 +319,14 @@ mod tests {
         let slots = ConnectionSlots::new(4); // 1 untrusted, 3 trusted
         let t: Vec<ConnectionSlot> = (0..3)
             .map(|_| {
-                let s = slots.admit(false);
+                let s = slots.admit(None);
                 s.trust();
                 s
             })
             .collect();
         assert_eq!(slots.held(), (0, 3));
         let _busy: Vec<Busy> = t.iter().map(ConnectionSlot::busy).collect();
-        let late = slots.admit(false);
+        let late = slots.admit(None);
         late.trust();
         // All trusted ones answer requests: the newcomer waits in the untrusted share.
         assert_eq!(slots.held(), (1, 3));
@@ -281,5 +335,37 @@ mod tests {
         late.trust();
         assert_eq!(slots.held(), (0, 3));
         assert_eq!(t.iter().filter(|s| closed(s)).count(), 1);
+    }
+
+    #[test]
+    fn a_client_whose_bytes_wait_unread_is_not_taken_for_silent() {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = || {
+            let client = TcpStream::connect(addr).unwrap();
+            (client, listener.accept().unwrap().0)
+        };
+        let slots = ConnectionSlots::new(8); // 2 untrusted
+        let ((_a_client, a_side), (mut b_client, mut b_side)) = (accept(), accept());
+        let a = slots.admit(duplicate(&a_side));
+        let b = slots.admit(duplicate(&b_side));
+        // b's client sends its request after b was admitted; b's task has not read it yet.
+        b_client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let mut newcomers = Vec::new();
+        let mut sockets = Vec::new();
+        for _ in 0..3 {
+            let (client, side) = accept();
+            newcomers.push(slots.admit(duplicate(&side)));
+            sockets.push((client, side));
+        }
+        // The silent ones gave way, oldest first; b, older than the newcomers, did not.
+        assert!(closed(&a) && !closed(&b), "b was taken for silent");
+        assert!(closed(&newcomers[0]) && closed(&newcomers[1]) && !closed(&newcomers[2]));
+        // The peeks took nothing from the socket.
+        let mut got = [0u8; 18];
+        b_side.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"GET / HTTP/1.1\r\n\r\n");
     }
 }

@@ -124,7 +124,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         // Every connection is admitted at once; when the slots of connections that have not had
         // a request allowed are all taken, the least active of those is closed for it
         // ([`connection_slots`]).
-        let slot = Arc::new(slots.admit(has_sent(&stream)));
+        let slot = Arc::new(slots.admit(connection_slots::duplicate(&stream)));
         let stream = Deadlined::new(stream, slot.conn().clone());
         let web = app.web();
         let app = app.clone();
@@ -144,16 +144,6 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
         }
     }
-}
-
-/// Whether the client has sent bytes already (a request, a TLS ClientHello) that wait to be read:
-/// such a connection is not one of the silent ones that newcomers displace first
-/// ([`connection_slots`]), even before its task first runs.
-fn has_sent(stream: &tokio::net::TcpStream) -> bool {
-    let mut byte = [0u8; 1];
-    let mut buf = tokio::io::ReadBuf::new(&mut byte);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    matches!(stream.poll_peek(&mut cx, &mut buf), std::task::Poll::Ready(Ok(n)) if n > 0)
 }
 
 /// Serves one connection: the TLS handshake (bounded by [`TLS_HANDSHAKE_TIMEOUT`]) when TLS is
