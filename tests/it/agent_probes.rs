@@ -355,7 +355,9 @@ fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     // Each target alone uses 25% of the device; together they would need 50%, twice the budget.
     // (The default, gentle, profile: a capacity profile would wait for the device's load to be
-    // measured before each run.)
+    // measured before each run. The psync engine: io_uring's pause before the first I/O holds
+    // the device's lock for 250 ms more per run, and the turns of the two targets would then
+    // leave little more than the budget's time for probing.)
     let config = common::config_flag(
         dir.path(),
         &format!(
@@ -364,6 +366,7 @@ fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
 interval = "400ms"
 runtime = "100ms"
 max_duty_cycle = 0.25
+engine = "psync"
 jitter = 0.0
 [scheduler]
 max_concurrent_probes = 2
@@ -383,25 +386,42 @@ path = "{0}"
     // initial capacity and one overrun are small beside the budget.
     let skipped = |m: &Metrics| sum(m, "diskprobe_probe_runs_total", &["result=\"skipped\""]);
     let ok = |m: &Metrics| sum(m, "diskprobe_probe_runs_total", &["result=\"success\""]);
+    // The longest run's charge: what a target's busy seconds grew by between two scrapes (100 ms
+    // apart; a target's runs start an interval, 400 ms, apart: one run, or more when a scrape
+    // was late, which only makes the bound looser).
+    let longest = std::cell::Cell::new(0.0f64);
+    let before = std::cell::RefCell::new(std::collections::BTreeMap::<String, f64>::new());
     let m = wait_until(
         &agent,
         Duration::from_secs(30),
         "20 runs and a refusal by the budget",
-        |m| ok(m) >= 20.0 && skipped(m) >= 1.0,
+        |m| {
+            let mut before = before.borrow_mut();
+            for (k, v) in m {
+                if k.starts_with("diskprobe_probe_busy_seconds_total{") {
+                    let grew = v - before.insert(k.clone(), *v).unwrap_or(0.0);
+                    longest.set(longest.get().max(grew));
+                }
+            }
+            ok(m) >= 20.0 && skipped(m) >= 1.0
+        },
     );
+    let longest = longest.get();
     let wall = start.elapsed().as_secs_f64();
     let busy = sum(&m, "diskprobe_probe_busy_seconds_total", &[]);
     let (skipped, ok) = (skipped(&m), ok(&m));
     eprintln!(
-        "wall {wall:.2}s busy {busy:.2}s ({:.1}%), {ok} runs, {skipped} skipped",
+        "wall {wall:.2}s busy {busy:.2}s ({:.1}%), {ok} runs, {skipped} skipped, longest run {longest:.3}s",
         100.0 * busy / wall
     );
     assert!(skipped > 0.0, "the budget must refuse some runs");
     assert!(ok > 0.0);
-    // Budget 25% of wall time, plus the bucket's initial capacity (0.2 s) and one run's overrun.
+    // A run starts only while the bucket is not in debt and is charged when it ends: the budget
+    // (25% of wall time) plus the bucket's initial capacity (two runtimes: 0.2 s) plus one run,
+    // the longest (on a loaded machine a 100 ms run can take longer), and no more.
     assert!(
-        busy <= 0.25 * wall + 0.2 + 0.15,
-        "busy {busy:.2}s over {wall:.2}s exceeds the budget"
+        busy <= 0.25 * wall + 0.2 + longest,
+        "busy {busy:.2}s over {wall:.2}s exceeds the budget (longest run {longest:.3}s)"
     );
 }
 
