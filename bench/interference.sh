@@ -9,6 +9,8 @@
 #                          yield_to_other_io = false: capacity runs go to their end, as before
 #                          the agent had either)
 #        KEEP=runs.tsv sudo bench/interference.sh ...       (also keep every run)
+#        OURS_BIN=path/to/diskprobe_exporter sudo bench/interference.sh ...   (that binary instead
+#                          of building one)
 #        RT=1 sudo bench/interference.sh ...   (run the workload and the agent under chrt --fifo 1:
 #                          on a shared machine, other processes' CPU load then delays neither)
 # Needs: root, losetup, cgroup v1 blkio, fio, python3, curl, cargo.
@@ -45,7 +47,7 @@ need losetup
 need curl
 [[ -e /sys/fs/cgroup/blkio/blkio.throttle.read_iops_device ]] || { echo "cgroup v1 blkio is not mounted" >&2; exit 1; }
 FIO=$(command -v fio)
-build_ours
+if [[ -n "${OURS_BIN:-}" ]]; then OURS=$OURS_BIN; else build_ours; fi
 
 make_workdir /dev/shm/interference.XXXXXX
 CGROUP=/sys/fs/cgroup/blkio/${DISKPROBE_TEST_PREFIX:-diskprobe-test}-interference-$$
