@@ -172,8 +172,9 @@ impl Table {
     }
 
     /// Closes the connection of the class `trusted` that moved a byte least recently (of the
-    /// untrusted ones, first those that have not moved a byte at all since they were accepted;
-    /// of the trusted ones, only those without a request in progress); whether there was one.
+    /// untrusted ones, first those that have not moved a byte at all since they were accepted,
+    /// once [`Table::note_unread_bytes`] has spared those whose bytes wait unread; of the trusted
+    /// ones, only those without a request in progress); whether there was one.
     fn evict(&mut self, trusted: bool) -> bool {
         if !trusted {
             self.note_unread_bytes();
@@ -348,11 +349,13 @@ mod tests {
             (client, listener.accept().unwrap().0)
         };
         let slots = ConnectionSlots::new(8); // 2 untrusted
-        let ((_a_client, a_side), (mut b_client, mut b_side)) = (accept(), accept());
+        let ((mut a_client, a_side), (mut b_client, mut b_side)) = (accept(), accept());
         let a = slots.admit(duplicate(&a_side));
         let b = slots.admit(duplicate(&b_side));
         // b's client sends its request after b was admitted; b's task has not read it yet.
         b_client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        // (Wait until the bytes are in b's receive queue: loopback may deliver them later.)
+        b_side.peek(&mut [0u8; 1]).unwrap();
         let mut newcomers = Vec::new();
         let mut sockets = Vec::new();
         for _ in 0..3 {
@@ -363,6 +366,13 @@ mod tests {
         // The silent ones gave way, oldest first; b, older than the newcomers, did not.
         assert!(closed(&a) && !closed(&b), "b was taken for silent");
         assert!(closed(&newcomers[0]) && closed(&newcomers[1]) && !closed(&newcomers[2]));
+        // a's slot was given up with the duplicate of its socket: once its stream is dropped,
+        // its client sees the end of the connection.
+        drop(a_side);
+        a_client
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(a_client.read(&mut [0u8; 1]).unwrap(), 0);
         // The peeks took nothing from the socket.
         let mut got = [0u8; 18];
         b_side.read_exact(&mut got).unwrap();

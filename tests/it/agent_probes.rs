@@ -398,9 +398,10 @@ path = "{0}"
         |m| {
             let mut before = before.borrow_mut();
             for (k, v) in m {
-                if k.starts_with("diskprobe_probe_busy_seconds_total{") {
-                    let grew = v - before.insert(k.clone(), *v).unwrap_or(0.0);
-                    longest.set(longest.get().max(grew));
+                if k.starts_with("diskprobe_probe_busy_seconds_total{")
+                    && let Some(was) = before.insert(k.clone(), *v)
+                {
+                    longest.set(longest.get().max(v - was));
                 }
             }
             ok(m) >= 20.0 && skipped(m) >= 1.0
