@@ -198,24 +198,19 @@ impl Table {
         held.conn.close();
         true
     }
-}
 
-impl Table {
     /// Marks as having moved a byte the untrusted connections thought silent whose clients have
     /// sent bytes not read yet, oldest first, up to the first that is silent indeed (the one
     /// [`Table::evict`] then closes): usually a single peek.
-    fn note_unread_bytes(&mut self) {
-        let mut silent: Vec<(u64, u64)> = self
+    fn note_unread_bytes(&self) {
+        let mut silent: Vec<(u64, u64, &Held)> = self
             .held
             .iter()
             .filter(|(_, h)| !h.trusted && !h.conn.moved.load(Ordering::Relaxed))
-            .map(|(id, h)| (h.conn.last.load(Ordering::Relaxed), *id))
+            .map(|(id, h)| (h.conn.last.load(Ordering::Relaxed), *id, h))
             .collect();
-        silent.sort_unstable();
-        for (_, id) in silent {
-            let Some(held) = self.held.get(&id) else {
-                continue;
-            };
+        silent.sort_unstable_by_key(|&(last, id, _)| (last, id));
+        for (_, _, held) in silent {
             if !held.peer.as_ref().is_some_and(has_sent) {
                 return;
             }
