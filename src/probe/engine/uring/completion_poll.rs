@@ -15,19 +15,20 @@
 //! CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`). Up to
 //! [`POLL_MAX_IN_FLIGHT`] it always polls (when completions come that quickly).
 //!
-//! With more in flight, up to [`TRIAL_MAX_IN_FLIGHT`], whether polling pays depends on the
-//! machine more than on the device: the device has more queued through a wake-up, and what the
-//! wake-up costs varies. 4k random I/O at QD16 on a tmpfs-backed loop device, on the same 2-CPU
-//! guest on different days, against fio (docs/benchmarks.md): one day polling ran at 0.94–0.95×
-//! fio's IOPS and sleeping at 1.11–1.12×; another day, reads polling at 1.35× and sleeping at
-//! 0.95×. So each run tries both ([`Trial`]): its first waits at those depths alternate between
-//! sleeping and polling in epochs of at least [`TRIAL_EPOCH`] and [`TRIAL_EPOCH_IOS`]
-//! completions (sleep, poll, poll, sleep, twice: a drift of the machine's speed touches both
-//! alike), and the rest of the run polls only if the polling epochs took at most
-//! 100/[`TRIAL_GAIN_PERCENT`] of the sleeping epochs' time per completion: polling keeps the
-//! thread busy, so it must bring enough more I/O to pay for that CPU. The run's first 200 ms or
-//! so are measured half polling, half sleeping. Rate-capped runs, whose waits last as long as the
-//! cap says, do not try (they sleep), and deeper queues always sleep.
+//! With more in flight, up to [`TRIAL_MAX_IN_FLIGHT`], whether polling pays depends on the machine
+//! more than on the device: the device has more queued through a wake-up, and what the wake-up
+//! costs varies. 4k random I/O at QD16 on a tmpfs-backed loop device, on the same 2-CPU guest on
+//! different days, against fio: one day polling ran at 0.94–0.95× fio's IOPS and sleeping at
+//! 1.11–1.12×; another day, reads polling at 1.35× and sleeping at 0.95× (a build that always polls
+//! there and one that always sleeps, `OURS_BIN=` each, `DEPTHS=16 WORKLOADS="randread:4k
+//! randwrite:4k" sudo bench/qd_sweep.sh 5 1`). So each run tries both ([`Trial`]): its first waits
+//! at those depths alternate between sleeping and polling in epochs of at least [`TRIAL_EPOCH`] and
+//! [`TRIAL_EPOCH_IOS`] completions (sleep, poll, poll, sleep, twice: a drift of the machine's speed
+//! touches both alike), and the rest of the run polls only if the polling epochs took at most
+//! 100/[`TRIAL_GAIN_PERCENT`] of the sleeping epochs' time per completion: polling keeps the thread
+//! busy, so it must bring enough more I/O to pay for that CPU. The run's first 200 ms or so are
+//! measured half polling, half sleeping. Rate-capped runs, whose waits last as long as the cap
+//! says, do not try (they sleep), and deeper queues always sleep.
 
 use std::time::{Duration, Instant};
 

@@ -50,9 +50,10 @@ pub(super) const SPLIT_MAX_DEPTH: usize = 4;
 pub(super) const GROUP_MAX_DEPTH: usize = 64;
 /// Most queued entries one call submits in [`Submit::Groups`]. Fewer calls than fio's one entry a
 /// call cost less CPU per I/O; with 4, `bench/qd_sweep.sh` put 4k random I/O at QD 24–48 at
-/// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O at `249b40b`, and at 0.97–1.05× and
-/// 0.58–0.66× on a day when fio ran faster there (docs/benchmarks.md). To compare with 1, build
-/// with 1 and run the sweep at those points with `OURS_BIN=` set to each build.
+/// 1.11–1.23× fio's IOPS and 0.47–0.57× its CPU per I/O on one day, and at 0.97–1.05× and
+/// 0.58–0.66× on a day when fio ran faster there. To compare with 1, build with 1 and run
+/// `DEPTHS="24 32 48" WORKLOADS="randread:4k randwrite:4k" sudo bench/qd_sweep.sh 5 1` with
+/// `OURS_BIN=` set to each build.
 pub(super) const GROUP_ENTRIES: usize = 4;
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
