@@ -153,6 +153,49 @@ fn counts_match_diskstats_on_a_disk_backed_loop_device() {
     counts_match_diskstats(&dev, "500ms");
 }
 
+/// Whether transparent huge pages can be had by `madvise` (`always` or `madvise`, not `never`).
+fn huge_pages_available() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|mode| !mode.contains("[never]"))
+}
+
+/// A 1 MiB I/O reaches the device as one request: its buffer lies in huge pages, not in 256 base
+/// pages that the loop device (at most 128 segments of 64 KiB) would split into two requests of
+/// 512 KiB. Both engines, reads at QD4 and QD1 and writes at QD2; every bio the engine submitted
+/// is a completed request or a merge, so a split doubles the count.
+fn one_mib_ios_reach_the_device_whole() {
+    if !loopdev::ready() || !common::skip::require(huge_pages_available(), "transparent huge pages")
+    {
+        return;
+    }
+    let _guard = common::shared();
+    let dev = LoopDev::tmpfs(256 << 20);
+    let reader = open(&dev.path, false, 0, None).expect("open read-only");
+    let writer = open(&dev.path, true, 0, None).expect("open for writes");
+    for (choice, kind) in ENGINES {
+        for (options, target) in [
+            ("-rw=read -bs=1M -iodepth=4 -runtime=300ms", &reader),
+            ("-rw=randread -bs=1M -iodepth=1 -runtime=300ms", &reader),
+            ("-rw=write -bs=1M -iodepth=2 -runtime=300ms", &writer),
+        ] {
+            let p = profile(options);
+            let before = dev.stats();
+            let r = engine::run(target, &p, &opts(choice)).expect("probe runs");
+            let after = dev.stats();
+            assert_eq!(r.engine, kind);
+            assert!(r.is_success(), "{options}: {:?}", r.first_error);
+            assert!(r.ios > 20, "{kind:?} {options}: only {} I/Os", r.ios);
+            let bios = if p.rw.is_write() {
+                after.writes + after.write_merges - before.writes - before.write_merges
+            } else {
+                after.reads + after.read_merges - before.reads - before.read_merges
+            };
+            eprintln!("{kind:?} {options}: {} I/Os, {bios} bios", r.ios);
+            assert_within(&format!("{kind:?} {options}: bios"), bios, r.ios, 0.01);
+        }
+    }
+}
+
 fn writes_change_nothing_outside_the_region() {
     if !loopdev::ready() {
         return;
@@ -477,6 +520,7 @@ fn exclusive_opens_are_released_when_an_io_uring_run_ends() {
 crate::tests! {
     counts_match_diskstats_on_a_tmpfs_backed_loop_device: [LOOP],
     counts_match_diskstats_on_a_disk_backed_loop_device: [LOOP],
+    one_mib_ios_reach_the_device_whole: [LOOP],
     writes_change_nothing_outside_the_region: [LOOP],
     write_probes_use_fresh_data_each_time: [LOOP],
     alignment_and_short_device_errors_are_clear: [LOOP],

@@ -1,5 +1,13 @@
 //! I/O buffers for direct I/O: page-aligned anonymous mappings filled with random bytes, and the
 //! stamp that makes every write's data unique.
+//!
+//! A run's buffers come from one mapping advised for transparent huge pages when they total at
+//! least one huge page or each is at least 512 KiB ([`AlignedBuf::many`]): a block device splits
+//! an I/O whose memory has more physically separate pieces than its `max_segments`, and 4 KiB
+//! pages that the kernel placed apart give a 1 MiB buffer 256 of them (a loop device takes 128
+//! of at most 64 KiB each, so it splits every such read in two: `/sys/block/loopN/stat` counts
+//! two 512 KiB requests per I/O). Inside a 2 MiB huge page a 1 MiB buffer is 16 pieces of 64 KiB:
+//! one request, as an I/O of that size is meant to be.
 
 use rand::RngCore;
 use rand::rngs::SmallRng;
@@ -49,6 +57,8 @@ pub(crate) fn stamp(buf: &mut [u8], rng: &mut SmallRng) {
 pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Bytes from `ptr` that this buffer unmaps when dropped (at least `len`).
+    mapped: usize,
 }
 
 // SAFETY: AlignedBuf owns its mapping exclusively (like a Box<[u8]>).
@@ -57,8 +67,17 @@ unsafe impl Send for AlignedBuf {}
 /// Alignment every mapping has (Linux pages are at least 4 KiB).
 const MAP_ALIGN: usize = 4096;
 
+/// Size of a transparent huge page with 4 KiB base pages (x86-64, arm64).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Buffers from this size up get huge pages even alone ([`AlignedBuf::many`]): in base pages the
+/// kernel placed apart, a buffer has a segment per 4 KiB, and a loop device takes at most 128 of
+/// them (512 KiB) in a request.
+const HUGE_MIN_BUFFER: usize = 512 << 10;
+
 impl AlignedBuf {
-    /// `len` random bytes aligned to `align` (a power of two, at most 4096).
+    /// `len` random bytes aligned to `align` (a power of two, at most 4096); from
+    /// [`HUGE_MIN_BUFFER`] up, in huge pages where the kernel gives them ([`AlignedBuf::many`]).
     pub(crate) fn new(
         len: usize,
         align: usize,
@@ -68,6 +87,13 @@ impl AlignedBuf {
             return Err(BufferError::Alignment { align });
         }
         let len = len.max(1);
+        if len >= HUGE_MIN_BUFFER {
+            let mut one = AlignedBuf::many(1, len, align, rng)?;
+            return one.pop().ok_or(BufferError::Map {
+                len,
+                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            });
+        }
         // SAFETY: an anonymous private mapping of len bytes at an address the kernel chooses;
         // no file descriptor or existing memory is involved.
         let raw = unsafe {
@@ -90,9 +116,98 @@ impl AlignedBuf {
             len,
             source: std::io::Error::from_raw_os_error(libc::ENOMEM),
         })?;
-        let mut buf = AlignedBuf { ptr, len };
+        let mut buf = AlignedBuf {
+            ptr,
+            len,
+            mapped: len,
+        };
         rng.fill_bytes(buf.as_mut_slice());
         Ok(buf)
+    }
+
+    /// `count` buffers of `len` random bytes, each aligned to `align` (a power of two, at most
+    /// 4096). When they total at least [`HUGE_PAGE`], or each is at least [`HUGE_MIN_BUFFER`],
+    /// they are carved from one mapping aligned to [`HUGE_PAGE`], rounded up to a whole number of
+    /// them and advised `MADV_HUGEPAGE`, so that each buffer lies in as few physically contiguous
+    /// pieces as the kernel can give; where transparent huge pages are off or none is free, base
+    /// pages back it, as they back a mapping per buffer. Each buffer starts on a page and unmaps
+    /// its own pages when dropped (the last one also the rounding's).
+    pub(crate) fn many(
+        count: usize,
+        len: usize,
+        align: usize,
+        rng: &mut SmallRng,
+    ) -> Result<Vec<AlignedBuf>, BufferError> {
+        if align > MAP_ALIGN {
+            return Err(BufferError::Alignment { align });
+        }
+        let len = len.max(1);
+        let stride = len.div_ceil(MAP_ALIGN) * MAP_ALIGN;
+        let total = stride
+            .checked_mul(count)
+            .filter(|t| count > 0 && (*t >= HUGE_PAGE || len >= HUGE_MIN_BUFFER));
+        let Some(total) = total else {
+            return (0..count)
+                .map(|_| AlignedBuf::new(len, align, rng))
+                .collect();
+        };
+        let too_large = || BufferError::Map {
+            len: total,
+            source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+        };
+        let span = total
+            .checked_next_multiple_of(HUGE_PAGE)
+            .ok_or_else(too_large)?;
+        let map_len = span.checked_add(HUGE_PAGE).ok_or_else(too_large)?;
+        // SAFETY: an anonymous private mapping of map_len bytes at an address the kernel chooses;
+        // no file descriptor or existing memory is involved.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(BufferError::Map {
+                len: map_len,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        let start = raw as usize;
+        let base = start.next_multiple_of(HUGE_PAGE);
+        let head = base - start;
+        let tail = map_len - head - span;
+        // SAFETY: [start, base) and [base + span, start + map_len) are the parts of the mapping
+        // just made outside the aligned range kept; both are whole pages (start, base and span
+        // are page multiples) and nothing refers to them. madvise only advises.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((base + span) as *mut libc::c_void, tail);
+            }
+            // Without transparent huge pages this fails, and base pages back the range.
+            libc::madvise(base as *mut libc::c_void, span, libc::MADV_HUGEPAGE);
+        }
+        let mut bufs = Vec::with_capacity(count);
+        for i in 0..count {
+            let at = base + i * stride;
+            let mapped = if i + 1 == count {
+                base + span - at
+            } else {
+                stride
+            };
+            let ptr = NonNull::new(at as *mut u8).ok_or_else(too_large)?;
+            let mut buf = AlignedBuf { ptr, len, mapped };
+            rng.fill_bytes(buf.as_mut_slice());
+            bufs.push(buf);
+        }
+        Ok(bufs)
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
@@ -112,10 +227,12 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: ptr/len is exactly the mapping made in new(), unmapped once; owners drop a
-        // buffer only after every I/O using it has completed (uring::ring::RingIo leaks it otherwise).
+        // SAFETY: ptr/mapped is exactly the mapping made in new(), or this buffer's own pages of
+        // the one made in many() (which no other buffer holds), unmapped once; owners drop a
+        // buffer only after every I/O using it has completed (uring::ring::RingIo leaks it
+        // otherwise).
         unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+            libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
         }
     }
 }
@@ -139,6 +256,67 @@ mod tests {
             assert_ne!(a[..8], b[..8]);
             assert_eq!(a[8..], b[8..]);
         }
+    }
+
+    /// Whether `len` bytes from `ptr` are all unmapped (`msync` fails with ENOMEM on a hole).
+    fn unmapped(ptr: usize, len: usize) -> bool {
+        // SAFETY: msync only inspects the mappings of the range; no memory is accessed.
+        let rc = unsafe { libc::msync(ptr as *mut libc::c_void, len, libc::MS_ASYNC) };
+        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM)
+    }
+
+    #[test]
+    fn many_carves_one_huge_page_aligned_mapping_and_each_buffer_unmaps_its_own() {
+        let mut rng = SmallRng::from_os_rng();
+        // 3 buffers of 600,000 bytes: each at least HUGE_MIN_BUFFER, total under a huge page.
+        let mut bufs = AlignedBuf::many(3, 600_000, 512, &mut rng).unwrap();
+        let stride = 600_000usize.div_ceil(MAP_ALIGN) * MAP_ALIGN;
+        let base = bufs[0].as_mut_ptr() as usize;
+        assert_eq!(base % HUGE_PAGE, 0, "aligned to a huge page");
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            assert_eq!(buf.as_mut_ptr() as usize, base + i * stride);
+            assert_eq!(buf.len(), 600_000);
+            buf.as_mut_slice().fill(i as u8 + 1);
+        }
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            assert!(
+                buf.as_mut_slice().iter().all(|b| *b == i as u8 + 1),
+                "buffers are disjoint"
+            );
+        }
+        assert!(!unmapped(base, MAP_ALIGN));
+        let middle = bufs.remove(1);
+        drop(middle);
+        assert!(
+            unmapped(base + stride, stride),
+            "a buffer unmaps its own pages"
+        );
+        assert!(!unmapped(base, MAP_ALIGN) && !unmapped(base + 2 * stride, MAP_ALIGN));
+        drop(bufs);
+        assert!(
+            unmapped(base, HUGE_PAGE),
+            "the last buffer unmaps the rounding too"
+        );
+    }
+
+    #[test]
+    fn small_buffers_keep_a_mapping_each_and_large_ones_start_on_a_huge_page() {
+        let mut rng = SmallRng::from_os_rng();
+        let bufs = AlignedBuf::many(4, 4096, 4096, &mut rng).unwrap();
+        assert_eq!(bufs.len(), 4);
+        let mut big = AlignedBuf::new(1 << 20, 4096, &mut rng).unwrap();
+        assert_eq!(big.as_mut_ptr() as usize % HUGE_PAGE, 0);
+        let mut deep = AlignedBuf::many(64, 64 << 10, 4096, &mut rng).unwrap();
+        assert_eq!(
+            deep[0].as_mut_ptr() as usize % HUGE_PAGE,
+            0,
+            "4 MiB in total"
+        );
+        assert!(
+            AlignedBuf::many(0, 1 << 20, 4096, &mut rng)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -237,7 +237,8 @@ impl RingIo {
         }
     }
 
-    /// Creates the ring, maps one buffer per slot and registers the buffers and the file.
+    /// Creates the ring, maps one buffer per slot ([`AlignedBuf::many`]) and registers the buffers
+    /// and the file.
     pub(super) fn set_up(job: &Job, rng: &mut SmallRng) -> Result<RingIo, ProbeError> {
         let depth = job.iodepth as usize;
         // Room for every I/O plus the timeout request; the completion queue is twice as large,
@@ -250,10 +251,11 @@ impl RingIo {
             return Err(ProbeError::RateCapNeedsExtArg);
         }
         let now = Instant::now();
+        let bufs = AlignedBuf::many(depth, job.block_size as usize, job.mem_align, rng)?;
         let mut slots = Vec::with_capacity(depth);
-        for _ in 0..depth {
+        for buf in bufs {
             slots.push(Slot {
-                buf: AlignedBuf::new(job.block_size as usize, job.mem_align, rng)?,
+                buf,
                 state: SlotState::Free {
                     since: now,
                     late: Duration::ZERO,
