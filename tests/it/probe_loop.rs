@@ -63,6 +63,17 @@ fn assert_within(what: &str, got: u64, want: u64, tolerance: f64) {
     );
 }
 
+/// The writes' or reads' bios the device got between two snapshots of its counters. The block
+/// layer merges adjacent bios (sequential I/O), so they are the completed requests plus the
+/// merges, as in fio's "Disk stats": one per I/O the probe issued, unless the I/O was split.
+fn bios(before: &loopdev::Stats, after: &loopdev::Stats, write: bool) -> u64 {
+    if write {
+        after.writes + after.write_merges - before.writes - before.write_merges
+    } else {
+        after.reads + after.read_merges - before.reads - before.read_merges
+    }
+}
+
 /// Runs read and write profiles on `dev` with both engines and checks the kernel's counts.
 fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
     let reader = open(&dev.path, false, 0, None).expect("open read-only");
@@ -106,18 +117,11 @@ fn counts_match_diskstats(dev: &LoopDev, runtime: &str) {
             assert!(r.ios > 100, "{options}: only {} I/Os", r.ios);
             assert_eq!(r.bytes, r.ios * p.block_size, "bytes = ios × block size");
             assert_eq!(r.latency_ns.len(), r.ios, "one latency sample per I/O");
-            // The block layer merges adjacent requests (sequential I/O): the I/Os the probe
-            // issued are the completed requests plus the merges, as in fio's "Disk stats".
-            let (count, sectors) = if p.rw.is_write() {
-                (
-                    after.writes + after.write_merges - before.writes - before.write_merges,
-                    after.write_sectors - before.write_sectors,
-                )
+            let count = bios(&before, &after, p.rw.is_write());
+            let sectors = if p.rw.is_write() {
+                after.write_sectors - before.write_sectors
             } else {
-                (
-                    after.reads + after.read_merges - before.reads - before.read_merges,
-                    after.read_sectors - before.read_sectors,
-                )
+                after.read_sectors - before.read_sectors
             };
             assert_within(
                 &format!("{kind:?} {options}: diskstats I/Os"),
@@ -185,11 +189,7 @@ fn one_mib_ios_reach_the_device_whole() {
             assert_eq!(r.engine, kind);
             assert!(r.is_success(), "{options}: {:?}", r.first_error);
             assert!(r.ios > 20, "{kind:?} {options}: only {} I/Os", r.ios);
-            let bios = if p.rw.is_write() {
-                after.writes + after.write_merges - before.writes - before.write_merges
-            } else {
-                after.reads + after.read_merges - before.reads - before.read_merges
-            };
+            let bios = bios(&before, &after, p.rw.is_write());
             eprintln!("{kind:?} {options}: {} I/Os, {bios} bios", r.ios);
             assert_within(&format!("{kind:?} {options}: bios"), bios, r.ios, 0.01);
         }

@@ -75,54 +75,48 @@ const HUGE_PAGE: usize = 2 << 20;
 /// them (512 KiB) in a request.
 const HUGE_MIN_BUFFER: usize = 512 << 10;
 
+/// An anonymous private mapping of `len` bytes.
+fn map(len: usize) -> Result<NonNull<u8>, BufferError> {
+    // SAFETY: an anonymous private mapping of len bytes at an address the kernel chooses; no file
+    // descriptor or existing memory is involved.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(BufferError::Map {
+            len,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    NonNull::new(raw.cast::<u8>()).ok_or_else(|| out_of_memory(len))
+}
+
+/// The error for a mapping of `len` bytes that cannot be had.
+fn out_of_memory(len: usize) -> BufferError {
+    BufferError::Map {
+        len,
+        source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+    }
+}
+
 impl AlignedBuf {
-    /// `len` random bytes aligned to `align` (a power of two, at most 4096); from
-    /// [`HUGE_MIN_BUFFER`] up, in huge pages where the kernel gives them ([`AlignedBuf::many`]).
+    /// `len` random bytes aligned to `align` (a power of two, at most 4096): one buffer of
+    /// [`AlignedBuf::many`], so in huge pages from [`HUGE_MIN_BUFFER`] up.
     pub(crate) fn new(
         len: usize,
         align: usize,
         rng: &mut SmallRng,
     ) -> Result<AlignedBuf, BufferError> {
-        if align > MAP_ALIGN {
-            return Err(BufferError::Alignment { align });
-        }
-        let len = len.max(1);
-        if len >= HUGE_MIN_BUFFER {
-            let mut one = AlignedBuf::many(1, len, align, rng)?;
-            return one.pop().ok_or(BufferError::Map {
-                len,
-                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
-            });
-        }
-        // SAFETY: an anonymous private mapping of len bytes at an address the kernel chooses;
-        // no file descriptor or existing memory is involved.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(BufferError::Map {
-                len,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let ptr = NonNull::new(raw.cast::<u8>()).ok_or_else(|| BufferError::Map {
-            len,
-            source: std::io::Error::from_raw_os_error(libc::ENOMEM),
-        })?;
-        let mut buf = AlignedBuf {
-            ptr,
-            len,
-            mapped: len,
-        };
-        rng.fill_bytes(buf.as_mut_slice());
-        Ok(buf)
+        AlignedBuf::many(1, len, align, rng)?
+            .pop()
+            .ok_or_else(|| out_of_memory(len))
     }
 
     /// `count` buffers of `len` random bytes, each aligned to `align` (a power of two, at most
@@ -145,39 +139,17 @@ impl AlignedBuf {
         let stride = len.div_ceil(MAP_ALIGN) * MAP_ALIGN;
         let total = stride
             .checked_mul(count)
-            .filter(|t| count > 0 && (*t >= HUGE_PAGE || len >= HUGE_MIN_BUFFER));
-        let Some(total) = total else {
+            .ok_or_else(|| out_of_memory(len))?;
+        if count == 0 || (total < HUGE_PAGE && len < HUGE_MIN_BUFFER) {
             return (0..count)
-                .map(|_| AlignedBuf::new(len, align, rng))
+                .map(|_| Ok(AlignedBuf::filled(map(len)?, len, len, rng)))
                 .collect();
-        };
-        let too_large = || BufferError::Map {
-            len: total,
-            source: std::io::Error::from_raw_os_error(libc::ENOMEM),
-        };
+        }
         let span = total
             .checked_next_multiple_of(HUGE_PAGE)
-            .ok_or_else(too_large)?;
-        let map_len = span.checked_add(HUGE_PAGE).ok_or_else(too_large)?;
-        // SAFETY: an anonymous private mapping of map_len bytes at an address the kernel chooses;
-        // no file descriptor or existing memory is involved.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(BufferError::Map {
-                len: map_len,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let start = raw as usize;
+            .and_then(|span| span.checked_add(HUGE_PAGE).map(|map_len| (span, map_len)));
+        let (span, map_len) = span.ok_or_else(|| out_of_memory(total))?;
+        let start = map(map_len)?.as_ptr() as usize;
         let base = start.next_multiple_of(HUGE_PAGE);
         let head = base - start;
         let tail = map_len - head - span;
@@ -186,7 +158,7 @@ impl AlignedBuf {
         // are page multiples) and nothing refers to them. madvise only advises.
         unsafe {
             if head > 0 {
-                libc::munmap(raw, head);
+                libc::munmap(start as *mut libc::c_void, head);
             }
             if tail > 0 {
                 libc::munmap((base + span) as *mut libc::c_void, tail);
@@ -194,25 +166,31 @@ impl AlignedBuf {
             // Without transparent huge pages this fails, and base pages back the range.
             libc::madvise(base as *mut libc::c_void, span, libc::MADV_HUGEPAGE);
         }
-        let mut bufs = Vec::with_capacity(count);
-        for i in 0..count {
-            let at = base + i * stride;
-            let mapped = if i + 1 == count {
-                base + span - at
-            } else {
-                stride
-            };
-            let ptr = NonNull::new(at as *mut u8).ok_or_else(too_large)?;
-            let mut buf = AlignedBuf { ptr, len, mapped };
-            rng.fill_bytes(buf.as_mut_slice());
-            bufs.push(buf);
-        }
-        Ok(bufs)
+        (0..count)
+            .map(|i| {
+                let at = base + i * stride;
+                let mapped = if i + 1 == count {
+                    base + span - at
+                } else {
+                    stride
+                };
+                let ptr = NonNull::new(at as *mut u8).ok_or_else(|| out_of_memory(total))?;
+                Ok(AlignedBuf::filled(ptr, len, mapped, rng))
+            })
+            .collect()
+    }
+
+    /// The buffer of `len` bytes at `ptr`, owning `mapped` bytes of mapping, filled with random
+    /// bytes.
+    fn filled(ptr: NonNull<u8>, len: usize, mapped: usize, rng: &mut SmallRng) -> AlignedBuf {
+        let mut buf = AlignedBuf { ptr, len, mapped };
+        rng.fill_bytes(buf.as_mut_slice());
+        buf
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is a live mapping of len bytes (zero-filled by the kernel, then written in
-        // new()), borrowed mutably through &mut self only.
+        // SAFETY: ptr is a live mapping of at least len bytes (zero-filled by the kernel, then
+        // written in filled()), borrowed mutably through &mut self only.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
@@ -227,8 +205,8 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: ptr/mapped is exactly the mapping made in new(), or this buffer's own pages of
-        // the one made in many() (which no other buffer holds), unmapped once; owners drop a
+        // SAFETY: ptr/mapped is a whole mapping made in many(), or this buffer's own pages of the
+        // one it shares out (which no other buffer holds), unmapped once; owners drop a
         // buffer only after every I/O using it has completed (uring::ring::RingIo leaks it
         // otherwise).
         unsafe {
