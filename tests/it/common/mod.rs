@@ -13,6 +13,8 @@
 //! - [`tls`], [`seccomp`]: certificates, and the binary with a system call blocked;
 //! - [`loopdev`]: loop devices, filesystems on them, blkio throttles ([`loopdev::ready`]);
 //! - [`fuse`]: a FUSE filesystem served by the test, to hang or slow I/O for real;
+//! - [`engines`]: the rule engines (Prometheus 2.42 from Debian 12, Prometheus 3.5 LTS from
+//!   `tests/install-engines.sh`) and where their binaries are;
 //! - [`prometheus`]: a real Prometheus scraping an agent;
 //! - [`process`]: what /proc says of one process (threads, io_uring instances, status);
 //! - here: locating the binary, the repository and tools.
@@ -20,6 +22,7 @@
 use std::path::PathBuf;
 
 pub mod agent;
+pub mod engines;
 pub mod exposition;
 pub mod fuse;
 pub mod golden;
