@@ -20,6 +20,7 @@ mod deploy_discovery;
 mod deploy_files;
 mod kubernetes;
 mod mixin;
+mod rule_windows;
 mod tools;
 
 fn main() {
@@ -30,6 +31,7 @@ fn main() {
             deploy_files::tests(),
             kubernetes::tests(),
             mixin::tests(),
+            rule_windows::tests(),
         ]
         .into_iter()
         .flatten()

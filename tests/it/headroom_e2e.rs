@@ -38,13 +38,13 @@ const CAP_IOPS: u32 = 3000;
 /// The second disk's read bandwidth cap.
 const CAP_BPS: u64 = 64 << 20;
 
-/// The bundled rules with windows shortened for a test of a minute: the rates' `[2m]` become 5 s
+/// The bundled rules with windows shortened for a test of a minute: the rates' `[4m]` become 5 s
 /// (one scrape a second), the 5-minute group (completed capacity runs, calm p99) runs every second
 /// with `offset 1s`, the hourly group every 2 s, its `[1h]` 20 s, `[1d]` and the `[2h]` reads of
 /// the hourly recordings 10 minutes (the whole test), every `for:` 5 s.
 fn shortened_rules() -> String {
     prometheus::shortened_rules(&[
-        ("[2m]", "[5s]"),
+        ("[4m]", "[5s]"),
         ("interval: 5m", "interval: 1s"),
         ("offset 5m", "offset 1s"),
         ("interval: 1h", "interval: 2s"),
@@ -217,7 +217,7 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     let share = |d: &str| {
         one(
             &prom,
-            &format!("diskprobe:disk_limit_consumed:ratio_rate2m{{device=\"{d}\",limit=\"iops\"}}"),
+            &format!("diskprobe:disk_limit_consumed:ratio_rate4m{{device=\"{d}\",limit=\"iops\"}}"),
         )
     };
     let throttled = |d: &str| {

@@ -388,7 +388,7 @@ fn unguarded_joins_are_reported() {
         // By the match labels and the copied ones: unique only while cohort follows target.
         r#"diskprobe:probe_latency_p99:last * on (cluster, job, instance, target) group_left (cohort) max by (cluster, job, instance, target, cohort) (diskprobe_target_info{job="diskprobe"})"#,
         // The shape of an `or ignoring` of two sources of a limit.
-        r#"diskprobe:disk_workload_iops:rate2m / ignoring (serial, wwn, source) group_left (serial, wwn, source) (diskprobe_disk_limit_iops or ignoring (source) diskprobe:disk_limit_iops:probe)"#,
+        r#"diskprobe:disk_workload_iops:rate4m / ignoring (serial, wwn, source) group_left (serial, wwn, source) (diskprobe_disk_limit_iops or ignoring (source) diskprobe:disk_limit_iops:probe)"#,
         // topk over more than one series per group.
         r#"diskprobe:probe_latency_p99:last * on (cluster, job, instance, target) group_left (cohort) topk by (cluster, job, instance, target) (2, diskprobe_target_info)"#,
         // topk by other labels than the match labels.

@@ -5,12 +5,12 @@ function(c)
   // " (W of a limit of L)" for DiskprobeNearLimit: the workload (`quantity`: iops or bytes) of
   // the alert's disk, or of the disks under the node's ceiling, and the limit it was divided by.
   local figures(quantity, fn, unit) =
-    local workload = 'diskprobe:disk_workload_%s:rate2m' % quantity;
+    local workload = 'diskprobe:disk_workload_%s:rate4m' % quantity;
     local ceiling = 'diskprobe_node_limit_%s' % (if quantity == 'iops' then 'iops' else 'bytes_per_second');
     local show(query, var) = '{{ with printf "%s" %s | query }}{{ . | first | value | %s }}%s{{ end }}' % [query, var, fn, unit];
     '{{ if $labels.device }} (%s of a limit of %s){{ else }} (%s of a limit of %s){{ end }}' % [
       show('max(%s{%%s})' % workload, '$disk'),
-      show('max(%s{%%s}) / max(diskprobe:disk_limit_consumed:ratio_rate2m{%%s, limit=\\"%s\\"})' % [workload, if quantity == 'iops' then 'iops' else 'throughput'], '$disk $disk'),
+      show('max(%s{%%s}) / max(diskprobe:disk_limit_consumed:ratio_rate4m{%%s, limit=\\"%s\\"})' % [workload, if quantity == 'iops' then 'iops' else 'throughput'], '$disk $disk'),
       show('sum(%s{%%s} and on (%s) diskprobe_node_limit_device_info{%%s})' % [workload, s.by(['job', 'instance', 'device'])], '$node $node'),
       show('max(%s{%%s})' % ceiling, '$node'),
     ];
@@ -41,8 +41,8 @@ function(c)
           %(disk)s >= %(near)s
             or %(node)s >= %(near)s
         ||| % {
-          disk: s.sel('diskprobe:disk_limit_consumed:ratio_rate2m'),
-          node: s.sel('diskprobe:node_limit_consumed:ratio_rate2m'),
+          disk: s.sel('diskprobe:disk_limit_consumed:ratio_rate4m'),
+          node: s.sel('diskprobe:node_limit_consumed:ratio_rate4m'),
           near: c.headroomNearLimitShare,
         },
         'for': c.headroomNearLimitFor,
@@ -107,7 +107,7 @@ function(c)
               pct: '%g%%' % (c.headroomNearLimitShare * 100),
               'for': c.headroomThrottledFor,
             },
-            '{{ with printf "max(diskprobe:disk_limit_consumed:max_ratio_rate2m{%s})" $disk | query }} ({{ . | first | value | humanizePercentage }} now){{ end }}',
+            '{{ with printf "max(diskprobe:disk_limit_consumed:max_ratio_rate4m{%s})" $disk | query }} ({{ . | first | value | humanizePercentage }} now){{ end }}',
             " and its gentle probe's p99 latency more than %g times its level at under half load" % c.headroomThrottledRatio,
             throttledFigures('disk'),
             ': the platform is queueing its I/O.',

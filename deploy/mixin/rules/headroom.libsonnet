@@ -17,10 +17,10 @@ function(c)
   local workload(first, second, probe) = |||
     max without (%(volatile)s) (
       clamp_min(
-        rate(%(first)s[2m]) + rate(%(second)s[2m])
+        rate(%(first)s[4m]) + rate(%(second)s[4m])
           - (
             sum without (target, serial, wwn, volume_id) (
-              sum without (profile, device, serial, wwn, volume_id) (rate(%(probe)s[2m]))
+              sum without (profile, device, serial, wwn, volume_id) (rate(%(probe)s[4m]))
                 * ignoring (device, serial, wwn, volume_id) group_right %(targetDisk)s
             )
             or 0 * %(ioNow)s
@@ -40,7 +40,7 @@ function(c)
   // over the last day for the disk that has the kernel name now (its serial and wwn under a
   // target); the larger where a window holds two.
   local share(kind, quantity, limit) = {
-    record: 'diskprobe:disk_limit_consumed:ratio_rate2m',
+    record: 'diskprobe:disk_limit_consumed:ratio_rate4m',
     labels: { limit: kind },
     expr: |||
       %(workload)s
@@ -54,7 +54,7 @@ function(c)
             )
           )
     ||| % {
-      workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
+      workload: s.sel('diskprobe:disk_workload_%s:rate4m' % quantity),
       declared: stable('diskprobe_disk_limit_%s' % limit),
       measured: s.sel('diskprobe:disk_limit_%s:probe' % limit),
       diskId: s.by(['job', 'instance', 'device', 'serial', 'wwn']),
@@ -62,7 +62,7 @@ function(c)
     },
   };
   local nodeShare(kind, quantity, limit) = {
-    record: 'diskprobe:node_limit_consumed:ratio_rate2m',
+    record: 'diskprobe:node_limit_consumed:ratio_rate4m',
     labels: { limit: kind },
     expr: |||
       sum without (device) (
@@ -71,7 +71,7 @@ function(c)
       )
         / ignoring (source) group_left (source) topk without (source) (1, %(limit)s)
     ||| % {
-      workload: s.sel('diskprobe:disk_workload_%s:rate2m' % quantity),
+      workload: s.sel('diskprobe:disk_workload_%s:rate4m' % quantity),
       members: s.sel('diskprobe_node_limit_device_info'),
       limit: stable('diskprobe_node_limit_%s' % limit),
     },
@@ -109,11 +109,11 @@ function(c)
       name: 'diskprobe.headroom',
       rules: [
         {
-          record: 'diskprobe:disk_workload_iops:rate2m',
+          record: 'diskprobe:disk_workload_iops:rate4m',
           expr: workload('diskprobe_disk_reads_completed_total', 'diskprobe_disk_writes_completed_total', 'diskprobe_ios_total'),
         },
         {
-          record: 'diskprobe:disk_workload_bytes:rate2m',
+          record: 'diskprobe:disk_workload_bytes:rate4m',
           expr: workload('diskprobe_disk_read_bytes_total', 'diskprobe_disk_written_bytes_total', 'diskprobe_io_bytes_total'),
         },
         share('iops', 'iops', 'iops'),
@@ -121,7 +121,7 @@ function(c)
         nodeShare('iops', 'iops', 'iops'),
         nodeShare('throughput', 'bytes', 'bytes_per_second'),
         {
-          record: 'diskprobe:disk_limit_consumed:max_ratio_rate2m',
+          record: 'diskprobe:disk_limit_consumed:max_ratio_rate4m',
           expr: |||
             max without (limit, source) (
               %s
@@ -130,8 +130,8 @@ function(c)
                   * ignoring (device, serial, wwn) group_right %s
             )
           ||| % [
-            s.sel('diskprobe:disk_limit_consumed:ratio_rate2m'),
-            s.sel('diskprobe:node_limit_consumed:ratio_rate2m'),
+            s.sel('diskprobe:disk_limit_consumed:ratio_rate4m'),
+            s.sel('diskprobe:node_limit_consumed:ratio_rate4m'),
             stable('diskprobe_node_limit_device_info'),
           ],
         },
@@ -151,7 +151,7 @@ function(c)
             p99: s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
             above: s.sel('diskprobe:probe_latency_p99:throttled_above'),
             targetDisk: stable('diskprobe_target_disk_info'),
-            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate2m'),
+            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate4m'),
             near: c.headroomNearLimitShare,
           },
         },
@@ -183,7 +183,7 @@ function(c)
             target: s.by(['job', 'instance', 'target']),
             targetDisk: s.sel('diskprobe_target_disk_info'),
             disk: s.by(['job', 'instance', 'device']),
-            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate2m'),
+            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate4m'),
             calm: c.headroomCalmShare,
           },
         },

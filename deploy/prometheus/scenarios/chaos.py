@@ -34,7 +34,7 @@ happens, each on a node the seed draws:
 import random
 import sys
 
-from common import GROUP_ORDER, JOB, RULES, Track, labels_text
+from common import GROUP_ORDER, JOB, RULES, Track, edge_free, labels_text
 
 SCRAPE = 60
 EVAL = 60
@@ -288,7 +288,7 @@ def suite(seed):
     tests = [
         # What ever fired: the fail-slow disk, by the alert that names it, and nothing else.
         dict(
-            expr=f'group by ({by}) (max_over_time(ALERTS{{alertstate="firing"}}[{DURATION}s]))',
+            expr=f'group by ({by}) (max_over_time(ALERTS{{alertstate="firing"}}[{edge_free(DURATION, EVAL)}s]))',
             eval_time=f"{DURATION}s",
             exp_samples=[dict(labels=labels_text(named), value=1)],
         ),

@@ -1,6 +1,18 @@
 """What the scenario suites share: promtool's series notation, and PromQL functions and Go
-template functions computed exactly as Prometheus 2.42 computes them (for the values in expected
-annotations), and the queries of docs/runbook.md. Standard library only."""
+template functions computed exactly as the rule engine computes them (for the values in expected
+annotations), and the queries of docs/runbook.md. Standard library only.
+
+The engine (`--engine` of generate.py, `set_engine`): Prometheus 2 (Debian 12's 2.42) and
+Prometheus 3 (3.5 LTS) differ in one thing the suites meet, a sample on a range's left edge. 2.x
+includes it: `x[30m]` at 30m over samples every 5 minutes holds 7 (0m, 5m, ..., 30m). 3.x leaves
+it out ("range selectors and lookback exclude samples coinciding with the left boundary", its
+migration guide): 6. In promtool every sample and every evaluation sits on a grid, so a range's
+left edge falls on a sample whenever the range is a multiple of the grid; the suites' values are
+computed for the engine from the same samples (`in_range`, `range_points`, `prom_rate`) rather than
+avoided by odd windows, since the bundled rules' windows are what operators run. Firing times and
+labels do not depend on the engine; a suite's own check queries use windows whose left edge falls
+between samples (`edge_free`), so they hold on both.
+"""
 
 import math
 import os
@@ -120,7 +132,78 @@ class Track:
 
 
 # ---------------------------------------------------------------------------------------------
-# PromQL and Go template functions, exactly as Prometheus 2.42 computes them.
+# The engine: which samples a range holds.
+
+ENGINES = ("prometheus2", "prometheus3")
+_engine = {"left_open": False}
+
+
+def set_engine(name):
+    """Computes every expected value for `name` (one of ENGINES) from now on."""
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
+    _engine["left_open"] = name == "prometheus3"
+
+
+def left_open():
+    """Whether ranges leave out a sample on their left edge (Prometheus 3)."""
+    return _engine["left_open"]
+
+
+def in_range(s, lo):
+    """Whether a sample at `s` (<= the range's end) is in a range starting at `lo`."""
+    return s > lo if left_open() else s >= lo
+
+
+def range_points(lo, hi, step):
+    """The points of the grid of `step` (from 0) that a range from `lo` to `hi` holds: the
+    samples of a series recorded every `step`, or a subquery's steps."""
+    first = max(0, -(-lo // step) * step)
+    if left_open() and first == lo:
+        first += step
+    return range(first, hi + 1, step)
+
+
+def edge_free(seconds, step):
+    """A check window of at least `seconds` whose left edge falls between samples of a grid of
+    `step` (half a step further back), so that it holds the same samples on every engine."""
+    return seconds + step // 2
+
+
+def prom_rate(points, lo, hi, is_counter=True):
+    """rate() of `points` [(t, v)] (in time order, already the range's) over a range from `lo` to
+    `hi`, as the engine's extrapolatedRate computes it, float operations in its order; None with
+    fewer than 2 points."""
+    if len(points) < 2:
+        return None
+    (t0, v0), (t1, v1) = points[0], points[-1]
+    delta = v1 - v0
+    if is_counter:
+        prev = v0
+        for _, v in points[1:]:
+            if v < prev:
+                delta += prev
+            prev = v
+    sampled = t1 - t0
+    average = sampled / (len(points) - 1)
+    to_start, to_end = t0 - lo, hi - t1
+    threshold = average * 1.1
+    extrapolate_to = sampled
+    if is_counter and delta > 0 and v0 >= 0:
+        to_zero = sampled * (v0 / delta)
+        if to_zero < to_start:
+            to_start = to_zero
+    extrapolate_to += to_start if to_start < threshold else average / 2
+    extrapolate_to += to_end if to_end < threshold else average / 2
+    if left_open():
+        # Prometheus 3 multiplies by one factor (extrapolation over the range's seconds): the
+        # same value but for the last bits of a float.
+        return delta * ((extrapolate_to / sampled) / (hi - lo))
+    return delta * (extrapolate_to / sampled) / (hi - lo)
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL and Go template functions, exactly as Prometheus computes them.
 
 
 def quantile(q, vals):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from common import (
     GROUP_ORDER,
+    edge_free,
     JOB,
     RULES,
     Track,
@@ -686,11 +687,12 @@ def checks(fleet, end, runbook=True):
         if not part.alert:
             continue
         labels = dict(pair_labels(part), alertname=part.alert)
-        # Named at every evaluation from its deadline to the end.
+        # Named at every evaluation from its deadline to the end (the window's left edge between
+        # evaluations: the same count on every engine).
         span = end - part.by
         tests.append(
             dict(
-                expr=f"sum by (alertname, target) (count_over_time({alerts_query(labels)}[{span}s]))",
+                expr=f"sum by (alertname, target) (count_over_time({alerts_query(labels)}[{edge_free(span, EVAL)}s]))",
                 eval_time=f"{end}s",
                 exp_samples=[dict(labels=labels_text(dict(alertname=part.alert, target=part.disk.target)), value=span // EVAL + 1)],
             )
@@ -699,7 +701,7 @@ def checks(fleet, end, runbook=True):
         if part.silent > EVAL:
             tests.append(
                 dict(
-                    expr=f'count_over_time(ALERTS{{target="{part.disk.target}",alertstate="firing"}}[{part.silent - EVAL}s])',
+                    expr=f'count_over_time(ALERTS{{target="{part.disk.target}",alertstate="firing"}}[{edge_free(part.silent - EVAL, EVAL)}s])',
                     eval_time=f"{part.silent - EVAL}s",
                     exp_samples=[],
                 )
@@ -710,7 +712,7 @@ def checks(fleet, end, runbook=True):
         labels = dict(model.key(), profile=PROFILE, alertname="DiskprobeCohortSlowdown")
         tests.append(
             dict(
-                expr=f"sum by (alertname) (count_over_time({alerts_query(labels)}[{hi - lo}s]))",
+                expr=f"sum by (alertname) (count_over_time({alerts_query(labels)}[{edge_free(hi - lo, EVAL)}s]))",
                 eval_time=f"{hi}s",
                 exp_samples=[dict(labels=labels_text(dict(alertname="DiskprobeCohortSlowdown")), value=(hi - lo) // EVAL + 1)],
             )

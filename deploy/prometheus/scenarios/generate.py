@@ -18,6 +18,10 @@ swap with and without staleness markers) and fails if any rule fails to evaluate
     python3 deploy/prometheus/scenarios/generate.py --table         # the table in docs/rules-design.md
     promtool test rules OUT.json
 
+Each takes `--engine prometheus2` (the default: Debian 12's 2.42) or `--engine prometheus3`
+(3.5 LTS): the expected values are computed for that engine's ranges (common.py, "The engine");
+the alerts, their labels and firing times are the same for both.
+
 OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/it/prometheus_rules.rs
 runs them all. Standard library only.
 
@@ -52,8 +56,11 @@ from common import (
     humanize_duration,
     humanize_timestamp,
     labels_text,
+    prom_rate,
     quantile,
+    range_points,
     runbook_tests,
+    set_engine,
     severity,
 )
 
@@ -671,14 +678,15 @@ class Recordings:
 
     def values(self, what, lo, hi):
         out = []
-        for s in range(max(0, math.ceil(lo / EVAL) * EVAL), hi + 1, EVAL):
+        for s in range_points(lo, hi, EVAL):
             v = self.get(what, s)
             if v is not None:
                 out.append(v)
         return out
 
     def latest(self, what, t, window):
-        for s in range(t - t % EVAL, t - window - 1, -EVAL):
+        """last_over_time(what[window]) at t."""
+        for s in reversed(range_points(t - window, t, EVAL)):
             v = self.get(what, s)
             if v is not None:
                 return v
@@ -699,8 +707,8 @@ class Recordings:
                 return None
             return quantile(0.5, vals)
         if what == "baseline_7d":
-            midnights = range(math.ceil((t - 7 * DAY) / DAY) * DAY, t + 1, DAY)
-            days = [v for v in (self.latest("median_1d", m, H) for m in midnights if m >= 0) if v is not None]
+            midnights = range_points(t - 7 * DAY, t, DAY)  # the subquery's steps, [7d:1d]
+            days = [v for v in (self.latest("median_1d", m, H) for m in midnights) if v is not None]
             return (min if self.best == "min" else max)(days) if days else None
         raise ValueError(what)
 
@@ -843,10 +851,10 @@ class Fires:
             )
         elif a == "DiskprobeDiskSaturated":
             w = sim.values("diskprobe_disk_io_time_weighted_seconds_total", job=JOB, instance=inst, device=self.device)
-            i = ts // SCRAPE
+            queue = prom_rate([(s, w[s // SCRAPE]) for s in range_points(ts - 5 * M, ts, SCRAPE)], ts - 5 * M, ts)
             ann = dict(
                 summary=f"Disk {self.device} saturated on {inst}",
-                description=f"The I/O queue of {self.device} has averaged {(w[i] - w[i - 10]) / 300:.1f} requests for 30 minutes.",
+                description=f"The I/O queue of {self.device} has averaged {queue:.1f} requests for 30 minutes.",
             )
         elif a == "DiskprobeDiskLost":
             # Held through an agent restart (keep_firing_for): the value of its last evaluation.
@@ -917,7 +925,8 @@ class Scenario:
             input_series=sim.input_series(),
             alert_rule_test=self.alert_tests(sim),
         )
-        promql = self.promql + self.runbook_tests()
+        # An entry may be a function of the simulation: a value computed from the samples.
+        promql = [p(sim) if callable(p) else p for p in self.promql] + self.runbook_tests()
         if promql:
             group["promql_expr_test"] = promql
         return group
@@ -1492,6 +1501,15 @@ def table():
 
 
 def main(argv):
+    argv = list(argv)
+    if "--engine" in argv:
+        # Expected values for this engine (common.py, "The engine"); prometheus2 by default.
+        i = argv.index("--engine")
+        if i + 1 >= len(argv):
+            print(__doc__, file=sys.stderr)
+            return 2
+        set_engine(argv[i + 1])
+        del argv[i : i + 2]
     if argv[1:] == ["--table"]:
         print(table())
         return 0

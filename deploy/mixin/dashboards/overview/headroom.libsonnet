@@ -10,7 +10,7 @@ function(c)
       30, 'table', 'Disks closest to their limits (now)',
       "The 20 disks whose workload (diskstats without the probes' own I/O, over 2 minutes) uses the largest share of a limit they are sold with, declared (source config) or measured (source probe); DiskprobeNearLimit fires at %g%% for %s. One recorded sample per disk and limit." % [c.headroomNearLimitShare * 100, c.headroomNearLimitFor],
       12, 9,
-      [g.query('A', 'topk(20, %s)' % sel('diskprobe:disk_limit_consumed:ratio_rate2m'), instant=true, format='table')],
+      [g.query('A', 'topk(20, %s)' % sel('diskprobe:disk_limit_consumed:ratio_rate4m'), instant=true, format='table')],
     ) + g.unit('percentunit') + g.organize(['Time', '__name__'], 'used'),
     g.panel(
       31, 'stat', 'Throttled disks',
@@ -24,9 +24,9 @@ function(c)
       'Disks (and node ceilings) at %g%% or more of a limit now.' % (c.headroomNearLimitShare * 100),
       6, 4,
       [g.query('A', 'count(%s >= %g or %s >= %g) or vector(0)' % [
-        sel('diskprobe:disk_limit_consumed:ratio_rate2m'),
+        sel('diskprobe:disk_limit_consumed:ratio_rate4m'),
         c.headroomNearLimitShare,
-        sel('diskprobe:node_limit_consumed:ratio_rate2m'),
+        sel('diskprobe:node_limit_consumed:ratio_rate4m'),
         c.headroomNearLimitShare,
       ], instant=true)],
     ) + { options: { reduceOptions: { calcs: ['lastNotNull'] }, graphMode: 'none' } }

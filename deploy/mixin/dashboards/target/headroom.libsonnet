@@ -22,8 +22,8 @@ function(c)
       "The workload's share of each limit of the disks under the target (their diskstats without the probes' own I/O, over 2 minutes), and of the node's ceiling: DiskprobeNearLimit fires at %g%% for %s. Clouds count a large I/O as several (EBS and Azure in 256 KiB units); diskstats counts one." % [c.headroomNearLimitShare * 100, c.headroomNearLimitFor],
       12, 8,
       [
-        g.query('A', '%s %s' % [s.panel('diskprobe:disk_limit_consumed:ratio_rate2m', here), disks], '{{device}} {{limit}} ({{source}})'),
-        g.query('B', s.panel('diskprobe:node_limit_consumed:ratio_rate2m', here), 'node {{limit}} ({{source}})'),
+        g.query('A', '%s %s' % [s.panel('diskprobe:disk_limit_consumed:ratio_rate4m', here), disks], '{{device}} {{limit}} ({{source}})'),
+        g.query('B', s.panel('diskprobe:node_limit_consumed:ratio_rate4m', here), 'node {{limit}} ({{source}})'),
       ],
     ) + g.unit('percentunit') + g.threshold(c.headroomNearLimitShare),
     g.panel(

@@ -1,0 +1,247 @@
+//! Every window of the bundled rules holds enough samples on every engine: each range of a
+//! `rate`, `increase`, `delta` or `*_over_time` aggregation in `deploy/prometheus/rules.yml`
+//! holds at least [`MIN_SAMPLES`] samples on an engine whose ranges leave out a sample on their
+//! left edge (Prometheus 3; 2.x holds one more), at a 1-minute scrape for a scraped series and at
+//! its rule group's interval for a recorded one; a subquery at its step. A window of 2 minutes
+//! over 1-minute scrapes holds 2 samples on Prometheus 3: one missed scrape and a rate is gone,
+//! and an alert's `for` starts over. Lookups are exempt: `last_over_time` and
+//! `present_over_time` (the latest sample of a recording, or whether there is one).
+
+use crate::common;
+
+use promql_parser::parser::Expr;
+use serde_yaml_ng::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The fewest samples a checked range may hold.
+const MIN_SAMPLES: u64 = 4;
+
+/// The scrape interval the windows are checked at: a Prometheus server's default.
+const SCRAPE: Duration = Duration::from_secs(60);
+
+/// The interval of a group that sets none: the default `evaluation_interval` (1 minute).
+const DEFAULT_GROUP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Functions whose range is not checked: they look up one sample.
+const LOOKUPS: &[&str] = &["last_over_time", "present_over_time"];
+
+/// Whether `function` aggregates the samples of its range (and so is checked).
+fn aggregates_a_range(function: &str) -> bool {
+    !LOOKUPS.contains(&function)
+        && ([
+            "rate", "increase", "delta", "irate", "idelta", "deriv", "resets", "changes",
+        ]
+        .contains(&function)
+            || function.ends_with("_over_time"))
+}
+
+/// A Prometheus duration (`5m`, `1h30m`, `2d`).
+fn duration(text: &str) -> Duration {
+    let mut total = 0u64;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number
+            .parse()
+            .unwrap_or_else(|_| panic!("duration {text:?}"));
+        number.clear();
+        let unit = match (c, chars.peek()) {
+            ('m', Some('s')) => {
+                chars.next();
+                total += n;
+                continue;
+            }
+            ('s', _) => 1_000,
+            ('m', _) => 60_000,
+            ('h', _) => 3_600_000,
+            ('d', _) => 86_400_000,
+            ('w', _) => 7 * 86_400_000,
+            ('y', _) => 365 * 86_400_000,
+            _ => panic!("duration {text:?}"),
+        };
+        total += n * unit;
+    }
+    assert!(number.is_empty(), "duration {text:?}");
+    Duration::from_millis(total)
+}
+
+/// One rule: its group's interval, its name, its expression.
+struct Rule {
+    interval: Duration,
+    name: String,
+    expr: String,
+}
+
+fn rules(doc: &Value) -> Vec<Rule> {
+    let groups = doc["groups"].as_sequence().expect("groups");
+    groups
+        .iter()
+        .flat_map(|g| {
+            let interval = g["interval"]
+                .as_str()
+                .map_or(DEFAULT_GROUP_INTERVAL, duration);
+            g["rules"]
+                .as_sequence()
+                .expect("rules")
+                .iter()
+                .map(move |r| Rule {
+                    interval,
+                    name: r["record"]
+                        .as_str()
+                        .or(r["alert"].as_str())
+                        .expect("record or alert")
+                        .to_owned(),
+                    expr: r["expr"].as_str().expect("expr").to_owned(),
+                })
+        })
+        .collect()
+}
+
+/// How often a series has a sample: a recorded one (a name with a colon) at the interval of the
+/// group that records it, a scraped one at [`SCRAPE`].
+fn sample_interval(name: &str, recorded: &HashMap<String, Duration>) -> Duration {
+    if name.contains(':') {
+        *recorded
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} is read but no rule records it"))
+    } else {
+        SCRAPE
+    }
+}
+
+/// Samples a left-open range of `range` holds of a series sampled every `every`.
+fn samples(range: Duration, every: Duration) -> u64 {
+    (range.as_millis() / every.as_millis()) as u64
+}
+
+/// Every checked range of every rule in `doc` that holds fewer than [`MIN_SAMPLES`] samples, as
+/// "rule: function(selector[range]) holds N samples (one every I)".
+fn short_windows(doc: &Value) -> Vec<String> {
+    let rules = rules(doc);
+    let recorded: HashMap<String, Duration> = rules
+        .iter()
+        .filter(|r| r.name.contains(':'))
+        .map(|r| (r.name.clone(), r.interval))
+        .collect();
+    let mut problems = Vec::new();
+    for rule in &rules {
+        let ast = promql_parser::parser::parse(&rule.expr)
+            .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
+        let mut stack = vec![&ast];
+        while let Some(e) = stack.pop() {
+            match e {
+                Expr::Call(call) => {
+                    let checked = aggregates_a_range(call.func.name);
+                    for arg in &call.args.args {
+                        match (checked, arg.as_ref()) {
+                            (true, Expr::MatrixSelector(ms)) => {
+                                let name = ms.vs.name.as_deref().unwrap_or("");
+                                let every = sample_interval(name, &recorded);
+                                let n = samples(ms.range, every);
+                                if n < MIN_SAMPLES {
+                                    problems.push(format!(
+                                        "{}: {}({name}[{:?}]) holds {n} samples (one every {:?})",
+                                        rule.name, call.func.name, ms.range, every
+                                    ));
+                                }
+                            }
+                            (true, Expr::Subquery(sq)) => {
+                                let every = sq.step.unwrap_or(rule.interval);
+                                let n = samples(sq.range, every);
+                                if n < MIN_SAMPLES {
+                                    problems.push(format!(
+                                        "{}: {}(subquery[{:?}:{:?}]) holds {n} samples",
+                                        rule.name, call.func.name, sq.range, every
+                                    ));
+                                }
+                                stack.push(&sq.expr);
+                            }
+                            _ => stack.push(arg),
+                        }
+                    }
+                }
+                Expr::Aggregate(a) => {
+                    stack.push(&a.expr);
+                    if let Some(p) = &a.param {
+                        stack.push(p);
+                    }
+                }
+                Expr::Binary(b) => {
+                    stack.push(&b.lhs);
+                    stack.push(&b.rhs);
+                }
+                Expr::Paren(p) => stack.push(&p.expr),
+                Expr::Unary(u) => stack.push(&u.expr),
+                Expr::Subquery(s) => stack.push(&s.expr),
+                _ => {}
+            }
+        }
+    }
+    problems
+}
+
+/// The bundled rules' windows each hold at least 4 samples at a 1-minute scrape and at their
+/// groups' intervals on a left-open engine.
+fn every_window_holds_four_samples_on_every_engine() {
+    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
+        .expect("rules.yml");
+    let doc: Value = serde_yaml_ng::from_str(&text).expect("rules.yml");
+    let problems = short_windows(&doc);
+    assert!(
+        problems.is_empty(),
+        "windows that hold fewer than {MIN_SAMPLES} samples on Prometheus 3 at a 1-minute scrape:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The check finds what it is for: a 2-minute rate of a scraped counter (2 samples), a 10-minute
+/// quantile of a recording of an hourly group (0) and a subquery of 3 steps, and passes a
+/// 4-minute rate and a lookup of an hourly recording over 10 minutes.
+fn the_window_check_finds_short_windows() {
+    let doc: Value = serde_yaml_ng::from_str(
+        r#"
+groups:
+  - name: hourly
+    interval: 1h
+    rules:
+      - record: job:x:median_1h
+        expr: quantile_over_time(0.5, x[1h])
+  - name: fast
+    rules:
+      - record: job:x:rate2m
+        expr: sum(rate(x_total[2m]))
+      - record: job:x:rate4m
+        expr: sum(rate(x_total[4m]))
+      - record: job:x:q
+        expr: quantile_over_time(0.5, job:x:median_1h[10m])
+      - record: job:x:last
+        expr: last_over_time(job:x:median_1h[10m])
+      - record: job:x:sub
+        expr: max_over_time(rate(x_total[5m])[3m:1m])
+"#,
+    )
+    .unwrap();
+    let problems = short_windows(&doc);
+    let named: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split(": ").next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        named,
+        ["job:x:rate2m", "job:x:q", "job:x:sub"],
+        "{problems:#?}"
+    );
+    assert!(problems[0].contains("holds 2 samples"), "{problems:#?}");
+    assert!(problems[1].contains("holds 0 samples"), "{problems:#?}");
+    assert!(problems[2].contains("holds 3 samples"), "{problems:#?}");
+}
+
+crate::tests! {
+    every_window_holds_four_samples_on_every_engine,
+    the_window_check_finds_short_windows,
+}
