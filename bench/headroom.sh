@@ -3,7 +3,9 @@
 # it prints (one column per round, then the median).
 #
 # Usage: sudo bench/headroom.sh [ROUNDS]    (default 3)
-# Needs: root, losetup, cgroup v1 blkio, fio, prometheus (Debian's 2.42), python3, cargo.
+#        sudo ENGINE=prometheus3 bench/headroom.sh [ROUNDS]   # on Prometheus 3.5 instead
+# Needs: root, losetup, cgroup v1 blkio, fio, prometheus (Debian's 2.42; with ENGINE=prometheus3,
+# Prometheus 3.5 from tests/install-engines.sh), python3, cargo.
 #
 # The rig (tests/it/headroom_e2e.rs): two loop devices over files on the root filesystem with direct
 # I/O, capped by a cgroup v1 blkio group at 3,000 read IOPS each, the second also at 64 MiB/s and
@@ -16,20 +18,27 @@
 set -euo pipefail
 
 ROUNDS=${1:-3}
+# The test's variant for the engine (tests/it/headroom_e2e.rs has one per engine).
+TEST=headroom_e2e::shares_alerts_throttling_and_measured_limits_on_capped_loop_devices
+case "${ENGINE:-prometheus2}" in
+  prometheus2) ;;
+  prometheus3) TEST+=_on_prometheus3 ;;
+  *) echo "ENGINE must be prometheus2 or prometheus3" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 source bench/common.sh
 
 need_root "loop devices and blkio cgroups"
 need fio "apt-get install fio"
-need prometheus "apt-get install prometheus"
+[[ ${ENGINE:-prometheus2} == prometheus3 ]] || need prometheus "apt-get install prometheus"
 need python3
 [[ -e /sys/fs/cgroup/blkio/blkio.throttle.read_iops_device ]] || { echo "cgroup v1 blkio is not mounted" >&2; exit 1; }
 cargo test --locked --quiet --test it --no-run
 make_workdir "${TMPDIR:-/tmp}/headroom.XXXXXX"
-echo "$ROUNDS rounds; $(fio --version); $(prometheus --version 2>&1 | head -1); kernel $(uname -r); $(nproc) CPUs" >&2
+echo "$ROUNDS rounds of $TEST; $(fio --version); kernel $(uname -r); $(nproc) CPUs" >&2
 
 for round in $(seq 1 "$ROUNDS"); do
-  if ! DISKPROBE_TEST_STRICT=1 cargo test --locked --quiet --test it headroom_e2e:: -- --nocapture \
+  if ! DISKPROBE_TEST_STRICT=1 cargo test --locked --quiet --test it "$TEST" -- --exact --nocapture \
       > "$WORK/out.$round" 2> "$WORK/err.$round"; then
     cat "$WORK/err.$round" >&2
     echo "round $round failed" >&2
@@ -37,6 +46,7 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   echo "round $round/$ROUNDS done" >&2
 done
+grep -h "runs on" "$WORK/err.1" >&2 || true
 
 python3 - "$WORK" "$ROUNDS" <<'PY'
 import statistics, sys

@@ -12,12 +12,24 @@
 //!   the loop device's major:minor, and a `--path.devfs` directory with a node made by `mknod`)
 //!   gets the kernel's EINVAL, exported as the reason; the agent goes on. Needs root (skipped
 //!   with a reason otherwise, failed under `DISKPROBE_TEST_STRICT=1`).
+//! - A real Prometheus, with the bundled rules (`[5m]` shortened to 15 s), scraping the agent
+//!   over an EBS page that grows (reads in one latency bin, half of the time over the volume's
+//!   IOPS): the recorded share of time over the limit, `DiskprobeThrottled` firing with the
+//!   scope that decided it and for that volume only, the cloud-side p99 in its bin, the
+//!   dashboards' cloud panels accepted (the overview's with data), no rule failing to evaluate.
+//!   On Debian's Prometheus 2.42 (classic buckets) in every `cargo test`; on Prometheus 3.5 LTS
+//!   as a long test (`LONG`; `.ci/run` runs it), with two servers: native histograms and
+//!   protobuf scrapes, where the cloud's histogram (classic buckets only) stays classic, and the
+//!   same converting it to a native histogram with custom buckets and keeping no classic series
+//!   ([`Histograms::Nhcb`]): the cloud rules read it either way.
 //!
 //! No EBS volume is reachable from the machines these tests run on.
 
 use crate::common;
 use crate::common::loopdev::{self, LoopDev};
 
+use common::engines::Engine;
+use common::prometheus::{Histograms, Prometheus};
 use common::{Agent, check_golden};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -313,10 +325,18 @@ fn cloud_panel_queries(file: &str, instance: &str) -> Vec<(String, String, bool)
 }
 
 fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
-    let Some(_) = common::which("prometheus") else {
-        common::require(false, "prometheus (Debian package prometheus)");
+    real_prometheus(Engine::Prometheus2, &[Histograms::Classic]);
+}
+
+fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_prometheus3() {
+    real_prometheus(Engine::Prometheus3, &[Histograms::Native, Histograms::Nhcb]);
+}
+
+/// The test, with a Prometheus of `engine` per way of keeping histograms in `setups`, side by side.
+fn real_prometheus(engine: Engine, setups: &[Histograms]) {
+    if !common::prometheus::engine_ready(engine) {
         return;
-    };
+    }
     let tmp = tempfile::tempdir().unwrap();
     let pages = tmp.path().join("pages");
     std::fs::create_dir(&pages).unwrap();
@@ -336,24 +356,59 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
         &format!("--path.cloud-stats-pages={}", pages.display()),
         &config(tmp.path(), false),
     ]);
-    let home = tmp.path().join("prometheus");
-    std::fs::create_dir(&home).unwrap();
     let rules = common::prometheus::shortened_rules(&[("[5m]", "[15s]")]);
-    let prom =
-        common::prometheus::Prometheus::start_with_rules(&home, agent.addr, Some(&rules), &[]);
+    let proms: Vec<(Histograms, Prometheus)> = setups
+        .iter()
+        .map(|&setup| {
+            let home = tmp
+                .path()
+                .join(format!("prometheus-{setup:?}").to_lowercase());
+            std::fs::create_dir(&home).unwrap();
+            let prom = Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup);
+            (setup, prom)
+        })
+        .collect();
+    for (setup, prom) in &proms {
+        check_prometheus(*setup, prom, &agent);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}
+
+/// The checks of [`real_prometheus`] on one Prometheus, which keeps histograms as `setup` says.
+fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
     let share = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="volume"}"#;
     common::prometheus::wait_for(
-        "the volume's share of time over its limit near 0.5",
+        &format!("{setup:?}: the volume's share of time over its limit near 0.5"),
         Duration::from_secs(60),
         || {
             prom.value(share, None)
                 .is_some_and(|v| (0.35..0.65).contains(&v))
         },
     );
+    // The cloud's histogram is kept as classic buckets, or with NHCB as a native histogram only.
+    let classic = prom.value(
+        r#"count(diskprobe_cloud_io_latency_seconds_bucket{device="nvme1n1"})"#,
+        None,
+    );
+    let native = prom.value(
+        r#"count(histogram_count(diskprobe_cloud_io_latency_seconds{device="nvme1n1"}))"#,
+        None,
+    );
+    let kept = match setup {
+        Histograms::Classic | Histograms::Native => {
+            classic.is_some_and(|n| n > 0.0) && native.is_none()
+        }
+        Histograms::Nhcb => classic.is_none() && native.is_some_and(|n| n > 0.0),
+    };
+    assert!(
+        kept,
+        "{setup:?}: classic buckets {classic:?}, native histograms {native:?}"
+    );
     let instance = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="instance"}"#;
     assert_eq!(prom.value(instance, None), Some(0.0));
     common::prometheus::wait_for(
-        "DiskprobeThrottled firing for the volume's own limit",
+        &format!("{setup:?}: DiskprobeThrottled firing for the volume's own limit"),
         Duration::from_secs(60),
         || {
             prom.value(
@@ -373,8 +428,8 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
             r#"diskprobe:cloud_io_latency_seconds:p99_rate5m{device="nvme1n1",op="read"}"#,
             None,
         )
-        .unwrap();
-    assert!((0.000256..=0.000512).contains(&p99), "p99 {p99}");
+        .unwrap_or_else(|| panic!("{setup:?}: no cloud-side p99 of reads"));
+    assert!((0.000256..=0.000512).contains(&p99), "{setup:?}: p99 {p99}");
     // The dashboards' cloud panels: accepted, and the overview's have data (the target
     // dashboard's need a probe target on an EBS volume, which these machines have none of).
     let at = agent.addr.to_string();
@@ -390,18 +445,18 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
                 .unwrap();
             assert_eq!(
                 answer["status"], "success",
-                "{file} {title}: {expr}: {answer}"
+                "{setup:?}: {file} {title}: {expr}: {answer}"
             );
             if file == "diskprobe-overview.json" {
                 assert!(
                     !prom.query(&expr, None).is_empty(),
-                    "{file} {title}: no data from {expr}"
+                    "{setup:?}: {file} {title}: no data from {expr}"
                 );
             }
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    let problems = prom.rule_problems();
+    assert!(problems.is_empty(), "{setup:?}: {}", problems.join("\n"));
 }
 
 crate::tests! {
@@ -410,4 +465,5 @@ crate::tests! {
     without_cap_sys_admin_the_agent_runs_on_and_says_why,
     a_loop_device_posing_as_ebs_answers_einval: [LOOP],
     a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit,
+    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_prometheus3: [LONG],
 }

@@ -2,10 +2,13 @@
 //! filesystem with direct I/O, capped by a cgroup v1 blkio group at 3,000 read IOPS each (the
 //! second also at 64 MiB/s of reads, and partitioned), the agent and fio workloads inside that
 //! group (they share the caps, as a cloud disk's workload and a probe do), and a real Prometheus
-//! 2.42 evaluating the bundled rules (deploy/prometheus/rules.yml, windows shortened by
+//! evaluating the bundled rules (deploy/prometheus/rules.yml, windows shortened by
 //! [`shortened_rules`]). Target `a` is the first disk and declares `iops_limit = 3000`; target `b`
 //! is the second disk's partition, declares the same and probes with the psync engine (see the
-//! configuration for why).
+//! configuration for why). It runs on each engine ([`Engine`]): Debian's Prometheus 2.42 (text
+//! formats, classic buckets) in every `cargo test`, and Prometheus 3.5 LTS as a long test (`LONG`;
+//! `.ci/run` runs it) with native histograms, protobuf scrapes and classic-only histograms
+//! converted to NHCB ([`Histograms::Nhcb`]), as a Prometheus 3 user may run it.
 //!
 //! 1. Idle: the capacity runs complete, and the median of them is each disk's measured limit
 //!    (`source="probe"`): within 5% of 3,000 IOPS for 4k QD32 reads, and within 5% of the
@@ -18,6 +21,7 @@
 //!    2,900: the throttling rule reads 1 for `b` at every evaluation of 5 s within the phase (its
 //!    gentle probe's p99 far above its calm level) and `DiskprobeThrottled` fires, and `a` at
 //!    0.97 ± 0.03 fires `DiskprobeNearLimit`.
+//! 4. No rule failed to evaluate, at any evaluation ([`Prometheus::rule_problems`]).
 //!
 //! Every figure is printed as a `figure:` line (`-- --nocapture`); `bench/headroom.sh` runs this
 //! test several times and tabulates them.
@@ -26,9 +30,10 @@ use crate::common;
 use crate::common::loopdev;
 use crate::common::prometheus;
 
+use common::engines::Engine;
 use common::{Agent, require, which};
 use loopdev::{BlkioGroup, LoopDev};
-use prometheus::{Prometheus, wait_for};
+use prometheus::{Histograms, Prometheus, wait_for};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -38,13 +43,18 @@ const CAP_IOPS: u32 = 3000;
 /// The second disk's read bandwidth cap.
 const CAP_BPS: u64 = 64 << 20;
 
-/// The bundled rules with windows shortened for a test of a minute: the rates' `[4m]` become 5 s
-/// (one scrape a second), the 5-minute group (completed capacity runs, calm p99) runs every second
-/// with `offset 1s`, the hourly group every 2 s, its `[1h]` 20 s, `[1d]` and the `[2h]` reads of
-/// the hourly recordings 10 minutes (the whole test), every `for:` 5 s.
+/// The headroom rules' rate window in deploy/prometheus/rules.yml, which [`shortened_rules`]
+/// makes 5 s, and the recording of the consumed share, named after it.
+const RATE_WINDOW: &str = "[4m]";
+const CONSUMED_SHARE: &str = "diskprobe:disk_limit_consumed:ratio_rate4m";
+
+/// The bundled rules with windows shortened for a test of a minute: the rates' [`RATE_WINDOW`]
+/// becomes 5 s (one scrape a second), the 5-minute group (completed capacity runs, calm p99) runs
+/// every second with `offset 1s`, the hourly group every 2 s, its `[1h]` 20 s, `[1d]` and the
+/// `[2h]` reads of the hourly recordings 10 minutes (the whole test), every `for:` 5 s.
 fn shortened_rules() -> String {
     prometheus::shortened_rules(&[
-        ("[4m]", "[5s]"),
+        (RATE_WINDOW, "[5s]"),
         ("interval: 5m", "interval: 1s"),
         ("offset 5m", "offset 1s"),
         ("interval: 1h", "interval: 2s"),
@@ -113,13 +123,19 @@ fn alert_states(prom: &Prometheus, alert: &str, device: &str, seconds: u64) -> V
 }
 
 fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
+    headroom(Engine::Prometheus2, Histograms::Classic);
+}
+
+fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_prometheus3() {
+    headroom(Engine::Prometheus3, Histograms::Nhcb);
+}
+
+/// The test, on `engine`'s Prometheus keeping histograms as `histograms` says.
+fn headroom(engine: Engine, histograms: Histograms) {
     let ready = loopdev::blkio_ready()
         && require(which("fio").is_some(), "fio (Debian package fio)")
         && require(which("partx").is_some(), "partx (util-linux)")
-        && require(
-            which("prometheus").is_some(),
-            "prometheus (Debian package prometheus)",
-        );
+        && prometheus::engine_ready(engine);
     if !ready {
         return;
     }
@@ -160,7 +176,13 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     .unwrap();
     let config_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&config_arg]));
-    let prom = Prometheus::start_with_rules(dir.path(), agent.addr, Some(&shortened_rules()), &[]);
+    let prom = Prometheus::start_with_rules(
+        engine,
+        dir.path(),
+        agent.addr,
+        Some(&shortened_rules()),
+        histograms,
+    );
     let (da, db) = (a.name.as_str(), b.name.as_str());
 
     // 1. Idle: three completed runs of each capacity profile, then their median per disk.
@@ -217,7 +239,7 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     let share = |d: &str| {
         one(
             &prom,
-            &format!("diskprobe:disk_limit_consumed:ratio_rate4m{{device=\"{d}\",limit=\"iops\"}}"),
+            &format!("{CONSUMED_SHARE}{{device=\"{d}\",limit=\"iops\"}}"),
         )
     };
     let throttled = |d: &str| {
@@ -329,6 +351,9 @@ fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
     assert!((share_a - 0.97).abs() <= 0.03, "share of a {share_a}");
     figure("seconds the test took", started.elapsed().as_secs_f64());
     print_rule_costs(&prom);
+    // 4. No rule failed to evaluate.
+    let problems = prom.rule_problems();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 /// Prints `what = value` as a `figure:` line, for `bench/headroom.sh`.
@@ -369,4 +394,5 @@ fn print_rule_costs(prom: &Prometheus) {
 
 crate::tests! {
     shares_alerts_throttling_and_measured_limits_on_capped_loop_devices: [LOOP, BLKIO, FIO, PARTX],
+    shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_prometheus3: [LONG, LOOP, BLKIO, FIO, PARTX],
 }

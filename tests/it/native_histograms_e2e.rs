@@ -1,6 +1,11 @@
-//! Native histograms end to end: Debian's Prometheus 2.42 with
-//! `--enable-feature=native-histograms` scrapes the agent (it then asks for the protobuf format
-//! and keeps only the native part of a histogram that has both), while the agent probes a file.
+//! Native histograms end to end: a real Prometheus with `--enable-feature=native-histograms`
+//! scrapes the agent (it then asks for the protobuf format and keeps only the native part of a
+//! histogram that has both), while the agent probes a file. It runs on each engine ([`Engine`]):
+//! Debian's Prometheus 2.42 in every `cargo test`, and Prometheus 3.5 LTS as a long test (`LONG`;
+//! `.ci/run` runs it) that also converts classic-only histograms to native histograms with custom
+//! buckets and keeps no classic series ([`Histograms::Nhcb`]): the agent's latency histogram has
+//! native buckets of its own, which that conversion must leave as they are (a quantile from
+//! custom buckets at the coarse classic bounds would be far from the exact p99).
 //!
 //! - `histogram_count` of the native histogram equals `diskprobe_ios_total` at every instant;
 //! - `histogram_quantile(0.99, rate(diskprobe_io_latency_seconds[W]))` over a window `W` that
@@ -14,21 +19,28 @@
 use crate::common;
 use crate::common::prometheus;
 
-use common::{Agent, decode_protobuf, http_request_bytes, require, samples, which};
+use common::engines::Engine;
+use common::{Agent, decode_protobuf, http_request_bytes, samples};
 use diskprobe_exporter::exposition::proto;
 use diskprobe_exporter::histogram::ClassicBuckets;
-use prometheus::{Prometheus, wait_for};
+use prometheus::{Histograms, Prometheus, wait_for};
 use std::time::Duration;
 
 const PROTOBUF: &str =
     "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited";
 
 fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
+    native_histograms(Engine::Prometheus2, Histograms::Native);
+}
+
+fn native_histogram_quantiles_match_the_runs_exact_percentiles_on_prometheus3() {
+    native_histograms(Engine::Prometheus3, Histograms::Nhcb);
+}
+
+/// The test, on `engine`'s Prometheus keeping histograms as `histograms` says (native or NHCB).
+fn native_histograms(engine: Engine, histograms: Histograms) {
     let _guard = common::shared();
-    if !require(
-        which("prometheus").is_some(),
-        "prometheus (Debian package prometheus)",
-    ) {
+    if !prometheus::engine_ready(engine) {
         return;
     }
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -48,11 +60,7 @@ fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
     )
     .unwrap();
     let agent = Agent::start(&[&format!("--config.file={}", config.display())]);
-    let prom = Prometheus::start(
-        dir.path(),
-        agent.addr,
-        &["--enable-feature=native-histograms"],
-    );
+    let prom = Prometheus::start(engine, dir.path(), agent.addr, histograms);
 
     let ran = "diskprobe_probe_runs_total{target=\"e2e\",result=\"success\"}";
     wait_for(
@@ -215,4 +223,5 @@ fn native_histogram_quantiles_match_the_runs_exact_percentiles() {
 
 crate::tests! {
     native_histogram_quantiles_match_the_runs_exact_percentiles,
+    native_histogram_quantiles_match_the_runs_exact_percentiles_on_prometheus3: [LONG],
 }

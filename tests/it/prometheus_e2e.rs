@@ -1,10 +1,15 @@
-//! End to end with a real Prometheus (Debian's prometheus 2.42) scraping the agent, which probes a
-//! loop device from inside a cgroup v1 blkio group that caps its reads throughout (an unthrottled
-//! loop device's latency swings 2x from run to run; a capped one is steady enough for a baseline).
-//! Two Prometheus servers scrape the same agent and evaluate the same rules side by side: one
-//! keeps the classic buckets (`diskprobe_io_latency_seconds_bucket`), the other runs with
-//! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
-//! classic part of a histogram that has native buckets). In each of them:
+//! End to end with a real Prometheus scraping the agent, which probes a loop device from inside a
+//! cgroup v1 blkio group that caps its reads throughout (an unthrottled loop device's latency
+//! swings 2x from run to run; a capped one is steady enough for a baseline). It runs on each
+//! engine ([`Engine`]): Debian's Prometheus 2.42 in every `cargo test`, Prometheus 3.5 LTS as a
+//! long test (`LONG`; `.ci/run` runs it). Several Prometheus servers of the engine scrape the
+//! same agent and evaluate the same rules side by side, one per way of keeping histograms
+//! ([`Histograms`]): one keeps the classic buckets (`diskprobe_io_latency_seconds_bucket`), one
+//! runs with `--enable-feature=native-histograms` and keeps only the native histogram (2.42
+//! drops the classic part of a histogram that has native buckets, and so does 3.5 by default),
+//! and on 3.5 a third also converts classic-only histograms to native histograms with custom
+//! buckets and keeps no classic series (`convert_classic_histograms_to_nhcb: true`,
+//! `always_scrape_classic_histograms: false`). In each of them:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
 //!   (a number, or a histogram with observations) for the probed target, for a second one
 //!   running etcd-wal on a probe file in /dev/shm (the durability row), for a third probing
@@ -21,13 +26,18 @@
 //!   Prometheus scraping the agent over fixture pages that change;
 //! - one run at a ten times lower cap between normal runs does not make the bundled
 //!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
-//!   cap resolves it.
+//!   cap resolves it;
+//! - every rule was evaluated, and none failed to at any evaluation
+//!   ([`Prometheus::rule_problems`]).
+//!
+//! Beside it, `every_module_with_a_real_prometheus_names_every_engine` checks that every module
+//! that starts a real Prometheus runs on each engine.
 //!
 //! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
 //! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
 //!
 //! It holds no machine lock ([`common::shared`]): its probes are capped at 20 reads a second and
-//! the durability target's take 50 ms a second, the two Prometheus servers scrape and evaluate
+//! the durability target's take 50 ms a second, the Prometheus servers scrape and evaluate
 //! once a second, and what it checks (rule windows of seconds, latencies the cap holds at 100 ms
 //! or more) does not depend on the machine being quiet. Most of its minute and a half is waiting
 //! for those windows, beside the other tests.
@@ -36,9 +46,13 @@ use crate::common;
 use crate::common::loopdev;
 use crate::common::prometheus;
 
-use common::{Agent, require, which};
+use common::engines::Engine;
+use common::{Agent, require};
 use loopdev::{BlkioGroup, LoopDev};
-use prometheus::{Prometheus, urlencode, wait_for};
+use prometheus::{
+    Histograms, Prometheus, every_module_with_a_real_prometheus_names_every_engine, urlencode,
+    wait_for,
+};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -70,22 +84,20 @@ fn shortened_rules() -> String {
     ])
 }
 
-/// How a Prometheus 2.42 stores the agent's latency histogram.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Setup {
-    /// Text formats: the classic `_bucket`, `_sum` and `_count` series.
-    Classic,
-    /// `--enable-feature=native-histograms`: protobuf, the native histogram only.
-    Native,
+/// The ways of keeping histograms a test of `engine` runs side by side: the classic buckets and
+/// the native histograms on both, and NHCB on Prometheus 3 (2.42 has no such option).
+fn setups(engine: Engine) -> &'static [Histograms] {
+    match engine {
+        Engine::Prometheus2 => &[Histograms::Classic, Histograms::Native],
+        Engine::Prometheus3 => &[Histograms::Classic, Histograms::Native, Histograms::Nhcb],
+    }
 }
 
-impl Setup {
-    fn flags(self) -> &'static [&'static str] {
-        match self {
-            Setup::Classic => &[],
-            Setup::Native => &["--enable-feature=native-histograms"],
-        }
-    }
+/// Whether a Prometheus of `setup` keeps the classic buckets of the agent's latency histogram
+/// (which has native buckets too; with NHCB it is kept as its native part, as with
+/// [`Histograms::Native`]).
+fn keeps_classic(setup: Histograms) -> bool {
+    setup == Histograms::Classic
 }
 
 /// A query as Grafana sends it: instant, or a range query over the last minute with a 15 s step
@@ -128,16 +140,12 @@ fn has_data(result: &[Value]) -> bool {
     })
 }
 
-/// The setup a heatmap query draws from: one that selects classic buckets (`..._bucket`, even
-/// if guarded by the native histogram's absence) is for [`Setup::Classic`], any other for
-/// [`Setup::Native`].
-fn heatmap_query_for(query: &str) -> Setup {
+/// Whether a heatmap query draws from the classic buckets: one that selects them (`..._bucket`,
+/// even if guarded by the native histogram's absence) does, any other draws from the native
+/// histogram.
+fn heatmap_query_is_classic(query: &str) -> bool {
     let classic = regex::Regex::new(r"_bucket\s*[{\[]").unwrap();
-    if classic.is_match(query) {
-        Setup::Classic
-    } else {
-        Setup::Native
-    }
+    classic.is_match(query)
 }
 
 /// The queries of one panel or dashboard variable.
@@ -226,7 +234,7 @@ fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<PanelQueries> {
 /// many panels and variables were checked.
 fn dashboard_problems(
     prom: &Prometheus,
-    setup: Setup,
+    setup: Histograms,
     var_sets: &[&[(&str, String)]],
 ) -> (Vec<String>, usize) {
     let mut problems = Vec::new();
@@ -259,11 +267,12 @@ fn dashboard_problems(
             }
             if panel.heatmap {
                 for ((q, _), has) in panel.queries.iter().zip(&data) {
-                    let from = heatmap_query_for(q);
-                    if from == setup && !has {
-                        problems.push(format!("{what}: no data from its {from:?} query {q}"));
-                    } else if from != setup && *has {
-                        problems.push(format!("{what}: data from its {from:?} query {q}"));
+                    let classic = heatmap_query_is_classic(q);
+                    let from = if classic { "classic" } else { "native" };
+                    if classic == keeps_classic(setup) && !has {
+                        problems.push(format!("{what}: no data from its {from} query {q}"));
+                    } else if classic != keeps_classic(setup) && *has {
+                        problems.push(format!("{what}: data from its {from} query {q}"));
                     }
                 }
             }
@@ -320,12 +329,18 @@ const NORMAL_IOPS: u32 = 20;
 const LOW_IOPS: u32 = 2;
 
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
+    dashboards_and_the_latency_alert(Engine::Prometheus2);
+}
+
+fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_prometheus3() {
+    dashboards_and_the_latency_alert(Engine::Prometheus3);
+}
+
+/// The test, on `engine`'s Prometheus servers.
+fn dashboards_and_the_latency_alert(engine: Engine) {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
-        && require(
-            which("prometheus").is_some(),
-            "prometheus (Debian package prometheus)",
-        );
+        && prometheus::engine_ready(engine);
     if !ready {
         return;
     }
@@ -375,14 +390,14 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     std::fs::write(&config, text).unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
-    // Two Prometheus servers, scraping the same agent, with the same rules.
+    // A Prometheus server per setup, scraping the same agent, with the same rules.
     let rules = shortened_rules();
-    let proms: Vec<(Setup, Prometheus)> = [Setup::Classic, Setup::Native]
-        .into_iter()
-        .map(|setup| {
+    let proms: Vec<(Histograms, Prometheus)> = setups(engine)
+        .iter()
+        .map(|&setup| {
             let home = dir.path().join(format!("{setup:?}").to_lowercase());
             std::fs::create_dir(&home).unwrap();
-            let prom = Prometheus::start_with_rules(&home, agent.addr, Some(&rules), setup.flags());
+            let prom = Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup);
             (setup, prom)
         })
         .collect();
@@ -435,9 +450,10 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
             "count(histogram_count(diskprobe_io_latency_seconds{target=\"e2e\"}))",
             None,
         );
-        let kept = match setup {
-            Setup::Classic => classic.is_some_and(|n| n > 0.0) && native.is_none(),
-            Setup::Native => classic.is_none() && native.is_some_and(|n| n > 0.0),
+        let kept = if keeps_classic(*setup) {
+            classic.is_some_and(|n| n > 0.0) && native.is_none()
+        } else {
+            classic.is_none() && native.is_some_and(|n| n > 0.0)
         };
         assert!(
             kept,
@@ -545,6 +561,18 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
             || alert_state(prom, "DiskprobeLatencyRegression").is_none(),
         );
     }
+    // Every rule was evaluated, and none failed to, at any evaluation of the whole test.
+    let failed: Vec<String> = proms
+        .iter()
+        .flat_map(|(setup, prom)| {
+            let unevaluated = prom.unevaluated_rules().into_iter();
+            prom.rule_problems()
+                .into_iter()
+                .chain(unevaluated.map(|r| format!("{r}: never evaluated")))
+                .map(move |p| format!("{setup:?}: {p}"))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
     drop(proms);
     drop(agent);
     drop(peers);
@@ -552,4 +580,6 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
 
 crate::tests! {
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts,
+    dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_prometheus3: [LONG],
+    every_module_with_a_real_prometheus_names_every_engine,
 }

@@ -7,13 +7,25 @@
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local volatile = std.join(', ', c.volatileLabels);
+  // The page's histograms have classic buckets only. Prometheus keeps them as classic series
+  // (`_bucket`), or, where Prometheus 3 converts classic histograms
+  // (`convert_classic_histograms_to_nhcb: true`, with `always_scrape_classic_histograms: false`
+  // no `_bucket` series at all), as native histograms with custom buckets under the histogram's
+  // own name: the native form where it exists, else the classic one. The native form takes the
+  // quantile of each series and then the largest of a disk's (a disk scraped twice), so that it
+  // never adds histograms whose bounds may differ.
   local quantile(q) = {
     record: 'diskprobe:cloud_io_latency_seconds:p%d_rate5m' % (q * 100),
-    expr: 'histogram_quantile(%g, max without (%s) (rate(%s[5m])))' % [
-      q,
-      volatile,
-      s.sel('diskprobe_cloud_io_latency_seconds_bucket'),
-    ],
+    expr: |||
+      max without (%(volatile)s) (histogram_quantile(%(q)g, rate(%(native)s[5m])))
+        or
+      histogram_quantile(%(q)g, max without (%(volatile)s) (rate(%(classic)s[5m])))
+    ||| % {
+      q: q,
+      volatile: volatile,
+      native: s.sel('diskprobe_cloud_io_latency_seconds'),
+      classic: s.sel('diskprobe_cloud_io_latency_seconds_bucket'),
+    },
   };
   [{
     name: 'diskprobe.cloud',
@@ -30,7 +42,8 @@ function(c)
         record: 'diskprobe:cloud_throttled:ratio_rate5m',
         expr: 'max without (limit) (%s)' % s.sel('diskprobe:cloud_limit_exceeded:ratio_rate5m'),
       },
-      // The cloud-side latency of reads and writes (op), from the page's histograms.
+      // The cloud-side latency of reads and writes (op), from the page's histograms, classic
+      // or NHCB.
       quantile(0.5),
       quantile(0.99),
     ],

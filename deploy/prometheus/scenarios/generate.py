@@ -26,9 +26,11 @@ OUT.json is YAML (JSON is a subset) and names rules.yml by absolute path. tests/
 runs them all. Standard library only.
 
 The model exports classic buckets only: promtool 2.42 does not accept native histograms in
-`input_series` (it rejects the `{{schema:... buckets:[...]}}` notation). No rule reads the
-histogram; tests/it/prometheus_e2e.rs runs the rules and the dashboards' queries on a real Prometheus
-2.42 with native histograms only.
+`input_series` (it rejects the `{{schema:... buckets:[...]}}` notation). Of the rules only the
+cloud latency recordings read a histogram (diskprobe_cloud_io_latency_seconds, classic or as NHCB),
+which the model does not export; tests/it/prometheus_e2e.rs runs the rules and the dashboards'
+queries on real Prometheus 2.42 and 3.5 servers, native histograms only among them, and
+tests/it/cloud_stats.rs the cloud rules on classic buckets and NHCB.
 
 promtool evaluates every rule group at the suite's evaluation interval, whatever the group's own
 `interval` (the hourly baseline group included); the suites use 5 minutes, the shortest interval

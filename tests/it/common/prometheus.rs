@@ -1,8 +1,18 @@
-//! A real Prometheus server (Debian's `prometheus`) for end-to-end tests: started on a free
-//! loopback port with its data in a test's temporary directory, scraping the agent every second,
-//! killed when dropped.
+//! A real Prometheus server for end-to-end tests, of either engine ([`Engine`]: Debian's 2.42 or
+//! Prometheus 3.5 LTS): started on a free loopback port with its data in a test's temporary
+//! directory, scraping the agent every second, keeping the agent's histograms as a
+//! [`Histograms`] setup says, killed when dropped. [`engine_ready`] says whether a test can run
+//! on an engine and prints which one it runs on; [`Prometheus::rule_problems`] lists the rules
+//! that failed to evaluate.
+//!
+//! What differs between the engines and matters to a test: Prometheus 3 writes a classic bucket's
+//! `le` as a float (`"1.0"`, `"1e-05"`, where 2.42 keeps the exposition's `"1"`, `"0.00001"`),
+//! and its range selectors leave out a sample sitting on the range's left edge (2.42 includes
+//! it). A test that holds on both compares `le` values as numbers and never places a sample on a
+//! window's edge.
 
-use crate::common::{http_request, which};
+use crate::common::engines::{Engine, PROMETHEUS_ENGINES};
+use crate::common::http_request;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,21 +33,81 @@ impl Drop for Prometheus {
     }
 }
 
+/// How a Prometheus scrapes and keeps the agent's histograms: its flags and the scrape job's
+/// options, which [`Prometheus::start`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Histograms {
+    /// The text formats: the classic `_bucket`, `_sum` and `_count` series only.
+    Classic,
+    /// `--enable-feature=native-histograms`: protobuf scrapes; a histogram with native buckets
+    /// (`diskprobe_io_latency_seconds`) is kept as its native part only (2.42 always; 3.5's
+    /// `always_scrape_classic_histograms` is false by default), one with classic buckets only
+    /// (`diskprobe_cloud_io_latency_seconds`) as classic series.
+    Native,
+    /// Prometheus 3 only: [`Histograms::Native`] with `convert_classic_histograms_to_nhcb: true`
+    /// and `always_scrape_classic_histograms: false`: a histogram with classic buckets only
+    /// arrives as a native histogram with custom buckets (NHCB), and no classic series is kept.
+    Nhcb,
+}
+
+impl Histograms {
+    /// Its command-line flags.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Histograms::Classic => &[],
+            Histograms::Native | Histograms::Nhcb => &["--enable-feature=native-histograms"],
+        }
+    }
+
+    /// Its options in the scrape job (YAML lines at the job's indentation).
+    fn scrape_options(self) -> &'static str {
+        match self {
+            Histograms::Classic | Histograms::Native => "",
+            Histograms::Nhcb => {
+                "    convert_classic_histograms_to_nhcb: true\n    always_scrape_classic_histograms: false\n"
+            }
+        }
+    }
+}
+
+/// Whether `engine`'s `prometheus` (and `promtool`) are installed: otherwise the test is skipped
+/// with the reason (strict: fails). Prints the engine and its version with the caller's file, so
+/// that a test's output says which one it ran on.
+#[track_caller]
+pub fn engine_ready(engine: Engine) -> bool {
+    let caller = std::panic::Location::caller().file();
+    if !engine.require() {
+        return false;
+    }
+    eprintln!("{caller}: runs on {} {}", engine.name(), engine.version());
+    true
+}
+
 impl Prometheus {
-    /// Starts Prometheus with its configuration and data in `dir`, scraping `agent` every second
-    /// as job `diskprobe`, with `flags` added (e.g. `--enable-feature=native-histograms`), and
-    /// waits until its API answers.
-    pub fn start(dir: &Path, agent: SocketAddr, flags: &[&str]) -> Prometheus {
-        Self::start_with_rules(dir, agent, None, flags)
+    /// Starts `engine`'s Prometheus with its configuration, data and log (`prometheus.log`) in
+    /// `dir`, scraping `agent` every second as job `diskprobe` and keeping histograms as
+    /// `histograms` says, and waits until its API answers.
+    pub fn start(
+        engine: Engine,
+        dir: &Path,
+        agent: SocketAddr,
+        histograms: Histograms,
+    ) -> Prometheus {
+        Self::start_with_rules(engine, dir, agent, None, histograms)
     }
 
     /// [`Prometheus::start`], evaluating the rule file `rules` (its text) every second.
     pub fn start_with_rules(
+        engine: Engine,
         dir: &Path,
         agent: SocketAddr,
         rules: Option<&str>,
-        flags: &[&str],
+        histograms: Histograms,
     ) -> Prometheus {
+        assert!(
+            engine != Engine::Prometheus2 || histograms != Histograms::Nhcb,
+            "Prometheus 2.42 cannot convert classic histograms to NHCB"
+        );
         let rule_files = match rules {
             Some(text) => {
                 std::fs::write(dir.join("rules.yml"), text).unwrap();
@@ -49,7 +119,8 @@ impl Prometheus {
             dir.join("prometheus.yml"),
             format!(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
-                 scrape_configs:\n  - job_name: diskprobe\n    static_configs:\n      - targets: [\"{agent}\"]\n"
+                 scrape_configs:\n  - job_name: diskprobe\n{}    static_configs:\n      - targets: [\"{agent}\"]\n",
+                histograms.scrape_options()
             ),
         )
         .unwrap();
@@ -58,7 +129,8 @@ impl Prometheus {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(which("prometheus").expect("checked by the caller"))
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(engine.prometheus().expect("checked by the caller"))
             .arg(format!(
                 "--config.file={}",
                 dir.join("prometheus.yml").display()
@@ -68,9 +140,9 @@ impl Prometheus {
                 dir.join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .args(flags)
+            .args(histograms.flags())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start prometheus");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -82,6 +154,63 @@ impl Prometheus {
         let (timeout, every) = (Duration::from_secs(30), Duration::from_millis(200));
         crate::common::wait::wait_for_every("prometheus to start", timeout, every, ready);
         p
+    }
+
+    /// The rules that failed to evaluate: each rule of `/api/v1/rules` whose `health` is `err` or
+    /// that has a `lastError` (its last evaluation), and every failed evaluation Prometheus
+    /// counted since it started (`prometheus_rule_evaluation_failures_total`, per group), as
+    /// lines of text; empty when every evaluation so far succeeded. A rule not evaluated yet
+    /// ([`Prometheus::unevaluated_rules`]) is not among them.
+    pub fn rule_problems(&self) -> Vec<String> {
+        let mut problems: Vec<String> = self
+            .rules()
+            .into_iter()
+            .filter(|(_, _, health, error)| health == "err" || !error.is_empty())
+            .map(|(group, rule, health, error)| {
+                format!("{group} {rule}: health {health:?}, last error {error:?}")
+            })
+            .collect();
+        let metrics = http_request(self.addr, "GET", "/metrics", &[]);
+        assert_eq!(metrics.status, 200, "Prometheus' own /metrics");
+        for line in metrics.body.lines() {
+            if let Some(rest) = line.strip_prefix("prometheus_rule_evaluation_failures_total{") {
+                let (labels, value) = rest.rsplit_once(' ').expect("a sample");
+                if value.parse::<f64>().expect("a number") != 0.0 {
+                    problems.push(format!("{value} failed evaluations: {{{labels}"));
+                }
+            }
+        }
+        problems
+    }
+
+    /// The rules (`group rule`) Prometheus has not evaluated yet (`health` `unknown`).
+    pub fn unevaluated_rules(&self) -> Vec<String> {
+        self.rules()
+            .into_iter()
+            .filter(|(_, _, health, _)| health == "unknown")
+            .map(|(group, rule, _, _)| format!("{group} {rule}"))
+            .collect()
+    }
+
+    /// Every rule of `/api/v1/rules`: its group, name, `health` and `lastError`.
+    fn rules(&self) -> Vec<(String, String, String, String)> {
+        let rules = self.get_json("/api/v1/rules").expect("/api/v1/rules");
+        let groups = rules["data"]["groups"].as_array().expect("rule groups");
+        assert!(!groups.is_empty(), "no rule groups loaded");
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        groups
+            .iter()
+            .flat_map(|group| {
+                group["rules"].as_array().into_iter().flatten().map(|rule| {
+                    (
+                        text(&group["name"]),
+                        text(&rule["name"]),
+                        text(&rule["health"]),
+                        text(&rule["lastError"]),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// GET `path` from the API as JSON; `None` when it does not answer or not in JSON.
@@ -170,4 +299,32 @@ pub fn shortened_rules(replacements: &[(&str, &str)]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Fails when a module of `tests/it` starts a real Prometheus ([`Prometheus::start`],
+/// [`Prometheus::start_with_rules`]) but does not name every engine of [`PROMETHEUS_ENGINES`]
+/// (`Engine::Prometheus2`, `Engine::Prometheus3`): every end-to-end test with a real server
+/// runs on each of them.
+pub fn every_module_with_a_real_prometheus_names_every_engine() {
+    let dir = crate::common::repo_root().join("tests/it");
+    let mut modules = 0;
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        if !text.contains("Prometheus::start") {
+            continue;
+        }
+        modules += 1;
+        for engine in PROMETHEUS_ENGINES {
+            if !text.contains(&format!("Engine::{engine:?}")) {
+                missing.push(format!("{} does not run on {engine:?}", path.display()));
+            }
+        }
+    }
+    assert!(modules >= 4, "only {modules} modules start a Prometheus");
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
