@@ -34,14 +34,15 @@ function(c)
     name: 'diskprobe.alerts',
     rules: [
       // A disk's workload (its diskstats without the probes' own I/O) at this share or more of a
-      // limit it is sold with (declared, else measured), or the disks under the node's ceiling
-      // ([limits]) at it together, for a while.
+      // limit it is sold with (declared: a limit its capacity runs measured is not a cap, and a
+      // workload of large or sequential requests exceeds it on a healthy disk), or the disks under
+      // the node's ceiling ([limits]) at it together, for a while.
       alert('DiskprobeNearLimit', {
         expr: |||
           %(disk)s >= %(near)s
             or %(node)s >= %(near)s
         ||| % {
-          disk: s.sel('diskprobe:disk_limit_consumed:ratio_rate4m'),
+          disk: s.sel('diskprobe:disk_limit_consumed:ratio_rate4m', ['source!="probe"']),
           node: s.sel('diskprobe:node_limit_consumed:ratio_rate4m'),
           near: c.headroomNearLimitShare,
         },

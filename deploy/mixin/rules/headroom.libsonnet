@@ -120,6 +120,10 @@ function(c)
         share('throughput', 'bytes', 'bytes_per_second'),
         nodeShare('iops', 'iops', 'iops'),
         nodeShare('throughput', 'bytes', 'bytes_per_second'),
+        // The pressure on a disk's caps: its largest share of a limit it is sold with (declared:
+        // not one its capacity runs measured, which a workload of other request sizes or another
+        // pattern can exceed without any cap in the way), or of the node's ceiling it is under.
+        // The throttling signature and the calm level read it.
         {
           record: 'diskprobe:disk_limit_consumed:max_ratio_rate4m',
           expr: |||
@@ -130,7 +134,7 @@ function(c)
                   * ignoring (device, serial, wwn) group_right %s
             )
           ||| % [
-            s.sel('diskprobe:disk_limit_consumed:ratio_rate4m'),
+            s.sel('diskprobe:disk_limit_consumed:ratio_rate4m', ['source!="probe"']),
             s.sel('diskprobe:node_limit_consumed:ratio_rate4m'),
             stable('diskprobe_node_limit_device_info'),
           ],

@@ -197,6 +197,8 @@ def near_limit_fires(m):
         node's ceiling (`disk` None): its value is the consumed share at the checkpoint."""
 
         def __init__(self, agent, hook, disk, limit, source, **kw):
+            if source != "config":
+                raise ValueError("only declared limits page (a measured one informs)")
             super().__init__("DiskprobeNearLimit", agent, **kw)
             self.hook, self.disk, self.limit, self.source = hook, disk, limit, source
 
@@ -213,12 +215,7 @@ def near_limit_fires(m):
             return workload_iops(sim, self.hook, self.disk, ts) / self.source_limit()
 
         def source_limit(self):
-            if self.source == "config":
-                return self.disk.iops_limit
-            # Measured: every capacity run of the scenario reads the same.
-            return next(
-                p.iops for t in self.agent.targets if t.name in self.disk.targets for p in t.profiles if p.iodepth > 1
-            )
+            return self.disk.iops_limit
 
         def expected(self, sim, ts):
             labels = {k: str(v) for k, v in self.labels().items() if v != ""}
@@ -354,12 +351,13 @@ def scenarios(m):
     out = []
     calm = (0, 900, 0)  # 30% of a 3,000 IOPS cap, before the onset
 
-    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=(), cloud=None):
-        """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it."""
+    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=(), cloud=None, before=calm):
+        """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it; `before` is
+        its workload before the onset."""
         profiles = profiles or [cloud_gentle(m)]
         target = m.Target("data", "sdb1", profiles)
         agent = m.Agent("node-4:9957", [target], **({"copies": copies} if copies else {}))
-        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[calm] + load, cloud=cloud)
+        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[before] + load, cloud=cloud)
         hook = Disks(agent.instance, [disk])
         expected = [f(agent, hook, disk, target) for f in fires]
         out.append(
@@ -378,9 +376,7 @@ def scenarios(m):
             )
         )
 
-    near = lambda source="config": lambda a, h, d, t: NearLimit(
-        a, h, d, "iops", source, not_before=ONSET + 15 * M, by=ONSET + 25 * M
-    )
+    near = lambda: lambda a, h, d, t: NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)
     one_disk(
         "near-limit",
         "a disk sold with 3,000 IOPS (a partition target on it) does 900 IOPS, then 2,850 (95%) from 3 h on; the gentle probe's latency stays as it was",
@@ -496,28 +492,54 @@ def scenarios(m):
         fires=[near()],
     )
     # Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
-    # skips them), their median is the limit.
+    # skips them), their median is the limit; it informs (dashboards, annotations) and never
+    # pages: a measured limit is not a cap.
+    measured_share = lambda value: lambda a, h, d: lambda sim: dict(
+        expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
+        eval_time=f"{(ONSET + H) // M}m",
+        exp_samples=[
+            dict(
+                labels='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="probe"}',
+                value=share_near(workload_iops(sim, h, d, ONSET + H) / next(p.iops for p in a.targets[0].profiles if p.iodepth > 1), value),
+            )
+        ],
+    )
+    measured_limit = lambda value: lambda a, h, d: dict(
+        expr="diskprobe:disk_limit_iops:probe",
+        eval_time=f"{(ONSET + H) // M}m",
+        exp_samples=[
+            dict(
+                labels='diskprobe:disk_limit_iops:probe{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d",source="probe"}',
+                value=value,
+            )
+        ],
+    )
     one_disk(
         "near-measured-limit",
-        "no declared limit; capacity runs (4k QD32) read 3,000 IOPS while the disk is calm, then are skipped as busy from 3 h on, when it does 2,850 IOPS (by design: no stale alert for them)",
+        "no declared limit; capacity runs (4k QD32) read 3,000 IOPS while the disk is calm, then are skipped as busy from 3 h on, when it does 2,850 IOPS (95% of the measured limit, recorded for the dashboards): nothing pages, a measured limit is not a cap (and no stale alert for the skipped runs, by design)",
         [(ONSET, 2850, 0)],
         iops_limit=0,
         seed=35,
         profiles=[cloud_gentle(m), capacity_qd32(3000)(m)],
         effects=[m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32")],
-        fires=[near("probe")],
-        promql=[
-            lambda a, h, d: dict(
-                expr="diskprobe:disk_limit_iops:probe",
-                eval_time=f"{(ONSET + H) // M}m",
-                exp_samples=[
-                    dict(
-                        labels='diskprobe:disk_limit_iops:probe{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d",source="probe"}',
-                        value=3000,
-                    )
-                ],
-            )
+        promql=[measured_limit(3000), measured_share(0.95)],
+    )
+    # A healthy 7,200 rpm disk with no cap: its capacity runs measure 250 random 4k reads per
+    # second, and a nightly backup streams 150 MB/s in 256 KiB requests (600 per second, 240% of
+    # the measured figure). diskstats give the requests, not their pattern: nothing pages.
+    one_disk(
+        "uncapped-hdd-backup",
+        "an HDD with no declared limit whose capacity runs (4k QD32) read 250 IOPS while it is calm; from 3 h on a backup streams 150 MB/s in 600 requests per second (2.4x the measured limit) and the gentle probe's p99 is 4x its calm level: no alert",
+        [(ONSET, 600, 150_000_000)],
+        iops_limit=0,
+        before=(0, 40, 2_000_000),
+        seed=40,
+        profiles=[cloud_gentle(m), capacity_qd32(250)(m)],
+        effects=[
+            m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32"),
+            m.Slower(4, start=ONSET, profile="randread-4k-qd1-gentle"),
         ],
+        promql=[measured_limit(250), measured_share(2.4)],
     )
     # A VM's ceiling over two disks: each at half its own cap, together above the VM's.
     b = m.Target("logs", "sdb", [cloud_gentle(m)], kind="block_device", fstype="")
