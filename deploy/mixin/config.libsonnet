@@ -50,6 +50,12 @@
     peerMADFloor: 0.01,  // least median absolute deviation of a cohort's ratios
     peerBusyRatio: 3,  // a disk this much busier than its cohort's median is not compared
     peerFor: '1h',  // DiskprobeSlowerThanPeers: for
+    // DiskprobeFarSlowerThanPeers, the fast path: a disk whose median ratio to its cohort's median
+    // over `peerFastWindow` is `peerFastRatio` or more (healthy disks of the tuning fleets reach
+    // at most 3.5, bench/peer_scores.py; docs/rules-design.md, "The fast path"), for `peerFastFor`.
+    peerFastRatio: 6,
+    peerFastWindow: '30m',
+    peerFastFor: '5m',
     // ... and keep_firing_for: an intermittent disk's 80th percentile can dip under its threshold
     // for an hour or two (a run of luck in which fewer than a fifth of its runs were slow).
     peerKeepFiringFor: '3h',

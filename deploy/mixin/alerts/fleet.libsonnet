@@ -86,6 +86,43 @@ function(c)
           ]),
         },
       }),
+      // The fast path: over `peerFastWindow`, the median of a disk's p99 samples divided by its
+      // cohort's median at the same moments is `peerFastRatio` or more (a disk several times
+      // slower than its peers, named in minutes rather than the hours the 12-hour path needs),
+      // unless its own workload is `peerBusyRatio` times its cohort's median over the same
+      // window. A cohort-wide slowdown divides out. The value is the ratio.
+      alert('DiskprobeFarSlowerThanPeers', {
+        expr: |||
+          quantile_over_time(0.5, %(ratio)s[%(window)s]) >= %(fast)s
+            unless on (%(target)s) quantile_over_time(0.5, %(busy)s[%(window)s]) >= %(busyRatio)s
+        ||| % {
+          ratio: s.sel('diskprobe:probe_latency_p99:peer_ratio'),
+          busy: s.sel('diskprobe:target_disk_ios:peer_ratio'),
+          window: c.peerFastWindow,
+          fast: c.peerFastRatio,
+          target: target,
+          busyRatio: c.peerBusyRatio,
+        },
+        'for': c.peerFastFor,
+        labels: { severity: 'warning' },
+        annotations: {
+          summary: 'Disk far slower than its peers: {{ $labels.instance }} {{ $labels.target }}',
+          description: std.join(' ', [
+            s.matchers('sel', ['job', 'instance', 'target', 'profile']),
+            s.matchers('cohort', ['job'] + cohortLabels + ['profile']),
+            s.matchers('target', ['job', 'instance', 'target']),
+            'Over the last %s the runs of profile {{ $labels.profile }} on {{ $labels.target }}' % c.peerFastWindow,
+            '{{ with printf "diskprobe_target_info{%s}" $target | query }}{{ with first . }}(now {{ .Labels.device }}) {{ end }}{{ end -}}',
+            'had a median p99 of',
+            value('quantile_over_time(0.5, diskprobe:probe_latency_p99:last{%%s}[%s])' % c.peerFastWindow, 'sel', 'humanizeDuration'),
+            'against ' + value('quantile_over_time(0.5, diskprobe_cohort:probe_latency_p99:median{%%s}[%s])' % c.peerFastWindow, 'cohort', 'humanizeDuration'),
+            'for the disks of its cohort (%s);' % cohortName,
+            'sample by sample its p99 was {{ $value | printf "%%.1f" }}x its peers\' median (%g or more pages); the cohort has' % c.peerFastRatio,
+            '{{ with printf "count(diskprobe:probe_latency_p99:last_in_cohort{%s})" $cohort | query }}{{ . | first | value }}{{ end }}',
+            'members with a last run.',
+          ]),
+        },
+      }),
       // A whole cohort is slow: its median p99 over 6 hours is 2x its baseline (its best daily
       // median of the last 7 days). A backup window or a noisy neighbour on every disk of a
       // model, a storage backend, a firmware or kernel change: not one disk's fault, so `info`.

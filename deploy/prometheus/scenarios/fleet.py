@@ -829,9 +829,16 @@ def events_groups(seed):
 # A small cohort without noise: the annotations, exactly.
 
 
+# The exact fleet's fast-path disk: 20x slower for an hour from day 1 06:00; the cohort-wide
+# slowdown of day 2 from 06:00: 3x.
+FAST_FACTOR, FAST_START, FAST_END = 20.0, DAY + 6 * H, DAY + 7 * H
+SHIFT = 3.0
+
+
 def exact_fleet():
-    """Six NVMe disks on three nodes, no noise, no cycle: one is 3x slower from its first run; on
-    day 2 from 06:00 every disk is 2.5x slower (a cohort-wide slowdown)."""
+    """Six NVMe disks on three nodes, no noise, no cycle: one is 3x slower from its first run;
+    another 20x slower for an hour on day 1 from 06:00; on day 2 from 06:00 every disk is 3x
+    slower (a cohort-wide slowdown)."""
     nodes = [Node(f"node-{k}", phase=0) for k in (1, 2, 3)]
     rng = random.Random(0)
     for n in nodes:
@@ -840,9 +847,11 @@ def exact_fleet():
             n.disks.append(d)
     slow = nodes[1].disks[0]
     slow.faults.append(Steady(0, 3.0))
+    fast = nodes[2].disks[1]
+    fast.faults.append(Window(FAST_START, FAST_END, FAST_FACTOR))
     part = Part("exact", "", 0, "DiskprobeSlowerThanPeers", by=5 * H, silent=0, disk=slow)
-    fleet = Fleet(nodes, [part], [CohortSlowdown(NVME, 2.5, start=DAY + 30 * H, end=3 * DAY)], cohort_alerts=[], duration=3 * DAY)
-    return fleet, slow
+    fleet = Fleet(nodes, [part], [CohortSlowdown(NVME, SHIFT, start=DAY + 30 * H, end=3 * DAY)], cohort_alerts=[], duration=3 * DAY)
+    return fleet, slow, fast
 
 
 class ExactExporter(Exporter):
@@ -860,7 +869,7 @@ class ExactExporter(Exporter):
 
 
 def exact_group():
-    fleet, slow = exact_fleet()
+    fleet, slow, fast = exact_fleet()
     exporter = ExactExporter(fleet, 0).run()
     p99 = NVME.p99
     key = dict(job=JOB, instance=slow.node.instance, target=slow.target, profile=PROFILE, model=NVME.name, rotational="0")
@@ -889,9 +898,24 @@ def exact_group():
         exp_annotations=dict(
             summary=f"Disks of cohort {NVME.name} are slower together",
             description=(
-                f"The median p99 of profile {PROFILE} over the cohort's disks has been {humanize_duration(2.5 * p99)} "
-                f"over the last 6 hours, 2.50x its baseline of {humanize_duration(p99)}; "
+                f"The median p99 of profile {PROFILE} over the cohort's disks has been {humanize_duration(SHIFT * p99)} "
+                f"over the last 6 hours, {SHIFT:.2f}x its baseline of {humanize_duration(p99)}; "
                 "each of its disks is compared with the others at the same moments, so none of them is paged for it."
+            ),
+        ),
+    )
+    # At both checkpoints every sample of the last 30 minutes is of the step: the disk's median
+    # p99 is 20x the model's, its peers' median the model's.
+    fkey = dict(job=JOB, instance=fast.node.instance, target=fast.target, profile=PROFILE, model=NVME.name, rotational="0")
+    far = dict(
+        exp_labels=dict(fkey, severity="warning"),
+        exp_annotations=dict(
+            summary=f"Disk far slower than its peers: {fast.node.instance} {fast.target}",
+            description=(
+                f"Over the last 30m the runs of profile {PROFILE} on {fast.target} (now nvme1n1) "
+                f"had a median p99 of {humanize_duration(FAST_FACTOR * p99)} against {humanize_duration(p99)} for the disks of its cohort ({NVME.name}); "
+                f"sample by sample its p99 was {FAST_FACTOR:.1f}x its peers' median (6 or more pages); "
+                f"the cohort has {len(fleet.disks())} members with a last run."
             ),
         ),
     )
@@ -900,7 +924,17 @@ def exact_group():
         dict(eval_time=f"{5 * H}s", alertname="DiskprobeSlowerThanPeers", exp_alerts=[peers(3 * p99, p99)]),
         dict(eval_time=f"{DAY + 30 * H + 2 * H}s", alertname="DiskprobeCohortSlowdown", exp_alerts=[]),
         dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeCohortSlowdown", exp_alerts=[cohort]),
-        dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeSlowerThanPeers", exp_alerts=[peers(3 * 2.5 * p99, 2.5 * p99)]),
+        dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeSlowerThanPeers", exp_alerts=[peers(3 * SHIFT * p99, SHIFT * p99)]),
+        # The fast path: silent before the step and through the whole cohort's 3x; named within
+        # 30 minutes of the step and while it lasts; silent again 30 minutes after it ends.
+        dict(eval_time=f"{FAST_START}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[]),
+        dict(eval_time=f"{FAST_START + 30 * M}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[far]),
+        dict(eval_time=f"{FAST_END}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[far]),
+        dict(eval_time=f"{FAST_END + 35 * M}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[]),
+        dict(eval_time=f"{DAY + 30 * H + 2 * H}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[]),
+        dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[]),
+        # The 12-hour path does not name an hour's step.
+        dict(eval_time=f"{FAST_END + 4 * H}s", alertname="DiskprobeSlowerThanPeers", exp_alerts=[peers(3 * p99, p99)]),
     ]
     return dict(
         name="fleet exact annotations",

@@ -88,6 +88,7 @@ ALERTS = [
     "DiskprobeExporterDown",
     "DiskprobeDiskSaturated",
     "DiskprobeSlowerThanPeers",
+    "DiskprobeFarSlowerThanPeers",
     "DiskprobeCohortSlowdown",
     "DiskprobeDiskLost",
     "DiskprobeNearLimit",
