@@ -260,6 +260,9 @@ impl Table {
                 .filter(|(_, h)| h.conn.busy.load(Ordering::Relaxed) > 0)
                 .min_by_key(|(id, h)| (h.conn.accepted, **id));
             if let Some((_, held)) = longest {
+                tracing::debug!(
+                    "a newcomer waits: the busy connection held longest ends after its next answer"
+                );
                 held.conn.retiring.store(true, Ordering::Relaxed);
             }
         }
