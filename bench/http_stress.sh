@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# HTTP robustness under load while probes run: 64 concurrent connections with wrk for 30 s against
-# /metrics, with the agent probing a file every second. Reports requests, errors (wrk's socket
-# errors and non-2xx answers) and the agent's RSS before, during and after.
-# Goals (issue 5): zero errors, RSS bounded.
+# HTTP robustness under load while probes run: 128 concurrent connections (the default
+# --web.max-connections) with wrk for 30 s against /metrics, with the agent probing a file every
+# second. Reports requests, errors (wrk's socket errors and non-2xx answers) and the agent's RSS
+# before, during and after; exits 1 on any error.
+# Goals (issues 5 and 56): zero errors up to the connection limit, RSS bounded.
 # Usage: bench/http_stress.sh [SECONDS] [CONNECTIONS]
 set -euo pipefail
 SECS=${1:-30}
-CONNS=${2:-64}
+CONNS=${2:-128}
 cd "$(dirname "$0")/.."
 source bench/common.sh
 need wrk "apt-get install wrk"
@@ -50,3 +51,7 @@ echo "socket errors:         $errors"
 echo "non-2xx responses:     $non2xx"
 echo "successful probe runs: $runs (probes kept running under load)"
 echo "RSS KiB:               before $before, during max $(sort -n "$WORK/rss.txt" | tail -1), after $after, peak (VmHWM) $(hwm)"
+if [[ "$errors" != 0 || "$non2xx" != 0 ]]; then
+  echo "FAIL: $errors socket errors, $non2xx non-2xx responses" >&2
+  exit 1
+fi

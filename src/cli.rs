@@ -27,7 +27,7 @@ pub struct Cli {
     #[arg(long = "web.config.file", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
 
-    /// Maximum number of simultaneous HTTP connections, of which those not yet authenticated (no request allowed yet) hold at most a quarter; a newcomer beyond that takes the slot of the least active of them.
+    /// Maximum number of simultaneous HTTP connections; more wait in the listen backlog until one ends or one that had the time to speak (or has been idle that long) is closed for them.
     #[arg(long = "web.max-connections", default_value_t = 128, value_name = "N")]
     pub max_connections: usize,
 

@@ -1,39 +1,55 @@
-//! Connection slots: which connections hold the `--web.max-connections` slots, and which one gives
-//! its slot up when a newcomer needs it.
+//! Connection slots: at most `--web.max-connections` connections are held at once, and which
+//! one is closed when a newcomer needs a slot and none is free.
 //!
-//! A connection starts *untrusted*: it has not yet had a request allowed (with basic auth: a
-//! request whose credentials verified; without it: any request). Untrusted connections may hold at
-//! most [`ConnectionSlots::untrusted_share`] of the slots, a quarter rounded up; when they hold all
-//! of those, a new connection takes the slot of an untrusted one, which is closed: the oldest of
-//! those that have sent nothing since they were accepted (not even a TLS ClientHello), else the one
-//! that moved a byte least recently. A connection becomes *trusted* with its first allowed request;
-//! trusted connections hold the other slots, and when those are all taken the trusted connection
-//! that moved a byte least recently and has no request in progress is closed to make room (an
-//! answer nobody reads, a keep-alive connection left idle).
+//! Within the limit every connection is admitted at once and none is closed for another: a
+//! burst of well-behaved clients up to the limit is served whole. Beyond it, the accept loop holds
+//! the newcomer ([`ConnectionSlots::admit`] waits) and takes nothing more from the listen backlog
+//! until a slot is given back or a held connection may be closed for it. A connection may be
+//! closed only once it has had the time to speak ([`GRACE`]), never because it is new:
+//! - one that has had no request allowed (with basic auth: none whose credentials verified;
+//!   without: no request at all) within [`GRACE`] of being accepted: first those that have sent
+//!   nothing at all (not even a TLS ClientHello), oldest first, then the least recently active;
+//! - failing that, one that had a request allowed and has moved no byte for [`GRACE`]: a
+//!   keep-alive connection left idle, an answer nobody reads.
 //!
-//! A connection counts as silent only while its client has sent nothing: the table keeps a
-//! duplicate of each untrusted connection's socket and, before closing a silent one, peeks at it.
-//! Bytes that arrived but were not read yet (the accept loop admits a burst of connections before
-//! the tasks of the first ones have run) make it one that has sent, and the next one is looked at.
+//! A connection answering a request is never closed for another, unless its answer has not
+//! moved for [`GRACE`] (the client reads none of it). When no connection may be closed and some
+//! answer requests, the one of those held longest is asked to end after its next answer
+//! ([`Conn::retiring`]: the answer says `Connection: close`, as HTTP/1.1 lets a server end a
+//! keep-alive connection), one at a time: clients beyond the limit that keep their connections
+//! busy (a load test, pipelining clients) take turns. A connection counts as silent only while
+//! its client has sent nothing: the table keeps a duplicate of each connection's socket until a
+//! request is allowed on it and, before closing a silent one, peeks at it; bytes that arrived but
+//! were not read yet (a loaded worker thread) make it one that has sent, and the next is looked at.
 //!
-//! So a flood of idle, slow or unauthenticated connections only ever churns the untrusted share:
-//! a scraper's new connection is admitted at once; it is closed before its client's first bytes
-//! reach the host only if as many silent newcomers as the share arrive in that time, and after
-//! that only if the share fills with connections that moved a byte more recently than it; and a
-//! scraper that authenticates is never displaced by clients that do not.
+//! So a flood of idle, slow or unauthenticated connections costs a scraper its place in the
+//! backlog and at most [`GRACE`] more: each connection ahead of it, and its own, is admitted as
+//! soon as a held one has had [`GRACE`] to speak or has been idle that long; a scraper that
+//! authenticates, and a well-behaved client within the limit, is never closed for them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// How long a new connection has to have a request allowed, and a connection that had one may
+/// move no byte, before it may be closed to make room for a newcomer beyond the limit: several
+/// round trips of a distant client (a TLS handshake and a request), little beside the time a
+/// scraper behind a flood already waits in the backlog.
+pub const GRACE: Duration = Duration::from_millis(500);
+
+/// Longest the accept loop sleeps between two looks at the slots while a newcomer waits (a
+/// request that ends or an answer that stalls is not announced).
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// The slots of one listener (shared by its connections).
 pub struct ConnectionSlots {
-    untrusted_cap: usize,
-    trusted_cap: usize,
+    max: usize,
     epoch: Instant,
     table: Mutex<Table>,
+    /// A slot was given back.
+    freed: Notify,
 }
 
 #[derive(Default)]
@@ -52,12 +68,18 @@ struct Held {
 
 /// What the slot table and a connection's task both see of the connection.
 pub struct Conn {
+    /// When it was accepted, in milliseconds since [`ConnectionSlots`] began.
+    accepted: u64,
     /// When it last moved a byte, in milliseconds since [`ConnectionSlots`] began.
     last: AtomicU64,
     /// Whether it has moved a byte since it was accepted.
     moved: AtomicBool,
     /// Requests being answered on it.
     busy: AtomicUsize,
+    /// Whether a write of its answer waits for the client to take bytes.
+    blocked: AtomicBool,
+    /// Whether it is to end after its next answer, for a newcomer.
+    retiring: AtomicBool,
     closed: AtomicBool,
     close: Notify,
     epoch: Instant,
@@ -68,6 +90,18 @@ impl Conn {
     pub fn touch(&self) {
         self.last.store(millis(self.epoch), Ordering::Relaxed);
         self.moved.store(true, Ordering::Relaxed);
+        self.blocked.store(false, Ordering::Relaxed);
+    }
+
+    /// Notes that a write waits for the client to take bytes (until the next byte moves).
+    pub fn write_blocked(&self) {
+        self.blocked.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the connection is to end after its next answer (a newcomer waits for its slot):
+    /// the answer says `Connection: close`.
+    pub fn retiring(&self) -> bool {
+        self.retiring.load(Ordering::Relaxed)
     }
 
     /// Completes once the connection's slot has been taken from it; its task then drops it.
@@ -81,6 +115,18 @@ impl Conn {
         self.closed.store(true, Ordering::Release);
         // Stores a permit when the task is not waiting yet.
         self.close.notify_one();
+    }
+
+    /// When (in the table's milliseconds) it may be closed for a newcomer, `trusted` or not, if
+    /// nothing changes meanwhile; `None` while it answers a request that is not stalled.
+    fn closable_from(&self, trusted: bool) -> Option<u64> {
+        let grace = u64::try_from(GRACE.as_millis()).unwrap_or(u64::MAX);
+        let last = self.last.load(Ordering::Relaxed);
+        let busy = self.busy.load(Ordering::Relaxed) > 0;
+        if busy && !self.blocked.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(if trusted || busy { last } else { self.accepted }.saturating_add(grace))
     }
 }
 
@@ -106,42 +152,68 @@ impl Drop for Busy {
 }
 
 impl ConnectionSlots {
-    /// Slots for `max` connections (at least one untrusted and one trusted slot).
+    /// Slots for `max` connections (at least one).
     pub fn new(max: usize) -> Arc<ConnectionSlots> {
-        let untrusted_cap = max.div_ceil(4).max(1);
         Arc::new(ConnectionSlots {
-            untrusted_cap,
-            trusted_cap: max.saturating_sub(untrusted_cap).max(1),
+            max: max.max(1),
             epoch: Instant::now(),
             table: Mutex::new(Table::default()),
+            freed: Notify::new(),
         })
-    }
-
-    /// How many slots connections that have not had a request allowed may hold.
-    pub fn untrusted_share(&self) -> usize {
-        self.untrusted_cap
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A slot for a new connection (`peer`: a duplicate of its socket, [`duplicate`]); when the
-    /// untrusted share is taken, an untrusted connection is closed for it ([`Table::evict`]).
-    pub fn admit(self: &Arc<Self>, peer: Option<socket2::Socket>) -> ConnectionSlot {
-        let sent = peer.as_ref().is_some_and(has_sent);
-        let conn = Arc::new(Conn {
-            last: AtomicU64::new(millis(self.epoch)),
-            moved: AtomicBool::new(sent),
+    /// A slot for a new connection (`peer`: a duplicate of its socket, [`duplicate`]): at once
+    /// while one is free; otherwise once a held connection may be closed for it (it is, see the
+    /// module's rules) or one is given back. Meanwhile the caller takes no other connection.
+    pub async fn admit(self: &Arc<Self>, peer: Option<socket2::Socket>) -> ConnectionSlot {
+        let conn = self.new_conn(peer.as_ref(), millis(self.epoch));
+        let mut peer = peer;
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the look at the table: a slot given back after it wakes us.
+            freed.as_mut().enable();
+            let now = millis(self.epoch);
+            let retry = match self.try_admit(&conn, &mut peer, now) {
+                Ok(slot) => return slot,
+                Err(at) => Duration::from_millis(at.saturating_sub(now)).min(RECHECK),
+            };
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep(retry) => {}
+            }
+        }
+    }
+
+    /// A connection accepted at `now` (table milliseconds) whose socket's duplicate is `peer`.
+    fn new_conn(&self, peer: Option<&socket2::Socket>, now: u64) -> Arc<Conn> {
+        Arc::new(Conn {
+            accepted: now,
+            last: AtomicU64::new(now),
+            moved: AtomicBool::new(peer.is_some_and(has_sent)),
             busy: AtomicUsize::new(0),
+            blocked: AtomicBool::new(false),
+            retiring: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             close: Notify::new(),
             epoch: self.epoch,
-        });
+        })
+    }
+
+    /// A slot for `conn` at `now` if one is free or can be made ([`Table::make_room`]); else
+    /// when to look again.
+    fn try_admit(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        peer: &mut Option<socket2::Socket>,
+        now: u64,
+    ) -> Result<ConnectionSlot, u64> {
         let mut table = self.table();
-        if table.count(false) >= self.untrusted_cap {
-            table.evict(false);
-        }
+        table.make_room(self.max, now)?;
         let id = table.next_id;
         table.next_id += 1;
         table.held.insert(
@@ -149,64 +221,88 @@ impl ConnectionSlots {
             Held {
                 trusted: false,
                 conn: conn.clone(),
-                peer,
+                peer: peer.take(),
             },
         );
-        ConnectionSlot {
+        Ok(ConnectionSlot {
             id,
-            conn,
+            conn: conn.clone(),
             slots: self.clone(),
-        }
+        })
     }
 
-    /// Connections held now: (untrusted, trusted).
+    /// Connections held now: (not yet allowed a request, allowed one).
     pub fn held(&self) -> (usize, usize) {
         let table = self.table();
-        (table.count(false), table.count(true))
+        let trusted = table.held.values().filter(|h| h.trusted).count();
+        (table.held.len() - trusted, trusted)
     }
 }
 
 impl Table {
-    fn count(&self, trusted: bool) -> usize {
-        self.held.values().filter(|h| h.trusted == trusted).count()
+    /// Leaves a slot free for a newcomer at `now`: one is free, or a held connection that may be
+    /// closed is closed ([`Table::victim`]). Otherwise `Err` with when the first held connection
+    /// may be closed if nothing changes meanwhile, having asked the connection held longest of
+    /// those that answer requests to end after its next answer (unless one already is to).
+    fn make_room(&mut self, max: usize, now: u64) -> Result<(), u64> {
+        if self.held.len() < max {
+            return Ok(());
+        }
+        self.note_unread_bytes(now);
+        if let Some(held) = self.victim(now).and_then(|id| self.held.remove(&id)) {
+            held.conn.close();
+            return Ok(());
+        }
+        if !self.held.values().any(|h| h.conn.retiring()) {
+            let longest = self
+                .held
+                .iter()
+                .filter(|(_, h)| h.conn.busy.load(Ordering::Relaxed) > 0)
+                .min_by_key(|(id, h)| (h.conn.accepted, **id));
+            if let Some((_, held)) = longest {
+                tracing::debug!(
+                    "a newcomer waits: the busy connection held longest ends after its next answer"
+                );
+                held.conn.retiring.store(true, Ordering::Relaxed);
+            }
+        }
+        let soonest = self
+            .held
+            .values()
+            .filter_map(|h| h.conn.closable_from(h.trusted))
+            .min();
+        Err(soonest.unwrap_or(u64::MAX).max(now + 1))
     }
 
-    /// Closes the connection of the class `trusted` that moved a byte least recently (of the
-    /// untrusted ones, first those that have not moved a byte at all since they were accepted,
-    /// once [`Table::note_unread_bytes`] has spared those whose bytes wait unread; of the trusted
-    /// ones, only those without a request in progress); whether there was one.
-    fn evict(&mut self, trusted: bool) -> bool {
-        if !trusted {
-            self.note_unread_bytes();
-        }
-        let victim = self
-            .held
+    /// The connection to close for a newcomer at `now`, if one may be: of those not yet allowed
+    /// a request and accepted [`GRACE`] ago or more, the oldest that has sent nothing, else the
+    /// least recently active; failing those, of those that had a request allowed, the least
+    /// recently active if idle for [`GRACE`]. None that answers a request that is not stalled.
+    fn victim(&self, now: u64) -> Option<u64> {
+        self.held
             .iter()
-            .filter(|(_, h)| h.trusted == trusted)
-            .filter(|(_, h)| !trusted || h.conn.busy.load(Ordering::Relaxed) == 0)
+            .filter(|(_, h)| h.conn.closable_from(h.trusted).is_some_and(|at| at <= now))
             .min_by_key(|(id, h)| {
                 (
+                    h.trusted,
                     h.conn.moved.load(Ordering::Relaxed),
                     h.conn.last.load(Ordering::Relaxed),
                     **id,
                 )
             })
-            .map(|(id, _)| *id);
-        let Some(held) = victim.and_then(|id| self.held.remove(&id)) else {
-            return false;
-        };
-        held.conn.close();
-        true
+            .map(|(id, _)| *id)
     }
 
-    /// Marks as having moved a byte the untrusted connections thought silent whose clients have
-    /// sent bytes not read yet, oldest first, up to the first that is silent indeed (the one
-    /// [`Table::evict`] then closes): usually a single peek.
-    fn note_unread_bytes(&self) {
+    /// Marks as having moved a byte the connections thought silent whose clients have sent
+    /// bytes not read yet, among those that may be closed at `now`, oldest first, up to the
+    /// first that is silent indeed (the one [`Table::victim`] then closes): usually a single
+    /// peek.
+    fn note_unread_bytes(&self, now: u64) {
         let mut silent: Vec<(u64, u64, &Held)> = self
             .held
             .iter()
             .filter(|(_, h)| !h.trusted && !h.conn.moved.load(Ordering::Relaxed))
+            .filter(|(_, h)| h.conn.closable_from(false).is_some_and(|at| at <= now))
             .map(|(id, h)| (h.conn.last.load(Ordering::Relaxed), *id, h))
             .collect();
         silent.sort_unstable_by_key(|&(last, id, _)| (last, id));
@@ -242,26 +338,18 @@ impl ConnectionSlot {
         &self.conn
     }
 
-    /// The connection had a request allowed: it moves to the trusted slots, taking the slot of
-    /// the least recently active idle trusted connection when they are all taken (when every
-    /// one is answering a request, it stays untrusted for now).
+    /// The connection had a request allowed: from now on it may be closed for a newcomer only
+    /// once idle for [`GRACE`].
     pub fn trust(&self) {
         self.conn.touch();
-        let mut table = self.slots.table();
-        if table.held.get(&self.id).is_none_or(|h| h.trusted) {
-            return;
-        }
-        if table.count(true) >= self.slots.trusted_cap && !table.evict(true) {
-            return;
-        }
-        if let Some(h) = table.held.get_mut(&self.id) {
+        if let Some(h) = self.slots.table().held.get_mut(&self.id) {
             h.trusted = true;
             h.peer = None;
         }
     }
 
     /// Marks a request in progress until the guard is dropped: a connection answering a
-    /// request is not closed to make room for another trusted one.
+    /// request is not closed for a newcomer while its answer moves.
     pub fn busy(&self) -> Busy {
         self.conn.busy.fetch_add(1, Ordering::Relaxed);
         self.conn.touch();
@@ -271,7 +359,10 @@ impl ConnectionSlot {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        self.slots.table().held.remove(&self.id);
+        let removed = self.slots.table().held.remove(&self.id);
+        if removed.is_some() {
+            self.slots.freed.notify_one();
+        }
     }
 }
 
@@ -279,58 +370,116 @@ impl Drop for ConnectionSlot {
 mod tests {
     use super::*;
 
+    const G: u64 = GRACE.as_millis() as u64;
+
     fn closed(slot: &ConnectionSlot) -> bool {
         slot.conn.closed.load(Ordering::Acquire)
     }
 
-    #[test]
-    fn untrusted_connections_share_a_quarter_and_the_idlest_gives_way() {
-        let slots = ConnectionSlots::new(8);
-        assert_eq!(slots.untrusted_share(), 2);
-        let a = slots.admit(None);
-        let b = slots.admit(None);
-        a.conn.touch();
-        // A third untrusted connection takes the slot of one that has sent nothing (b), not of
-        // one that has (a), though b is the newer.
-        let c = slots.admit(None);
-        assert!(closed(&b) && !closed(&a) && !closed(&c));
-        // Of those that moved bytes, the least recently active gives way.
-        c.conn.touch();
-        let e = slots.admit(None);
-        assert!(closed(&a) && !closed(&c) && !closed(&e));
-        assert_eq!(slots.held(), (2, 0));
-        // Trusted connections leave the share.
-        c.trust();
-        assert_eq!(slots.held(), (1, 1));
-        let d = slots.admit(None);
-        assert!(!closed(&d) && !closed(&e));
-        assert_eq!(slots.held(), (2, 1));
-        drop(e);
-        drop((a, b, c, d));
-        assert_eq!(slots.held(), (0, 0));
+    /// A connection accepted at `now` (table milliseconds), or when it must wait, when to look
+    /// again.
+    fn admit_at(
+        slots: &Arc<ConnectionSlots>,
+        peer: Option<socket2::Socket>,
+        now: u64,
+    ) -> Result<ConnectionSlot, u64> {
+        let conn = slots.new_conn(peer.as_ref(), now);
+        slots.try_admit(&conn, &mut Some(peer).flatten(), now)
+    }
+
+    fn spoke_at(slot: &ConnectionSlot, at: u64) {
+        slot.conn.last.store(at, Ordering::Relaxed);
+        slot.conn.moved.store(true, Ordering::Relaxed);
     }
 
     #[test]
-    fn a_new_trusted_connection_takes_the_slot_of_an_idle_one_never_of_a_busy_one() {
-        let slots = ConnectionSlots::new(4); // 1 untrusted, 3 trusted
-        let t: Vec<ConnectionSlot> = (0..3)
-            .map(|_| {
-                let s = slots.admit(None);
-                s.trust();
-                s
-            })
-            .collect();
+    fn within_the_limit_no_connection_is_closed_and_beyond_it_none_before_its_grace() {
+        let slots = ConnectionSlots::new(4);
+        // Four silent newcomers at once: all admitted, none closed for another.
+        let held: Vec<ConnectionSlot> =
+            (0..4).map(|_| admit_at(&slots, None, 0).unwrap()).collect();
+        assert!(held.iter().all(|s| !closed(s)));
+        assert_eq!(slots.held(), (4, 0));
+        // A fifth waits while every held one is younger than the grace: told when to look again.
+        assert_eq!(admit_at(&slots, None, G - 1).err(), Some(G));
+        assert!(held.iter().all(|s| !closed(s)));
+        // Once they have had the grace to speak, the oldest silent one gives way.
+        let fifth = admit_at(&slots, None, G).unwrap();
+        assert!(closed(&held[0]) && held[1..].iter().all(|s| !closed(s)) && !closed(&fifth));
+        assert_eq!(slots.held(), (4, 0));
+    }
+
+    #[test]
+    fn silent_ones_give_way_first_then_those_never_allowed_then_idle_allowed_ones() {
+        let slots = ConnectionSlots::new(3);
+        let allowed = admit_at(&slots, None, 0).unwrap();
+        allowed.trust();
+        spoke_at(&allowed, 0);
+        let denied = admit_at(&slots, None, 10).unwrap();
+        spoke_at(&denied, 2 * G);
+        let silent = admit_at(&slots, None, 20).unwrap();
+        // At 2G: the silent one, though the newest.
+        let a = admit_at(&slots, None, 2 * G).unwrap();
+        assert!(closed(&silent) && !closed(&denied) && !closed(&allowed));
+        // Then the one that spoke but had no request allowed, though it spoke just now (a is too
+        // young).
+        let b = admit_at(&slots, None, 2 * G).unwrap();
+        assert!(closed(&denied) && !closed(&allowed) && !closed(&a));
+        // Then the allowed one idle since 0, before a and b have had their grace.
+        let c = admit_at(&slots, None, 2 * G + 1).unwrap();
+        assert!(closed(&allowed) && !closed(&a) && !closed(&b));
+        // An allowed connection that moved a byte within the grace stays.
+        c.trust();
+        spoke_at(&c, 3 * G);
+        a.trust();
+        spoke_at(&a, 3 * G);
+        b.trust();
+        spoke_at(&b, 3 * G);
+        assert_eq!(admit_at(&slots, None, 4 * G - 1).err(), Some(4 * G));
         assert_eq!(slots.held(), (0, 3));
-        let _busy: Vec<Busy> = t.iter().map(ConnectionSlot::busy).collect();
-        let late = slots.admit(None);
-        late.trust();
-        // All trusted ones answer requests: the newcomer waits in the untrusted share.
-        assert_eq!(slots.held(), (1, 3));
-        assert!(t.iter().all(|s| !closed(s)));
-        drop(_busy);
-        late.trust();
-        assert_eq!(slots.held(), (0, 3));
-        assert_eq!(t.iter().filter(|s| closed(s)).count(), 1);
+    }
+
+    #[test]
+    fn a_request_in_progress_is_not_closed_unless_its_answer_stalls() {
+        let slots = ConnectionSlots::new(1);
+        let answering = admit_at(&slots, None, 0).unwrap();
+        answering.trust();
+        let busy = answering.busy();
+        spoke_at(&answering, 0);
+        // No time is given when the only held connection answers a request; it is asked to end
+        // after its answer.
+        assert!(!answering.conn.retiring());
+        assert_eq!(admit_at(&slots, None, 100 * G).err(), Some(u64::MAX));
+        assert!(answering.conn.retiring() && !closed(&answering));
+        // Its answer waits for a client that reads none of it: the grace runs from its last byte.
+        answering.conn.write_blocked();
+        assert_eq!(admit_at(&slots, None, G - 1).err(), Some(G));
+        let newcomer = admit_at(&slots, None, G).unwrap();
+        assert!(closed(&answering) && !closed(&newcomer));
+        drop(busy);
+    }
+
+    #[test]
+    fn a_newcomer_beyond_the_limit_is_admitted_when_a_slot_is_given_back() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let slots = ConnectionSlots::new(1);
+            let answering = slots.admit(None).await;
+            answering.trust();
+            let busy = answering.busy();
+            let waiting = slots.admit(None);
+            tokio::pin!(waiting);
+            // It answers a request: never closed for the newcomer, which waits.
+            let early = tokio::time::timeout(Duration::from_millis(50), &mut waiting).await;
+            assert!(early.is_err(), "admitted beside a request in progress");
+            drop(busy);
+            drop(answering);
+            let late = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+            assert!(late.is_ok(), "not admitted once the slot was given back");
+        });
     }
 
     #[test]
@@ -343,22 +492,23 @@ mod tests {
             let client = TcpStream::connect(addr).unwrap();
             (client, listener.accept().unwrap().0)
         };
-        let slots = ConnectionSlots::new(8); // 2 untrusted
+        let slots = ConnectionSlots::new(2);
         let ((mut a_client, a_side), (mut b_client, mut b_side)) = (accept(), accept());
-        let a = slots.admit(duplicate(&a_side));
-        let b = slots.admit(duplicate(&b_side));
+        let a = admit_at(&slots, duplicate(&a_side), 0).unwrap();
+        let b = admit_at(&slots, duplicate(&b_side), 0).unwrap();
         // b's client sends its request after b was admitted; b's task has not read it yet.
         b_client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         // (Wait until the bytes are in b's receive queue: loopback may deliver them later.)
         b_side.peek(&mut [0u8; 1]).unwrap();
         let mut newcomers = Vec::new();
         let mut sockets = Vec::new();
-        for _ in 0..3 {
+        for i in 0..3 {
             let (client, side) = accept();
-            newcomers.push(slots.admit(duplicate(&side)));
+            newcomers.push(admit_at(&slots, duplicate(&side), G * (i + 1)).unwrap());
             sockets.push((client, side));
         }
-        // The silent ones gave way, oldest first; b, older than the newcomers, did not.
+        // The silent ones gave way once they had had the grace, oldest first; b, older than
+        // the newcomers, did not.
         assert!(closed(&a) && !closed(&b), "b was taken for silent");
         assert!(closed(&newcomers[0]) && closed(&newcomers[1]) && !closed(&newcomers[2]));
         // a's slot was given up with the duplicate of its socket: once its stream is dropped,

@@ -4,9 +4,10 @@
 //! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
 //! its request headers within [`HEADER_READ_TIMEOUT`], a request head larger than
 //! [`MAX_HEADER_BYTES`] or with more than [`MAX_HEADERS`] header lines gets a 431, and at most
-//! `max_connections` connections are held at once, of which connections that have not had a request
-//! allowed (not authenticated yet) hold at most a quarter ([`connection_slots`]: a newcomer takes
-//! the slot of the least active of them). A TLS handshake must complete within
+//! `max_connections` connections are held at once ([`connection_slots`]: within the limit all are
+//! served; beyond it a newcomer waits in the listen backlog until a connection ends, or one that
+//! has had [`connection_slots::GRACE`] to speak, or has been idle that long, is closed for it, or
+//! the busy one held longest ends after its next answer). A TLS handshake must complete within
 //! [`TLS_HANDSHAKE_TIMEOUT`]; a write that makes no progress for [`WRITE_STALL_TIMEOUT`] and a
 //! connection idle for [`IDLE_TIMEOUT`] are dropped ([`Deadlined`]). The metrics endpoint answers
 //! in the format and compression that the request's `Accept` and `Accept-Encoding` prefer
@@ -22,8 +23,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
-    ACCEPT, ACCEPT_ENCODING, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue,
-    VARY,
+    ACCEPT, ACCEPT_ENCODING, ALLOW, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE,
+    HeaderValue, VARY,
 };
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -121,10 +122,13 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        // Every connection is admitted at once; when the slots of connections that have not had
-        // a request allowed are all taken, the least active of those is closed for it
-        // ([`connection_slots`]).
-        let slot = Arc::new(slots.admit(connection_slots::duplicate(&stream)));
+        // Admitted at once while a slot is free; otherwise it waits (and the backlog with it)
+        // until a held connection that has had the time to speak may be closed for it, or one
+        // ends ([`connection_slots`]).
+        let slot = tokio::select! {
+            slot = slots.admit(connection_slots::duplicate(&stream)) => Arc::new(slot),
+            () = &mut shutdown => break,
+        };
         let stream = Deadlined::new(stream, slot.conn().clone());
         let web = app.web();
         let app = app.clone();
@@ -186,7 +190,13 @@ where
         let slot = slot.clone();
         async move {
             let _busy = slot.busy();
-            Ok::<_, Infallible>(handle(app, req, &slot).await)
+            let mut resp = handle(app, req, &slot).await;
+            if slot.conn().retiring() {
+                // Its slot is wanted: the connection ends after this answer.
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(resp)
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -425,6 +435,7 @@ impl<IO> Deadlined<IO> {
     ) -> std::task::Poll<std::io::Error> {
         use std::task::Poll;
         if writing {
+            self.conn.write_blocked();
             let stall = self
                 .stalled
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_STALL_TIMEOUT)));

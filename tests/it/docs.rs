@@ -239,12 +239,7 @@ fn the_readme_states_the_http_limits_the_server_has() {
     // Line breaks fall anywhere in prose: compare with whitespace collapsed.
     let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     let s = |d: std::time::Duration| format!("{} s", d.as_secs());
-    let slots = server::ConnectionSlots::new(128);
-    assert_eq!(
-        slots.untrusted_share(),
-        128 / 4,
-        "the README says a quarter"
-    );
+    let grace = format!("{} s", server::connection_slots::GRACE.as_secs_f64());
     for fact in [
         format!(
             "Request headers must arrive within {} and fit in {} KiB and at most {} header lines (431 otherwise)",
@@ -264,7 +259,14 @@ fn the_readme_states_the_http_limits_the_server_has() {
             "a TLS handshake must end within {}",
             s(server::TLS_HANDSHAKE_TIMEOUT)
         ),
-        "At most `--web.max-connections` connections are held; connections that have not yet had a request allowed (not authenticated, or no request yet) hold at most a quarter of them".to_owned(),
+        format!(
+            "A connection beyond the limit waits in the listen backlog ({} connections)",
+            diskprobe_exporter::agent::LISTEN_BACKLOG
+        ),
+        format!(
+            "one that has had no request allowed (not authenticated, or no request yet) within {grace} of being accepted"
+        ),
+        format!("else one that had a request allowed and has moved no byte for {grace}"),
     ] {
         assert!(text.contains(&fact), "README does not say: {fact}");
     }

@@ -167,18 +167,27 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
                 && gauge(m, "diskprobe_probe_stuck_ios", "hung") > 0.0
         },
     );
-    let (threads_before, rss_before) = (
-        process::status(pid, "Threads:"),
-        process::status(pid, "VmRSS:"),
-    );
+    let rss_before = process::status(pid, "VmRSS:");
     let healthy_before = runs(&m, "healthy", "success");
     let timeouts_before = runs(&m, "stalled", "timeout") + runs(&m, "hung", "timeout");
     let (mut rings, mut scrape_times) = (0, Vec::new());
+    // The threads that would pile up if runs on dead devices were not abandoned once: the
+    // engine threads (one per device: a dead device's keeps its stuck ring, the healthy
+    // target's runs) and each dead target's probe threads, the most seen at once.
+    let (mut engine_threads, mut stuck_probe_threads) = (0, 0);
     let (mut stalled_stuck_max, mut stalled_cleared) = (0.0f64, false);
     let started = Instant::now();
     // The stalled device's first run drains and its second one times out in this window.
     while started.elapsed() < Duration::from_secs(30) {
         rings = rings.max(process::io_uring_fds(pid));
+        engine_threads = engine_threads.max(process::threads_named(pid, "diskprobe-uring").len());
+        stuck_probe_threads = stuck_probe_threads.max(
+            ["probe-stalled", "probe-hung"]
+                .map(|name| process::threads_named(pid, name).len())
+                .into_iter()
+                .max()
+                .unwrap_or(0),
+        );
         let t = Instant::now();
         let (code, body) = agent.get("/metrics");
         scrape_times.push(t.elapsed());
@@ -191,15 +200,13 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     }
     let elapsed = started.elapsed();
     let m = scrape(&agent);
-    let (threads_after, rss_after) = (
-        process::status(pid, "Threads:"),
-        process::status(pid, "VmRSS:"),
-    );
+    let rss_after = process::status(pid, "VmRSS:");
     let healthy_runs = runs(&m, "healthy", "success") - healthy_before;
     scrape_times.sort();
     let p90 = scrape_times[scrape_times.len() * 9 / 10];
     eprintln!(
-        "over {elapsed:?}: at most {rings} io_uring instances; threads {threads_before} -> {threads_after}, \
+        "over {elapsed:?}: at most {rings} io_uring instances, {engine_threads} engine threads, \
+         {stuck_probe_threads} probe threads of a dead target; \
          RSS {rss_before} -> {rss_after} KiB; healthy runs {healthy_runs}; stalled: {} timeouts, {} skipped, \
          up to {stalled_stuck_max} stuck; hung: {} timeouts, {} stuck for {:.0} s; /metrics p90 {p90:?}; \
          healthy: {} skipped, {} failed, last run {:.2} s",
@@ -215,10 +222,16 @@ fn dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule() {
     // One ring per device at most: the abandoned ones of the dead devices and the healthy
     // target's own.
     assert!(rings <= 3, "{rings} io_uring instances for 3 devices");
-    // Nothing accumulates: a probe thread may be running at either moment.
+    // Nothing accumulates: at every look, one engine thread per device at most, and one probe
+    // thread per dead target (the process's total moves with the healthy target's runs and the
+    // scheduler's stat threads, which come and go every second).
     assert!(
-        threads_after <= threads_before + 2,
-        "threads grow: {threads_before} -> {threads_after}"
+        engine_threads <= 3,
+        "{engine_threads} io_uring engine threads at once for 3 devices"
+    );
+    assert!(
+        stuck_probe_threads <= 1,
+        "{stuck_probe_threads} probe threads at once for one dead target"
     );
     assert!(
         rss_after < rss_before + 4 * 1024,

@@ -3,6 +3,7 @@
 use crate::common;
 
 use common::{Agent, http_request};
+use diskprobe_exporter::server;
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -91,7 +92,7 @@ fn slow_clients_are_cut_off_after_the_header_timeout() {
     );
 }
 
-fn an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are_closed() {
+fn an_answer_nobody_reads_is_dropped_and_an_idle_connection_gives_way_after_its_grace() {
     let agent = Agent::start(&["--web.max-connections=8"]);
     // A client that pipelines requests and never reads the answers: once the socket buffers are
     // full, the server's write stalls, and the connection is dropped within a few seconds.
@@ -127,30 +128,40 @@ fn an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are
         "dropped after {:?}",
         started.elapsed()
     );
-    // Connections that have not had a request allowed hold at most a quarter of the slots (2 of
-    // 8): of eight idle connections, the oldest six are closed at once, not left to wait; the
-    // two newest stay open, and a scraper is answered beside them.
+    // Within the limit no connection is closed for another: eight idle connections are all
+    // held. A scraper's connection beyond them waits in the backlog until the oldest idle one
+    // has had its grace to speak; that one alone is closed (never before its grace), and the
+    // scraper is answered.
+    let opened = std::time::Instant::now();
     let mut idle: Vec<_> = (0..8)
         .map(|_| std::net::TcpStream::connect(agent.addr).unwrap())
         .collect();
     let asked = std::time::Instant::now();
-    let mut buf = [0u8; 16];
-    for s in &mut idle[..6] {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let n = s.read(&mut buf).unwrap_or(usize::MAX);
-        assert_eq!(n, 0, "closed without an answer");
-    }
+    assert_eq!(agent.get("/metrics").0, 200);
     assert!(
         asked.elapsed() < Duration::from_secs(2),
-        "{:?}",
+        "answered after {:?}",
         asked.elapsed()
     );
-    for s in &mut idle[6..] {
+    let mut buf = [0u8; 16];
+    idle[0]
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = idle[0].read(&mut buf).unwrap_or(usize::MAX);
+    assert_eq!(
+        n, 0,
+        "the oldest idle connection was not closed without an answer"
+    );
+    assert!(
+        opened.elapsed() >= server::connection_slots::GRACE,
+        "an idle connection was closed {:?} after it was opened, before its grace",
+        opened.elapsed()
+    );
+    for s in &mut idle[1..] {
         s.set_nonblocking(true).unwrap();
         let err = s.read(&mut buf).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "still open");
     }
-    assert_eq!(agent.get("/metrics").0, 200);
     drop(idle);
 }
 
@@ -158,5 +169,5 @@ crate::tests! {
     routes_methods_and_content_types,
     oversized_headers_get_431_and_junk_gets_400,
     slow_clients_are_cut_off_after_the_header_timeout,
-    an_answer_nobody_reads_is_dropped_and_idle_connections_beyond_their_share_are_closed,
+    an_answer_nobody_reads_is_dropped_and_an_idle_connection_gives_way_after_its_grace,
 }

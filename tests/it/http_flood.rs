@@ -3,15 +3,16 @@
 //! reconnect as soon as they are closed, slow readers, clients that pipeline requests and never
 //! read, and clients without credentials, all at once; on a plain listener and on a TLS + basic
 //! auth listener (where the idle ones never start their handshake and the others get 401). Every
-//! one of the scraper's answers must be a 200 within a second.
+//! one of the scraper's answers must be a 200 within a second. Beside it, what waits beyond the
+//! default limit (128): 300 idle sockets opened at once, or 130 clients pipelining requests,
+//! leave a scrape answered within 2 s.
 
 use crate::common;
 
-use base64::Engine as _;
 use common::Agent;
-use rustls::pki_types::pem::PemObject as _;
+use common::http_conn::{Target, basic, read_response, request, tls_and_basic_auth};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -28,38 +29,6 @@ const UNAUTHENTICATED: usize = 8;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 /// How long the scraper scrapes under the flood.
 const FLOOD_FOR: Duration = Duration::from_secs(6);
-
-trait Stream: Read + Write + Send {}
-impl<T: Read + Write + Send> Stream for T {}
-
-/// How the flood and the scraper reach the agent.
-#[derive(Clone)]
-struct Target {
-    addr: SocketAddr,
-    tls: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl Target {
-    fn connect(&self) -> std::io::Result<Box<dyn Stream>> {
-        let tcp = TcpStream::connect(self.addr)?;
-        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
-        tcp.set_write_timeout(Some(Duration::from_secs(1)))?;
-        match &self.tls {
-            None => Ok(Box::new(tcp)),
-            Some(config) => {
-                let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
-                let conn = rustls::ClientConnection::new(config.clone(), name)
-                    .map_err(std::io::Error::other)?;
-                let mut tls = rustls::StreamOwned::new(conn, tcp);
-                // Complete the handshake now, so that a failure shows here.
-                while tls.conn.is_handshaking() {
-                    tls.conn.complete_io(&mut tls.sock)?;
-                }
-                Ok(Box::new(tls))
-            }
-        }
-    }
-}
 
 /// A TLS connection that only ever writes: it sends its records and never reads the server's
 /// (a rustls stream reads whenever it writes, and would take the answers in).
@@ -83,8 +52,12 @@ impl Write for TlsWriteOnly {
     }
 }
 
-impl Target {
-    /// A connection for a client that writes and never reads (on TLS, after the handshake).
+/// A connection for a client that writes and never reads (on TLS, after the handshake).
+trait WriteOnly {
+    fn connect_write_only(&self) -> std::io::Result<Box<dyn Write + Send>>;
+}
+
+impl WriteOnly for Target {
     fn connect_write_only(&self) -> std::io::Result<Box<dyn Write + Send>> {
         let tcp = TcpStream::connect(self.addr)?;
         tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -92,9 +65,7 @@ impl Target {
         match &self.tls {
             None => Ok(Box::new(tcp)),
             Some(config) => {
-                let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
-                let mut conn = rustls::ClientConnection::new(config.clone(), name)
-                    .map_err(std::io::Error::other)?;
+                let mut conn = self.tls_client(config)?;
                 let mut sock = tcp;
                 while conn.is_handshaking() {
                     conn.complete_io(&mut sock)?;
@@ -103,41 +74,6 @@ impl Target {
             }
         }
     }
-}
-
-/// Reads one response with a `Content-Length` body; its status.
-fn read_response(s: &mut dyn Stream) -> std::io::Result<u16> {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = common::parse_response(&raw[..end + 4]);
-            let len: usize = head
-                .header("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if raw.len() >= end + 4 + len {
-                return Ok(head.status);
-            }
-        }
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        raw.extend_from_slice(&buf[..n]);
-    }
-}
-
-fn request(path: &str, auth: Option<&str>, close: bool) -> Vec<u8> {
-    let mut r = format!("GET {path} HTTP/1.1\r\nHost: x\r\n");
-    if let Some(auth) = auth {
-        r.push_str(&format!("Authorization: {auth}\r\n"));
-    }
-    if close {
-        r.push_str("Connection: close\r\n");
-    }
-    r.push_str("\r\n");
-    r.into_bytes()
 }
 
 /// What the flood did, to show that it pressed on the limit.
@@ -265,13 +201,6 @@ fn flood(
     threads
 }
 
-fn basic(pair: &str) -> String {
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    )
-}
-
 /// Floods `target` while scraping it with `auth`; fails unless every scrape is a 200 within 1 s.
 fn scrape_under_flood(target: &Target, auth: Option<&str>) {
     let stop = Arc::new(AtomicBool::new(false));
@@ -323,10 +252,7 @@ fn scrape_under_flood(target: &Target, auth: Option<&str>) {
 fn a_flood_on_a_plain_listener_does_not_stop_the_scrapes() {
     let _machine = common::exclusive();
     let agent = Agent::start(&[]);
-    let target = Target {
-        addr: agent.addr,
-        tls: None,
-    };
+    let target = Target::plain(agent.addr);
     scrape_under_flood(&target, None);
     assert_eq!(agent.get("/-/healthy").0, 200);
 }
@@ -334,33 +260,11 @@ fn a_flood_on_a_plain_listener_does_not_stop_the_scrapes() {
 fn a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes() {
     let _machine = common::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    common::write_tls_files(dir.path());
-    let hash = bcrypt::hash("s3cret", 6).unwrap();
-    let web = dir.path().join("web.yml");
-    std::fs::write(
-        &web,
-        format!(
-            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n\
-             basic_auth_users:\n  prom: {hash}\n"
-        ),
-    )
-    .unwrap();
-    let agent = Agent::start(&[&format!("--web.config.file={}", web.display())]);
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(dir.path().join("server.crt")).unwrap();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let (web, tls) = tls_and_basic_auth(dir.path());
+    let agent = Agent::start(&[&web]);
     let target = Target {
         addr: agent.addr,
-        tls: Some(Arc::new(config)),
+        tls: Some(tls),
     };
     let good = basic("prom:s3cret");
     // The scraper's credentials are verified once before the flood (bcrypt), then cached.
@@ -371,7 +275,119 @@ fn a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes() {
     scrape_under_flood(&target, Some(&good));
 }
 
+/// Idle sockets opened at once, and pipelining clients, beyond the default limit (128).
+const IDLE_BEYOND: usize = 300;
+const PIPELINING_BEYOND: usize = 130;
+/// How long a scrape may take behind them: the backlog ahead of it, admitted as held connections
+/// have had their grace.
+const BEYOND_WITHIN: Duration = Duration::from_secs(2);
+
+/// One scrape on a fresh connection: its status (or error) and how long it took.
+fn scrape_once(target: &Target) -> (Result<u16, String>, Duration) {
+    let asked = Instant::now();
+    let status = target.connect().and_then(|mut s| {
+        s.write_all(&request("/metrics", None, true))?;
+        read_response(&mut *s)
+    });
+    (status.map_err(|e| e.to_string()), asked.elapsed())
+}
+
+fn idle_sockets_beyond_the_limit_leave_a_scrape_answered_within_2_s() {
+    let _machine = common::exclusive();
+    let agent = Agent::start(&[]);
+    let mut idle: Vec<TcpStream> = (0..IDLE_BEYOND)
+        .map(|_| TcpStream::connect(agent.addr).unwrap())
+        .collect();
+    let (status, took) = scrape_once(&Target::plain(agent.addr));
+    eprintln!("{IDLE_BEYOND} idle sockets: scrape {status:?} in {took:?}");
+    assert_eq!(status, Ok(200));
+    assert!(took < BEYOND_WITHIN, "answered after {took:?}");
+    // The scraper came after every idle socket in the backlog: each of those beyond the limit,
+    // and the scraper, took the slot of one that had had its grace.
+    let must_close = IDLE_BEYOND + 1 - 128;
+    for s in &idle {
+        s.set_nonblocking(true).unwrap();
+    }
+    let mut closed = vec![false; IDLE_BEYOND];
+    let seen = common::wait::poll(Duration::from_secs(5), common::wait::INTERVAL, || {
+        for (s, closed) in idle.iter_mut().zip(&mut closed) {
+            *closed |= !matches!(s.read(&mut [0u8; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        }
+        let n = closed.iter().filter(|c| **c).count();
+        if n >= must_close { Ok(n) } else { Err(n) }
+    });
+    assert!(
+        seen.is_ok(),
+        "{seen:?} idle sockets closed, {must_close} expected"
+    );
+}
+
+fn pipelining_clients_beyond_the_limit_leave_scrapes_answered_within_2_s() {
+    let _machine = common::exclusive();
+    let agent = Agent::start(&[]);
+    let target = Target::plain(agent.addr);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (writing, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // Each writes requests as fast as its connection takes them and never reads; when the agent
+    // drops it, it connects again at once.
+    let threads: Vec<_> = (0..PIPELINING_BEYOND)
+        .map(|_| {
+            let (target, stop) = (target.clone(), stop.clone());
+            let (writing, dropped) = (writing.clone(), dropped.clone());
+            std::thread::spawn(move || {
+                let burst = request("/metrics", None, false).repeat(32);
+                let mut first = true;
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut s) = target.connect_write_only() else {
+                        continue;
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        match s.write_all(&burst) {
+                            Ok(()) if first => {
+                                first = false;
+                                writing.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(()) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
+                            Err(_) => {
+                                dropped.fetch_add(1, Ordering::Relaxed);
+                                break;
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    common::wait_for(
+        "every pipelining client writing",
+        Duration::from_secs(20),
+        || writing.load(Ordering::Relaxed) == PIPELINING_BEYOND,
+    );
+    let answers: Vec<_> = (0..10).map(|_| scrape_once(&target)).collect();
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    eprintln!(
+        "{PIPELINING_BEYOND} pipelining clients ({} dropped by the agent): scrapes {answers:?}",
+        dropped.load(Ordering::Relaxed)
+    );
+    let bad: Vec<_> = answers
+        .iter()
+        .filter(|(status, took)| *status != Ok(200) || *took >= BEYOND_WITHIN)
+        .collect();
+    assert!(bad.is_empty(), "failed or took 2 s or more: {bad:?}");
+}
+
 crate::tests! {
     a_flood_on_a_plain_listener_does_not_stop_the_scrapes,
     a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes,
+    idle_sockets_beyond_the_limit_leave_a_scrape_answered_within_2_s,
+    pipelining_clients_beyond_the_limit_leave_scrapes_answered_within_2_s,
 }

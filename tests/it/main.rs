@@ -46,6 +46,7 @@ mod exposition_formats;
 mod faults;
 mod headroom_e2e;
 mod http;
+mod http_burst;
 mod http_flood;
 mod interference;
 mod metrics_docs;
@@ -89,6 +90,7 @@ fn main() {
             faults::tests(),
             headroom_e2e::tests(),
             http::tests(),
+            http_burst::tests(),
             http_flood::tests(),
             interference::tests(),
             metrics_docs::tests(),

@@ -5,7 +5,8 @@
 //!   ignored with the reason, and fails under `DISKPROBE_TEST_STRICT=1` (set by `.ci/run`);
 //! - [`machine`]: the machine lock ([`exclusive`], [`shared`]);
 //! - [`agent`]: the agent as a child process ([`Agent`]), its configuration file;
-//! - [`http`]: a small HTTP/1.1 client ([`http_request`]);
+//! - [`http`]: a small HTTP/1.1 client ([`http_request`]); [`http_conn`]: connections that stay
+//!   open, plain or TLS, for bursts and floods;
 //! - [`exposition`]: the agent's metrics ([`scrape`], [`wait_until`]), protobuf dumps, promtool;
 //! - [`one_shot`]: the one-shot probe's JSON runs ([`one_shot`]);
 //! - [`golden`]: golden files ([`check_golden`]);
@@ -27,6 +28,7 @@ pub mod exposition;
 pub mod fuse;
 pub mod golden;
 pub mod http;
+pub mod http_conn;
 pub mod loopdev;
 pub mod machine;
 pub mod one_shot;
