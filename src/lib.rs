@@ -6,6 +6,8 @@
 //! results → collectors → exposition → HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
+//! - [`bounded_read`]: files a user can replace (configurations, certificates, the state file),
+//!   opened without blocking, refused unless regular files, read within a size limit.
 //! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
 //!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
@@ -77,6 +79,7 @@
 
 pub mod agent;
 pub mod blockdev;
+pub mod bounded_read;
 pub mod cli;
 pub mod cloud_stats;
 pub mod coalesce;

@@ -22,6 +22,7 @@
 //! Loading warns (it does not refuse) when the certificate has expired or expires within
 //! [`CERT_EXPIRY_WARNING`], and when the key file is readable or writable by every user.
 
+use crate::bounded_read::{self, Links};
 use base64::Engine as _;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -69,6 +70,11 @@ struct RawHttp {
     http2: Option<bool>,
     headers: Option<BTreeMap<String, String>>,
 }
+
+/// The largest web configuration file read; a larger one is refused.
+pub const MAX_WEB_CONFIG_BYTES: u64 = 1 << 20;
+/// The largest certificate, key or client CA file read; a larger one is refused.
+pub const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
 
 /// Certificates that expire within this time (or have expired) are warned about at load.
 pub const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -163,7 +169,8 @@ impl WebSecurity {
             message,
             files: Vec::new(),
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let text = bounded_read::read_to_string(path, MAX_WEB_CONFIG_BYTES, Links::Follow)
+            .map_err(|e| err(format!("cannot read: {e}")))?;
         let raw: RawWebConfig = if text.trim().is_empty() {
             RawWebConfig::default()
         } else {
@@ -346,7 +353,8 @@ fn client_verifier(
         format!("tls_server_config.client_ca_file {}: {e}", ca.display())
     };
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| failed(&e))? {
+    let pem = bounded_read::read(ca, MAX_TLS_FILE_BYTES, Links::Follow).map_err(|e| failed(&e))?;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| failed(&e))?;
         roots.add(cert).map_err(|e| failed(&e))?;
     }
@@ -462,8 +470,10 @@ fn tls_acceptor(
             .as_deref()
             .ok_or("tls_server_config.key_file is required")?,
     );
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|i| i.collect())
+    let cert_pem = bounded_read::read(&cert_file, MAX_TLS_FILE_BYTES, Links::Follow)
+        .map_err(|e| format!("tls_server_config.cert_file {e}"))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
         .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_file.display()))?;
     if certs.is_empty() {
         return Err(format!(
@@ -471,7 +481,9 @@ fn tls_acceptor(
             cert_file.display()
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(&key_file)
+    let key_pem = bounded_read::read(&key_file, MAX_TLS_FILE_BYTES, Links::Follow)
+        .map_err(|e| format!("tls_server_config.key_file {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_file.display()))?;
     let expiry = check_expiry(&cert_file, &certs[0]);
     check_key_mode(&key_file);

@@ -20,8 +20,10 @@ pub mod probe_settings;
 mod profiles;
 pub mod raw;
 mod spanned;
+pub mod target_name;
 pub mod targets;
 
+use crate::bounded_read::{self, Links};
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
@@ -41,6 +43,8 @@ pub const EMBEDDED_PROBE_FILE: &str = "probe.dat";
 pub const EMBEDDED_DEFAULT: &str = include_str!("embedded_default.toml");
 /// The default `--web.telemetry-path`.
 pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+/// The largest configuration file read; a larger one is refused.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// A validated configuration.
 #[derive(Debug, Clone, Default)]
@@ -138,14 +142,10 @@ impl fmt::Display for ListenAddress {
 /// A configuration that could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: cannot read configuration: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The file could not be read, or was refused ([`crate::bounded_read`]: not a regular file,
+    /// larger than [`MAX_CONFIG_BYTES`]).
+    #[error("cannot read configuration: {0}")]
+    Read(#[from] crate::bounded_read::BoundedReadError),
     /// The file was read but is not a valid configuration.
     #[error("{path}:{line}:{column}: {message}")]
     Invalid {
@@ -172,12 +172,10 @@ impl Config {
             .unwrap_or_else(|e| panic!("embedded default configuration is invalid: {e}"))
     }
 
-    /// Reads and validates the file at `path`.
+    /// Reads and validates the file at `path`: a regular file (links are followed) of at most
+    /// [`MAX_CONFIG_BYTES`], opened without blocking.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = bounded_read::read_to_string(path, MAX_CONFIG_BYTES, Links::Follow)?;
         Config::from_toml(&text, path)
     }
 
