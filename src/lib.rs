@@ -34,6 +34,7 @@
 //!   native buckets, filled from each run's HdrHistogram.
 //! - [`server`]: hyper HTTP server and routes.
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
+//! - [`basic_auth`]: basic authentication's bcrypt checks, bounded per client and overall.
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
@@ -78,6 +79,7 @@
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod agent;
+pub mod basic_auth;
 pub mod blockdev;
 pub mod bounded_read;
 pub mod cli;
