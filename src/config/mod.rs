@@ -322,18 +322,46 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// Checks a metrics path (`[web] telemetry_path`, `--web.telemetry-path`): absolute, and clear
 /// of the landing page (`/`) and the `/-/` endpoints.
 pub fn check_telemetry_path(path: &str) -> Result<String, String> {
-    if path.starts_with('/') && path.len() > 1 && !path.starts_with("/-/") {
-        Ok(path.to_owned())
-    } else {
-        Err(format!(
+    if !path.starts_with('/') || path.len() < 2 || path.starts_with("/-/") {
+        return Err(format!(
             "expected an absolute URL path other than / and /-/..., found {path:?}"
-        ))
+        ));
+    }
+    // A request's path (hyper's `Uri::path`) is visible ASCII without '?' (where the query
+    // starts) or '#'; a path with anything else would never be matched.
+    match path
+        .char_indices()
+        .find(|(_, c)| !c.is_ascii_graphic() || *c == '?' || *c == '#')
+    {
+        Some((at, c)) => Err(format!(
+            "{path:?} can never match a request's path: {c:?} at byte {at} (a path is visible ASCII without '?' or '#'; percent-encode other characters)"
+        )),
+        None => Ok(path.to_owned()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_paths_are_paths_a_request_can_have() {
+        for ok in ["/metrics", "/a/b-c_d.e~f", "/m%C3%A9trics"] {
+            assert_eq!(check_telemetry_path(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "metrics",
+            "/",
+            "/-/x",
+            "/metrics?x",
+            "/m#x",
+            "/m etrics",
+            "/métrics",
+            "/m\n",
+        ] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn line_column_counts_characters() {
