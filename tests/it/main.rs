@@ -45,6 +45,7 @@ mod durability;
 mod exposition_formats;
 mod faults;
 mod headroom_e2e;
+mod hostile_inputs;
 mod http;
 mod http_flood;
 mod interference;
@@ -88,6 +89,7 @@ fn main() {
             exposition_formats::tests(),
             faults::tests(),
             headroom_e2e::tests(),
+            hostile_inputs::tests(),
             http::tests(),
             http_flood::tests(),
             interference::tests(),
