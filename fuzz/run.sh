@@ -36,8 +36,15 @@ printf 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/openmetr
 printf 'HEAD /-/healthy HTTP/1.1\r\nHost: localhost\r\n\r\n' > corpus/http_request/seed-2
 printf 'POST /../etc/passwd?x=%%00 HTTP/1.0\r\nAuthorization: Basic Og==\r\nContent-Length: 0\r\n\r\n' > corpus/http_request/seed-3
 
+# lost_targets: the state directory's lost_targets.json, as the agent writes it, and with a
+# duplicate, a time in the future and a name with a newline.
+mkdir -p corpus/lost_targets
+e() { printf '{"rule": "disks", "target": "%s", "device": "sdb", "model": "M", "serial": "S", "wwn": "", "volume_id": "", "since_ms": %s}' "$1" "$2"; }
+printf '{"version": 1, "lost": [%s, %s]}' "$(e disk-S 1699999999000)" "$(e disk-T 1699999998000)" > corpus/lost_targets/seed-1
+printf '{"version": 1, "lost": [%s, %s, %s]}' "$(e a 1)" "$(e a 2)" "$(e 'b\nc' 99999999999999)" > corpus/lost_targets/seed-2
+
 cargo fuzz build -s none -O
-for target in diskstats config fio_options units mountinfo negotiation http_request; do
+for target in diskstats config fio_options units mountinfo negotiation http_request lost_targets; do
   echo "--- $target: $RUNS runs"
   dirs=("corpus/$target")
   [[ -d "regressions/$target" ]] && dirs+=("regressions/$target")   # past crashes, kept as seeds

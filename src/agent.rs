@@ -15,7 +15,7 @@ use crate::collectors::limit_metrics::LimitsCollector;
 use crate::collectors::probe_metrics::ProbesCollector;
 use crate::collectors::process::ProcessMetrics;
 use crate::collectors::sandbox_metrics::SandboxCollector;
-use crate::config::{Config, ListenAddress, TargetSpec};
+use crate::config::{Config, ConfigError, ListenAddress, TargetSpec};
 use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
 use crate::sandbox::{self as confinement, Sandbox};
@@ -23,9 +23,10 @@ use crate::scheduler::Scheduler;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
-use crate::web_config::WebSecurity;
+use crate::web_config::{WebConfigError, WebSecurity};
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,16 +170,16 @@ struct Reloaded {
 /// A file it names outside the directories the sandbox allowed at start is refused with the
 /// sandbox's reason, which says to restart.
 fn reload_web_config(
-    path: Option<&std::path::Path>,
+    loaded: Option<Result<WebSecurity, WebConfigError>>,
     app: &App,
     reload: &ReloadStatus,
     cert: &CertExpiry,
     sandbox: &Sandbox,
 ) {
-    let Some(path) = path else {
+    let Some(loaded) = loaded else {
         return;
     };
-    match WebSecurity::load(path) {
+    match loaded {
         Ok(web) => {
             cert.set(web.cert_not_after);
             app.set_web(web);
@@ -192,6 +193,39 @@ fn reload_web_config(
             };
             tracing::error!(err = %err, "web configuration reload failed; keeping the previous one");
         }
+    }
+}
+
+/// What a reload reads: the configuration file and the web configuration (with the files it
+/// names), each loaded and validated; `None` for one that is not configured.
+struct ReloadFiles {
+    config: Option<Result<Config, ConfigError>>,
+    web: Option<Result<WebSecurity, WebConfigError>>,
+}
+
+impl ReloadFiles {
+    /// Loads the files on a thread of their own, which nothing waits for: a read that blocks (a
+    /// hung network mount) holds neither the signal loop nor the shutdown. The files are opened
+    /// without blocking and refused unless regular files within their size limits
+    /// ([`crate::bounded_read`]), so a FIFO in a configuration's place is answered at once.
+    fn read(
+        config: Option<PathBuf>,
+        web: Option<PathBuf>,
+    ) -> impl Future<Output = Option<ReloadFiles>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let load = move || ReloadFiles {
+            config: config.as_deref().map(Config::load),
+            web: web.as_deref().map(WebSecurity::load),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("diskprobe-reload".to_owned())
+            .spawn(move || {
+                let _ = tx.send(load());
+            });
+        if let Err(err) = &spawned {
+            tracing::error!(%err, "SIGHUP: cannot start a thread to read the configuration; not reloaded");
+        }
+        async move { rx.await.ok() }
     }
 }
 
@@ -318,7 +352,31 @@ impl Agent {
                 }
             };
             match signal {
-                Some(SIGHUP) => self.reload().await,
+                Some(SIGHUP) => {
+                    let files = ReloadFiles::read(
+                        self.settings.config_file.clone(),
+                        self.settings.web_config_file.clone(),
+                    );
+                    tokio::pin!(files);
+                    // SIGTERM while the files are read ends the agent at once.
+                    let files = loop {
+                        tokio::select! {
+                            files = &mut files => break files,
+                            signal = signals.next() => match signal {
+                                Some(SIGHUP) => tracing::info!("SIGHUP: a reload is already reading the configuration"),
+                                Some(signal) => {
+                                    tracing::info!(signal, "shutting down (a reload was still reading the configuration)");
+                                    return;
+                                }
+                                None => return,
+                            },
+                        }
+                    };
+                    match files {
+                        Some(files) => self.reload(files).await,
+                        None => self.reload.record_failure(),
+                    }
+                }
                 Some(signal) => {
                     tracing::info!(signal, "shutting down");
                     return;
@@ -328,11 +386,11 @@ impl Agent {
         }
     }
 
-    /// SIGHUP: reloads the configuration and the web configuration.
-    async fn reload(&mut self) {
+    /// SIGHUP: applies the configuration and the web configuration read for the reload.
+    async fn reload(&mut self, files: ReloadFiles) {
         let current = std::mem::take(&mut self.current);
         self.current = reload_config(
-            &self.settings.config_file,
+            files.config,
             current,
             &self.reloaded.diskstats,
             &self.app.series,
@@ -350,7 +408,7 @@ impl Agent {
             .cloud_stats
             .set_settings(self.current.cloud_stats);
         reload_web_config(
-            self.settings.web_config_file.as_deref(),
+            files.web,
             &self.app,
             &self.reload,
             &self.reloaded.cert,
@@ -374,12 +432,12 @@ impl Agent {
     }
 }
 
-/// Re-reads the configuration file; applies it only when it is valid as a whole and the sandbox
-/// allows what it needs.
+/// Applies the configuration read again (`None`: no `--config.file`) only when it is valid as
+/// a whole and the sandbox allows what it needs.
 // One argument per part a reload touches; grouping them would only move the list.
 #[allow(clippy::too_many_arguments)]
 async fn reload_config(
-    path: &Option<PathBuf>,
+    loaded: Option<Result<Config, ConfigError>>,
     current: Config,
     diskstats: &DiskstatsCollector,
     series: &SeriesStore,
@@ -388,13 +446,13 @@ async fn reload_config(
     status: &ReloadStatus,
     sandbox: &Sandbox,
 ) -> Config {
-    let Some(path) = path else {
+    let Some(loaded) = loaded else {
         tracing::info!("SIGHUP: no --config.file, the embedded default stays in force");
         status.record_success();
         return current;
     };
     // What the running sandbox does not allow cannot be granted any more.
-    let loaded = match Config::load(path) {
+    let loaded = match loaded {
         Ok(new) => sandbox
             .admits(&new)
             .await
@@ -427,7 +485,7 @@ async fn reload_config(
                 .await;
             discovery.set_plan(Plan::new(&new));
             status.record_success();
-            tracing::info!(file = %path.display(), "configuration reloaded");
+            tracing::info!("configuration reloaded");
             new
         }
         Err(err) => {

@@ -6,6 +6,8 @@
 //! results → collectors → exposition → HTTP.
 //!
 //! - [`cli`]: command-line flags (Prometheus exporter names).
+//! - [`bounded_read`]: files a user can replace (configurations, certificates, the state file),
+//!   opened without blocking, refused unless regular files, read within a size limit.
 //! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
 //!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
@@ -32,6 +34,7 @@
 //!   native buckets, filled from each run's HdrHistogram.
 //! - [`server`]: hyper HTTP server and routes.
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
+//! - [`basic_auth`]: basic authentication's bcrypt checks, bounded per client and overall.
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
 //! - [`logging`]: tracing setup (logfmt or JSON).
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
@@ -76,7 +79,9 @@
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 
 pub mod agent;
+pub mod basic_auth;
 pub mod blockdev;
+pub mod bounded_read;
 pub mod cli;
 pub mod cloud_stats;
 pub mod coalesce;

@@ -6,7 +6,16 @@
 //! or `~/.local/state/diskprobe_exporter`, so that no root is needed. The directory must be on a
 //! real filesystem: tmpfs and ramfs are refused, because a direct-I/O probe there would measure
 //! memory, not a disk.
+//!
+//! Files the agent keeps there go through a [`StateDir`]: the directory opened once, its files
+//! opened relative to it, never through a symbolic link, new files created only where no file
+//! of that name is (so that a link or file planted in the directory is neither followed nor
+//! reused), and read without blocking and within a limit ([`crate::bounded_read`]).
 
+use crate::bounded_read::{self, BoundedReadError};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -37,6 +46,85 @@ pub enum StateDirError {
     /// No default could be derived.
     #[error("no state directory: pass --state.dir (HOME is not set)")]
     NoDefault,
+}
+
+/// The state directory, opened once: the files the agent keeps there are opened relative to it.
+#[derive(Debug)]
+pub struct StateDir {
+    dir: OwnedFd,
+    path: PathBuf,
+}
+
+impl StateDir {
+    /// Opens the directory at `path` (which may itself be reached through links an operator
+    /// made).
+    pub fn open(path: &Path) -> std::io::Result<StateDir> {
+        let dir = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(StateDir {
+            dir,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The directory's path, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The contents of the file `name`, at most `limit` bytes: refused when it is a symbolic
+    /// link or not a regular file (a FIFO opens without waiting, and is refused).
+    pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+        let path = self.path.join(name);
+        let file = rustix::fs::openat(
+            &self.dir,
+            name,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| BoundedReadError::Open {
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        bounded_read::read_open(std::fs::File::from(file), &path, limit)
+    }
+
+    /// Replaces the file `name` with `bytes`, atomically: written to a new file `.NAME.tmp`
+    /// (created with `O_EXCL | O_NOFOLLOW`, mode 0600; whatever had that name, a link included,
+    /// is removed first, never followed), synced, renamed over `name` and the directory synced,
+    /// so that a crash leaves the old file or the new one, never half of one.
+    pub fn replace(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let temporary = format!(".{name}.tmp");
+        let create = || {
+            rustix::fs::openat(
+                &self.dir,
+                temporary.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::RUSR | Mode::WUSR,
+            )
+        };
+        let fd = match create() {
+            Err(rustix::io::Errno::EXIST) => {
+                // Left by a crash, or planted: removed (a link itself, not what it points at).
+                rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty())?;
+                create()?
+            }
+            other => other?,
+        };
+        let mut file = std::fs::File::from(fd);
+        let written = file.write_all(bytes).and_then(|()| file.sync_all());
+        drop(file);
+        if let Err(err) = written {
+            let _ = rustix::fs::unlinkat(&self.dir, temporary.as_str(), AtFlags::empty());
+            return Err(err);
+        }
+        rustix::fs::renameat(&self.dir, temporary.as_str(), &self.dir, name)?;
+        rustix::fs::fsync(&self.dir)?;
+        Ok(())
+    }
 }
 
 /// The state directory to use when `--state.dir` is not given.
@@ -119,6 +207,40 @@ mod tests {
 30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw
 31 22 0:26 / /var/lib/my\\040dir rw - xfs /dev/sdb rw
 ";
+
+    #[test]
+    fn replace_neither_follows_nor_reuses_what_is_in_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, "precious").unwrap();
+        let state = tmp.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let dir = StateDir::open(&state).unwrap();
+        // A link where the temporary file goes, and one where the file goes.
+        std::os::unix::fs::symlink(&outside, state.join(".f.json.tmp")).unwrap();
+        std::os::unix::fs::symlink(&outside, state.join("g.json")).unwrap();
+        dir.replace("f.json", b"one").unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
+        assert_eq!(dir.read("f.json", 10).unwrap(), b"one");
+        // Read refuses a link, and writes replace it rather than follow it.
+        assert!(matches!(
+            dir.read("g.json", 10),
+            Err(BoundedReadError::Open { .. })
+        ));
+        dir.replace("g.json", b"two").unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
+        assert_eq!(dir.read("g.json", 10).unwrap(), b"two");
+        assert!(matches!(
+            dir.read("g.json", 2),
+            Err(BoundedReadError::TooLarge { .. })
+        ));
+        let mut names: Vec<_> = std::fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["f.json", "g.json"], "no temporary file left behind");
+    }
 
     #[test]
     fn longest_mount_prefix_wins() {

@@ -22,13 +22,15 @@
 //! Loading warns (it does not refuse) when the certificate has expired or expires within
 //! [`CERT_EXPIRY_WARNING`], and when the key file is readable or writable by every user.
 
-use base64::Engine as _;
+pub use crate::basic_auth::{Auth, BCRYPT_QUEUE, MAX_BCRYPT_COST, Precheck};
+use crate::basic_auth::{Credentials, bcrypt_cost};
+use crate::bounded_read::{self, Links};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A web configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,11 @@ struct RawHttp {
     headers: Option<BTreeMap<String, String>>,
 }
 
+/// The largest web configuration file read; a larger one is refused.
+pub const MAX_WEB_CONFIG_BYTES: u64 = 1 << 20;
+/// The largest certificate, key or client CA file read; a larger one is refused.
+pub const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
+
 /// Certificates that expire within this time (or have expired) are warned about at load.
 pub const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
@@ -86,73 +93,17 @@ pub struct WebSecurity {
     /// The files it names (certificate, key, client CA), resolved: the sandbox lets the agent
     /// read their directories.
     pub files: Vec<PathBuf>,
-    users: BTreeMap<String, String>,
-    /// `user:password` pairs that verified, so bcrypt (deliberately slow) runs once per pair.
-    verified: Mutex<HashSet<String>>,
-    /// A hash at the highest cost of the configured ones, verified against for unknown users so
-    /// that they take as long as known ones; made on first use.
-    dummy_hash: std::sync::OnceLock<String>,
+    /// `basic_auth_users` and what was learnt of credentials ([`crate::basic_auth`]).
+    pub credentials: Arc<Credentials>,
 }
 
 impl std::fmt::Debug for WebSecurity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebSecurity")
             .field("tls", &self.tls.is_some())
-            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("users", &self.credentials.users().collect::<Vec<_>>())
             .finish()
     }
-}
-
-/// Result of checking a request's credentials.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Auth {
-    /// No authentication configured, or the credentials are right.
-    Allowed,
-    /// Missing or wrong credentials.
-    Denied,
-}
-
-/// A `user:password` pair that only bcrypt can decide: pass it to [`WebSecurity::verify`].
-#[derive(Debug)]
-pub struct Unverified(String);
-
-/// Credential pairs waiting for the bcrypt thread at most; further ones are turned away.
-pub const BCRYPT_QUEUE: usize = 4;
-
-type BcryptJob = Box<dyn FnOnce() + Send>;
-
-/// Runs `verify` on the one thread that does bcrypt (started on first use), away from the
-/// runtime's blocking pool that scrapes use: a flood of wrong passwords then delays only other
-/// first-time checks, never a scrape. `None` when [`BCRYPT_QUEUE`] checks are already waiting.
-pub fn verify_off_thread(
-    web: Arc<WebSecurity>,
-    pair: Unverified,
-) -> Option<tokio::sync::oneshot::Receiver<Auth>> {
-    static QUEUE: std::sync::OnceLock<Option<std::sync::mpsc::SyncSender<BcryptJob>>> =
-        std::sync::OnceLock::new();
-    let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<BcryptJob>(BCRYPT_QUEUE);
-        std::thread::Builder::new()
-            .name("diskprobe-bcrypt".to_owned())
-            .spawn(move || {
-                for job in rx {
-                    // A panic must not leave every later login without a checker.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                }
-            })
-            .map_err(|err| tracing::error!(%err, "cannot start the bcrypt thread"))
-            .ok()
-            .map(|_| tx)
-    });
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job: BcryptJob = Box::new(move || {
-        // The client may have gone while the job waited.
-        if !tx.is_closed() {
-            let _ = tx.send(web.verify(pair));
-        }
-    });
-    queue.as_ref()?.try_send(job).ok()?;
-    Some(rx)
 }
 
 impl WebSecurity {
@@ -163,7 +114,8 @@ impl WebSecurity {
             message,
             files: Vec::new(),
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let text = bounded_read::read_to_string(path, MAX_WEB_CONFIG_BYTES, Links::Follow)
+            .map_err(|e| err(format!("cannot read: {e}")))?;
         let raw: RawWebConfig = if text.trim().is_empty() {
             RawWebConfig::default()
         } else {
@@ -214,10 +166,18 @@ impl WebSecurity {
                     "basic_auth_users.{user}: expected a bcrypt hash ($2y$...), not a plain password"
                 )));
             }
-            if bcrypt_cost(hash).is_none() {
-                return Err(err(format!(
-                    "basic_auth_users.{user}: the bcrypt hash's cost (after $2y$) must be 04 to 31"
-                )));
+            match bcrypt_cost(hash) {
+                None => {
+                    return Err(err(format!(
+                        "basic_auth_users.{user}: the bcrypt hash's cost (after $2y$) must be 04 to {MAX_BCRYPT_COST}"
+                    )));
+                }
+                Some(cost) if cost > MAX_BCRYPT_COST => {
+                    return Err(err(format!(
+                        "basic_auth_users.{user}: bcrypt cost {cost} is above the maximum, {MAX_BCRYPT_COST} (each verification would take seconds of CPU; htpasswd -nBC 10 makes one of cost 10)"
+                    )));
+                }
+                Some(_) => {}
             }
         }
         Ok(WebSecurity {
@@ -225,116 +185,38 @@ impl WebSecurity {
             cert_not_after,
             headers,
             files,
-            users,
-            verified: Mutex::new(HashSet::new()),
-            dummy_hash: std::sync::OnceLock::new(),
+            credentials: Arc::new(Credentials::new(users)),
         })
     }
 
-    /// Takes over the pairs that `previous` verified whose user has the same hash here: a reload
-    /// that leaves a user's hash as it was does not make its scraper's credentials wait for
-    /// bcrypt again (behind a flood of wrong passwords, they would be turned away).
+    /// Takes over what `previous` learnt of credentials ([`Credentials::keep_learnt`]): a
+    /// reload that leaves a user's hash as it was does not make its scraper's credentials wait
+    /// for bcrypt again (behind a flood of wrong passwords, they might be turned away).
     pub fn keep_verified(&self, previous: &WebSecurity) {
-        let kept: Vec<String> = previous
-            .verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|pair| {
-                pair.split_once(':').is_some_and(|(user, _)| {
-                    self.users.contains_key(user)
-                        && self.users.get(user) == previous.users.get(user)
-                })
-            })
-            .cloned()
-            .collect();
-        self.verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(kept);
+        self.credentials.keep_learnt(&previous.credentials);
     }
 
     /// Whether basic authentication is required.
     pub fn requires_auth(&self) -> bool {
-        !self.users.is_empty()
+        self.credentials.required()
     }
 
-    /// Checks an `Authorization` header value as far as it can without bcrypt (no auth
-    /// configured, a malformed header, a pair that verified before): cheap enough for the
-    /// runtime's worker. A pair not seen before comes back as `Err`, for [`WebSecurity::verify`].
-    pub fn check_cached(&self, authorization: Option<&str>) -> Result<Auth, Unverified> {
-        if self.users.is_empty() {
-            return Ok(Auth::Allowed);
-        }
-        let Some(encoded) = authorization.and_then(|h| h.strip_prefix("Basic ")) else {
-            return Ok(Auth::Denied);
-        };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return Ok(Auth::Denied);
-        };
-        let Ok(pair) = String::from_utf8(decoded) else {
-            return Ok(Auth::Denied);
-        };
-        if self
-            .verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&pair)
-        {
-            return Ok(Auth::Allowed);
-        }
-        Err(Unverified(pair))
+    /// Checks an `Authorization` header value as far as it can without bcrypt
+    /// ([`Credentials::check_cached`]).
+    pub fn check_cached(&self, authorization: Option<&str>) -> Precheck {
+        self.credentials.check_cached(authorization)
     }
 
     /// Checks an `Authorization` header value, running bcrypt for a pair not seen before (the
-    /// server splits this into [`WebSecurity::check_cached`] and [`verify_off_thread`]).
-    #[cfg(test)]
-    fn check(&self, authorization: Option<&str>) -> Auth {
-        self.check_cached(authorization)
-            .unwrap_or_else(|pair| self.verify(pair))
-    }
-
-    /// The hash unknown users are checked against: at the highest configured cost, made once.
-    fn dummy_hash(&self) -> &str {
-        self.dummy_hash.get_or_init(|| {
-            let cost = self
-                .users
-                .values()
-                .filter_map(|h| bcrypt_cost(h))
-                .max()
-                .unwrap_or(bcrypt::DEFAULT_COST);
-            bcrypt::hash("diskprobe_exporter unknown user", cost)
-                .or_else(|_| bcrypt::hash("diskprobe_exporter unknown user", bcrypt::DEFAULT_COST))
-                .unwrap_or_default()
-        })
-    }
-
-    /// Verifies a pair with bcrypt (deliberately slow) and remembers it when it is right.
-    pub fn verify(&self, Unverified(pair): Unverified) -> Auth {
-        let Some((user, password)) = pair.split_once(':') else {
-            return Auth::Denied;
-        };
-        let Some(hash) = self.users.get(user) else {
-            // Spend the same time as for a known user, so user names cannot be probed by timing.
-            let _ = bcrypt::verify(password, self.dummy_hash());
-            return Auth::Denied;
-        };
-        if bcrypt::verify(password, hash).unwrap_or(false) {
-            let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-            if verified.len() < 1024 {
-                verified.insert(pair);
-            }
-            Auth::Allowed
-        } else {
-            Auth::Denied
+    /// server splits this into [`WebSecurity::check_cached`] and
+    /// [`crate::basic_auth::verify_off_thread`]; unknown users are denied without the pause).
+    pub fn check(&self, authorization: Option<&str>) -> Auth {
+        match self.check_cached(authorization) {
+            Precheck::Decided(auth) => auth,
+            Precheck::UnknownUser(_) => Auth::Denied,
+            Precheck::Unverified(pair) => self.credentials.verify(pair),
         }
     }
-}
-
-/// The cost of a bcrypt hash (`$2y$10$...`: the second field), when it is one bcrypt accepts.
-fn bcrypt_cost(hash: &str) -> Option<u32> {
-    let cost = hash.split('$').nth(2)?.parse::<u32>().ok()?;
-    (4..=31).contains(&cost).then_some(cost)
 }
 
 /// The verifier of client certificates signed by the CAs in `ca` (PEM).
@@ -346,7 +228,8 @@ fn client_verifier(
         format!("tls_server_config.client_ca_file {}: {e}", ca.display())
     };
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| failed(&e))? {
+    let pem = bounded_read::read(ca, MAX_TLS_FILE_BYTES, Links::Follow).map_err(|e| failed(&e))?;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| failed(&e))?;
         roots.add(cert).map_err(|e| failed(&e))?;
     }
@@ -462,8 +345,10 @@ fn tls_acceptor(
             .as_deref()
             .ok_or("tls_server_config.key_file is required")?,
     );
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|i| i.collect())
+    let cert_pem = bounded_read::read(&cert_file, MAX_TLS_FILE_BYTES, Links::Follow)
+        .map_err(|e| format!("tls_server_config.cert_file {e}"))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
         .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_file.display()))?;
     if certs.is_empty() {
         return Err(format!(
@@ -471,7 +356,9 @@ fn tls_acceptor(
             cert_file.display()
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(&key_file)
+    let key_pem = bounded_read::read(&key_file, MAX_TLS_FILE_BYTES, Links::Follow)
+        .map_err(|e| format!("tls_server_config.key_file {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_file.display()))?;
     let expiry = check_expiry(&cert_file, &certs[0]);
     check_key_mode(&key_file);
@@ -514,6 +401,7 @@ mod tests {
 
     #[test]
     fn basic_auth_checks_bcrypt_and_caches() {
+        use base64::Engine as _;
         let hash = bcrypt::hash("s3cret", 4).unwrap();
         let c = load(&format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
         let header = |pair: &str| {
@@ -528,27 +416,23 @@ mod tests {
         assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
         assert_eq!(c.check(Some(&header("prom:s3cret"))), Auth::Allowed);
         assert_eq!(c.check(Some("Bearer x")), Auth::Denied);
-        // Decided without bcrypt: a verified pair and a malformed header; a new pair is not.
-        assert_eq!(
-            c.check_cached(Some(&header("prom:s3cret"))).ok(),
-            Some(Auth::Allowed)
-        );
-        assert_eq!(c.check_cached(Some("Basic !!")).ok(), Some(Auth::Denied));
-        assert!(c.check_cached(Some(&header("prom:new"))).is_err());
-        // A reload that keeps the user's hash keeps its verified pairs; one that changes it does
-        // not.
+        // Decided without bcrypt: a verified pair and a malformed header; a new pair is not
+        // (more in crate::basic_auth).
+        assert!(matches!(
+            c.check_cached(Some(&header("prom:s3cret"))),
+            Precheck::Decided(Auth::Allowed)
+        ));
+        assert!(matches!(
+            c.check_cached(Some(&header("prom:new"))),
+            Precheck::Unverified(_)
+        ));
+        // A reload that keeps the user's hash keeps its verified pairs.
         let same = load(&format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
         same.keep_verified(&c);
-        assert_eq!(
-            same.check_cached(Some(&header("prom:s3cret"))).ok(),
-            Some(Auth::Allowed)
-        );
-        let other = bcrypt::hash("s3cret", 4).unwrap();
-        let changed = load(&format!("basic_auth_users:\n  prom: {other}\n")).unwrap();
-        changed.keep_verified(&c);
-        assert!(changed.check_cached(Some(&header("prom:s3cret"))).is_err());
-        // Unknown users are checked against a hash of the configured cost (4 here).
-        assert!(c.dummy_hash().starts_with("$2b$04$"), "{}", c.dummy_hash());
+        assert!(matches!(
+            same.check_cached(Some(&header("prom:s3cret"))),
+            Precheck::Decided(Auth::Allowed)
+        ));
     }
 
     #[test]
@@ -561,7 +445,12 @@ mod tests {
         assert!(
             load("basic_auth_users:\n  a: $2y$99$abcdefghijklmnopqrstuuabcdefghijklmnopqrstuvwxyz01234\n")
                 .unwrap_err()
-                .contains("04 to 31")
+                .contains("04 to 14")
+        );
+        assert!(
+            load("basic_auth_users:\n  a: $2y$15$abcdefghijklmnopqrstuuabcdefghijklmnopqrstuvwxyz01234\n")
+                .unwrap_err()
+                .contains("bcrypt cost 15 is above the maximum, 14")
         );
         assert!(
             load("tls_server_config:\n  cipher_suites: [x]\n")

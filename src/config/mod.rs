@@ -20,8 +20,10 @@ pub mod probe_settings;
 mod profiles;
 pub mod raw;
 mod spanned;
+pub mod target_name;
 pub mod targets;
 
+use crate::bounded_read::{self, Links};
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
@@ -41,6 +43,8 @@ pub const EMBEDDED_PROBE_FILE: &str = "probe.dat";
 pub const EMBEDDED_DEFAULT: &str = include_str!("embedded_default.toml");
 /// The default `--web.telemetry-path`.
 pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+/// The largest configuration file read; a larger one is refused.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// A validated configuration.
 #[derive(Debug, Clone, Default)]
@@ -138,14 +142,10 @@ impl fmt::Display for ListenAddress {
 /// A configuration that could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: cannot read configuration: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The file could not be read, or was refused ([`crate::bounded_read`]: not a regular file,
+    /// larger than [`MAX_CONFIG_BYTES`]).
+    #[error("cannot read configuration: {0}")]
+    Read(#[from] crate::bounded_read::BoundedReadError),
     /// The file was read but is not a valid configuration.
     #[error("{path}:{line}:{column}: {message}")]
     Invalid {
@@ -172,12 +172,10 @@ impl Config {
             .unwrap_or_else(|e| panic!("embedded default configuration is invalid: {e}"))
     }
 
-    /// Reads and validates the file at `path`.
+    /// Reads and validates the file at `path`: a regular file (links are followed) of at most
+    /// [`MAX_CONFIG_BYTES`], opened without blocking.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = bounded_read::read_to_string(path, MAX_CONFIG_BYTES, Links::Follow)?;
         Config::from_toml(&text, path)
     }
 
@@ -324,18 +322,46 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// Checks a metrics path (`[web] telemetry_path`, `--web.telemetry-path`): absolute, and clear
 /// of the landing page (`/`) and the `/-/` endpoints.
 pub fn check_telemetry_path(path: &str) -> Result<String, String> {
-    if path.starts_with('/') && path.len() > 1 && !path.starts_with("/-/") {
-        Ok(path.to_owned())
-    } else {
-        Err(format!(
+    if !path.starts_with('/') || path.len() < 2 || path.starts_with("/-/") {
+        return Err(format!(
             "expected an absolute URL path other than / and /-/..., found {path:?}"
-        ))
+        ));
+    }
+    // A request's path (hyper's `Uri::path`) is visible ASCII without '?' (where the query
+    // starts) or '#'; a path with anything else would never be matched.
+    match path
+        .char_indices()
+        .find(|(_, c)| !c.is_ascii_graphic() || *c == '?' || *c == '#')
+    {
+        Some((at, c)) => Err(format!(
+            "{path:?} can never match a request's path: {c:?} at byte {at} (a path is visible ASCII without '?' or '#'; percent-encode other characters)"
+        )),
+        None => Ok(path.to_owned()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_paths_are_paths_a_request_can_have() {
+        for ok in ["/metrics", "/a/b-c_d.e~f", "/m%C3%A9trics"] {
+            assert_eq!(check_telemetry_path(ok).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "metrics",
+            "/",
+            "/-/x",
+            "/metrics?x",
+            "/m#x",
+            "/m etrics",
+            "/métrics",
+            "/m\n",
+        ] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn line_column_counts_characters() {

@@ -8,7 +8,7 @@ use super::defaults::{Defaults, ProbeTable};
 use super::path_stat::{PathStat, SPACE_CHECK_WAIT, with_deadline};
 use super::probe_settings::{ProbeSettings, Writes, or, positive, size};
 use super::raw::{RawConfig, RawTarget};
-use super::spanned::{SpannedError, invalid, printable};
+use super::spanned::{SpannedError, invalid};
 use std::path::PathBuf;
 use toml::Spanned;
 
@@ -187,14 +187,14 @@ fn target(
     defaults: &Defaults<'_>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
-    printable(&format!("{prefix}.name"), &r.name)?;
     let name = r.name.get_ref().trim().to_owned();
-    if name.is_empty() {
-        return Err(invalid(
-            &r.name,
-            format!("{prefix}.name: expected a non-empty name"),
-        ));
-    }
+    // Surrounding whitespace is trimmed, as it always was; the rest is the one name check.
+    super::target_name::check(if name.is_empty() {
+        r.name.get_ref()
+    } else {
+        &name
+    })
+    .map_err(|e| invalid(&r.name, format!("{prefix}.name: {e}")))?;
     let path = PathBuf::from(r.path.get_ref());
     if !path.is_absolute() {
         return Err(invalid(

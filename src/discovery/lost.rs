@@ -11,6 +11,11 @@
 //! the rule when a reload removes it or makes it a mount rule. Mount rules never lose targets: a
 //! volume that moves with its pod is normal. Entries are kept in the state directory
 //! ([`super::lost_file`]), so that an agent restarted after the disk vanished still names it.
+//!
+//! What the file gives back is not trusted ([`admit`], at every expiry): one entry per target
+//! (the latest), at most the rule's `max_targets` (the latest), names that pass the name check,
+//! fields of at most [`target_name::MAX_NAME_BYTES`] printable bytes, and no time in the future
+//! (taken as now); what is dropped or changed is logged.
 
 use super::lost_file;
 pub use super::lost_file::LostTarget;
@@ -18,6 +23,8 @@ use super::matching::Scan;
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{DiscoverRule, RuleSource};
+use crate::config::target_name;
+use crate::state_dir::StateDir;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,25 +69,38 @@ pub struct Rescan<'a> {
 pub struct LostTracker {
     lost: Vec<LostTarget>,
     probing: BTreeMap<String, Probing>,
-    file: Option<PathBuf>,
+    /// The state directory, opened once, that keeps them.
+    dir: Option<StateDir>,
     /// The last save failed (logged once until one succeeds).
     save_failed: bool,
 }
 
 impl LostTracker {
     /// A tracker keeping its entries in `file` (none: in memory only), starting from what the
-    /// file holds.
+    /// file holds (checked against the rules at the first [`LostTracker::expire`]).
     pub fn load(file: Option<PathBuf>) -> LostTracker {
-        let lost = match &file {
-            Some(path) => lost_file::load(path).unwrap_or_else(|err| {
-                tracing::warn!(file = %path.display(), %err, "discovery: cannot read the lost targets; starting without them");
-                Vec::new()
-            }),
-            None => Vec::new(),
+        let Some(path) = file else {
+            return LostTracker::default();
         };
+        let dir = path.parent().map(StateDir::open);
+        let dir = match dir {
+            Some(Ok(dir)) if path.file_name() == Some(lost_file::FILE_NAME.as_ref()) => dir,
+            Some(Err(err)) => {
+                tracing::warn!(file = %path.display(), %err, "discovery: cannot open the state directory; lost targets are kept in memory only");
+                return LostTracker::default();
+            }
+            _ => {
+                tracing::warn!(file = %path.display(), "discovery: not a lost targets file in a directory; lost targets are kept in memory only");
+                return LostTracker::default();
+            }
+        };
+        let lost = lost_file::load(&dir).unwrap_or_else(|err| {
+            tracing::warn!(%err, "discovery: cannot read the lost targets; starting without them");
+            Vec::new()
+        });
         LostTracker {
             lost,
-            file,
+            dir: Some(dir),
             ..LostTracker::default()
         }
     }
@@ -93,7 +113,14 @@ impl LostTracker {
     /// Drops the entries of rules that are gone, are mount rules or keep none, and those past
     /// their rule's retention at `now`; saves when that changed anything.
     pub fn expire(&mut self, rules: &[DiscoverRule], now: f64) {
-        let before = self.lost.len();
+        let before = std::mem::take(&mut self.lost);
+        let count = before.len();
+        let (admitted, notes) = admit(before, rules, now);
+        for note in &notes {
+            tracing::warn!("discovery: lost targets: {note}");
+        }
+        self.lost = admitted;
+        let before = if notes.is_empty() { count } else { usize::MAX };
         self.lost.retain(|l| {
             rules
                 .iter()
@@ -155,16 +182,99 @@ impl LostTracker {
     }
 
     fn save(&mut self) {
-        let Some(path) = &self.file else { return };
-        match lost_file::save(path, &self.lost) {
+        let Some(dir) = &self.dir else { return };
+        match lost_file::save(dir, &self.lost) {
             Ok(()) => self.save_failed = false,
             Err(err) if !self.save_failed => {
                 self.save_failed = true;
-                tracing::warn!(file = %path.display(), %err, "discovery: cannot save the lost targets; they are kept in memory only");
+                tracing::warn!(%err, "discovery: cannot save the lost targets; they are kept in memory only");
             }
             Err(_) => {}
         }
     }
+}
+
+/// `lost` within what the rules can have lost, at `now` (Unix seconds): entries whose name or
+/// fields the name check refuses are dropped; one per rule and target (the latest); at most the
+/// rule's `max_targets` per rule (the latest); a time in the future is taken as now. Entries of
+/// rules that are not in `rules` are left for the retention check. Returns the entries, oldest
+/// first, and a note on each kind of change.
+pub fn admit(
+    lost: Vec<LostTarget>,
+    rules: &[DiscoverRule],
+    now: f64,
+) -> (Vec<LostTarget>, Vec<String>) {
+    let now_ms = (now * 1000.0).max(0.0) as u64;
+    let mut notes = Vec::new();
+    let count = lost.len();
+    let mut lost: Vec<LostTarget> = lost.into_iter().filter(well_formed).collect();
+    if lost.len() < count {
+        notes.push(format!(
+            "{} entries with a name or field the name check refuses dropped",
+            count - lost.len()
+        ));
+    }
+    let future = lost.iter().filter(|l| l.since_ms > now_ms).count();
+    if future > 0 {
+        notes.push(format!(
+            "{future} entries lost in the future taken as lost now"
+        ));
+        for l in lost.iter_mut().filter(|l| l.since_ms > now_ms) {
+            l.since_ms = now_ms;
+        }
+    }
+    // Oldest first; decided from the latest back, so that the latest of each target and the
+    // latest max_targets of each rule are the ones kept.
+    lost.sort_by_key(|l| l.since_ms);
+    let mut seen = BTreeSet::new();
+    let mut per_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut duplicates, mut excess) = (0, 0);
+    let mut keep = vec![false; lost.len()];
+    for (i, l) in lost.iter().enumerate().rev() {
+        if !seen.insert((l.rule.as_str(), l.target.as_str())) {
+            duplicates += 1;
+            continue;
+        }
+        if let Some(rule) = rules.iter().find(|r| r.id == l.rule) {
+            let n = per_rule.entry(l.rule.as_str()).or_default();
+            *n += 1;
+            if *n > rule.max_targets {
+                excess += 1;
+                continue;
+            }
+        }
+        keep[i] = true;
+    }
+    let mut keep = keep.into_iter();
+    lost.retain(|_| keep.next().unwrap_or(false));
+    if duplicates > 0 {
+        notes.push(format!(
+            "{duplicates} duplicate entries dropped (one per target is kept, the latest)"
+        ));
+    }
+    if excess > 0 {
+        notes.push(format!(
+            "{excess} entries beyond their rule max_targets dropped (the latest are kept)"
+        ));
+    }
+    (lost, notes)
+}
+
+/// Whether an entry's target name passes the name check and its other fields are printable and
+/// no longer than a name may be.
+fn well_formed(l: &LostTarget) -> bool {
+    let field = |f: &str| f.is_empty() || target_name::check(f).is_ok();
+    target_name::check(&l.target).is_ok()
+        && [
+            &l.rule,
+            &l.device,
+            &l.model,
+            &l.serial,
+            &l.wwn,
+            &l.volume_id,
+        ]
+        .iter()
+        .all(|f| field(f))
 }
 
 /// The devices under the targets of rule `id` in `targets`: a block rule's target is the device
@@ -325,6 +435,57 @@ mod tests {
         // A reload without the rule drops its entries.
         t.expire(&on[1..], 4.0);
         assert!(t.entries().is_empty());
+    }
+
+    #[test]
+    fn entries_read_back_are_one_per_target_within_max_targets_and_not_in_the_future() {
+        let rules = rules("max_targets = 2\n");
+        let entry = |target: &str, since_ms: u64| LostTarget {
+            rule: "disks".into(),
+            target: target.into(),
+            device: "sdb".into(),
+            model: String::new(),
+            serial: String::new(),
+            wwn: String::new(),
+            volume_id: String::new(),
+            since_ms,
+        };
+        let (kept, notes) = admit(
+            vec![
+                entry("a", 1_000),
+                entry("b", 2_000),
+                entry("a", 3_000),
+                entry("c", 4_000),
+                entry("d\ne", 4_500),
+                entry("f", 99_000_000),
+            ],
+            &rules,
+            5.0,
+        );
+        let kept: Vec<_> = kept
+            .iter()
+            .map(|l| (l.target.as_str(), l.since_ms))
+            .collect();
+        // d\ne is refused by the name check; f is taken as lost now; the latest "a" is the one
+        // kept, then only the latest two of the rule.
+        assert_eq!(kept, [("c", 4_000), ("f", 5_000)]);
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("1 duplicate entries dropped")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("2 entries beyond their rule max_targets")),
+            "{notes:?}"
+        );
+        // What is admitted is admitted again without a note.
+        let (again, notes) = admit(vec![entry("c", 4_000), entry("f", 5_000)], &rules, 6.0);
+        assert_eq!(again.len(), 2);
+        assert!(notes.is_empty());
     }
 
     #[test]

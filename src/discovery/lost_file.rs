@@ -1,12 +1,14 @@
 //! The file in the state directory that keeps the lost targets of block rules across restarts
-//! (`lost_targets.json`): JSON, `{"version": 1, "lost": [...]}`, replaced atomically (written to a
-//! temporary file beside it, synced, renamed over it, and the directory synced), so that a crash
-//! leaves the old file or the new one, never half of one.
+//! (`lost_targets.json`): JSON, `{"version": 1, "lost": [...]}`, replaced atomically and never
+//! through a link ([`StateDir::replace`]), read without blocking, only when it is a regular file
+//! (not a link) of at most [`MAX_FILE_BYTES`] ([`StateDir::read`]). [`parse`] is the pure part,
+//! over bytes (fuzzed); what its entries may be (one per target, at most a rule's `max_targets`,
+//! not in the future) is [`super::lost`]'s to enforce, against the rules.
 
+use crate::bounded_read::BoundedReadError;
+use crate::state_dir::StateDir;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::path::Path;
+use std::path::PathBuf;
 
 /// A target a block rule was probing whose device disappeared.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +44,10 @@ impl LostTarget {
 /// The file's name in the state directory.
 pub const FILE_NAME: &str = "lost_targets.json";
 
+/// The largest file read: at 4,096 targets per rule (the largest `max_targets`) and about
+/// 400 bytes an entry, room for two such rules; a larger file is refused, not read.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
 /// The format this agent writes and reads.
 const VERSION: u32 = 1;
 
@@ -51,51 +57,92 @@ struct Contents {
     lost: Vec<LostTarget>,
 }
 
-/// The entries in `path`; none when it does not exist. An error for a file that cannot be read
-/// or is not this format.
-pub fn load(path: &Path) -> io::Result<Vec<LostTarget>> {
-    let text = match fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let contents: Contents =
-        serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+/// Why the lost targets were not read or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum LostFileError {
+    /// The file was refused or could not be read.
+    #[error(transparent)]
+    Read(#[from] BoundedReadError),
+    /// It is not JSON of this format.
+    #[error("{path}: not a lost targets file: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        source: serde_json::Error,
+    },
+    /// It is of another version.
+    #[error("{path}: version {version} (this agent reads {VERSION})")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The file's version.
+        version: u32,
+    },
+    /// It could not be written.
+    #[error("{path}: cannot save: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Why bytes are not a lost targets file: the JSON parser's error, or another version.
+#[derive(Debug)]
+pub enum ParseError {
+    /// Not JSON of this format.
+    Format(serde_json::Error),
+    /// Another version.
+    Version(u32),
+}
+
+/// The entries of a lost targets file's `bytes` (pure: no I/O), as written.
+pub fn parse(bytes: &[u8]) -> Result<Vec<LostTarget>, ParseError> {
+    let contents: Contents = serde_json::from_slice(bytes).map_err(ParseError::Format)?;
     if contents.version != VERSION {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("version {} (this agent reads {VERSION})", contents.version),
-        ));
+        return Err(ParseError::Version(contents.version));
     }
     Ok(contents.lost)
 }
 
-/// Replaces `path` with `lost`, atomically.
-pub fn save(path: &Path, lost: &[LostTarget]) -> io::Result<()> {
+/// The entries in the state directory's file; none when it does not exist.
+pub fn load(dir: &StateDir) -> Result<Vec<LostTarget>, LostFileError> {
+    let bytes = match dir.read(FILE_NAME, MAX_FILE_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let path = dir.path().join(FILE_NAME);
+    parse(&bytes).map_err(|e| match e {
+        ParseError::Format(source) => LostFileError::Format { path, source },
+        ParseError::Version(version) => LostFileError::Version { path, version },
+    })
+}
+
+/// Replaces the state directory's file with `lost`, atomically.
+pub fn save(dir: &StateDir, lost: &[LostTarget]) -> Result<(), LostFileError> {
+    let path = || dir.path().join(FILE_NAME);
     let contents = Contents {
         version: VERSION,
         lost: lost.to_vec(),
     };
-    let text = serde_json::to_vec_pretty(&contents).map_err(io::Error::other)?;
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("the lost targets' file has no directory"))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let temporary = dir.join(format!(".{name}.tmp"));
-    let mut file = File::create(&temporary)?;
-    file.write_all(&text)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&temporary, path)?;
-    File::open(dir)?.sync_all()
+    let text = serde_json::to_vec_pretty(&contents).map_err(|source| LostFileError::Format {
+        path: path(),
+        source,
+    })?;
+    dir.replace(FILE_NAME, &text)
+        .map_err(|source| LostFileError::Write {
+            path: path(),
+            source,
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn entry(target: &str) -> LostTarget {
         LostTarget {
@@ -113,12 +160,12 @@ mod tests {
     #[test]
     fn saves_replace_the_file_and_load_reads_it_back() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
-        assert!(load(&path).unwrap().is_empty(), "no file: no entries");
-        save(&path, &[entry("a"), entry("b")]).unwrap();
-        assert_eq!(load(&path).unwrap(), [entry("a"), entry("b")]);
-        save(&path, &[entry("c")]).unwrap();
-        assert_eq!(load(&path).unwrap(), [entry("c")]);
+        let state = StateDir::open(dir.path()).unwrap();
+        assert!(load(&state).unwrap().is_empty(), "no file: no entries");
+        save(&state, &[entry("a"), entry("b")]).unwrap();
+        assert_eq!(load(&state).unwrap(), [entry("a"), entry("b")]);
+        save(&state, &[entry("c")]).unwrap();
+        assert_eq!(load(&state).unwrap(), [entry("c")]);
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -129,10 +176,12 @@ mod tests {
     #[test]
     fn a_file_of_another_format_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
         let path = dir.path().join(FILE_NAME);
         fs::write(&path, "{\"version\": 2, \"lost\": []}").unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("version 2"));
+        assert!(load(&state).unwrap_err().to_string().contains("version 2"));
         fs::write(&path, "not json").unwrap();
-        assert_eq!(load(&path).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert!(matches!(load(&state), Err(LostFileError::Format { .. })));
+        assert!(matches!(parse(b"[]"), Err(ParseError::Format(_))));
     }
 }

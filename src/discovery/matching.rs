@@ -17,6 +17,7 @@ use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
 use crate::config::name_template::{NameTemplate, facts};
+use crate::config::target_name;
 use crate::device_filter::DeviceFilter;
 use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -219,13 +220,36 @@ fn block(
         out.push(Candidate {
             key: (d.major, d.minor),
             what: d.kname.clone(),
-            name: name.ok(),
+            name: checked(rule, &d.kname, name.ok(), notes),
             path: device_path(scan, d),
             disks: d.disks.clone(),
             cohort: cohort(rule, &groups),
         });
     }
     out
+}
+
+/// The name a rule's template gave the match `what`, when the name check
+/// ([`crate::config::target_name`]) accepts it; otherwise a note says why the match is not probed.
+fn checked(
+    rule: &DiscoverRule,
+    what: &str,
+    name: Option<String>,
+    notes: &mut Vec<String>,
+) -> Option<String> {
+    let name = name?;
+    match target_name::check(&name) {
+        Ok(()) => Some(name),
+        Err(err) => {
+            notes.push(format!(
+                "rule {}: {} would be named {}: {err}; not probed",
+                rule.id,
+                target_name::quoted(what),
+                target_name::quoted(&name),
+            ));
+            None
+        }
+    }
 }
 
 fn mount(
@@ -279,7 +303,7 @@ fn mount(
         out.push(Candidate {
             key: device.map_or((m.major, m.minor), |d| (d.major, d.minor)),
             what: m.mountpoint.clone(),
-            name: name.ok(),
+            name: checked(rule, &m.mountpoint, name.ok(), notes),
             path,
             disks: device.map(|d| d.disks.clone()).unwrap_or_default(),
             cohort: cohort(rule, &groups),

@@ -1,6 +1,10 @@
 //! The HTTP server: `/metrics` (or the configured telemetry path), `/-/healthy`, `/-/ready` and a
 //! landing page, on hyper 1.x over tokio.
 //!
+//! With basic authentication configured every path but `/-/healthy` and `/-/ready` (which
+//! orchestrators probe without credentials) needs it; [`crate::basic_auth`] bounds what checking
+//! it costs, per client address and overall.
+//!
 //! Only GET and HEAD are served (405 otherwise, 404 for unknown paths). Each connection must send
 //! its request headers within [`HEADER_READ_TIMEOUT`], a request head larger than
 //! [`MAX_HEADER_BYTES`] or with more than [`MAX_HEADERS`] header lines gets a 431, and at most
@@ -15,10 +19,11 @@
 //! arrive while a scrape runs share the next one ([`crate::coalesce`]). [`run`] returns once
 //! `shutdown` fires and every in-flight request has finished, or after [`SHUTDOWN_GRACE`].
 
+use crate::basic_auth::verify_off_thread;
 use crate::coalesce::Coalescer;
 use crate::collectors::Registry;
 use crate::exposition::{self, Negotiated};
-use crate::web_config::{Auth, WebSecurity, verify_off_thread};
+use crate::web_config::{Auth, Precheck, WebSecurity};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -106,11 +111,11 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
                     backoff = Duration::from_millis(5);
-                    stream
+                    (stream, peer.ip())
                 }
                 Err(err) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -137,7 +142,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             let conn = slot.conn().clone();
             tokio::select! {
                 () = conn.closed() => tracing::debug!("connection closed to make room for another"),
-                () = serve(stream, web.tls.clone(), app, &slot, watcher) => {}
+                () = serve(stream, web.tls.clone(), Peer { app, slot: &slot, client }, watcher) => {}
             }
         });
     }
@@ -155,19 +160,24 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
 async fn serve(
     stream: Deadlined<tokio::net::TcpStream>,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    app: Arc<App>,
-    slot: &Arc<ConnectionSlot>,
+    Peer { app, slot, client }: Peer<'_>,
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let Some(acceptor) = tls else {
-        if let Err(err) = watcher.watch(connection(stream, app, slot.clone())).await {
+        if let Err(err) = watcher
+            .watch(connection(stream, app, slot.clone(), client))
+            .await
+        {
             tracing::debug!(%err, "connection ended with an error");
         }
         return;
     };
     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
-            if let Err(err) = watcher.watch(connection(tls, app, slot.clone())).await {
+            if let Err(err) = watcher
+                .watch(connection(tls, app, slot.clone(), client))
+                .await
+            {
                 tracing::debug!(%err, "TLS connection ended with an error");
             }
         }
@@ -176,11 +186,20 @@ async fn serve(
     }
 }
 
-/// One HTTP/1.1 connection over any byte stream.
+/// What a connection's requests are answered with: the app, the connection's slot and the
+/// client's address (for [`crate::basic_auth`]'s per-client bound).
+struct Peer<'a> {
+    app: Arc<App>,
+    slot: &'a Arc<ConnectionSlot>,
+    client: std::net::IpAddr,
+}
+
+/// One HTTP/1.1 connection over any byte stream, from `client`.
 fn connection<IO>(
     io: IO,
     app: Arc<App>,
     slot: Arc<ConnectionSlot>,
+    client: std::net::IpAddr,
 ) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error> + Send
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -190,7 +209,7 @@ where
         let slot = slot.clone();
         async move {
             let _busy = slot.busy();
-            let mut resp = handle(app, req, &slot).await;
+            let mut resp = handle(app, req, &slot, client).await;
             if slot.conn().retiring() {
                 // Its slot is wanted: the connection ends after this answer.
                 resp.headers_mut()
@@ -227,44 +246,63 @@ fn respond(
     resp
 }
 
-/// Answers one request on the connection of `slot`: authentication, then routing; adds the
-/// configured extra headers. A request that is allowed makes its connection trusted
-/// ([`ConnectionSlot::trust`]).
+/// Answers one request from `client` on the connection of `slot`: authentication, then
+/// routing; adds the configured extra headers. A request that is allowed makes its connection
+/// trusted ([`ConnectionSlot::trust`]).
 pub async fn handle(
     app: Arc<App>,
     req: Request<Incoming>,
     slot: &ConnectionSlot,
+    client: std::net::IpAddr,
 ) -> Response<Full<Bytes>> {
     let web = app.web();
+    // Orchestrators' liveness and readiness probes carry no credentials, and the answers say
+    // nothing but that the agent runs: they are served without authentication, and do not make
+    // the connection trusted.
+    if web.requires_auth() && is_health_path(req.uri().path()) {
+        return with_headers(route(&app, &req).await, &web);
+    }
     if web.requires_auth() {
         let authorization = req
             .headers()
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let head = req.method() == Method::HEAD;
+        let busy = || {
+            let resp = respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                b"Too many credential checks in progress; retry\n".to_vec(),
+                head,
+            );
+            with_headers(resp, &web)
+        };
         // bcrypt is deliberately slow: a pair not seen before is checked on its own thread, away
-        // from the worker and from the blocking pool that scrapes use.
+        // from the worker and from the blocking pool that scrapes use ([`crate::basic_auth`]).
         let verdict = match web.check_cached(authorization.as_deref()) {
-            Ok(verdict) => verdict,
-            Err(pair) => match verify_off_thread(web.clone(), pair) {
-                Some(answer) => answer.await.unwrap_or(Auth::Denied),
-                None => {
-                    let resp = respond(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "text/plain; charset=utf-8",
-                        b"Too many credential checks in progress; retry\n".to_vec(),
-                        req.method() == Method::HEAD,
-                    );
-                    return with_headers(resp, &web);
+            Precheck::Decided(verdict) => verdict,
+            Precheck::UnknownUser(pause) => {
+                tokio::time::sleep(pause).await;
+                Auth::Denied
+            }
+            Precheck::Unverified(pair) => {
+                match verify_off_thread(web.credentials.clone(), pair, client) {
+                    Some(answer) => match answer.await {
+                        Ok(verdict) => verdict,
+                        // Its place in the queue went to a client with fewer wrong passwords.
+                        Err(_) => return busy(),
+                    },
+                    None => return busy(),
                 }
-            },
+            }
         };
         if verdict != Auth::Allowed {
             let mut resp = respond(
                 StatusCode::UNAUTHORIZED,
                 "text/plain; charset=utf-8",
                 b"Unauthorized\n".to_vec(),
-                req.method() == Method::HEAD,
+                head,
             );
             resp.headers_mut().insert(
                 hyper::header::WWW_AUTHENTICATE,
@@ -275,6 +313,11 @@ pub async fn handle(
     }
     slot.trust();
     with_headers(route(&app, &req).await, &web)
+}
+
+/// `/-/healthy` and `/-/ready`: served without authentication.
+fn is_health_path(path: &str) -> bool {
+    path == "/-/healthy" || path == "/-/ready"
 }
 
 fn with_headers(mut resp: Response<Full<Bytes>>, web: &WebSecurity) -> Response<Full<Bytes>> {

@@ -45,6 +45,7 @@ mod durability;
 mod exposition_formats;
 mod faults;
 mod headroom_e2e;
+mod hostile_inputs;
 mod http;
 mod http_burst;
 mod http_flood;
@@ -89,6 +90,7 @@ fn main() {
             exposition_formats::tests(),
             faults::tests(),
             headroom_e2e::tests(),
+            hostile_inputs::tests(),
             http::tests(),
             http_burst::tests(),
             http_flood::tests(),

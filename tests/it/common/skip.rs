@@ -115,6 +115,8 @@ pub const FIO: Need = Need::tool("fio", "fio (Debian package fio)");
 pub const PROMTOOL: Need = Need::tool("promtool", "promtool (Debian package prometheus)");
 /// curl.
 pub const CURL: Need = Need::tool("curl", "curl");
+/// prlimit (an address-space limit for an agent that might otherwise take the host's memory).
+pub const PRLIMIT: Need = Need::tool("prlimit", "prlimit (util-linux)");
 /// partx.
 pub const PARTX: Need = Need::tool("partx", "partx (util-linux)");
 /// chromium, headless, for the status page's rendering.
