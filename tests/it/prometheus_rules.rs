@@ -154,8 +154,12 @@ fn chaos_suite(seed: &str) -> Suite {
 /// `None` when skipped.
 fn pass_promtool(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json::Value>> {
     // promtool evaluates the scenario suites: minutes of CPU time, at idle priority (no machine
-    // lock, see `idle`); without chrt it holds the machine as a test that loads it does.
-    let _guard = common::which("chrt").is_none().then(common::shared);
+    // lock, see `idle`); without chrt it holds the machine as a test that loads it does. The
+    // suites of the second engine (as many again, the long tests) hold it so too: at idle
+    // priority they still share the two cores' caches with the tests that measure time, and
+    // those then run beside one engine's suites only.
+    let _guard =
+        (common::which("chrt").is_none() || engine != Engine::Prometheus2).then(common::shared);
     let ready = common::require(engine.promtool().is_some(), engine.what())
         && common::require(common::which("python3").is_some(), "python3");
     if !ready {
