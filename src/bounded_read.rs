@@ -142,8 +142,8 @@ pub fn read_open(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, Bounded
     Ok(bytes)
 }
 
-/// What a file that is not a regular one is, for messages.
-fn kind_name(kind: &std::fs::FileType) -> &'static str {
+/// What a file that is not a regular one is, for messages ("directory", "FIFO", ...).
+pub fn kind_name(kind: &std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "directory"
     } else if kind.is_fifo() {

@@ -88,19 +88,10 @@ fn kind_check(
         return Ok(()); // absent (made by the fill), or a filesystem that does not answer
     };
     let kind = meta.file_type();
-    let what = if kind.is_file() || kind.is_block_device() {
+    if kind.is_file() || kind.is_block_device() {
         return Ok(());
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    };
+    }
+    let what = format!("a {}", crate::bounded_read::kind_name(&kind));
     Err(invalid(
         &r.path,
         format!(

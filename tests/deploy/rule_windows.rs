@@ -36,38 +36,9 @@ fn aggregates_a_range(function: &str) -> bool {
             || function.ends_with("_over_time"))
 }
 
-/// A Prometheus duration (`5m`, `1h30m`, `2d`).
+/// A Prometheus duration (`5m`, `1h30m`, `2d`), as promql-parser reads one.
 fn duration(text: &str) -> Duration {
-    let mut total = 0u64;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let n: u64 = number
-            .parse()
-            .unwrap_or_else(|_| panic!("duration {text:?}"));
-        number.clear();
-        let unit = match (c, chars.peek()) {
-            ('m', Some('s')) => {
-                chars.next();
-                total += n;
-                continue;
-            }
-            ('s', _) => 1_000,
-            ('m', _) => 60_000,
-            ('h', _) => 3_600_000,
-            ('d', _) => 86_400_000,
-            ('w', _) => 7 * 86_400_000,
-            ('y', _) => 365 * 86_400_000,
-            _ => panic!("duration {text:?}"),
-        };
-        total += n * unit;
-    }
-    assert!(number.is_empty(), "duration {text:?}");
-    Duration::from_millis(total)
+    promql_parser::util::parse_duration(text).unwrap_or_else(|e| panic!("duration {text:?}: {e}"))
 }
 
 /// One rule: its group's interval, its name, its expression.
@@ -119,6 +90,51 @@ fn samples(range: Duration, every: Duration) -> u64 {
     (range.as_millis() / every.as_millis()) as u64
 }
 
+/// Walks one rule's expression ([`promql_parser::util::walk_expr`]): at each checked function,
+/// the samples its range (or subquery) holds.
+struct Windows<'a> {
+    rule: &'a Rule,
+    recorded: &'a HashMap<String, Duration>,
+    problems: &'a mut Vec<String>,
+}
+
+impl promql_parser::util::ExprVisitor for Windows<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pre_visit(&mut self, e: &Expr) -> Result<bool, Self::Error> {
+        let Expr::Call(call) = e else {
+            return Ok(true);
+        };
+        if !aggregates_a_range(call.func.name) {
+            return Ok(true);
+        }
+        let (what, range, every) = match call.args.args.last().map(|a| a.as_ref()) {
+            Some(Expr::MatrixSelector(ms)) => {
+                let name = ms.vs.name.as_deref().unwrap_or("");
+                (
+                    name.to_owned(),
+                    ms.range,
+                    sample_interval(name, self.recorded),
+                )
+            }
+            Some(Expr::Subquery(sq)) => (
+                "subquery".to_owned(),
+                sq.range,
+                sq.step.unwrap_or(self.rule.interval),
+            ),
+            _ => return Ok(true),
+        };
+        let n = samples(range, every);
+        if n < MIN_SAMPLES {
+            self.problems.push(format!(
+                "{}: {}({what}[{range:?}]) holds {n} samples (one every {every:?})",
+                self.rule.name, call.func.name
+            ));
+        }
+        Ok(true)
+    }
+}
+
 /// Every checked range of every rule in `doc` that holds fewer than [`MIN_SAMPLES`] samples, as
 /// "rule: function(selector[range]) holds N samples (one every I)".
 fn short_windows(doc: &Value) -> Vec<String> {
@@ -132,55 +148,12 @@ fn short_windows(doc: &Value) -> Vec<String> {
     for rule in &rules {
         let ast = promql_parser::parser::parse(&rule.expr)
             .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
-        let mut stack = vec![&ast];
-        while let Some(e) = stack.pop() {
-            match e {
-                Expr::Call(call) => {
-                    let checked = aggregates_a_range(call.func.name);
-                    for arg in &call.args.args {
-                        match (checked, arg.as_ref()) {
-                            (true, Expr::MatrixSelector(ms)) => {
-                                let name = ms.vs.name.as_deref().unwrap_or("");
-                                let every = sample_interval(name, &recorded);
-                                let n = samples(ms.range, every);
-                                if n < MIN_SAMPLES {
-                                    problems.push(format!(
-                                        "{}: {}({name}[{:?}]) holds {n} samples (one every {:?})",
-                                        rule.name, call.func.name, ms.range, every
-                                    ));
-                                }
-                            }
-                            (true, Expr::Subquery(sq)) => {
-                                let every = sq.step.unwrap_or(rule.interval);
-                                let n = samples(sq.range, every);
-                                if n < MIN_SAMPLES {
-                                    problems.push(format!(
-                                        "{}: {}(subquery[{:?}:{:?}]) holds {n} samples",
-                                        rule.name, call.func.name, sq.range, every
-                                    ));
-                                }
-                                stack.push(&sq.expr);
-                            }
-                            _ => stack.push(arg),
-                        }
-                    }
-                }
-                Expr::Aggregate(a) => {
-                    stack.push(&a.expr);
-                    if let Some(p) = &a.param {
-                        stack.push(p);
-                    }
-                }
-                Expr::Binary(b) => {
-                    stack.push(&b.lhs);
-                    stack.push(&b.rhs);
-                }
-                Expr::Paren(p) => stack.push(&p.expr),
-                Expr::Unary(u) => stack.push(&u.expr),
-                Expr::Subquery(s) => stack.push(&s.expr),
-                _ => {}
-            }
-        }
+        let mut windows = Windows {
+            rule,
+            recorded: &recorded,
+            problems: &mut problems,
+        };
+        let Ok(_) = promql_parser::util::walk_expr(&mut windows, &ast);
     }
     problems
 }

@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::Agent;
-use common::http_conn::{Target, basic, read_response, request, tls_and_basic_auth};
+use common::http_conn::{Target, read_response, request, tls_agent_verified};
 use std::io::Write;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -108,20 +108,7 @@ fn a_burst_up_to_the_limit_on_a_plain_listener_gets_no_error() {
 fn a_burst_up_to_the_limit_on_a_tls_and_basic_auth_listener_gets_no_error() {
     let _machine = common::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let (web, tls) = tls_and_basic_auth(dir.path());
-    let agent = Agent::start(&[&web]);
-    let target = Target {
-        addr: agent.addr,
-        tls: Some(tls),
-    };
-    let good = basic("prom:s3cret");
-    // The credentials are verified once (bcrypt) before the burst, then cached: a burst of
-    // first-time checks is a matter for the credential checks, not for the connection slots.
-    let mut s = target.connect().unwrap();
-    s.write_all(&request("/metrics", Some(&good), true))
-        .unwrap();
-    assert_eq!(read_response(&mut *s).unwrap(), 200);
-    drop(s);
+    let (_agent, target, good) = tls_agent_verified(dir.path());
     for clients in [LIMIT / 2 - 1, LIMIT - 1] {
         burst(&target, Some(&good), clients);
     }

@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::Agent;
-use common::http_conn::{Target, basic, read_response, request, tls_and_basic_auth};
+use common::http_conn::{Target, basic, read_response, request, tls_agent_verified};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -59,21 +59,28 @@ trait WriteOnly {
 
 impl WriteOnly for Target {
     fn connect_write_only(&self) -> std::io::Result<Box<dyn Write + Send>> {
-        let tcp = TcpStream::connect(self.addr)?;
-        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
-        tcp.set_write_timeout(Some(Duration::from_secs(1)))?;
-        match &self.tls {
-            None => Ok(Box::new(tcp)),
-            Some(config) => {
-                let mut conn = self.tls_client(config)?;
-                let mut sock = tcp;
-                while conn.is_handshaking() {
-                    conn.complete_io(&mut sock)?;
-                }
-                Ok(Box::new(TlsWriteOnly { conn, sock }))
-            }
+        Ok(match self.open()? {
+            (tcp, None) => Box::new(tcp),
+            (sock, Some(conn)) => Box::new(TlsWriteOnly { conn, sock }),
+        })
+    }
+}
+
+/// Writes `burst` on `s` again and again until `stop` (calling `wrote` after each whole burst;
+/// a write that times out is tried again): whether the agent dropped the connection.
+fn pipeline(s: &mut dyn Write, burst: &[u8], stop: &AtomicBool, mut wrote: impl FnMut()) -> bool {
+    while !stop.load(Ordering::Relaxed) {
+        match s.write_all(burst) {
+            Ok(()) => wrote(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
         }
     }
+    false
 }
 
 /// What the flood did, to show that it pressed on the limit.
@@ -156,19 +163,8 @@ fn flood(
                 let Ok(mut s) = target.connect_write_only() else {
                     continue;
                 };
-                while !stop.load(Ordering::Relaxed) {
-                    match s.write_all(&burst) {
-                        Ok(()) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) => {}
-                        Err(_) => {
-                            pressure.pipeliners_dropped.fetch_add(1, Ordering::Relaxed);
-                            break;
-                        }
-                    }
+                if pipeline(&mut *s, &burst, &stop, || {}) {
+                    pressure.pipeliners_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }));
@@ -260,18 +256,7 @@ fn a_flood_on_a_plain_listener_does_not_stop_the_scrapes() {
 fn a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes() {
     let _machine = common::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let (web, tls) = tls_and_basic_auth(dir.path());
-    let agent = Agent::start(&[&web]);
-    let target = Target {
-        addr: agent.addr,
-        tls: Some(tls),
-    };
-    let good = basic("prom:s3cret");
-    // The scraper's credentials are verified once before the flood (bcrypt), then cached.
-    let mut s = target.connect().unwrap();
-    s.write_all(&request("/metrics", Some(&good), true))
-        .unwrap();
-    assert_eq!(read_response(&mut *s).unwrap(), 200);
+    let (_agent, target, good) = tls_agent_verified(dir.path());
     scrape_under_flood(&target, Some(&good));
 }
 
@@ -342,23 +327,13 @@ fn pipelining_clients_beyond_the_limit_leave_scrapes_answered_within_2_s() {
                     let Ok(mut s) = target.connect_write_only() else {
                         continue;
                     };
-                    while !stop.load(Ordering::Relaxed) {
-                        match s.write_all(&burst) {
-                            Ok(()) if first => {
-                                first = false;
-                                writing.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(()) => {}
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                                ) => {}
-                            Err(_) => {
-                                dropped.fetch_add(1, Ordering::Relaxed);
-                                break;
-                            }
+                    let wrote = || {
+                        if std::mem::take(&mut first) {
+                            writing.fetch_add(1, Ordering::Relaxed);
                         }
+                    };
+                    if pipeline(&mut *s, &burst, &stop, wrote) {
+                        dropped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             })

@@ -8,7 +8,7 @@ includes it: `x[30m]` at 30m over samples every 5 minutes holds 7 (0m, 5m, ..., 
 it out ("range selectors and lookback exclude samples coinciding with the left boundary", its
 migration guide): 6. In promtool every sample and every evaluation sits on a grid, so a range's
 left edge falls on a sample whenever the range is a multiple of the grid; the suites' values are
-computed for the engine from the same samples (`in_range`, `range_points`, `prom_rate`) rather than
+computed for the engine from the same samples (`range_points`, `prom_rate`) rather than
 avoided by odd windows, since the bundled rules' windows are what operators run. Firing times and
 labels do not depend on the engine; a suite's own check queries use windows whose left edge falls
 between samples (`edge_free`), so they hold on both.
@@ -150,11 +150,6 @@ def left_open():
     return _engine["left_open"]
 
 
-def in_range(s, lo):
-    """Whether a sample at `s` (<= the range's end) is in a range starting at `lo`."""
-    return s > lo if left_open() else s >= lo
-
-
 def range_points(lo, hi, step):
     """The points of the grid of `step` (from 0) that a range from `lo` to `hi` holds: the
     samples of a series recorded every `step`, or a subquery's steps."""
@@ -170,26 +165,25 @@ def edge_free(seconds, step):
     return seconds + step // 2
 
 
-def prom_rate(points, lo, hi, is_counter=True):
-    """rate() of `points` [(t, v)] (in time order, already the range's) over a range from `lo` to
-    `hi`, as the engine's extrapolatedRate computes it, float operations in its order; None with
-    fewer than 2 points."""
+def prom_rate(points, lo, hi):
+    """rate() of a counter's `points` [(t, v)] (in time order, already the range's) over a range
+    from `lo` to `hi`, as the engine's extrapolatedRate computes it, float operations in its
+    order; None with fewer than 2 points."""
     if len(points) < 2:
         return None
     (t0, v0), (t1, v1) = points[0], points[-1]
     delta = v1 - v0
-    if is_counter:
-        prev = v0
-        for _, v in points[1:]:
-            if v < prev:
-                delta += prev
-            prev = v
+    prev = v0
+    for _, v in points[1:]:
+        if v < prev:  # a counter reset
+            delta += prev
+        prev = v
     sampled = t1 - t0
     average = sampled / (len(points) - 1)
     to_start, to_end = t0 - lo, hi - t1
     threshold = average * 1.1
     extrapolate_to = sampled
-    if is_counter and delta > 0 and v0 >= 0:
+    if delta > 0 and v0 >= 0:
         to_zero = sampled * (v0 / delta)
         if to_zero < to_start:
             to_start = to_zero

@@ -926,7 +926,7 @@ def exact_group():
         dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeCohortSlowdown", exp_alerts=[cohort]),
         dict(eval_time=f"{DAY + 30 * H + 10 * H}s", alertname="DiskprobeSlowerThanPeers", exp_alerts=[peers(3 * SHIFT * p99, SHIFT * p99)]),
         # The fast path: silent before the step and through the whole cohort's 3x; named within
-        # 30 minutes of the step and while it lasts; silent again 30 minutes after it ends.
+        # 30 minutes of the step and while it lasts; silent again 35 minutes after it ends.
         dict(eval_time=f"{FAST_START}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[]),
         dict(eval_time=f"{FAST_START + 30 * M}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[far]),
         dict(eval_time=f"{FAST_END}s", alertname="DiskprobeFarSlowerThanPeers", exp_alerts=[far]),

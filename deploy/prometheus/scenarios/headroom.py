@@ -212,10 +212,7 @@ def near_limit_fires(m):
             if self.disk is None:
                 used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
                 return used / self.hook.node_iops
-            return workload_iops(sim, self.hook, self.disk, ts) / self.source_limit()
-
-        def source_limit(self):
-            return self.disk.iops_limit
+            return workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
 
         def expected(self, sim, ts):
             labels = {k: str(v) for k, v in self.labels().items() if v != ""}
@@ -234,7 +231,7 @@ def near_limit_fires(m):
                 dev = self.disk.name
                 used = workload_iops(sim, self.hook, self.disk, ts)
                 # The rule's share is used / limit; the annotation divides used by it again.
-                limit = used / (used / self.source_limit())
+                limit = used / (used / self.disk.iops_limit)
                 figures = f" ({h(used)} I/Os per second of a limit of {h(limit)} I/Os per second)"
                 ann = dict(
                     summary=f"Disk {dev} near its {self.limit} limit on {inst}",
@@ -376,6 +373,29 @@ def scenarios(m):
             )
         )
 
+    def share_check(source, value):
+        """A check that sdb's consumed IOPS share of its `source` limit (config: declared; probe:
+        what its capacity runs read) is `value` an hour past the onset, as the engine computes it
+        from the samples its range holds (`share_near`: checked when the suite is written)."""
+
+        def check(a, h, d):
+            def at(sim):
+                limit = d.iops_limit if source == "config" else next(p.iops for p in a.targets[0].profiles if p.iodepth > 1)
+                return dict(
+                    expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
+                    eval_time=f"{(ONSET + H) // M}m",
+                    exp_samples=[
+                        dict(
+                            labels=f'diskprobe:disk_limit_consumed:ratio_rate4m{{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="{source}"}}',
+                            value=share_near(workload_iops(sim, h, d, ONSET + H) / limit, value),
+                        )
+                    ],
+                )
+
+            return at
+
+        return check
+
     near = lambda: lambda a, h, d, t: NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)
     one_disk(
         "near-limit",
@@ -385,18 +405,7 @@ def scenarios(m):
         fires=[near()],
         promql=[
             # The share is the workload's own, the probes' I/O subtracted, on the whole disk.
-            # 0.95: 2,850 of 3,000 IOPS, as the engine computes it from the samples its range
-            # holds (checked when the suite is written).
-            lambda a, h, d: lambda sim: dict(
-                expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
-                eval_time=f"{(ONSET + H) // M}m",
-                exp_samples=[
-                    dict(
-                        labels='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="config"}',
-                        value=share_near(workload_iops(sim, h, d, ONSET + H) / d.iops_limit, 0.95),
-                    )
-                ],
-            ),
+            share_check("config", 0.95),  # 2,850 of 3,000 IOPS
             lambda a, h, d: dict(
                 expr='diskprobe:disk_throttled:bool{device="sdb"}',
                 eval_time=f"{(ONSET + H) // M}m",
@@ -494,16 +503,6 @@ def scenarios(m):
     # Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
     # skips them), their median is the limit; it informs (dashboards, annotations) and never
     # pages: a measured limit is not a cap.
-    measured_share = lambda value: lambda a, h, d: lambda sim: dict(
-        expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
-        eval_time=f"{(ONSET + H) // M}m",
-        exp_samples=[
-            dict(
-                labels='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="probe"}',
-                value=share_near(workload_iops(sim, h, d, ONSET + H) / next(p.iops for p in a.targets[0].profiles if p.iodepth > 1), value),
-            )
-        ],
-    )
     measured_limit = lambda value: lambda a, h, d: dict(
         expr="diskprobe:disk_limit_iops:probe",
         eval_time=f"{(ONSET + H) // M}m",
@@ -522,7 +521,7 @@ def scenarios(m):
         seed=35,
         profiles=[cloud_gentle(m), capacity_qd32(3000)(m)],
         effects=[m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32")],
-        promql=[measured_limit(3000), measured_share(0.95)],
+        promql=[measured_limit(3000), share_check("probe", 0.95)],
     )
     # A healthy 7,200 rpm disk with no cap: its capacity runs measure 250 random 4k reads per
     # second, and a nightly backup streams 150 MB/s in 256 KiB requests (600 per second, 240% of
@@ -539,7 +538,7 @@ def scenarios(m):
             m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32"),
             m.Slower(4, start=ONSET, profile="randread-4k-qd1-gentle"),
         ],
-        promql=[measured_limit(250), measured_share(2.4)],
+        promql=[measured_limit(250), share_check("probe", 2.4)],
     )
     # A VM's ceiling over two disks: each at half its own cap, together above the VM's.
     b = m.Target("logs", "sdb", [cloud_gentle(m)], kind="block_device", fstype="")

@@ -1,7 +1,7 @@
 //! HTTP/1.1 over connections that stay open, plain or TLS ([`Target`]), for tests that hold many
 //! connections at once (bursts, floods): requests written by hand ([`request`]), answers read by
 //! their `Content-Length` ([`read_response`]); and an agent on a TLS + basic auth listener
-//! ([`tls_and_basic_auth`]).
+//! ([`tls_and_basic_auth`], [`tls_agent_verified`]).
 
 use base64::Engine as _;
 use rustls::pki_types::pem::PemObject as _;
@@ -32,29 +32,48 @@ impl Target {
     /// A new connection (on TLS, with the handshake done, so that a failure shows here); reads
     /// wait at most 5 s, writes 1 s.
     pub fn connect(&self) -> std::io::Result<Box<dyn Stream>> {
-        let tcp = TcpStream::connect(self.addr)?;
-        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
-        tcp.set_write_timeout(Some(Duration::from_secs(1)))?;
-        match &self.tls {
-            None => Ok(Box::new(tcp)),
-            Some(config) => {
-                let mut tls = rustls::StreamOwned::new(self.tls_client(config)?, tcp);
-                while tls.conn.is_handshaking() {
-                    tls.conn.complete_io(&mut tls.sock)?;
-                }
-                Ok(Box::new(tls))
-            }
-        }
+        Ok(match self.open()? {
+            (tcp, None) => Box::new(tcp),
+            (sock, Some(conn)) => Box::new(rustls::StreamOwned::new(conn, sock)),
+        })
     }
 
-    /// A TLS client session for the agent's address.
-    pub fn tls_client(
-        &self,
-        config: &Arc<rustls::ClientConfig>,
-    ) -> std::io::Result<rustls::ClientConnection> {
+    /// A new TCP connection (reads wait at most 5 s, writes 1 s) and, on TLS, its client session
+    /// with the handshake done.
+    pub fn open(&self) -> std::io::Result<(TcpStream, Option<rustls::ClientConnection>)> {
+        let mut tcp = TcpStream::connect(self.addr)?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+        tcp.set_write_timeout(Some(Duration::from_secs(1)))?;
+        let Some(config) = &self.tls else {
+            return Ok((tcp, None));
+        };
         let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
-        rustls::ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)
+        let mut conn =
+            rustls::ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp)?;
+        }
+        Ok((tcp, Some(conn)))
     }
+}
+
+/// An agent on a TLS + basic auth listener ([`tls_and_basic_auth`], files in `dir`), how to
+/// reach it, and the `Authorization` value of its user, whose credentials have been verified
+/// once (bcrypt) and are cached: what a burst or a flood then meets is the connection slots, not
+/// the first credential checks.
+pub fn tls_agent_verified(dir: &std::path::Path) -> (super::Agent, Target, String) {
+    let (web, tls) = tls_and_basic_auth(dir);
+    let agent = super::Agent::start(&[&web]);
+    let target = Target {
+        addr: agent.addr,
+        tls: Some(tls),
+    };
+    let good = basic("prom:s3cret");
+    let mut s = target.connect().unwrap();
+    s.write_all(&request("/metrics", Some(&good), true))
+        .unwrap();
+    assert_eq!(read_response(&mut *s).unwrap(), 200);
+    (agent, target, good)
 }
 
 /// A GET of `path`, with an `Authorization` header when `auth` is given, and
