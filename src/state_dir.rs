@@ -1,5 +1,7 @@
 //! The state directory: where the embedded default configuration keeps its scratch probe file,
-//! and block `[[discover]]` rules the targets they lost (`crate::discovery::lost_file`).
+//! block `[[discover]]` rules the targets they lost (`crate::discovery::lost_file`), and
+//! configured targets their last devices (`crate::scheduler::target_devices`). Also which
+//! filesystem a directory is on, from a mount table ([`fstype_of`], [`on_devtmpfs`]).
 //!
 //! Chosen in this order: `--state.dir`; `$STATE_DIRECTORY` (set by systemd's `StateDirectory=`);
 //! `/var/lib/diskprobe_exporter` when running as root; otherwise `$XDG_STATE_HOME/diskprobe_exporter`
@@ -169,6 +171,18 @@ pub fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
         return Err(StateDirError::MemoryFilesystem { path: dir, fstype });
     }
     Ok(dir)
+}
+
+/// Whether the directory `dir` is on devtmpfs, by the agent's mount table
+/// (`<procfs>/self/mountinfo`; statfs cannot tell devtmpfs from tmpfs): where the kernel keeps
+/// device nodes, so that a missing path there is a device node that is gone (its disk left the
+/// kernel), never a probe file to create.
+pub fn on_devtmpfs(procfs: &Path, dir: &Path) -> bool {
+    let Ok(mountinfo) = std::fs::read_to_string(procfs.join("self/mountinfo")) else {
+        return false;
+    };
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    fstype_of(&mountinfo, &dir).as_deref() == Some("devtmpfs")
 }
 
 /// The filesystem type of the mount that contains `path` (the longest mount point that is a

@@ -106,6 +106,21 @@ impl Wanted {
                         DEVICE_READ,
                         format!("{}: block device", self.what),
                     ),
+                    // A device node that is gone (its disk left the kernel) is not a probe file
+                    // to create: only what reads it when it returns.
+                    (false, _)
+                        if std::fs::symlink_metadata(&self.path).is_err()
+                            && crate::state_dir::on_devtmpfs(
+                                Path::new("/proc"),
+                                &parent_dir(&self.path),
+                            ) =>
+                    {
+                        (
+                            parent_dir(&self.path),
+                            DEVICE_READ,
+                            format!("{}: directory of a block device that is gone", self.what),
+                        )
+                    }
                     (false, _) => (
                         parent_dir(&self.path),
                         PROBE_DIR,
@@ -451,6 +466,22 @@ mod tests {
             (found.path.as_path(), found.access),
             (Path::new("/dev"), PROBE_DIR)
         );
+        // Nothing there, in /dev (devtmpfs): the node of a disk that is gone, never a probe
+        // file to create; what reads it when it returns.
+        let gone = Path::new("/dev/diskprobe-test-no-such-node");
+        assert!(!gone.exists());
+        let found = find(
+            gone,
+            Usage::Target {
+                device_writes: true,
+            },
+        );
+        if crate::state_dir::on_devtmpfs(Path::new("/proc"), Path::new("/dev")) {
+            assert_eq!(
+                (found.path.as_path(), found.access),
+                (Path::new("/dev"), DEVICE_READ)
+            );
+        }
         let wanted = Wanted {
             path: PathBuf::from("/nonexistent-diskprobe/dir"),
             usage: Usage::Rights(READ_FILES),

@@ -283,6 +283,11 @@ pub(super) fn open_file(
         });
     }
     let dir = parent_dir(path);
+    if meta.is_none() && crate::state_dir::on_devtmpfs(&opts.procfs, dir) {
+        return Err(TargetError::GoneDeviceNode {
+            path: path.to_owned(),
+        });
+    }
     let fstype =
         statfs_type(if meta.is_some() { path } else { dir }).map_err(|source| TargetError::Io {
             path: path.to_owned(),
@@ -600,6 +605,37 @@ mod tests {
         fs::write(&path, vec![1u8; 8192]).unwrap();
         let err = open(&path, &opts).unwrap_err();
         assert!(matches!(err, TargetError::OffsetOnFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn no_probe_file_is_created_where_a_device_node_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = fs::canonicalize(dir.path()).unwrap().join("dev");
+        fs::create_dir(&nodes).unwrap();
+        let procfs = dir.path().join("proc");
+        fs::create_dir_all(procfs.join("self")).unwrap();
+        // The directory is where the mount table has devtmpfs (as /dev, where a disk's node
+        // leaves with it).
+        fs::write(
+            procfs.join("self/mountinfo"),
+            format!(
+                "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n24 1 0:6 / {} rw - devtmpfs devtmpfs rw\n",
+                nodes.display()
+            ),
+        )
+        .unwrap();
+        let path = nodes.join("sdb");
+        let opts = TargetOptions {
+            procfs,
+            ..file_opts(Some(1 << 20))
+        };
+        let err = open(&path, &opts).unwrap_err();
+        assert!(matches!(err, TargetError::GoneDeviceNode { .. }), "{err}");
+        assert!(!path.exists(), "nothing is created");
+        // Elsewhere a missing file is a probe file to create.
+        let created = dir.path().join("probe.dat");
+        open(&created, &opts).unwrap();
+        assert!(created.exists());
     }
 
     #[test]

@@ -113,6 +113,15 @@ pub enum TargetError {
         /// The target.
         path: PathBuf,
     },
+    /// Nothing at a path whose directory is on devtmpfs (`/dev`): a device node that is gone (its
+    /// disk left the kernel), in whose place no probe file is created.
+    #[error(
+        "{path}: no such device (its directory is on devtmpfs: a device node that is gone, not a probe file to create)"
+    )]
+    GoneDeviceNode {
+        /// The target.
+        path: PathBuf,
+    },
     /// The probe file does not fit its filesystem with the reserve, or its last fill ran out of
     /// space (what it wrote was removed).
     #[error("{path}: not filled: {problem}")]
