@@ -8,7 +8,8 @@
 //! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
 //! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
 //! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
-//! stat'ed once at load) and [`discover`] (`[[discover]]` rules).
+//! stat'ed once at load) and [`discover`] (`[[discover]]` rules). [`retired`]: `[retired]`, the
+//! disks gone for good.
 
 mod defaults;
 pub mod discover;
@@ -19,6 +20,7 @@ mod path_stat;
 pub mod probe_settings;
 mod profiles;
 pub mod raw;
+pub mod retired;
 mod spanned;
 pub mod target_name;
 pub mod targets;
@@ -29,6 +31,7 @@ pub use discover::DiscoverRule;
 pub use histograms::HistogramsConfig;
 pub use limits::{DiskLimits, NodeLimits};
 pub use probe_settings::{BusyLimits, ProbeSettings, Writes};
+pub use retired::Retired;
 use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
@@ -65,6 +68,8 @@ pub struct Config {
     pub node_limits: Option<NodeLimits>,
     /// `[cloud_stats]`.
     pub cloud_stats: CloudStatsConfig,
+    /// `[retired]`: disks gone for good.
+    pub retired: Retired,
 }
 
 /// Validated `[cloud_stats]`: whether EC2's NVMe performance statistics (log page 0xD0) of EBS
@@ -241,6 +246,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
     let node_limits = limits::node(raw.limits.as_ref())?;
+    let retired = retired::validate(&raw)?;
     Ok(Config {
         web: WebConfig {
             listen_address,
@@ -256,6 +262,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
             enabled: raw.cloud_stats.enabled.unwrap_or(false),
             size_histograms: raw.cloud_stats.size_histograms.unwrap_or(false),
         },
+        retired,
     })
 }
 

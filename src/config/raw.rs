@@ -42,6 +42,17 @@ pub struct RawConfig {
     /// `[cloud_stats]`.
     #[serde(default)]
     pub cloud_stats: RawCloudStats,
+    /// `[retired]`.
+    #[serde(default)]
+    pub retired: RawRetired,
+}
+
+/// `[retired]`: disks gone for good.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetired {
+    /// Their serials, WWNs, cloud volume ids or target names.
+    pub disks: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[cloud_stats]`: EC2's NVMe performance statistics of EBS and instance-store devices.

@@ -7,8 +7,10 @@
 //! `diskprobe_discovered_target_lost_timestamp_seconds` with the disk's identity.
 //!
 //! An entry stays for the rule's `lost_retention` (zero: none are kept), is dropped when the rule
-//! finds a target of the same name again (the same disk, where names follow the disk), and with
-//! the rule when a reload removes it or makes it a mount rule. Mount rules never lose targets: a
+//! finds a target of the same name again (the same disk, where names follow the disk), when
+//! `[retired] disks` names the target or the disk's serial, WWN or volume id (no entry is made
+//! for such a disk either: [`Retired`]), and with the rule when a reload removes it or makes it
+//! a mount rule. Mount rules never lose targets: a
 //! volume that moves with its pod is normal. Entries are kept in the state directory
 //! ([`super::lost_file`]), so that an agent restarted after the disk vanished still names it.
 //!
@@ -21,6 +23,7 @@ use super::lost_file;
 pub use super::lost_file::LostTarget;
 use super::matching::Scan;
 use crate::blockdev::BlockDevice;
+use crate::config::Retired;
 use crate::config::TargetSpec;
 use crate::config::discover::{DiscoverRule, RuleSource};
 use crate::config::target_name;
@@ -73,6 +76,13 @@ pub struct LostTracker {
     dir: Option<StateDir>,
     /// The last save failed (logged once until one succeeds).
     save_failed: bool,
+    /// `[retired] disks`: never lost.
+    retired: Retired,
+}
+
+/// Whether `retired` names the target of `l` or its disk.
+fn is_retired(retired: &Retired, l: &LostTarget) -> bool {
+    retired.names(&l.target, [&l.serial, &l.wwn, &l.volume_id])
 }
 
 impl LostTracker {
@@ -105,13 +115,19 @@ impl LostTracker {
         }
     }
 
+    /// Sets the disks that are gone for good (`[retired] disks`): the next
+    /// [`LostTracker::expire`] drops their entries, and no rescan makes new ones.
+    pub fn set_retired(&mut self, retired: &Retired) {
+        self.retired = retired.clone();
+    }
+
     /// The lost targets, oldest first.
     pub fn entries(&self) -> &[LostTarget] {
         &self.lost
     }
 
-    /// Drops the entries of rules that are gone, are mount rules or keep none, and those past
-    /// their rule's retention at `now`; saves when that changed anything.
+    /// Drops the entries of rules that are gone, are mount rules or keep none, those past their
+    /// rule's retention at `now` and those of retired disks; saves when that changed anything.
     pub fn expire(&mut self, rules: &[DiscoverRule], now: f64) {
         let before = std::mem::take(&mut self.lost);
         let count = before.len();
@@ -121,6 +137,11 @@ impl LostTracker {
         }
         self.lost = admitted;
         let before = if notes.is_empty() { count } else { usize::MAX };
+        for l in self.lost.iter().filter(|l| is_retired(&self.retired, l)) {
+            tracing::info!(rule = %l.rule, target = %l.target, device = %l.device, serial = %l.serial, "discovery: a lost disk is retired ([retired] disks): no longer reported lost");
+        }
+        let retired = &self.retired;
+        self.lost.retain(|l| !is_retired(retired, l));
         self.lost.retain(|l| {
             rules
                 .iter()
@@ -157,7 +178,7 @@ impl LostTracker {
                 }
                 self.lost
                     .retain(|l| !(l.rule == rule.id && &l.target == name));
-                self.lost.push(LostTarget {
+                let lost = LostTarget {
                     rule: rule.id.clone(),
                     target: name.clone(),
                     device: device.kname.clone(),
@@ -166,7 +187,12 @@ impl LostTracker {
                     wwn: device.wwn.clone(),
                     volume_id: device.cloud.volume_id.clone(),
                     since_ms: (r.now * 1000.0).round() as u64,
-                });
+                };
+                if is_retired(&self.retired, &lost) {
+                    tracing::info!(rule = %rule.id, target = %name, device = %device.kname, "discovery: a retired disk ([retired] disks) is gone, as planned: not reported lost");
+                } else {
+                    self.lost.push(lost);
+                }
                 changed = true;
             }
             let found_again = self.lost.len();
@@ -419,6 +445,42 @@ mod tests {
         .discover;
         rescan(&mut t, &narrowed, vec![disk("sdb", "B", 8)], 1.0);
         assert!(t.entries().is_empty());
+    }
+
+    #[test]
+    fn a_retired_disk_is_dropped_and_never_lost_again_while_listed() {
+        let rules = rules("");
+        let mut t = LostTracker::default();
+        rescan(
+            &mut t,
+            &rules,
+            vec![disk("sda", "A", 8), disk("sdb", "B", 8)],
+            0.0,
+        );
+        rescan(&mut t, &rules, vec![], 1.0);
+        assert_eq!(lost(&t).len(), 2);
+        // Retired by serial, and by target name: the next expiry drops both, and saves.
+        t.set_retired(&Retired::of(["B", "disk-A"]));
+        t.expire(&rules, 2.0);
+        assert!(t.entries().is_empty(), "{:?}", lost(&t));
+        // Back, then gone again while listed: not lost; a disk not listed still is.
+        rescan(
+            &mut t,
+            &rules,
+            vec![
+                disk("sda", "A", 8),
+                disk("sdb", "B", 8),
+                disk("sdc", "C", 8),
+            ],
+            3.0,
+        );
+        rescan(&mut t, &rules, vec![], 4.0);
+        assert_eq!(lost(&t), [("disk-C", "sdc", "C", 4.0)]);
+        // Taken off the list, a disk that goes is lost again.
+        t.set_retired(&Retired::default());
+        rescan(&mut t, &rules, vec![disk("sdb", "B", 8)], 5.0);
+        rescan(&mut t, &rules, vec![], 6.0);
+        assert_eq!(lost(&t).len(), 2);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
-use crate::config::{Config, DiscoverRule, TargetSpec};
+use crate::config::{Config, DiscoverRule, Retired, TargetSpec};
 use crate::mountinfo;
 use crate::scheduler::Roots;
 use crate::series::unix_now;
@@ -149,6 +149,8 @@ pub struct Plan {
     pub rules: Vec<DiscoverRule>,
     /// Names that configured targets use (discovered targets never take them).
     pub configured: BTreeSet<String>,
+    /// `[retired] disks`: lost targets of block rules that are gone for good.
+    pub retired: Retired,
 }
 
 impl Plan {
@@ -157,6 +159,7 @@ impl Plan {
         Plan {
             rules: config.discover.clone(),
             configured: config.targets.iter().map(|t| t.name.clone()).collect(),
+            retired: config.retired.clone(),
         }
     }
 }
@@ -229,6 +232,7 @@ impl Discovery {
         let (found_tx, found_rx) = watch::channel(Arc::new(Vec::new()));
         // What was lost before a restart is published from the first scrape on.
         let mut lost = LostTracker::load(lost_file);
+        lost.set_retired(&plan_rx.borrow().retired);
         lost.expire(&plan_rx.borrow().rules, unix_now());
         status.set_lost(lost.entries());
         let rescans = run(roots, dev_dir, plan_rx, found_tx, status, lost);
@@ -333,6 +337,7 @@ async fn run(
                     return;
                 }
                 rules = Rules::new(plans.borrow_and_update().clone());
+                task.lost.set_retired(&rules.plan.retired);
             }
         }
     }

@@ -29,7 +29,7 @@ const BAD: &[(&str, &str)] = &[
     ),
     (
         "[webb]\n",
-        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`, `cloud_stats`",
+        "1:2: unknown field `webb`, expected one of `web`, `diskstats`, `defaults`, `scheduler`, `targets`, `profiles`, `discover`, `histograms`, `limits`, `cloud_stats`, `retired`",
     ),
     (
         "[web]\nlisten_address = 9957\n",
@@ -317,6 +317,18 @@ const BAD: &[(&str, &str)] = &[
     (
         "[[discover]]\nkind = \"block\"\niops_limit = 0\n",
         "3:14: discover[0].iops_limit: expected a whole number of I/Os per second from 1 to 1000000000, found 0",
+    ),
+    (
+        "[retired]\ndisks = [\"S6XNNA0R123456\", \" vol-0abc\"]\n",
+        "2:28: retired.disks: expected no whitespace at the start or end of the name",
+    ),
+    (
+        "[retired]\ndisks = [\"\"]\n",
+        "2:10: retired.disks: expected a non-empty name",
+    ),
+    (
+        "[retired]\ndisk = [\"a\"]\n",
+        "2:1: retired.disk: unknown field `disk`, expected `disks`",
     ),
     (
         "[cloud_stats]\nenable = true\n",
