@@ -20,6 +20,7 @@ use crate::discovery::matching::with_configured;
 use crate::discovery::{self, Discovery, Plan};
 use crate::sandbox::{self as confinement, Sandbox};
 use crate::scheduler::Scheduler;
+use crate::scheduler::target_devices::TargetDevices;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
@@ -277,7 +278,11 @@ impl Agent {
             let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
             tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
         }
-        let lost_targets_file = settings.lost_targets_file().map(std::path::Path::to_owned);
+        let lost_targets_file = settings.lost_targets_file();
+        // The last devices of configured targets, kept in the state directory where the
+        // configuration at start keeps state (the sandbox grants it then).
+        let known = Arc::new(TargetDevices::load(settings.kept_state_dir()));
+        known.configure(&settings.config.targets, &settings.config.retired);
         // The configurations move into the parts that run them; `settings` keeps the flags.
         let config = std::mem::take(&mut settings.config);
         let web = std::mem::take(&mut settings.web);
@@ -288,6 +293,7 @@ impl Agent {
             series.clone(),
             settings.roots.clone(),
             &config.scheduler,
+            known.clone(),
             shutdown,
         );
         scheduler.apply(&config.targets, &config.scheduler).await;
@@ -477,6 +483,14 @@ async fn reload_config(
                 );
             }
             series.set_histogram_layout(&new.histograms.classic_buckets);
+            // Configured targets no longer configured, or whose disk is now retired, forget their
+            // last devices; one whose device was gone takes what its path shows now.
+            for (name, info) in scheduler
+                .known_devices()
+                .configure(&new.targets, &new.retired)
+            {
+                series.relabel(&name, info);
+            }
             // Targets found by the old rules stay until the new rules' first rescan, which starts
             // now; those whose names a configured target now uses are stopped at once.
             let found: Arc<Vec<TargetSpec>> = discovery.current();

@@ -46,8 +46,10 @@ pub struct Settings {
     pub sandbox: confinement::Mode,
     /// `--state.dir`, or the default one; none when no default can be derived.
     state_dir: Option<PathBuf>,
-    /// Where the targets block rules lose are kept, worked out (and its directory made) once.
-    lost_targets_file: OnceLock<Option<PathBuf>>,
+    /// The state directory for the files the agent keeps there (the targets block rules lose,
+    /// the last devices of configured targets), worked out (and made, where the configuration
+    /// at start keeps state there) once.
+    state_files: OnceLock<Option<PathBuf>>,
 }
 
 impl Settings {
@@ -96,7 +98,7 @@ impl Settings {
             cloud_stats_pages: cli.cloud_stats_pages,
             sandbox: cli.sandbox,
             state_dir,
-            lost_targets_file: OnceLock::new(),
+            state_files: OnceLock::new(),
         })
     }
 
@@ -120,22 +122,26 @@ impl Settings {
         state_dir_of(self.state_dir.as_deref())
     }
 
-    /// Where the targets block rules lose are kept: in the state directory, which is created
-    /// (the first time this is asked) when the configuration at start has a block rule that
-    /// keeps them. `None` (in memory only, with a warning) when there is no state directory or
-    /// it cannot be created.
-    pub fn lost_targets_file(&self) -> Option<&Path> {
-        self.lost_targets_file
-            .get_or_init(|| lost_targets_file(self.state_dir(), &self.config))
+    /// The state directory the agent keeps its files in, which is created (the first time
+    /// this is asked) when the configuration at start keeps state there ([`keeps_state`]).
+    /// `None` (in memory only, with a warning) when there is no state directory or it cannot
+    /// be created.
+    pub fn state_files_dir(&self) -> Option<&Path> {
+        self.state_files
+            .get_or_init(|| state_files_dir(self.state_dir(), &self.config))
             .as_deref()
     }
 
-    /// The state directory, when the agent keeps state there at start (the lost targets of
-    /// block rules); made by this call.
+    /// Where the targets block rules lose are kept: in the state directory.
+    pub fn lost_targets_file(&self) -> Option<PathBuf> {
+        self.state_files_dir()
+            .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
+    }
+
+    /// The state directory, when the agent keeps state there at start ([`keeps_state`]); made by
+    /// this call.
     pub fn kept_state_dir(&self) -> Option<&Path> {
-        self.lost_targets_file()
-            .filter(|_| keeps_lost_targets(&self.config))
-            .and_then(Path::parent)
+        self.state_files_dir().filter(|_| keeps_state(&self.config))
     }
 
     /// What the sandbox's ruleset is built from ([`confinement::confine`]). Makes the state
@@ -161,31 +167,34 @@ fn state_dir_of(dir: Option<&Path>) -> Result<&Path, StateDirError> {
     dir.ok_or(StateDirError::NoDefault)
 }
 
-/// Whether `config` has a block rule that keeps lost targets: the state directory then holds
-/// them ([`discovery::lost_file`]).
-fn keeps_lost_targets(config: &Config) -> bool {
-    config
-        .discover
-        .iter()
-        .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
+/// Whether the agent keeps state in the state directory for `config`: the targets a block rule
+/// that keeps lost targets loses ([`discovery::lost_file`]), and the last device under each
+/// configured target ([`crate::scheduler::target_devices`]).
+pub fn keeps_state(config: &Config) -> bool {
+    !config.targets.is_empty()
+        || config
+            .discover
+            .iter()
+            .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
 }
 
-/// [`Settings::lost_targets_file`], worked out.
-fn lost_targets_file(state_dir: Result<&Path, StateDirError>, config: &Config) -> Option<PathBuf> {
+/// [`Settings::state_files_dir`], worked out.
+fn state_files_dir(state_dir: Result<&Path, StateDirError>, config: &Config) -> Option<PathBuf> {
+    const KEPT: &str = "lost discovered targets and the last devices of configured targets are kept in memory only";
     let dir = match state_dir {
         Ok(dir) => dir,
         Err(err) => {
-            if keeps_lost_targets(config) {
-                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: lost discovered targets are kept in memory only");
+            if keeps_state(config) {
+                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: {KEPT}");
             }
             return None;
         }
     };
-    if keeps_lost_targets(config)
+    if keeps_state(config)
         && let Err(err) = std::fs::create_dir_all(dir)
     {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: lost discovered targets are kept in memory only");
+        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
         return None;
     }
-    Some(dir.join(discovery::lost_file::FILE_NAME))
+    Some(dir.to_owned())
 }

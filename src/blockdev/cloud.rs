@@ -24,7 +24,20 @@ pub const EBS_MODEL: &str = "Amazon Elastic Block Store";
 pub const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
 
 /// The cloud a disk belongs to, as far as its identifiers tell.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Cloud {
     /// No cloud recognised (bare metal, KVM, OpenStack, ...).
     #[default]
@@ -50,7 +63,19 @@ impl Cloud {
 }
 
 /// What the cloud calls a disk (every field empty when nothing says).
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(default)]
 pub struct CloudId {
     /// The cloud.
     pub cloud: Cloud,

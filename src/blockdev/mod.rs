@@ -21,7 +21,10 @@ pub use cloud::{Cloud, CloudId};
 pub use sysfs::{all, by_dev, by_name, disk_names, disks_under};
 
 /// What kind of block device it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// A whole disk (SCSI, NVMe namespace, virtio-blk, ...).
     Disk,
@@ -53,7 +56,10 @@ impl Kind {
 
 /// One block device, as sysfs describes it. A partition carries its disk's identifiers (serial,
 /// WWN, model, vendor, firmware revision, cloud identity) and queue attributes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Serialized where the agent keeps a configured target's last device
+/// ([`crate::scheduler::target_devices`]); fields missing from what is read are empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct BlockDevice {
     /// Kernel name as in `/proc/diskstats` (`sdb`, `nvme0n1p2`, `cciss/c0d0`).
     pub kname: String,

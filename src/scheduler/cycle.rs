@@ -20,6 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// How often a configured target whose last device is gone looks at its path between cycles
+/// ([`super::target_devices`]): a disk back under another kernel name relabels its series
+/// within this, not a probe interval later.
+pub const RELOOK_WHILE_GONE: Duration = Duration::from_secs(30);
+
 /// What the stat at the start of a cycle found: the facts of the target's path, `None` when it
 /// cannot be read, or why there is no answer.
 type Stat = Result<Option<TargetFacts>, StatFailure>;
@@ -68,6 +73,14 @@ impl TargetTask {
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next.into()) => {}
+                () = self.relook_while_gone() => {
+                    // Between cycles, only its labels: the device may be back under another
+                    // name, which only a stat tells (one under its own name is in diskstats).
+                    if self.threads.load(Ordering::SeqCst) == 0 {
+                        let _ = stat_and_label(&self.spec, &self.shared, &self.threads).await;
+                    }
+                    continue;
+                }
                 () = stop.cancelled() => return,
             }
             if stop.is_cancelled() {
@@ -84,6 +97,16 @@ impl TargetTask {
                 grid = now;
             }
             next = self.jittered(grid).max(now);
+        }
+    }
+
+    /// Waits [`RELOOK_WHILE_GONE`] while the target holds a last device that is gone; for ever
+    /// otherwise.
+    async fn relook_while_gone(&self) {
+        if self.spec.rule.is_none() && self.shared.known.holds_gone(&self.spec.name) {
+            tokio::time::sleep(RELOOK_WHILE_GONE).await;
+        } else {
+            std::future::pending::<()>().await;
         }
     }
 

@@ -49,7 +49,8 @@
 //! `skipped` run's reason), takes a global slot (`probe_slots`) and runs the profile on a probe
 //! thread (`thread`: the open, the engine run, and the messages it sends back). What every
 //! run ends as goes to the [`SeriesStore`](crate::series::SeriesStore) and to the log (`log`).
-//! `shared` holds what the tasks share.
+//! `shared` holds what the tasks share; [`target_devices`] the last device under each configured
+//! target, which its series keep while that device is gone (kept in the state directory).
 
 mod cycle;
 pub mod devices;
@@ -58,9 +59,11 @@ mod log;
 mod probe_slots;
 mod shared;
 mod stat;
+pub mod target_devices;
 mod tasks;
 mod thread;
 
+pub use cycle::RELOOK_WHILE_GONE;
 pub use gates::Skip;
 pub use shared::Roots;
 pub use stat::STAT_PATIENCE;

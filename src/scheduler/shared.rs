@@ -4,6 +4,7 @@
 
 use super::devices::Devices;
 use super::probe_slots::GlobalSlots;
+use super::target_devices::TargetDevices;
 use crate::series::SeriesStore;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,18 +29,26 @@ pub(super) struct Shared {
     pub(super) slots: GlobalSlots,
     /// One lock, budget and stuck-I/O record per physical device.
     pub(super) devices: Devices,
+    /// The last device under each configured target.
+    pub(super) known: Arc<TargetDevices>,
     /// Per target name, its probe and stat threads that have not returned yet; kept across
     /// reloads, so that a changed target does not start beside its predecessor's stuck thread.
     threads: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
 impl Shared {
-    pub(super) fn new(series: Arc<SeriesStore>, roots: Roots, max_concurrent: usize) -> Shared {
+    pub(super) fn new(
+        series: Arc<SeriesStore>,
+        roots: Roots,
+        max_concurrent: usize,
+        known: Arc<TargetDevices>,
+    ) -> Shared {
         Shared {
             series,
             roots,
             slots: GlobalSlots::new(max_concurrent),
             devices: Devices::default(),
+            known,
             threads: Mutex::new(HashMap::new()),
         }
     }

@@ -1,8 +1,9 @@
 //! The stat of a target's path that finds the device under it, made on a thread of its own (a
 //! hung filesystem must not block the runtime), and recorded as the target's info: the labels of
-//! its series.
+//! its series (for a configured target, weighed against its last device:
+//! [`super::target_devices`]).
 
-use super::shared::{Counted, Roots, Shared};
+use super::shared::{Counted, Shared};
 use crate::config::TargetSpec;
 use crate::probe::target::{self, TargetFacts};
 use crate::series::TargetInfo;
@@ -13,26 +14,46 @@ use std::time::{Duration, Instant};
 /// How long a cycle waits for the stat of its target's path before giving up on the cycle.
 pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 
+/// What a stat of a target's path found, and the info to record for it.
+pub(super) struct Looked {
+    /// The facts of the path; `None` when it cannot be read (the open will say why).
+    pub(super) facts: Option<TargetFacts>,
+    /// The target's info: from the facts, or for a configured target its last device while
+    /// that is gone ([`super::target_devices`]); `None`: nothing to record.
+    info: Option<TargetInfo>,
+}
+
 /// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
 /// returns: a stat on a hung filesystem (NFS, FUSE) must not block the runtime, whose single
-/// worker also accepts scrapes. `Ok(None)` when the path cannot be read (the open will say why);
-/// an error when the thread cannot start or has not answered within [`STAT_PATIENCE`].
-pub(super) async fn stat_target(
-    spec: &TargetSpec,
-    roots: &Roots,
+/// worker also accepts scrapes. For a configured target, the thread also weighs what it found
+/// against the target's last device (reading sysfs, and writing the state directory when the
+/// last device changes). An error when the thread cannot start or has not answered within
+/// [`STAT_PATIENCE`].
+async fn stat_target(
+    spec: &Arc<TargetSpec>,
+    shared: &Shared,
     threads: &Arc<AtomicUsize>,
-) -> Result<Option<TargetFacts>, StatFailure> {
+) -> Result<Looked, StatFailure> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let (path, roots) = (spec.path.clone(), roots.clone());
+    let (spec_owned, roots) = (spec.clone(), shared.roots.clone());
+    let known = shared.known.clone();
     let started = Instant::now();
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(super::thread::thread_name("stat", &spec.name))
         .spawn(move || {
-            let facts = target::facts(&path, &roots.procfs, &roots.sysfs).ok();
+            let spec = spec_owned;
+            let facts = target::facts(&spec.path, &roots.procfs, &roots.sysfs).ok();
+            let path = spec.path.display().to_string();
+            let fresh = facts.as_ref().map(|f| target_info(path, f));
+            let info = if spec.rule.is_none() {
+                known.label(&spec, fresh, &roots.sysfs)
+            } else {
+                fresh
+            };
             // Counted out before the scheduler hears of the answer, which may start a run.
             drop(counted);
-            let _ = tx.send(facts);
+            let _ = tx.send(Looked { facts, info });
         });
     let failed = |error: String| StatFailure {
         error,
@@ -45,7 +66,7 @@ pub(super) async fn stat_target(
         )));
     }
     match tokio::time::timeout(STAT_PATIENCE, rx).await {
-        Ok(Ok(facts)) => Ok(facts),
+        Ok(Ok(looked)) => Ok(looked),
         Ok(Err(_)) => Err(failed("the stat thread ended without a result".to_owned())),
         Err(_) => Err(StatFailure {
             error: format!(
@@ -59,30 +80,42 @@ pub(super) async fn stat_target(
 }
 
 /// [`stat_target`], and what it found recorded as the target's info (its series' labels). A
-/// target whose path cannot be looked at gets an info without a device, unless one is known.
+/// target whose path cannot be looked at gets an info without a device, unless one is known (a
+/// configured target's last device, or what an earlier stat found); the facts of the path.
 pub(super) async fn stat_and_label(
     spec: &Arc<TargetSpec>,
     shared: &Shared,
     threads: &Arc<AtomicUsize>,
 ) -> Result<Option<TargetFacts>, StatFailure> {
-    let stat = stat_target(spec, &shared.roots, threads).await;
-    let path = spec.path.display().to_string();
+    let stat = stat_target(spec, shared, threads).await;
     match &stat {
-        Ok(Some(facts)) => {
-            let news = shared.series.set_info(spec, target_info(path, facts));
-            if let Some(warning) = facts.warning(&spec.path).filter(|_| news) {
+        Ok(Looked {
+            facts,
+            info: Some(info),
+        }) => {
+            let news = shared.series.set_info(spec, info.clone());
+            // The facts' warning, when the info is theirs (not a last device held).
+            let theirs = facts
+                .as_ref()
+                .filter(|f| f.device == info.device && Some(f.kind) == info.kind);
+            if let Some(warning) = theirs.and_then(|f| f.warning(&spec.path)).filter(|_| news) {
                 tracing::warn!(target = %spec.name, "{warning}");
             }
         }
-        _ => shared.series.set_info_if_unknown(
-            spec,
-            TargetInfo {
-                path,
-                ..TargetInfo::default()
-            },
-        ),
+        _ => {
+            let last = (spec.rule.is_none())
+                .then(|| shared.known.last(spec))
+                .flatten();
+            shared.series.set_info_if_unknown(
+                spec,
+                last.unwrap_or_else(|| TargetInfo {
+                    path: spec.path.display().to_string(),
+                    ..TargetInfo::default()
+                }),
+            );
+        }
     }
-    stat
+    stat.map(|looked| looked.facts)
 }
 
 /// The labels of `diskprobe_target_info` for a target at `path`.

@@ -4,6 +4,7 @@
 use super::cycle::TargetTask;
 use super::log;
 use super::shared::{Roots, Shared};
+use super::target_devices::TargetDevices;
 use crate::config::{SchedulerConfig, TargetSpec};
 use crate::series::SeriesStore;
 use rand::Rng;
@@ -51,23 +52,41 @@ impl Scheduler {
     /// A scheduler with no targets yet; call [`Scheduler::apply`]. Must be called inside a tokio
     /// runtime.
     pub fn new(series: Arc<SeriesStore>, roots: Roots, config: &SchedulerConfig) -> Self {
-        Self::stopped_by(series, roots, config, &CancellationToken::new())
+        Self::stopped_by(
+            series,
+            roots,
+            config,
+            Arc::new(TargetDevices::in_memory()),
+            &CancellationToken::new(),
+        )
     }
 
     /// A scheduler whose tasks stop when `shutdown` is cancelled (they have child tokens of it,
-    /// which a reload cancels for the targets it removes).
+    /// which a reload cancels for the targets it removes), and whose configured targets keep
+    /// their last devices in `known`.
     pub fn stopped_by(
         series: Arc<SeriesStore>,
         roots: Roots,
         config: &SchedulerConfig,
+        known: Arc<TargetDevices>,
         shutdown: &CancellationToken,
     ) -> Self {
         Scheduler {
             shutdown: shutdown.child_token(),
-            shared: Arc::new(Shared::new(series, roots, config.max_concurrent_probes)),
+            shared: Arc::new(Shared::new(
+                series,
+                roots,
+                config.max_concurrent_probes,
+                known,
+            )),
             max_concurrent: config.max_concurrent_probes,
             tasks: HashMap::new(),
         }
+    }
+
+    /// The last devices of the configured targets.
+    pub fn known_devices(&self) -> &Arc<TargetDevices> {
+        &self.shared.known
     }
 
     /// Makes the running tasks match `targets`: removed and changed targets are stopped (their

@@ -34,8 +34,10 @@ pub(crate) fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Where a target lives, from the last stat of its path.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where a target lives, from the last stat of its path. Serialized where the agent keeps a
+/// configured target's last device ([`crate::scheduler::target_devices`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct TargetInfo {
     /// Configured path.
     pub path: String,
@@ -487,6 +489,14 @@ impl SeriesStore {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Records `info` for the target named `name`, whatever its task (a reload that retires the
+    /// disk it was held on).
+    pub fn relabel(&self, name: &str, info: TargetInfo) {
+        if let Some(t) = self.lock().get_mut(name) {
+            t.info = Some(info);
         }
     }
 

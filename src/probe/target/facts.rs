@@ -12,7 +12,8 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 /// What kind of object a target is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TargetKind {
     /// A block device, probed directly.
     BlockDevice,
@@ -69,7 +70,8 @@ impl TargetFacts {
 }
 
 /// What a target's probes probably measure instead of the disk under it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Cache {
     /// Memory: a file on tmpfs or ramfs.
     Memory,
