@@ -44,6 +44,7 @@ mod docs;
 mod durability;
 mod exposition_formats;
 mod faults;
+mod gone_disks;
 mod headroom_e2e;
 mod hostile_inputs;
 mod http;
@@ -89,6 +90,7 @@ fn main() {
             durability::tests(),
             exposition_formats::tests(),
             faults::tests(),
+            gone_disks::tests(),
             headroom_e2e::tests(),
             hostile_inputs::tests(),
             http::tests(),
