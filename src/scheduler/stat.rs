@@ -4,6 +4,7 @@
 //! [`super::target_devices`]).
 
 use super::shared::{Counted, Shared};
+use super::target_devices::Label;
 use crate::config::TargetSpec;
 use crate::probe::target::{self, TargetFacts};
 use crate::series::TargetInfo;
@@ -18,9 +19,9 @@ pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 pub(super) struct Looked {
     /// The facts of the path; `None` when it cannot be read (the open will say why).
     pub(super) facts: Option<TargetFacts>,
-    /// The target's info: from the facts, or for a configured target its last device while
-    /// that is gone ([`super::target_devices`]); `None`: nothing to record.
-    info: Option<TargetInfo>,
+    /// The target's info (from the facts, or for a configured target its last device while
+    /// that is gone: [`super::target_devices`]), and whether that device is back.
+    label: Label,
 }
 
 /// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
@@ -46,14 +47,17 @@ async fn stat_target(
             let facts = target::facts(&spec.path, &roots.procfs, &roots.sysfs).ok();
             let path = spec.path.display().to_string();
             let fresh = facts.as_ref().map(|f| target_info(path, f));
-            let info = if spec.rule.is_none() {
+            let label = if spec.rule.is_none() {
                 known.label(&spec, fresh, &roots.sysfs)
             } else {
-                fresh
+                Label {
+                    info: fresh,
+                    back: false,
+                }
             };
             // Counted out before the scheduler hears of the answer, which may start a run.
             drop(counted);
-            let _ = tx.send(Looked { facts, info });
+            let _ = tx.send(Looked { facts, label });
         });
     let failed = |error: String| StatFailure {
         error,
@@ -91,8 +95,14 @@ pub(super) async fn stat_and_label(
     match &stat {
         Ok(Looked {
             facts,
-            info: Some(info),
+            label: Label {
+                info: Some(info),
+                back,
+            },
         }) => {
+            if *back {
+                shared.series.restart_recent_runs(spec);
+            }
             let news = shared.series.set_info(spec, info.clone());
             // The facts' warning, when the info is theirs (not a last device held).
             let theirs = facts

@@ -154,6 +154,16 @@ fn gone(info: &TargetInfo, sysfs: &Path) -> bool {
         .is_some_and(|d| d.sectors > 0 && d.serial == last.serial && d.wwn == last.wwn)
 }
 
+/// What [`TargetDevices::label`] says to record for a configured target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    /// The target's info (`None`: nothing to record: no facts, no last device).
+    pub info: Option<TargetInfo>,
+    /// Its last device was held as gone and is back: the runs it failed meanwhile say nothing of
+    /// the disk now.
+    pub back: bool,
+}
+
 /// What a stat makes of a target with a last device.
 #[derive(Debug, PartialEq)]
 enum Decision {
@@ -293,29 +303,28 @@ impl TargetDevices {
         replaced
     }
 
-    /// The info to record for the configured target of `spec` after a stat of its path found
+    /// What to record for the configured target of `spec` after a stat of its path found
     /// `fresh` (`None`: nothing), with its last device weighed in (reading `sysfs` to see whether
-    /// that is gone); `None` when there is nothing to record (no facts, no last device). Saves
-    /// when the last device changed. Call on the stat's thread: it may read sysfs and write the
-    /// state directory.
-    pub fn label(
-        &self,
-        spec: &TargetSpec,
-        fresh: Option<TargetInfo>,
-        sysfs: &Path,
-    ) -> Option<TargetInfo> {
+    /// that is gone). Saves when the last device changed. Call on the stat's thread: it may read
+    /// sysfs and write the state directory.
+    pub fn label(&self, spec: &TargetSpec, fresh: Option<TargetInfo>, sysfs: &Path) -> Label {
         let mut st = self.lock();
         let path = spec.path.display().to_string();
+        let label = |info, back| Label { info, back };
         // A late stat of a target that a reload removed or changed: nothing of it is kept.
         if st.configured.get(&spec.name) != Some(&path) {
-            return fresh;
+            return label(fresh, false);
         }
         let Some(kept) = st.kept.get(&spec.name).cloned() else {
-            return self.remember(&mut st, spec, fresh);
+            return label(self.remember(&mut st, spec, fresh), false);
         };
         let decision = decide(&kept.last.info, fresh.as_ref(), || {
             gone(&kept.last.info, sysfs)
         });
+        let back = kept.held.is_some() && decision != Decision::Hold;
+        if back {
+            tracing::info!(target = %spec.name, device = %kept.last.info.device_name(), "the device under the target is back: its recent runs start afresh");
+        }
         match decision {
             Decision::Hold => {
                 if kept.held.is_none() {
@@ -324,15 +333,20 @@ impl TargetDevices {
                 if let Some(k) = st.kept.get_mut(&spec.name) {
                     k.held = Some(fresh);
                 }
-                Some(kept.last.info)
+                label(Some(kept.last.info), false)
             }
             Decision::Forget => {
                 st.kept.remove(&spec.name);
                 self.save(&mut st);
-                fresh
+                label(fresh, back)
             }
-            Decision::Fresh if fresh.is_none() => Some(kept.last.info),
-            Decision::Fresh => self.remember(&mut st, spec, fresh),
+            Decision::Fresh if fresh.is_none() => {
+                if let Some(k) = st.kept.get_mut(&spec.name) {
+                    k.held = None;
+                }
+                label(Some(kept.last.info), back)
+            }
+            Decision::Fresh => label(self.remember(&mut st, spec, fresh), back),
         }
     }
 
@@ -524,33 +538,39 @@ mod tests {
         let data = &cfg.targets[0];
         let present = sysfs(&[("sdb", "A", 8)]);
         let absent = sysfs(&[]);
+        let held = Label {
+            info: Some(block("sdb", "A")),
+            back: false,
+        };
         let known = TargetDevices::load(Some(state.path()));
         assert!(known.configure(&cfg.targets, &cfg.retired).is_empty());
         assert_eq!(
             known.label(data, Some(block("sdb", "A")), present.path()),
-            Some(block("sdb", "A"))
+            held
         );
         // The disk falls off: its node is gone, the stat finds /dev's facts. Held.
-        assert_eq!(
-            known.label(data, Some(devtmpfs()), absent.path()),
-            Some(block("sdb", "A"))
-        );
+        assert_eq!(known.label(data, Some(devtmpfs()), absent.path()), held);
         assert!(known.holds_gone("data"));
 
         // Restarted while it is gone: the file gives it back.
         let known = TargetDevices::load(Some(state.path()));
         known.configure(&cfg.targets, &cfg.retired);
         assert_eq!(known.last(data), Some(block("sdb", "A")));
-        assert_eq!(
-            known.label(data, None, absent.path()),
-            Some(block("sdb", "A"))
-        );
-        // Back: the stat's.
+        assert_eq!(known.label(data, None, absent.path()), held);
+        // Back: the stat's, and said once.
+        let back = Label {
+            back: true,
+            ..held.clone()
+        };
         assert_eq!(
             known.label(data, Some(block("sdb", "A")), present.path()),
-            Some(block("sdb", "A"))
+            back
         );
         assert!(!known.holds_gone("data"));
+        assert_eq!(
+            known.label(data, Some(block("sdb", "A")), present.path()),
+            held
+        );
 
         // Gone again, then retired by its serial at a reload: the series take what the stat
         // found, and nothing is kept, in the file either.
@@ -561,7 +581,7 @@ mod tests {
             [("data".to_owned(), devtmpfs())]
         );
         assert_eq!(
-            known.label(data, Some(devtmpfs()), absent.path()),
+            known.label(data, Some(devtmpfs()), absent.path()).info,
             Some(devtmpfs())
         );
         let restarted = TargetDevices::load(Some(state.path()));
@@ -569,7 +589,7 @@ mod tests {
         assert_eq!(restarted.last(data), None);
         // While listed, a retired disk found again is not kept.
         known.label(data, Some(block("sdb", "A")), present.path());
-        assert_eq!(known.label(data, None, absent.path()), None);
+        assert_eq!(known.label(data, None, absent.path()).info, None);
     }
 
     #[test]

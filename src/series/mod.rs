@@ -492,6 +492,20 @@ impl SeriesStore {
         }
     }
 
+    /// Empties the recent runs of every profile of the target of `spec`: those it failed while
+    /// its device was gone say nothing of the disk that is back.
+    pub fn restart_recent_runs(&self, spec: &Arc<TargetSpec>) {
+        if let Some(t) = self
+            .lock()
+            .get_mut(&spec.name)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec))
+        {
+            for (_, series) in &mut t.profiles {
+                series.recent = RecentRuns::default();
+            }
+        }
+    }
+
     /// Records `info` for the target named `name`, whatever its task (a reload that retires the
     /// disk it was held on).
     pub fn relabel(&self, name: &str, info: TargetInfo) {

@@ -128,12 +128,22 @@ fn a_configured_targets_gone_disk_stays_its_device_across_restarts_until_it_retu
         assert!(!Path::new(&format!("/dev/{disk}")).exists());
     }
 
-    // Back: probed again, under its own device.
+    // Back: probed again, under its own device; the runs it failed while gone are not its
+    // recent runs any more (they would hold DiskprobeProbeFailing for 10 runs).
+    let recent = |m: &Metrics, result: &str| {
+        common::sum(
+            m,
+            "diskprobe_probe_recent_runs",
+            &["target=\"data\"", &format!("result=\"{result}\"")],
+        )
+    };
+    assert!(recent(&common::scrape(&agent), "error") >= 1.0);
     let _back = LoopDev::tmpfs_at(n, 16 << 20);
     let m = wait_until(&agent, Duration::from_secs(30), "the disk back", |m| {
         runs(m, "data", "success") >= 1.0
     });
     assert_eq!(target_info(&m, "data"), Some(info));
+    assert_eq!(recent(&m, "error"), 0.0, "the runs it failed while gone");
 }
 
 fn retiring_disks_at_a_reload_ends_a_lost_disk_and_a_gone_targets_device() {
