@@ -20,7 +20,7 @@ pub(super) struct Looked {
     /// The facts of the path; `None` when it cannot be read (the open will say why).
     pub(super) facts: Option<TargetFacts>,
     /// The target's info (from the facts, or for a configured target its last device while
-    /// that is gone: [`super::target_devices`]), and whether that device is back.
+    /// that is gone: [`super::target_devices`]), and whether it is held so.
     label: Label,
 }
 
@@ -52,7 +52,7 @@ async fn stat_target(
             } else {
                 Label {
                     info: fresh,
-                    back: false,
+                    held: false,
                 }
             };
             // Counted out before the scheduler hears of the answer, which may start a run.
@@ -97,12 +97,10 @@ pub(super) async fn stat_and_label(
             facts,
             label: Label {
                 info: Some(info),
-                back,
+                held,
             },
         }) => {
-            if *back {
-                shared.series.restart_recent_runs(spec);
-            }
+            shared.series.set_gone(spec, *held);
             let news = shared.series.set_info(spec, info.clone());
             // The facts' warning, when the info is theirs (not a last device held).
             let theirs = facts

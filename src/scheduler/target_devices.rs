@@ -159,9 +159,9 @@ fn gone(info: &TargetInfo, sysfs: &Path) -> bool {
 pub struct Label {
     /// The target's info (`None`: nothing to record: no facts, no last device).
     pub info: Option<TargetInfo>,
-    /// Its last device was held as gone and is back: the runs it failed meanwhile say nothing of
-    /// the disk now.
-    pub back: bool,
+    /// The info is the last device, held because it is gone: the target's runs fail for that,
+    /// and say nothing of the disk (they leave its recent runs alone).
+    pub held: bool,
 }
 
 /// What a stat makes of a target with a last device.
@@ -310,7 +310,7 @@ impl TargetDevices {
     pub fn label(&self, spec: &TargetSpec, fresh: Option<TargetInfo>, sysfs: &Path) -> Label {
         let mut st = self.lock();
         let path = spec.path.display().to_string();
-        let label = |info, back| Label { info, back };
+        let label = |info, held| Label { info, held };
         // A late stat of a target that a reload removed or changed: nothing of it is kept.
         if st.configured.get(&spec.name) != Some(&path) {
             return label(fresh, false);
@@ -321,9 +321,8 @@ impl TargetDevices {
         let decision = decide(&kept.last.info, fresh.as_ref(), || {
             gone(&kept.last.info, sysfs)
         });
-        let back = kept.held.is_some() && decision != Decision::Hold;
-        if back {
-            tracing::info!(target = %spec.name, device = %kept.last.info.device_name(), "the device under the target is back: its recent runs start afresh");
+        if kept.held.is_some() && decision != Decision::Hold {
+            tracing::info!(target = %spec.name, device = %kept.last.info.device_name(), "the device under the target is back");
         }
         match decision {
             Decision::Hold => {
@@ -333,20 +332,20 @@ impl TargetDevices {
                 if let Some(k) = st.kept.get_mut(&spec.name) {
                     k.held = Some(fresh);
                 }
-                label(Some(kept.last.info), false)
+                label(Some(kept.last.info), true)
             }
             Decision::Forget => {
                 st.kept.remove(&spec.name);
                 self.save(&mut st);
-                label(fresh, back)
+                label(fresh, false)
             }
             Decision::Fresh if fresh.is_none() => {
                 if let Some(k) = st.kept.get_mut(&spec.name) {
                     k.held = None;
                 }
-                label(Some(kept.last.info), back)
+                label(Some(kept.last.info), false)
             }
-            Decision::Fresh => label(self.remember(&mut st, spec, fresh), back),
+            Decision::Fresh => label(self.remember(&mut st, spec, fresh), false),
         }
     }
 
@@ -538,15 +537,19 @@ mod tests {
         let data = &cfg.targets[0];
         let present = sysfs(&[("sdb", "A", 8)]);
         let absent = sysfs(&[]);
-        let held = Label {
+        let found = Label {
             info: Some(block("sdb", "A")),
-            back: false,
+            held: false,
+        };
+        let held = Label {
+            held: true,
+            ..found.clone()
         };
         let known = TargetDevices::load(Some(state.path()));
         assert!(known.configure(&cfg.targets, &cfg.retired).is_empty());
         assert_eq!(
             known.label(data, Some(block("sdb", "A")), present.path()),
-            held
+            found
         );
         // The disk falls off: its node is gone, the stat finds /dev's facts. Held.
         assert_eq!(known.label(data, Some(devtmpfs()), absent.path()), held);
@@ -557,20 +560,12 @@ mod tests {
         known.configure(&cfg.targets, &cfg.retired);
         assert_eq!(known.last(data), Some(block("sdb", "A")));
         assert_eq!(known.label(data, None, absent.path()), held);
-        // Back: the stat's, and said once.
-        let back = Label {
-            back: true,
-            ..held.clone()
-        };
+        // Back: the stat's.
         assert_eq!(
             known.label(data, Some(block("sdb", "A")), present.path()),
-            back
+            found
         );
         assert!(!known.holds_gone("data"));
-        assert_eq!(
-            known.label(data, Some(block("sdb", "A")), present.path()),
-            held
-        );
 
         // Gone again, then retired by its serial at a reload: the series take what the stat
         // found, and nothing is kept, in the file either.

@@ -240,6 +240,9 @@ pub struct TargetSeries {
     pub info: Option<TargetInfo>,
     /// By profile name, in configuration order.
     pub profiles: Vec<(String, ProfileSeries)>,
+    /// The device under it is gone (a configured target's last device, held): its runs are left
+    /// out of the recent runs.
+    pub gone: bool,
 }
 
 impl TargetSeries {
@@ -249,6 +252,7 @@ impl TargetSeries {
             spec: spec.clone(),
             info: None,
             profiles: Vec::new(),
+            gone: false,
         }
     }
 
@@ -467,6 +471,7 @@ impl SeriesStore {
                         .iter()
                         .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
                         .collect(),
+                    gone: false,
                 };
                 if let Some(old) = changed.remove(&spec.name) {
                     fresh.keep_recent_runs_of(old);
@@ -492,17 +497,16 @@ impl SeriesStore {
         }
     }
 
-    /// Empties the recent runs of every profile of the target of `spec`: those it failed while
-    /// its device was gone say nothing of the disk that is back.
-    pub fn restart_recent_runs(&self, spec: &Arc<TargetSpec>) {
+    /// Says whether the device under the target of `spec` is gone (its last device held:
+    /// [`crate::scheduler::target_devices`]): its runs then fail for that, and are counted by
+    /// result but left out of its recent runs, which say what the disk does.
+    pub fn set_gone(&self, spec: &Arc<TargetSpec>, gone: bool) {
         if let Some(t) = self
             .lock()
             .get_mut(&spec.name)
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
         {
-            for (_, series) in &mut t.profiles {
-                series.recent = RecentRuns::default();
-            }
+            t.gone = gone;
         }
     }
 
@@ -511,6 +515,7 @@ impl SeriesStore {
     pub fn relabel(&self, name: &str, info: TargetInfo) {
         if let Some(t) = self.lock().get_mut(name) {
             t.info = Some(info);
+            t.gone = false;
         }
     }
 
@@ -535,18 +540,23 @@ impl SeriesStore {
     pub fn record(&self, spec: &Arc<TargetSpec>, profile: &str, outcome: &RunOutcome) {
         let now = unix_now();
         let mut targets = self.lock();
-        let Some(series) = targets
+        let Some((gone, series)) = targets
             .get_mut(&spec.name)
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
-            .and_then(|t| t.profiles.iter_mut().find(|(p, _)| p == profile))
-            .map(|(_, s)| s)
+            .and_then(|t| {
+                let gone = t.gone;
+                let series = t.profiles.iter_mut().find(|(p, _)| p == profile)?;
+                Some((gone, &mut series.1))
+            })
         else {
             return;
         };
         series.runs[outcome.status() as usize] += 1;
-        series
-            .recent
-            .record(outcome.status(), outcome.measurement());
+        if !gone {
+            series
+                .recent
+                .record(outcome.status(), outcome.measurement());
+        }
         if let RunOutcome::Ran { result, cost, .. } = outcome {
             add_io(series, result, cost);
         }

@@ -6,8 +6,10 @@
 //! (busy device, budget, a run that yielded to other I/O) and runs cancelled by a reload or a
 //! shutdown are not runs of the target and leave the window as it is. The window lives in memory:
 //! it starts empty when the agent starts, and is carried over by a reload that keeps the target
-//! and the profile (`SeriesStore::set_targets`); it starts empty again when a configured target's
-//! device that was gone is back (`SeriesStore::restart_recent_runs`).
+//! and the profile (`SeriesStore::set_targets`). The runs of a configured target whose device is
+//! gone (`SeriesStore::set_gone`) fail for that and say nothing of the disk: they leave the
+//! window as it is too, so that they neither page as failures while `DiskprobeTargetVanished`
+//! says why nor after the disk is back.
 
 use crate::probe::measurement::{Ending, LatencySummary, Measurement, RunStatus};
 use std::collections::VecDeque;
