@@ -62,6 +62,11 @@
     // Critical alerts: how long they keep firing once their condition clears (an agent restart
     // empties its windows and its series for a minute; intermittent errors come and go).
     criticalKeepFiringFor: '1h',
+    // ... but a disk gone (DiskprobeTargetVanished, DiskprobeDiskLost) only this long: one that
+    // is back or retired stops paging at the second evaluation after it shows (within 10 minutes
+    // at 5-minute evaluations). The agent keeps a gone disk's series across its restarts (its
+    // state directory); this bridges the scrapes a restart misses.
+    goneKeepFiringFor: '5m',
     diskLostFor: '10m',  // DiskprobeDiskLost: a volume that moves is attached elsewhere by then
     ioHungSeconds: 300,  // DiskprobeIOHung: the kernel has held a probe I/O this long
     cohortSlowdownRatio: 2,  // a cohort's median p99 over 6 hours against its best day

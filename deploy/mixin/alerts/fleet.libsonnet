@@ -155,7 +155,9 @@ function(c)
       // instance of the cluster: none of its identities (the cloud's volume id, its serial, its
       // WWN) is in any node's diskprobe_disk_info. A volume that moved to another node is alive
       // there; a serial that many disks share (an overlay's) is alive somewhere and names no
-      // disk; a lost disk with no identity at all does not page.
+      // disk; a lost disk with no identity at all does not page. A disk retired on purpose
+      // ([retired] disks) leaves the agent's lost series at the reload that lists it: this ends
+      // within 10 minutes (goneKeepFiringFor).
       alert('DiskprobeDiskLost', {
         expr: |||
           max without (%(volatile)s) (
@@ -177,7 +179,7 @@ function(c)
           aliveWWN: s.sel('diskprobe_disk_info', ['wwn!=""']),
         },
         'for': c.diskLostFor,
-        keep_firing_for: c.criticalKeepFiringFor,
+        keep_firing_for: c.goneKeepFiringFor,
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk lost on {{ $labels.instance }}: {{ $labels.target }}',

@@ -65,7 +65,9 @@ function(c)
         },
       }),
       // The block device under a configured target is gone from /proc/diskstats (a disk that
-      // fell off the bus), while the agent's diskstats collector works.
+      // fell off the bus), while the agent's diskstats collector works. The agent keeps a gone
+      // device as the target's `device` across its restarts, until the disk returns or is
+      // retired ([retired] disks); then this ends within 10 minutes (goneKeepFiringFor).
       alert('DiskprobeTargetVanished', {
         expr: |||
           max without (%s) (
@@ -73,7 +75,7 @@ function(c)
           )
         ||| % [volatile, vanished],
         'for': '5m',
-        keep_firing_for: c.criticalKeepFiringFor,
+        keep_firing_for: c.goneKeepFiringFor,
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk under probe target vanished on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',

@@ -53,6 +53,27 @@ def severity(alert):
     return SEVERITY.get(alert, "warning")
 
 
+def seconds(duration):
+    """A Prometheus duration of one unit (`5m`, `1h`, `30s`) in seconds."""
+    m = re.fullmatch(r"([0-9]+)(s|m|h|d)", duration)
+    if not m:
+        raise ValueError(f"not a one-unit duration: {duration!r}")
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def keep_firing_for(alert):
+    """The `keep_firing_for` of `alert` in rules.yml, in seconds (0 without one): how long it
+    keeps firing after its expression stops returning it, as the mixin renders it."""
+    with open(RULES) as f:
+        text = f.read()
+    rules = re.split(r"(?m)^\s*- (?=alert:|record:)", text)
+    mine = [r for r in rules if re.match(rf"alert: {alert}\s*$", r.split("\n", 1)[0])]
+    if len(mine) != 1:
+        raise ValueError(f"{alert}: {len(mine)} rules of that name in {RULES}")
+    m = re.search(r"(?m)^\s*keep_firing_for: (\S+)\s*$", mine[0])
+    return seconds(m.group(1)) if m else 0
+
+
 def fmt(v):
     """A sample value as promtool reads it back exactly."""
     return repr(float(v)) if v != int(v) or abs(v) > 1e15 else str(int(v))

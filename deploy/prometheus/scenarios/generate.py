@@ -57,6 +57,7 @@ from common import (
     humanize1024,
     humanize_duration,
     humanize_timestamp,
+    keep_firing_for,
     labels_text,
     prom_rate,
     quantile,
@@ -138,6 +139,12 @@ class Target:
     serial: str = ""
     gone: int = None  # when its disk (block rule) or mount (mount rule) went away
     attached: int = 0  # when its disk appeared on this node (a volume that moved here)
+    # When a reload's `[retired] disks` names its disk: a lost disk leaves /metrics, a configured
+    # target forgets the device it held while it was gone.
+    retired: int = None
+
+    def retired_by(self, t):
+        return self.retired is not None and self.retired <= t
 
     def __post_init__(self):
         if not self.path:
@@ -195,6 +202,7 @@ class Run:
     io_errors: int = 0
     sync_p99: float = 0.0
     skip_reason: str = "in_flight"  # of a skipped run: diskprobe_probe_last_skip_timestamp_seconds
+    gone: bool = False  # the target's device is gone (held): counted, but not a recent run
 
 
 class Effect:
@@ -302,10 +310,14 @@ class IOErrors(Effect):
 
 
 class Vanished(Effect):
-    """The device fell off the bus: opens fail, and it is gone from /proc/diskstats."""
+    """The device fell off the bus: opens fail, and it is gone from /proc/diskstats (until `end`,
+    when it is back). The agent keeps it as the target's device (its state directory keeps it
+    across restarts) and leaves the failed runs out of the recent runs, until it is back or
+    retired."""
 
     def apply(self, run, target, profile, rng, t):
         run.result, run.ran = "error", False
+        run.gone = not target.retired_by(t)
 
 
 class IOErrorsEvery(EveryNth):
@@ -426,6 +438,16 @@ class Simulation:
         """Samples of the series named `name` with exactly `labels`."""
         return self.series[(name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))]
 
+    def device_at(self, ts, instance, target, extra):
+        """The `device` of `target`'s diskprobe_target_info at ts (a scrape time), as the scrape
+        with the labels `extra` has it; None when it has none then."""
+        for (name, labels), values in self.series.items():
+            l = dict(labels)
+            mine = l.get("instance") == instance and l.get("target") == target and all(l.get(k) == str(v) for k, v in extra.items())
+            if name == "diskprobe_target_info" and mine and values[ts // SCRAPE] is not None:
+                return l.get("device", "")
+        return None
+
     def at(self, ts, name, **labels):
         """The value an instant selector reads at ts (a scrape time): None when absent."""
         key = (name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))
@@ -503,9 +525,10 @@ class Simulation:
                 if t < target.start:
                     continue
                 if target.gone is not None and rescan_after(target.gone) <= t:
-                    self.forget(base, target, agent)
+                    self.forget(base, target, agent, t)
                     continue
-                changed = target.name not in emitted
+                # A reload that retires the disk relabels the target at once.
+                changed = target.name not in emitted or target.retired == t
                 emitted.add(target.name)
                 while next_start[target.name] + len(target.profiles) <= t:
                     changed = True
@@ -515,18 +538,18 @@ class Simulation:
                     jitter = rng.uniform(-0.1, 0.1)
                     next_start[target.name] = start + target.interval * (1 + jitter)
                 if changed:
-                    self.emit(base, target, state)
+                    self.emit(base, target, state, t)
             for hook in s.hooks:
                 hook(self, agent, base, state, t)
             self.scraped(i)
 
-    def forget(self, base, target, agent):
+    def forget(self, base, target, agent, t):
         """A discovered target whose disk or mount went away: its series leave /metrics; a disk
         that a block-device rule probed stays as lost (the agent keeps it in its state directory,
-        so across restarts too)."""
+        so across restarts too) until it is retired."""
         for key in [k for k in self.current if dict(k[1]).get("target") == target.name]:
             del self.current[key]
-        if agent.rules.get(target.rule) == "block":
+        if agent.rules.get(target.rule) == "block" and not target.retired_by(t):
             self.put(
                 "diskprobe_discovered_target_lost_timestamp_seconds",
                 dict(base, rule=target.rule, target=target.name, device=target.device, model=target.model, serial=target.serial),
@@ -543,7 +566,8 @@ class Simulation:
         if run.result == "skipped":
             st.skips[run.skip_reason] = end
             return
-        st.recent.append((run.result, run.io_errors > 0))
+        if not run.gone:
+            st.recent.append((run.result, run.io_errors > 0))
         # Gauges keep four significant digits, so that the values promtool reads back are the
         # ones this model computes with.
         p99 = float(f"{run.p99:.4g}")
@@ -569,13 +593,19 @@ class Simulation:
                 st.sync_buckets[bisect.bisect_left(BUCKETS, latency)] += count
                 st.sync_sum += count * latency
 
-    def emit(self, base, target, state):
+    def emit(self, base, target, state, now):
         t = dict(base, target=target.name)
-        self.put(
-            "diskprobe_target_info",
-            dict(t, path=target.path, device=target.device, kind=target.kind, fstype=target.fstype, rule=target.rule),
-            1,
-        )
+        info = dict(t, path=target.path, device=target.device, kind=target.kind, fstype=target.fstype, rule=target.rule)
+        gone = any(isinstance(e, Vanished) and e.applies(target, target.profiles[0], now) for e in self.s.effects)
+        if gone and target.retired_by(now):
+            # Retired while gone: no device held; what a stat of the missing node finds.
+            info.update(device="", kind="file", fstype="devtmpfs")
+        device = info["device"]
+        mine = [k for k in self.current if dict(k[1]).get("target") == target.name]
+        if any(k[0] == "diskprobe_target_info" and dict(k[1]).get("device", "") != device for k in mine):
+            for key in mine:  # every series of the target is labelled with its device
+                del self.current[key]
+        self.put("diskprobe_target_info", info, 1)
         self.put("diskprobe_target_interval_seconds", t, target.interval)
         for profile in target.profiles:
             self.put(
@@ -591,7 +621,7 @@ class Simulation:
                 1,
             )
             st = state.setdefault((target.name, profile.name), ProfileState())
-            p = dict(t, profile=profile.name, device=target.device)
+            p = dict(t, profile=profile.name, device=device)
             for result, count in st.runs.items():
                 self.put("diskprobe_probe_runs_total", dict(p, result=result), count)
             for result in ("success", "error", "timeout"):
@@ -770,7 +800,8 @@ class Fires:
         labels["severity"] = severity(self.alert)
         inst, a = labels["instance"], self.alert
         t, p = self.target, self.profile
-        probe = dict(job=JOB, instance=inst, target=t.name, profile=p.name, device=t.device, **self.extra) if p else None
+        device = sim.device_at(ts, inst, t.name, self.extra) if t else None
+        probe = dict(job=JOB, instance=inst, target=t.name, profile=p.name, device=t.device if device is None else device, **self.extra) if p else None
         if a in ("DiskprobeLatencyRegression", "DiskprobeIOPSDrop", "DiskprobeThroughputDrop"):
             metric = {"DiskprobeLatencyRegression": "latency", "DiskprobeIOPSDrop": "iops", "DiskprobeThroughputDrop": "throughput"}[a]
             rec = Recordings(sim, metric, probe, "min" if metric == "latency" else "max", t.interval)
@@ -939,10 +970,14 @@ class Scenario:
             d = x - self.onset
             return f"+{d // H} h" if d >= 2 * H and d % H == 0 else f"+{d // M} min"
 
+        def name(f):
+            return f.target.name if f.target else None
+
         def when(f, again):
             copies = len({tuple(sorted(g.extra.items())) for g in self.fires if g.alert == f.alert})
+            targets = len({name(g) for g in self.fires if g.alert == f.alert})
             text = (
-                f"{f.alert}{' (once per scrape)' if copies > 1 else ''}: "
+                f"{f.alert}{' (once per scrape)' if copies > 1 else ''}{f' ({name(f)})' if targets > 1 else ''}: "
                 f"silent up to {rel(max(c for c in self.checkpoints() if c < f.not_before))}, "
                 f"firing from {rel(f.by)}" + (f" until {rel(f.until)}" if f.until else "")
             )
@@ -950,9 +985,9 @@ class Scenario:
 
         seen, fires = set(), []
         for f in self.fires:
-            if f.alert not in seen:
-                seen.add(f.alert)
-                again = [g for g in self.fires if g.alert == f.alert and g.extra == f.extra and g is not f]
+            if (f.alert, name(f)) not in seen:
+                seen.add((f.alert, name(f)))
+                again = [g for g in self.fires if g.alert == f.alert and g.extra == f.extra and name(g) == name(f) and g is not f]
                 fires.append(when(f, again))
         onset = f"{self.onset / H:g} h" if self.onset >= H else f"{self.onset // M} min"
         return f"| `{self.name}` | {self.says} | {onset} | {'; '.join(fires) or 'none'} |"
@@ -962,6 +997,20 @@ class Scenario:
 # The scenarios. Times are seconds since the start of the series.
 
 ONSET = 26 * H  # after a day of history, when a baseline exists
+GONE_STOPS_WITHIN = 10 * M  # a disk back or retired stops paging within this (issue 53)
+
+
+def ends(alert, change):
+    """When `alert`, firing, stops once its condition clears at `change` (a disk back, a disk
+    retired): at the first evaluation that reads the first scrape at or after `change`, its
+    expression returns nothing, and it keeps firing for its `keep_firing_for` (rules.yml) from
+    there. Fails unless that is within GONE_STOPS_WITHIN of `change`."""
+    seen = -(-change // SCRAPE) * SCRAPE
+    cleared = -(-seen // EVAL) * EVAL
+    end = cleared + -(-keep_firing_for(alert) // EVAL) * EVAL
+    if end - change > GONE_STOPS_WITHIN:
+        raise ValueError(f"{alert} would fire {(end - change) / M:g} minutes after {change}s, more than {GONE_STOPS_WITHIN // M}")
+    return end
 
 
 def nvme(instance="node-1:9957", **kw):
@@ -1278,6 +1327,83 @@ def scenarios():
             focus=H,
             onset=2 * H,
             seed=13,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [
+            Target("data", "nvme0n1", [nvme_qd1()], kind="block_device", fstype="", path="/dev/disk/by-id/nvme-data"),
+            Target("other", "nvme1n1", [nvme_qd1()]),
+        ],
+        down=[(3 * H, 3 * H + 2 * M), (4 * H, 4 * H + 2 * M)],
+    )
+    t = a.targets[0]
+    back = 5 * H + SCRAPE  # a scrape after an evaluation: the latest the rule can see it
+    out.append(
+        Scenario(
+            "vanished-restarts",
+            "the disk under configured block target data falls off the bus at 2 h; the agent restarts at 3 h and at 4 h (down 2 minutes each) and names the gone device again from its state directory; the disk is back at 5 h 30 s: one page, across both restarts, that ends within 10 minutes of the return",
+            [a],
+            7 * H,
+            effects=[Noise(0.2), Vanished(start=2 * H, end=back, target="data")],
+            fires=[Fires("DiskprobeTargetVanished", a, t, not_before=2 * H + 5 * M, by=2 * H + 10 * M, until=ends("DiskprobeTargetVanished", back))],
+            focus=H,
+            onset=2 * H,
+            seed=41,
+        )
+    )
+    a = Agent(
+        "node-1:9957",
+        [
+            Target("data", "nvme0n1", [nvme_qd1()], kind="block_device", fstype="", path="/dev/disk/by-id/nvme-data", retired=3 * H + SCRAPE),
+            Target("other", "nvme1n1", [nvme_qd1()]),
+        ],
+    )
+    t = a.targets[0]
+    out.append(
+        Scenario(
+            "vanished-retired",
+            "the disk under configured block target data falls off the bus at 2 h and is retired ([retired] disks, at a reload) at 3 h 30 s, while the target stays configured: the page ends within 10 minutes; the target's runs fail from then on, a warning",
+            [a],
+            5 * H,
+            effects=[Noise(0.2), Vanished(start=2 * H, target="data")],
+            fires=[
+                Fires("DiskprobeTargetVanished", a, t, not_before=2 * H + 5 * M, by=2 * H + 10 * M, until=ends("DiskprobeTargetVanished", t.retired)),
+                # Its third failed run after the retirement (runs every 5 minutes, +-10%).
+                Fires("DiskprobeProbeFailing", a, t, t.profiles[0], not_before=t.retired + 5 * M, by=t.retired + 20 * M),
+            ],
+            focus=H,
+            onset=2 * H,
+            seed=42,
+        )
+    )
+    model = "SAMSUNG MZQL23T8HCLS-00A07"
+    retired = 4 * H + SCRAPE  # a scrape after an evaluation: the latest the rule can see it
+    a = Agent(
+        "node-4:9957",
+        [
+            Target("disk-S6XNNA0R123456", "nvme0n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme0n1", rule="disks", model=model, serial="S6XNNA0R123456", gone=2 * H + 10, retired=retired),
+            Target("disk-S6XNNA0R654321", "nvme1n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme1n1", rule="disks", model=model, serial="S6XNNA0R654321", gone=2 * H + 10),
+            Target("disk-S6XNNA0R111111", "nvme2n1", [gentle()], kind="block_device", fstype="", path="/dev/nvme2n1", rule="disks", model=model, serial="S6XNNA0R111111"),
+        ],
+        down=[(3 * H, 3 * H + 2 * M)],
+        rules=dict(disks="block"),
+    )
+    lost, kept = a.targets[0], a.targets[1]
+    out.append(
+        Scenario(
+            "disk-retired",
+            "two disks found by a block-device discovery rule fall off the bus at 2 h; the agent restarts at 3 h; at 4 h 30 s a reload retires one of them ([retired] disks, by serial): its page ends within 10 minutes, the other one's goes on",
+            [a],
+            6 * H,
+            effects=[Noise(0.2)],
+            fires=[
+                Fires("DiskprobeDiskLost", a, lost, not_before=2 * H + 10 * M, by=2 * H + 15 * M, until=ends("DiskprobeDiskLost", retired)),
+                Fires("DiskprobeDiskLost", a, kept, not_before=2 * H + 10 * M, by=2 * H + 15 * M),
+            ],
+            focus=H,
+            onset=2 * H,
+            seed=43,
         )
     )
     a = Agent(
