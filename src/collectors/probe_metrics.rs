@@ -139,7 +139,7 @@ const FAMILIES: &[Row] = &[
     ),
     row(
         "diskprobe_probe_recent_runs",
-        "Outcomes of the last 10 finished runs of the profile on the target since the agent started, by result: success, error or timeout (skipped and cancelled runs are not counted).",
+        "Outcomes of the last 10 finished runs of the profile on the target since the agent started, by result: success, error or timeout (skipped and cancelled runs are not counted, nor those made while the device under a configured target is gone).",
         MetricKind::Gauge,
         SampleSource::RecentRuns,
     ),
@@ -235,7 +235,7 @@ const FAMILIES: &[Row] = &[
     ),
     row(
         "diskprobe_target_info",
-        "Where each target lives, what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty), the discovery rule that found it and its configured cohort (empty when none); the value is always 1.",
+        "Where each target lives (a configured target whose device is gone keeps its last one until it is back or retired), what its probes probably measure instead of a disk (cache: memory, page_cache, zfs_arc, or empty), the discovery rule that found it and its configured cohort (empty when none); the value is always 1.",
         MetricKind::Gauge,
         SampleSource::Target(target_info),
     ),
