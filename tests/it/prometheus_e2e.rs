@@ -90,6 +90,7 @@ fn setups(engine: Engine) -> &'static [Histograms] {
     match engine {
         Engine::Prometheus2 => &[Histograms::Classic, Histograms::Native],
         Engine::Prometheus3 => &[Histograms::Classic, Histograms::Native, Histograms::Nhcb],
+        Engine::VictoriaMetrics => &[Histograms::Classic],
     }
 }
 
