@@ -14,8 +14,8 @@
 //!
 //! What the file gives back is not trusted: it is read only as a regular file (no link) of at
 //! most [`MAX_FILE_BYTES`]; an entry is kept only for a target configured now, with the same path;
-//! one per target (the last); every text in it a name the name check accepts (or empty), lists of
-//! at most [`MAX_LIST`]. The file is written only when a target's last device changes, atomically
+//! one per target (the last); its target name one the name check accepts, every other text
+//! printable and at most [`MAX_TEXT`] bytes, lists of at most [`MAX_LIST`]. The file is written only when a target's last device changes, atomically
 //! ([`StateDir::replace`]).
 
 use crate::blockdev;
@@ -37,6 +37,9 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The longest list in an entry read back (a device's disks).
 pub const MAX_LIST: usize = 64;
+
+/// The longest text in an entry read back (a path may be longer than a name).
+pub const MAX_TEXT: usize = 4096;
 
 /// The format this agent writes and reads.
 const VERSION: u32 = 1;
@@ -76,9 +79,8 @@ impl std::fmt::Display for DevicesParseError {
     }
 }
 
-/// The entries of a target devices file's `bytes` (pure: no I/O) that are well formed (every
-/// text a name the name check accepts, or empty; a device; lists of at most [`MAX_LIST`]), and
-/// how many were not.
+/// The entries of a target devices file's `bytes` (pure: no I/O) that are well formed
+/// ([`well_formed`]), and how many were not.
 pub fn parse(bytes: &[u8]) -> Result<(Vec<LastDevice>, usize), DevicesParseError> {
     let contents: DevicesFile = serde_json::from_slice(bytes).map_err(DevicesParseError::Format)?;
     if contents.version != VERSION {
@@ -90,12 +92,19 @@ pub fn parse(bytes: &[u8]) -> Result<(Vec<LastDevice>, usize), DevicesParseError
     Ok((kept, refused))
 }
 
-/// Whether an entry read back can be used as labels: a target name, a device, and every text in
-/// it printable and bounded (walked generically, so that a field added later is checked too).
+/// Whether an entry read back can be used as labels: a target name the name check accepts, a
+/// device, and every text in it printable (no control characters, nor Unicode line or paragraph
+/// separators) and at most [`MAX_TEXT`] bytes, walked generically so that a field added later is
+/// checked too.
 fn well_formed(entry: &LastDevice) -> bool {
     fn texts_ok(v: &serde_json::Value) -> bool {
         match v {
-            serde_json::Value::String(s) => s.is_empty() || target_name::check(s).is_ok(),
+            serde_json::Value::String(s) => {
+                s.len() <= MAX_TEXT
+                    && !s
+                        .chars()
+                        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+            }
             serde_json::Value::Array(a) => a.len() <= MAX_LIST && a.iter().all(texts_ok),
             serde_json::Value::Object(o) => o.values().all(texts_ok),
             _ => true,
@@ -640,7 +649,17 @@ mod tests {
         })
         .unwrap();
         let (kept, refused) = parse(&text).unwrap();
-        assert_eq!((kept, refused), (vec![good], 5));
+        assert_eq!((kept, refused), (vec![good.clone()], 5));
+        // A path may be longer than a name.
+        let mut long_path = good;
+        long_path.path = format!("/dev/disk/by-path/{}", "p".repeat(300));
+        long_path.info.path = long_path.path.clone();
+        let text = serde_json::to_vec(&DevicesFile {
+            version: VERSION,
+            targets: vec![long_path],
+        })
+        .unwrap();
+        assert_eq!(parse(&text).unwrap().1, 0);
         assert!(matches!(
             parse(b"{\"version\": 2, \"targets\": []}"),
             Err(DevicesParseError::Version(2))
