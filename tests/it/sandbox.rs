@@ -140,11 +140,16 @@ fn confined_agent_probes_and_refuses_reloads_outside_its_ruleset() {
     );
     let config = ws.path().join("config.toml");
     std::fs::write(&config, &base).unwrap();
+    // The state directory (granted for the targets' last devices) beside the probe directory:
+    // the check tries beside the first directory it may write in.
+    let state = ws.path().join("state");
+    std::fs::create_dir(&state).unwrap();
     let before = names(ws.path());
 
     let agent = Agent::start(&[
         &format!("--config.file={}", config.display()),
         &format!("--web.config.file={}", web.display()),
+        &format!("--state.dir={}", state.display()),
     ]);
     let m = wait_tls(&agent, &ca, "runs of both targets on both engines", |m| {
         common::runs(m, "disk", "success") >= 1.0 && common::runs(m, "file", "success") >= 3.0
