@@ -4,7 +4,7 @@
 //! [`super::target_devices`]).
 
 use super::shared::{Counted, Shared};
-use super::target_devices::Label;
+use super::target_devices::Labelled;
 use crate::config::TargetSpec;
 use crate::probe::target::{self, TargetFacts};
 use crate::series::TargetInfo;
@@ -21,7 +21,7 @@ pub(super) struct Looked {
     pub(super) facts: Option<TargetFacts>,
     /// The target's info (from the facts, or for a configured target its last device while
     /// that is gone: [`super::target_devices`]), and whether it is held so.
-    label: Label,
+    label: Labelled,
 }
 
 /// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
@@ -50,7 +50,7 @@ async fn stat_target(
             let label = if spec.rule.is_none() {
                 known.label(&spec, fresh, &roots.sysfs)
             } else {
-                Label {
+                Labelled {
                     info: fresh,
                     held: false,
                 }
@@ -95,7 +95,7 @@ pub(super) async fn stat_and_label(
     match &stat {
         Ok(Looked {
             facts,
-            label: Label {
+            label: Labelled {
                 info: Some(info),
                 held,
             },

@@ -165,7 +165,7 @@ fn gone(info: &TargetInfo, sysfs: &Path) -> bool {
 
 /// What [`TargetDevices::label`] says to record for a configured target.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Label {
+pub struct Labelled {
     /// The target's info (`None`: nothing to record: no facts, no last device).
     pub info: Option<TargetInfo>,
     /// The info is the last device, held because it is gone: the target's runs fail for that,
@@ -316,10 +316,10 @@ impl TargetDevices {
     /// `fresh` (`None`: nothing), with its last device weighed in (reading `sysfs` to see whether
     /// that is gone). Saves when the last device changed. Call on the stat's thread: it may read
     /// sysfs and write the state directory.
-    pub fn label(&self, spec: &TargetSpec, fresh: Option<TargetInfo>, sysfs: &Path) -> Label {
+    pub fn label(&self, spec: &TargetSpec, fresh: Option<TargetInfo>, sysfs: &Path) -> Labelled {
         let mut st = self.lock();
         let path = spec.path.display().to_string();
-        let label = |info, held| Label { info, held };
+        let label = |info, held| Labelled { info, held };
         // A late stat of a target that a reload removed or changed: nothing of it is kept.
         if st.configured.get(&spec.name) != Some(&path) {
             return label(fresh, false);
@@ -546,11 +546,11 @@ mod tests {
         let data = &cfg.targets[0];
         let present = sysfs(&[("sdb", "A", 8)]);
         let absent = sysfs(&[]);
-        let found = Label {
+        let found = Labelled {
             info: Some(block("sdb", "A")),
             held: false,
         };
-        let held = Label {
+        let held = Labelled {
             held: true,
             ..found.clone()
         };
