@@ -10,6 +10,7 @@
 //! `--query.lookback-delta`, vmalert's `-datasource.queryStep`), or through a range of at least
 //! two of the producer's intervals (one for a range set back by an `offset`, a check that history
 //! reaches back that far: a phase moves which evaluation falls in it, not whether one does).
+//! And the groups fit the limits of Mimir's ruler by default.
 
 use crate::common;
 use crate::rule_windows::{Rule, rules};
@@ -118,6 +119,21 @@ fn no_rule_depends_on_the_order_of_evaluation() {
     );
 }
 
+/// Mimir's ruler refuses a group of more than 20 rules and a tenant of more than 70 groups by
+/// default (`ruler_max_rules_per_rule_group`, `ruler_max_rule_groups_per_tenant`): the bundled
+/// rules load there unchanged.
+fn the_groups_fit_mimirs_default_limits() {
+    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
+        .expect("rules.yml");
+    let doc: Value = serde_yaml_ng::from_str(&text).expect("rules.yml");
+    let groups = doc["groups"].as_sequence().expect("groups");
+    assert!(groups.len() <= 70, "{} groups", groups.len());
+    for g in groups {
+        let n = g["rules"].as_sequence().expect("rules").len();
+        assert!(n <= 20, "group {:?} has {n} rules", g["name"]);
+    }
+}
+
 /// The check finds what it is for: a read within a group, an instant read of a 30-minute group,
 /// a one-interval lookup of an hourly one; it passes an instant read of a 5-minute group, a
 /// two-interval lookup and an offset history check of one interval.
@@ -171,5 +187,6 @@ groups:
 
 crate::tests! {
     no_rule_depends_on_the_order_of_evaluation,
+    the_groups_fit_mimirs_default_limits,
     the_order_check_finds_chained_reads,
 }

@@ -22,7 +22,8 @@
 //! and the first chaos seed run on 2.42 in every `cargo test`; the fleet weeks and the other
 //! chaos seeds, and every suite on 3.5 and on vmalert-tool, are the long tests
 //! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool` and the `_3` and `_vmalert_tool`
-//! tests, minutes of CPU time more), which run under
+//! tests, minutes of CPU time more; vmalert-tool runs all but the fleet weeks, whose input is
+//! over its insert limit), which run under
 //! `DISKPROBE_LONG_TESTS=1` or `DISKPROBE_TEST_STRICT=1` (as `.ci/run` sets) and are otherwise
 //! reported ignored with that reason; `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"`
 //! checks other seeds in it, `bench/fleet_seeds.sh` fresh random ones. The suites are generated
@@ -419,9 +420,22 @@ fn the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3() {
     fleet_weeks_pass(Engine::Prometheus3);
 }
 
-/// [`fleet_weeks_pass`] on vmalert-tool 1.145.
-fn the_fleet_weeks_and_other_chaos_seeds_pass_vmalert_tool() {
-    fleet_weeks_pass(Engine::VictoriaMetrics);
+/// The other chaos seeds pass vmalert-tool 1.145 (a long test). The fleet weeks do not run
+/// there: a week of 41 disks at 1-minute samples (about 6 million) is over the 32 MB that
+/// vmalert-tool inserts of a test group's input, which it then drops (tried: every check of the
+/// group reads nothing, [`VM_INPUT_DROPPED`]).
+fn the_other_chaos_seeds_pass_vmalert_tool() {
+    let suites: Vec<Suite> = CHAOS_SEEDS[1..]
+        .iter()
+        .map(|s| chaos_suite(&s.to_string()))
+        .collect();
+    let Some(groups) = pass_rule_tests(Engine::VictoriaMetrics, suites) else {
+        return;
+    };
+    assert!(
+        fleet_checks(&exprs(&groups)) >= CHAOS_SEEDS.len() - 1,
+        "a chaos suite does not check which alerts ever fired"
+    );
 }
 
 /// Every alert has its section in docs/runbook.md, with queries. The shipped rules
@@ -473,7 +487,7 @@ crate::tests! {
     rules_pass_promtool_3_and_every_scenario: [LONG],
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3: [LONG],
     rules_pass_vmalert_tool_and_every_scenario: [LONG],
-    the_fleet_weeks_and_other_chaos_seeds_pass_vmalert_tool: [LONG],
+    the_other_chaos_seeds_pass_vmalert_tool: [LONG],
     every_alert_has_a_runbook_section_and_no_placeholder_url,
     the_runbook_scenario_table_is_the_generated_one,
 }
