@@ -20,6 +20,7 @@ mod deploy_discovery;
 mod deploy_files;
 mod kubernetes;
 mod mixin;
+mod rule_stages;
 mod rule_windows;
 mod tools;
 
@@ -31,6 +32,7 @@ fn main() {
             deploy_files::tests(),
             kubernetes::tests(),
             mixin::tests(),
+            rule_stages::tests(),
             rule_windows::tests(),
         ]
         .into_iter()

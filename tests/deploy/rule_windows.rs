@@ -37,18 +37,20 @@ fn aggregates_a_range(function: &str) -> bool {
 }
 
 /// A Prometheus duration (`5m`, `1h30m`, `2d`), as promql-parser reads one.
-fn duration(text: &str) -> Duration {
+pub(crate) fn duration(text: &str) -> Duration {
     promql_parser::util::parse_duration(text).unwrap_or_else(|e| panic!("duration {text:?}: {e}"))
 }
 
-/// One rule: its group's interval, its name, its expression.
-struct Rule {
-    interval: Duration,
-    name: String,
-    expr: String,
+/// One rule: its group's name and interval, its name, its expression.
+pub(crate) struct Rule {
+    pub(crate) group: String,
+    pub(crate) interval: Duration,
+    pub(crate) name: String,
+    pub(crate) expr: String,
 }
 
-fn rules(doc: &Value) -> Vec<Rule> {
+/// The rules of a rule file, in file order.
+pub(crate) fn rules(doc: &Value) -> Vec<Rule> {
     let groups = doc["groups"].as_sequence().expect("groups");
     groups
         .iter()
@@ -56,11 +58,13 @@ fn rules(doc: &Value) -> Vec<Rule> {
             let interval = g["interval"]
                 .as_str()
                 .map_or(DEFAULT_GROUP_INTERVAL, duration);
+            let group = g["name"].as_str().expect("group name").to_owned();
             g["rules"]
                 .as_sequence()
                 .expect("rules")
                 .iter()
                 .map(move |r| Rule {
+                    group: group.clone(),
                     interval,
                     name: r["record"]
                         .as_str()

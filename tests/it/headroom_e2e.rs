@@ -5,7 +5,7 @@
 //! evaluating the bundled rules (deploy/prometheus/rules.yml, windows shortened by
 //! [`shortened_rules`]). Target `a` is the first disk and declares `iops_limit = 3000`; target `b`
 //! is the second disk's partition, declares the same and probes with the psync engine (see the
-//! configuration for why). It runs on each engine ([`RuleEngine`]): Debian's Prometheus 2.42
+//! configuration for why). It runs on each engine ([`Engine`]): Debian's Prometheus 2.42
 //! (text formats, classic buckets) in every `cargo test`; as long tests (`LONG`; `.ci/run` runs
 //! them), Prometheus 3.5 LTS with native histograms, protobuf scrapes and classic-only
 //! histograms converted to NHCB ([`Histograms::Nhcb`]), as a Prometheus 3 user may run it, and
@@ -35,7 +35,7 @@ use crate::common::loopdev;
 use crate::common::prometheus;
 
 use common::engines::Engine;
-use common::rule_server::{RuleEngine, RuleServer, unix_now};
+use common::rule_server::{RuleServer, unix_now};
 use common::victoria::Victoria;
 use common::{Agent, require, which};
 use loopdev::{BlkioGroup, LoopDev};
@@ -130,30 +130,24 @@ fn alert_states(prom: &dyn RuleServer, alert: &str, device: &str, seconds: f64) 
 }
 
 fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices() {
-    headroom(
-        RuleEngine::Prometheus(Engine::Prometheus2),
-        Histograms::Classic,
-    );
+    headroom(Engine::Prometheus2, Histograms::Classic);
 }
 
 fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_prometheus3() {
-    headroom(
-        RuleEngine::Prometheus(Engine::Prometheus3),
-        Histograms::Nhcb,
-    );
+    headroom(Engine::Prometheus3, Histograms::Nhcb);
 }
 
 fn shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_victoriametrics() {
-    headroom(RuleEngine::VictoriaMetrics, Histograms::Classic);
+    headroom(Engine::VictoriaMetrics, Histograms::Classic);
 }
 
 /// The test, on `engine`'s server keeping histograms as `histograms` says (VictoriaMetrics:
 /// classic buckets only).
-fn headroom(engine: RuleEngine, histograms: Histograms) {
+fn headroom(engine: Engine, histograms: Histograms) {
     let ready = loopdev::blkio_ready()
         && require(which("fio").is_some(), "fio (Debian package fio)")
         && require(which("partx").is_some(), "partx (util-linux)")
-        && engine.ready();
+        && common::rule_server::ready(engine);
     if !ready {
         return;
     }
@@ -196,14 +190,14 @@ fn headroom(engine: RuleEngine, histograms: Histograms) {
     let agent = Agent::start_command(group.command(&common::binary(), &[&config_arg]));
     let rules = shortened_rules();
     let prom: Box<dyn RuleServer> = match engine {
-        RuleEngine::Prometheus(engine) => Box::new(Prometheus::start_with_rules(
+        Engine::Prometheus2 | Engine::Prometheus3 => Box::new(Prometheus::start_with_rules(
             engine,
             dir.path(),
             agent.addr,
             Some(&rules),
             histograms,
         )),
-        RuleEngine::VictoriaMetrics => Box::new(Victoria::start(dir.path(), agent.addr, &rules)),
+        Engine::VictoriaMetrics => Box::new(Victoria::start(dir.path(), agent.addr, &rules)),
     };
     let prom = prom.as_ref();
     // Every wait allows for the time the server takes to show what happened.

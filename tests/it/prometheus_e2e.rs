@@ -1,7 +1,7 @@
 //! End to end with a real Prometheus scraping the agent, which probes a loop device from inside a
 //! cgroup v1 blkio group that caps its reads throughout (an unthrottled loop device's latency
 //! swings 2x from run to run; a capped one is steady enough for a baseline). It runs on each
-//! engine ([`RuleEngine`]): Debian's Prometheus 2.42 in every `cargo test`; Prometheus 3.5 LTS
+//! engine ([`Engine`]): Debian's Prometheus 2.42 in every `cargo test`; Prometheus 3.5 LTS
 //! and VictoriaMetrics with vmalert ([`Victoria`]) as long tests (`LONG`; `.ci/run` runs them).
 //! Several Prometheus servers of the engine scrape the same agent and evaluate the same rules
 //! side by side, one per way of keeping histograms ([`Histograms`]): one keeps the classic
@@ -54,7 +54,7 @@ use crate::common::loopdev;
 use crate::common::prometheus;
 
 use common::engines::Engine;
-use common::rule_server::{RuleEngine, RuleServer};
+use common::rule_server::RuleServer;
 use common::victoria::Victoria;
 use common::{Agent, require};
 use loopdev::{BlkioGroup, LoopDev};
@@ -96,13 +96,11 @@ fn shortened_rules() -> String {
 /// The ways of keeping histograms a test of `engine` runs side by side: the classic buckets and
 /// the native histograms on both Prometheus engines, and NHCB on Prometheus 3 (2.42 has no such
 /// option); VictoriaMetrics keeps the classic buckets only.
-fn setups(engine: RuleEngine) -> &'static [Histograms] {
+fn setups(engine: Engine) -> &'static [Histograms] {
     match engine {
-        RuleEngine::Prometheus(Engine::Prometheus2) => &[Histograms::Classic, Histograms::Native],
-        RuleEngine::Prometheus(Engine::Prometheus3) => {
-            &[Histograms::Classic, Histograms::Native, Histograms::Nhcb]
-        }
-        RuleEngine::VictoriaMetrics => &[Histograms::Classic],
+        Engine::Prometheus2 => &[Histograms::Classic, Histograms::Native],
+        Engine::Prometheus3 => &[Histograms::Classic, Histograms::Native, Histograms::Nhcb],
+        Engine::VictoriaMetrics => &[Histograms::Classic],
     }
 }
 
@@ -342,28 +340,28 @@ const NORMAL_IOPS: u32 = 20;
 const LOW_IOPS: u32 = 2;
 
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts() {
-    dashboards_and_the_latency_alert(RuleEngine::Prometheus(Engine::Prometheus2));
+    dashboards_and_the_latency_alert(Engine::Prometheus2);
 }
 
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_prometheus3() {
-    dashboards_and_the_latency_alert(RuleEngine::Prometheus(Engine::Prometheus3));
+    dashboards_and_the_latency_alert(Engine::Prometheus3);
 }
 
 fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_victoriametrics()
  {
-    dashboards_and_the_latency_alert(RuleEngine::VictoriaMetrics);
+    dashboards_and_the_latency_alert(Engine::VictoriaMetrics);
 }
 
 /// The test, on `engine`'s servers.
-fn dashboards_and_the_latency_alert(engine: RuleEngine) {
+fn dashboards_and_the_latency_alert(engine: Engine) {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
-        && engine.ready();
+        && common::rule_server::ready(engine);
     if !ready {
         return;
     }
     // vmalert's queries, one per rule, load the machine (see the module's doc).
-    let _machine = (engine == RuleEngine::VictoriaMetrics).then(common::shared);
+    let _machine = (engine == Engine::VictoriaMetrics).then(common::shared);
     let dev = LoopDev::tmpfs(64 << 20);
     // A cohort of five (the fleet rules' minimum), unthrottled, probed by the gentle profile.
     let peers: Vec<LoopDev> = (0..5).map(|_| LoopDev::tmpfs(8 << 20)).collect();
@@ -418,14 +416,10 @@ fn dashboards_and_the_latency_alert(engine: RuleEngine) {
             let home = dir.path().join(format!("{setup:?}").to_lowercase());
             std::fs::create_dir(&home).unwrap();
             let prom: Box<dyn RuleServer> = match engine {
-                RuleEngine::Prometheus(engine) => Box::new(Prometheus::start_with_rules(
-                    engine,
-                    &home,
-                    agent.addr,
-                    Some(&rules),
-                    setup,
-                )),
-                RuleEngine::VictoriaMetrics => Box::new(Victoria::start(&home, agent.addr, &rules)),
+                Engine::Prometheus2 | Engine::Prometheus3 => Box::new(
+                    Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup),
+                ),
+                Engine::VictoriaMetrics => Box::new(Victoria::start(&home, agent.addr, &rules)),
             };
             (setup, prom)
         })

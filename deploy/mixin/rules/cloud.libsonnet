@@ -40,7 +40,7 @@ function(c)
       // The throttling signal per scope: the larger of the IOPS and throughput shares.
       {
         record: 'diskprobe:cloud_throttled:ratio_rate5m',
-        expr: 'max without (limit) (%s)' % s.sel('diskprobe:cloud_limit_exceeded:ratio_rate5m'),
+        expr: 'max without (limit, %s) (rate(%s[5m]))' % [volatile, s.sel('diskprobe_cloud_limit_exceeded_seconds_total')],
       },
       // The cloud-side latency of reads and writes (op), from the page's histograms, classic
       // or NHCB.

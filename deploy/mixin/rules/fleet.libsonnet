@@ -1,16 +1,21 @@
 // "Fleet": each disk against its peers (docs/rules-design.md, "How the rules are built").
 //
-// diskprobe.fleet.sample, every 5 minutes, reads the raw series once, by instant reads or [5m]
-// windows: the last run's figures without the labels that change while the disk does not
-// (`volatileLabels`, `device`), each target's cohort, the workload of the disk under each target,
-// and each sample of a p99 divided by its cohort's median at that moment (what the cohort shares,
-// a backup window, a noisy neighbour, a daily cycle, divides out).
+// No rule reads a series recorded in its own group (vmalert stores a group's results after the
+// group, Prometheus and vmalert run groups apart): each stage is a group, read by the next
+// through a window that holds its producer's last evaluation (docs/rules-design.md, "Stages").
 //
-// diskprobe.fleet.score, every 30 minutes, reads only those recordings: the median and 80th
-// percentile of each disk's ratios over `peerWindow`, and how unusual they are in the cohort (the
-// modified z-score with the median absolute deviation). A disk whose own workload is
-// `peerBusyRatio` times its cohort's median leaves the cohort's reference and is not scored
-// against it.
+// Every 5 minutes: diskprobe.fleet.sample reads the raw series once, by instant reads or [5m]
+// windows: the last run's figures without the labels that change while the disk does not
+// (`volatileLabels`, `device`), each target's cohort and the workload of the disk under each
+// target; diskprobe.fleet.cohort gives those their cohort's labels; diskprobe.fleet.median
+// takes each cohort's median at that moment; diskprobe.fleet.ratio divides each sample of a p99
+// by it (what the cohort shares, a backup window, a noisy neighbour, a daily cycle, divides out).
+//
+// Every 30 minutes: diskprobe.fleet.score reads the ratios: the median and 80th percentile of
+// each disk's ratios over `peerWindow`; diskprobe.fleet.cohort_score their cohort's median and
+// median absolute deviation; diskprobe.fleet.peer_score how unusual each disk is in its cohort
+// (the modified z-score). A disk whose own workload is `peerBusyRatio` times its cohort's median
+// leaves the cohort's reference and is not scored against it.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local volatile = std.join(', ', c.volatileLabels);
@@ -25,17 +30,20 @@ function(c)
   // fifth of the samples of `peerWindow`): left out of the cohort's reference.
   local busy(read) = 'unless on (%s) %s >= %s' % [target, read, c.peerBusyRatio];
   local busyNow = busy('last_over_time(%s[1h])' % rec('diskprobe:target_disk_ios:peer_ratio_p80_12h'));
-  local busyScored = busy(rec('diskprobe:target_disk_ios:peer_ratio_p80_12h'));
+  // A 30-minute stage's recording read by a later stage: its last evaluation, whichever group
+  // ran first.
+  local scored(name) = 'last_over_time(%s[1h])' % rec(name);
   local inCohort = rec('diskprobe:probe_latency_p99:last_in_cohort');
   // The cohort's median of `what` at like load, and the modified z-score of each disk's `what`.
+  local cohortMedianOf(what) = |||
+    quantile by (%s) (0.5,
+      %s
+        %s
+    )
+  ||| % [cohort, scored('diskprobe:probe_latency_p99:%s' % what), busyNow];
   local cohortMedian(what) = {
     record: 'diskprobe_cohort:probe_latency_p99:%s' % what,
-    expr: |||
-      quantile by (%s) (0.5,
-        %s
-          %s
-      )
-    ||| % [cohort, rec('diskprobe:probe_latency_p99:%s' % what), busyScored],
+    expr: cohortMedianOf(what),
   };
   local cohortMAD(what) = {
     record: 'diskprobe_cohort:probe_latency_p99:%s_mad' % what,
@@ -50,9 +58,9 @@ function(c)
       )
     ||| % {
       cohort: cohort,
-      disk: rec('diskprobe:probe_latency_p99:%s' % what),
-      median: rec('diskprobe_cohort:probe_latency_p99:%s' % what),
-      busy: busyScored,
+      disk: scored('diskprobe:probe_latency_p99:%s' % what),
+      median: std.join('\n    ', std.split(std.rstripChars(cohortMedianOf(what), '\n'), '\n')),
+      busy: busyNow,
     },
   };
   local score(what, scoreName) = {
@@ -67,9 +75,9 @@ function(c)
       clamp_min(%(mad)s, %(floor)s)
     ||| % {
       cohort: cohort,
-      disk: rec('diskprobe:probe_latency_p99:%s' % what),
-      median: rec('diskprobe_cohort:probe_latency_p99:%s' % what),
-      mad: rec('diskprobe_cohort:probe_latency_p99:%s_mad' % what),
+      disk: scored('diskprobe:probe_latency_p99:%s' % what),
+      median: scored('diskprobe_cohort:probe_latency_p99:%s' % what),
+      mad: scored('diskprobe_cohort:probe_latency_p99:%s_mad' % what),
       floor: c.peerMADFloor,
     },
   };
@@ -178,6 +186,12 @@ function(c)
             writes: s.sel('diskprobe_disk_writes_completed_total'),
           },
         },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.cohort',
+      interval: '5m',
+      rules: [
         // The last p99 and the workload of each target that has a cohort, with its cohort's labels
         // (the recording is read through the look-back window, which can hold the series of the
         // last two evaluations when the choice changed: one of them again).
@@ -195,6 +209,12 @@ function(c)
             * on (%s) group_left (%s) %s
           ||| % [rec('diskprobe:target_disk_ios:rate5m'), target, std.join(', ', cohortLabels), s.one(target, rec('diskprobe:target_cohort:info'))],
         },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.median',
+      interval: '5m',
+      rules: [
         // The reference of a cohort at each moment: the median of the last p99s of its members
         // at like load, when at least `cohortMinSize` such members have one. A member is a disk:
         // targets on one disk (diskprobe_target_disk_info; a disk probed by two rules) count
@@ -235,15 +255,6 @@ function(c)
             },
           },
         },
-        // Each disk's last p99 against its cohort's median at the same moment.
-        {
-          record: 'diskprobe:probe_latency_p99:peer_ratio',
-          expr: |||
-            %s
-            / on (%s) group_left
-            %s
-          ||| % [inCohort, cohort, rec('diskprobe_cohort:probe_latency_p99:median')],
-        },
         // Each disk's workload against its cohort's median at the same moment (at least 1 I/O
         // per second), for cohorts of at least `cohortMinSize`.
         {
@@ -257,6 +268,21 @@ function(c)
               1
             )
           ||| % { ios: rec('diskprobe:target_disk_ios:rate5m_in_cohort'), cohort: cohortOnly, min: c.cohortMinSize },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.ratio',
+      interval: '5m',
+      rules: [
+        // Each disk's last p99 against its cohort's median at the same moment.
+        {
+          record: 'diskprobe:probe_latency_p99:peer_ratio',
+          expr: |||
+            %s
+            / on (%s) group_left
+            %s
+          ||| % [inCohort, cohort, rec('diskprobe_cohort:probe_latency_p99:median')],
         },
       ],
     },
@@ -278,27 +304,41 @@ function(c)
           record: 'diskprobe:probe_latency_p99:peer_ratio_p80_12h',
           expr: |||
             quantile_over_time(0.8, %s[%s])
-              and %s
-          ||| % [rec('diskprobe:probe_latency_p99:peer_ratio'), window, rec('diskprobe:probe_latency_p99:peer_ratio_median_12h')],
+              and last_over_time(%s[1h] offset %s)
+          ||| % [rec('diskprobe:probe_latency_p99:peer_ratio'), window, rec('diskprobe:probe_latency_p99:peer_ratio'), c.peerMinHistory],
         },
         // How much busier than its peers each disk was in its busier samples.
         {
           record: 'diskprobe:target_disk_ios:peer_ratio_p80_12h',
           expr: 'quantile_over_time(0.8, %s[%s])' % [rec('diskprobe:target_disk_ios:peer_ratio'), window],
         },
-        // How unusual each disk is among its cohort's disks at like load: the modified z-score
-        // 0.6745 (x - median) / MAD (Iglewicz and Hoaglin: above 3.5 is an outlier).
-        cohortMedian('peer_ratio_median_12h'),
-        cohortMAD('peer_ratio_median_12h'),
-        score('peer_ratio_median_12h', 'peer_score_median_12h'),
-        cohortMedian('peer_ratio_p80_12h'),
-        cohortMAD('peer_ratio_p80_12h'),
-        score('peer_ratio_p80_12h', 'peer_score_p80_12h'),
         // The cohort's median p99 over 6 hours, for its cohort-wide alert and annotations.
         {
           record: 'diskprobe_cohort:probe_latency_p99:median_6h',
           expr: 'quantile_over_time(0.5, %s[6h])' % rec('diskprobe_cohort:probe_latency_p99:median'),
         },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.cohort_score',
+      interval: '30m',
+      rules: [
+        // The cohort's median of each disk's median and 80th percentile, and their median
+        // absolute deviation.
+        cohortMedian('peer_ratio_median_12h'),
+        cohortMAD('peer_ratio_median_12h'),
+        cohortMedian('peer_ratio_p80_12h'),
+        cohortMAD('peer_ratio_p80_12h'),
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.peer_score',
+      interval: '30m',
+      rules: [
+        // How unusual each disk is among its cohort's disks at like load: the modified z-score
+        // 0.6745 (x - median) / MAD (Iglewicz and Hoaglin: above 3.5 is an outlier).
+        score('peer_ratio_median_12h', 'peer_score_median_12h'),
+        score('peer_ratio_p80_12h', 'peer_score_p80_12h'),
       ],
     },
   ]

@@ -116,10 +116,20 @@ function(c)
           record: 'diskprobe:disk_workload_bytes:rate4m',
           expr: workload('diskprobe_disk_read_bytes_total', 'diskprobe_disk_written_bytes_total', 'diskprobe_io_bytes_total'),
         },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.share',
+      rules: [
         share('iops', 'iops', 'iops'),
         share('throughput', 'bytes', 'bytes_per_second'),
         nodeShare('iops', 'iops', 'iops'),
         nodeShare('throughput', 'bytes', 'bytes_per_second'),
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.pressure',
+      rules: [
         // The pressure on a disk's caps: its largest share of a limit it is sold with (declared:
         // not one its capacity runs measured, which a workload of other request sizes or another
         // pattern can exceed without any cap in the way), or of the node's ceiling it is under.
@@ -139,6 +149,11 @@ function(c)
             stable('diskprobe_node_limit_device_info'),
           ],
         },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.throttled',
+      rules: [
         {
           record: 'diskprobe:disk_throttled:bool',
           expr: |||
@@ -203,17 +218,29 @@ function(c)
           record: 'diskprobe:probe_latency_p99:calm_median_1h',
           expr: 'quantile_over_time(0.5, %s[1h])' % s.sel('diskprobe:probe_latency_p99:calm'),
         },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.daily',
+      interval: '1h',
+      rules: [
         {
           record: 'diskprobe:probe_latency_p99:calm_median_1d',
           expr: 'quantile_over_time(0.5, %s[1d])' % s.sel('diskprobe:probe_latency_p99:calm_median_1h'),
         },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.calm',
+      interval: '1h',
+      rules: [
         {
           record: 'diskprobe:probe_latency_p99:throttled_above',
           expr: |||
             %(calm)s
               + clamp_min((%(ratio)s - 1) * %(calm)s, %(delta)s)
           ||| % {
-            calm: s.sel('diskprobe:probe_latency_p99:calm_median_1d'),
+            calm: 'last_over_time(%s[2h])' % s.sel('diskprobe:probe_latency_p99:calm_median_1d'),
             ratio: c.headroomThrottledRatio,
             delta: c.headroomThrottledMinDeltaSeconds,
           },

@@ -23,21 +23,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RULES = os.path.abspath(os.path.join(HERE, "..", "rules.yml"))
 RUNBOOK_FILE = os.path.abspath(os.path.join(HERE, "..", "..", "..", "docs", "runbook.md"))
 
-# The rule groups in the order of rules.yml, so that a rule sees the recordings of the same
-# evaluation (promtool's order is otherwise random; Prometheus evaluates groups independently, so
-# there a rule may see them up to one evaluation later, which the rules allow for).
-GROUP_ORDER = [
-    "diskprobe.fleet.sample",
-    "diskprobe.fleet.score",
-    "diskprobe.current",
-    "diskprobe.baseline",
-    "diskprobe.headroom",
-    "diskprobe.headroom.runs",
-    "diskprobe.headroom.hourly",
-    "diskprobe.cloud",
-    "diskprobe.alerts",
-    "diskprobe.fleet.alerts",
-]
+# The rule groups in the order of rules.yml (promtool's order is otherwise random; vmalert-tool
+# keeps the file's). Both tools evaluate every group at every step, so a rule sees the recordings
+# of the groups before it from the same step; no rule reads one of its own group or depends on
+# the order (tests/deploy/rule_stages.rs), since Prometheus and vmalert run groups apart.
+with open(RULES) as _rules:
+    GROUP_ORDER = re.findall(r"^  - name: (\S+)$", _rules.read(), re.M)
 
 SEVERITY = {
     "DiskprobeIOErrors": "critical",
@@ -104,7 +95,7 @@ class Track:
             if i > k:
                 break
             value = None if v is None else v + inc * (k - i)
-        return value
+        return stored(value)
 
     def encode(self, n):
         parts, present = [], False
@@ -134,20 +125,91 @@ class Track:
 # ---------------------------------------------------------------------------------------------
 # The engine: which samples a range holds.
 
-ENGINES = ("prometheus2", "prometheus3")
-_engine = {"left_open": False}
+ENGINES = ("prometheus2", "prometheus3", "victoriametrics")
+_engine = {"left_open": False, "decimal": False}
 
 
 def set_engine(name):
     """Computes every expected value for `name` (one of ENGINES) from now on."""
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
-    _engine["left_open"] = name == "prometheus3"
+    _engine["left_open"] = name != "prometheus2"
+    _engine["decimal"] = name == "victoriametrics"
 
 
 def left_open():
-    """Whether ranges leave out a sample on their left edge (Prometheus 3)."""
+    """Whether ranges leave out a sample on their left edge (Prometheus 3, VictoriaMetrics)."""
     return _engine["left_open"]
+
+
+def _pow10(n):
+    """Go's math.Pow10 for the exponents a sample meets (a table product; 1 / 10^-n below 0)."""
+    return float(10**n) if n >= 0 else 1 / float(10**-n)
+
+
+def stored(v):
+    """`v` as the engine's storage gives it back. VictoriaMetrics keeps a sample as a decimal
+    mantissa and exponent, its integer part with at most 12 digits (15 above a million) once
+    normalised, then divides (negative exponents) or multiplies back: 6/7 comes back as
+    0.857142857142, 0.9499999999999998 as 0.95 (lib/decimal's FromFloat and ToFloat, as
+    vmalert-tool 1.145 shows them). Prometheus keeps the float."""
+    if not _engine["decimal"] or v is None or v == 0 or math.isnan(v) or math.isinf(v):
+        return v
+    sign, f = (-1, -v) if v < 0 else (1, v)
+    if float(int(f)) == f and f < 2**63:
+        u, scale = int(f), 0
+        while u >= 1 << 55:
+            u //= 10
+            scale += 1
+        while u and u % 10 == 0:
+            u //= 10
+            scale += 1
+    else:
+        scale, prec = 0, 1e12
+        if f > 1e6 or f < 1e-6:
+            if f > 1e6:
+                prec = 1e15
+            exp = max(-1022, min(1023, math.frexp(f)[1]))
+            scale = int(exp * (math.log(2) / math.log(10)))
+            f *= _pow10(-scale)
+        while f < prec:
+            frac, x = math.modf(f)
+            if frac * prec < x:
+                f = x
+                break
+            if (1 - frac) * prec < x:
+                f = x + 1
+                break
+            f *= 100
+            scale -= 2
+        u = int(f)
+        if u % 10 == 0:
+            u //= 10
+            scale += 1
+    return sign * (u / _pow10(-scale) if scale < 0 else u * _pow10(scale))
+
+
+def for_engine(suite):
+    """A generated suite as the engine's test tool reads it: for vmalert-tool, the expression
+    checks under its key (`metricsql_expr_test`), no `group_eval_order` (it evaluates the groups
+    in the file's order, which no rule depends on), and each expected sample as its storage
+    gives it back."""
+    if not _engine["decimal"]:
+        return suite
+    suite = dict(suite)
+    suite.pop("group_eval_order", None)
+    tests = []
+    for group in suite["tests"]:
+        group = dict(group)
+        checks = group.pop("promql_expr_test", None)
+        if checks is not None:
+            group["metricsql_expr_test"] = [
+                dict(check, exp_samples=[dict(s, value=stored(s["value"])) for s in check.get("exp_samples", [])])
+                for check in checks
+            ]
+        tests.append(group)
+    suite["tests"] = tests
+    return suite
 
 
 def range_points(lo, hi, step):
@@ -215,6 +277,7 @@ def go_g4(v):
 
 
 def humanize(v):
+    v = stored(v)
     if v == 0 or math.isnan(v) or math.isinf(v):
         return go_g4(v)
     if abs(v) >= 1:
@@ -233,6 +296,7 @@ def humanize(v):
 
 
 def humanize1024(v):
+    v = stored(v)
     if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
         return go_g4(v)
     prefix = ""
@@ -244,6 +308,7 @@ def humanize1024(v):
 
 
 def humanize_duration(v):
+    v = stored(v)
     if v == 0:
         return go_g4(v) + "s"
     if abs(v) >= 1:

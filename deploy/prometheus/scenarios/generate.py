@@ -62,6 +62,7 @@ from common import (
     quantile,
     range_points,
     runbook_tests,
+    for_engine,
     set_engine,
     severity,
 )
@@ -1518,12 +1519,12 @@ def main(argv):
         return 0
     if len(argv) == 4 and argv[1] == "--chaos":
         with open(argv[3], "w") as f:
-            json.dump(chaos.suite(int(argv[2])), f)
+            json.dump(for_engine(chaos.suite(int(argv[2]))), f)
         return 0
     if len(argv) == 4 and argv[1] == "--fleet":
         seed = None if argv[2] == "exact" else int(argv[2])
         with open(argv[3], "w") as f:
-            json.dump(fleet.suite(seed), f)
+            json.dump(for_engine(fleet.suite(seed)), f)
         return 0
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -1535,7 +1536,7 @@ def main(argv):
         tests=[s.test_group() for s in scenarios()],
     )
     with open(argv[1], "w") as f:
-        json.dump(suite, f)
+        json.dump(for_engine(suite), f)
     return 0
 
 

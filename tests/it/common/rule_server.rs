@@ -2,7 +2,7 @@
 //! rules, whichever engine it is ([`RuleServer`]): a real Prometheus
 //! ([`crate::common::prometheus::Prometheus`]) or a real VictoriaMetrics with a real vmalert
 //! ([`crate::common::victoria::Victoria`]). A test's body takes `&dyn RuleServer`, so that it
-//! runs unchanged on each, and [`RuleEngine`] names the engine a variant of the test runs on.
+//! runs unchanged on each; [`ready`] says whether an [`Engine`]'s servers are installed.
 //!
 //! Time: a Prometheus answers a query about now with every scrape and every rule evaluation up
 //! to now. VictoriaMetrics makes what it ingests searchable a few seconds later, and vmalert
@@ -17,24 +17,16 @@ use crate::common::engines::Engine;
 use serde_json::Value;
 use std::time::Duration;
 
-/// The rule engine a variant of an end-to-end test runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuleEngine {
-    /// A Prometheus of this engine, scraping and evaluating.
-    Prometheus(Engine),
-    /// A single-node VictoriaMetrics scraping, a vmalert evaluating and writing back to it.
-    VictoriaMetrics,
-}
-
-impl RuleEngine {
-    /// Whether its binaries are installed: otherwise the test is skipped with the reason
-    /// (strict: fails). Prints the engine and its version with the caller's file.
-    #[track_caller]
-    pub fn ready(self) -> bool {
-        match self {
-            RuleEngine::Prometheus(engine) => crate::common::prometheus::engine_ready(engine),
-            RuleEngine::VictoriaMetrics => crate::common::victoria::ready(),
+/// Whether `engine`'s server and rule evaluator are installed (a Prometheus; VictoriaMetrics
+/// and vmalert): otherwise the test is skipped with the reason (strict: fails). Prints the engine
+/// and its version with the caller's file.
+#[track_caller]
+pub fn ready(engine: Engine) -> bool {
+    match engine {
+        Engine::Prometheus2 | Engine::Prometheus3 => {
+            crate::common::prometheus::engine_ready(engine)
         }
+        Engine::VictoriaMetrics => crate::common::victoria::ready(),
     }
 }
 

@@ -7,8 +7,8 @@
 //! (`-remoteRead.url`), notifying no one (`-notifier.blackhole`); both killed when dropped. The
 //! binaries are Debian's (unstable suite, `victoria-metrics` 1.145.0+ds1-2), which
 //! `tests/install-engines.sh` unpacks into the engines directory
-//! ([`crate::common::engines::engines_dir`]); [`ready`] says whether they are there and prints
-//! the version (a missing binary skips the test with the reason; strict: fails). A test queries
+//! ([`Engine::VictoriaMetrics`]); [`ready`] says whether they are there and prints the version (a
+//! missing binary skips the test with the reason; strict: fails). A test queries
 //! it through [`RuleServer`] like a Prometheus: the query API is VictoriaMetrics' (MetricsQL,
 //! Prometheus-compatible), the rules and alerts APIs vmalert's.
 //!
@@ -43,6 +43,7 @@
 //! classic buckets only, as in a Prometheus of [`crate::common::prometheus::Histograms::Classic`];
 //! and the query language is MetricsQL (no `histogram_count` or `histogram_sum`, for one).
 
+use crate::common::engines::Engine;
 use crate::common::http_request;
 use crate::common::rule_server::RuleServer;
 use serde_json::Value;
@@ -63,43 +64,21 @@ const FLUSH_INTERVAL: &str = "200ms";
 /// searchable, and a margin of 1.8 s.
 pub const LAG: Duration = Duration::from_secs(12);
 
-/// Where `tests/install-engines.sh` unpacks VictoriaMetrics.
-fn home() -> PathBuf {
-    crate::common::engines::engines_dir().join("victoria-metrics")
-}
-
 /// The binary `name` (`victoria-metrics`, `vmalert`), if installed.
 fn binary(name: &str) -> Option<PathBuf> {
-    let path = home().join("usr/bin").join(name);
-    path.is_file().then_some(path)
+    Engine::VictoriaMetrics.tool(name)
 }
 
-/// The installed version, as `tests/install-engines.sh` wrote it (`1.145.0+ds1-2`): Debian's
-/// build prints none.
-pub fn version() -> String {
-    std::fs::read_to_string(home().join("VERSION"))
-        .map(|v| v.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".to_owned())
-}
-
-/// Whether `victoria-metrics` and `vmalert` are installed; otherwise the test is skipped with the
-/// reason (strict: fails). Prints the version with the caller's file, so that a test's output
-/// says what it ran on.
+/// Whether `victoria-metrics` and `vmalert` are installed (and `vmalert-tool`, which
+/// [`Engine::require`] asks for); otherwise the test is skipped with the reason (strict: fails).
+/// Prints the version with the caller's file, so that a test's output says what it ran on.
 #[track_caller]
 pub fn ready() -> bool {
-    let caller = std::panic::Location::caller().file();
-    let installed = binary("victoria-metrics").is_some() && binary("vmalert").is_some();
-    if !crate::common::require(
-        installed,
-        "VictoriaMetrics 1.145 (victoria-metrics, vmalert: tests/install-engines.sh, into $DISKPROBE_ENGINES_DIR or target/engines)",
-    ) {
-        return false;
-    }
-    eprintln!(
-        "{caller}: runs on victoria-metrics and vmalert {}",
-        version()
-    );
-    true
+    crate::common::prometheus::engine_ready(Engine::VictoriaMetrics)
+        && crate::common::require(
+            binary("victoria-metrics").is_some(),
+            Engine::VictoriaMetrics.what(),
+        )
 }
 
 /// A running VictoriaMetrics and vmalert.
@@ -226,7 +205,7 @@ const FAILURE_COUNTERS: [&str; 4] = [
 
 impl RuleServer for Victoria {
     fn name(&self) -> String {
-        format!("VictoriaMetrics {}", version())
+        format!("VictoriaMetrics {}", Engine::VictoriaMetrics.version())
     }
 
     fn get_json(&self, path: &str) -> Option<Value> {
