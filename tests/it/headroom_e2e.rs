@@ -187,6 +187,7 @@ fn headroom(engine: Engine, histograms: Histograms) {
     )
     .unwrap();
     let config_arg = format!("--config.file={}", config.display());
+    let agent_started = unix_now();
     let agent = Agent::start_command(group.command(&common::binary(), &[&config_arg]));
     let rules = shortened_rules();
     let prom: Box<dyn RuleServer> = match engine {
@@ -269,6 +270,10 @@ fn headroom(engine: Engine, histograms: Histograms) {
     wait_for("the throttling rule for both disks", within(60), || {
         throttled(da).is_some() && throttled(db).is_some()
     });
+    figure(
+        "seconds from the agent's start until the throttling rule read both disks",
+        since(agent_started),
+    );
 
     // 2. a at 1,000 IOPS, b's partition at 2,900. A share is the median of its last 8
     // evaluations: while a probe runs on a disk, the probe and fio share the disk's cap and fio

@@ -41,7 +41,7 @@ pub fn unix_now() -> f64 {
 /// A server that scrapes the agent, stores its series and evaluates the rules, as an end-to-end
 /// test sees it: a Prometheus-compatible query API, the rules' health, the active alerts.
 pub trait RuleServer {
-    /// What it is, for test output and failure messages (`Prometheus Classic`).
+    /// What it is, for test output and failure messages (`prometheus2 Classic`).
     fn name(&self) -> String;
 
     /// GET `path` from its query API (`/api/v1/query`, `/api/v1/query_range`) as JSON; `None`

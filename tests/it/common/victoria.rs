@@ -22,9 +22,10 @@
 //!   it ingests searchable within about 4 s (it turns buffered rows into searchable parts every
 //!   2 s, `pendingRowsFlushInterval` of its `lib/storage`, which no flag sets; measured here:
 //!   at most 4.1 s), where 30 s would stretch every step of a test of shortened windows by 30 s.
-//! - VictoriaMetrics `-search.disableCache` (default: caching on): the rollup result cache keeps
-//!   answers computed before late samples arrived (vmalert writes its results with the
-//!   evaluation's time, seconds in the past); a test of second-long windows turns it off.
+//! - VictoriaMetrics `-search.disableCache` (default: off, responses are cached): the response
+//!   cache serves what is older than `-search.cacheTimestampOffset` (5m) from earlier answers;
+//!   off here, so that every answer is computed from the samples (the shortened rules'
+//!   subqueries reach back 10 minutes).
 //! - vmalert `-remoteWrite.flushInterval` (default 2s): 200ms here, so that results are stored
 //!   sooner.
 //! - vmalert `-evaluationInterval` (default 1m): 1s, as the Prometheus tests'
