@@ -257,17 +257,17 @@ fn headroom(engine: Engine, histograms: Histograms) {
         );
     }
 
-    // The throttling rule needs each disk's calm p99 level, recorded from calm runs by the
-    // hourly group (every 2 s here): it exists for both disks before the workloads start. (On
-    // Prometheus at the first evaluations; vmalert's recordings reach the rules that read them
-    // a few evaluations later, link by link.)
+    // The throttling rule needs each disk's calm p99 level, recorded from calm runs by three
+    // hourly stages (every 2 s here): it exists for both disks before the workloads start. (On
+    // Prometheus 2.42 about 20 s after the agent starts; on VictoriaMetrics, where each stage
+    // reads the one before some seconds late, about 80 s.)
     let throttled = |d: &str| {
         prom.value(
             &format!("diskprobe:disk_throttled:bool{{device=\"{d}\"}}"),
             None,
         )
     };
-    wait_for("the throttling rule for both disks", within(60), || {
+    wait_for("the throttling rule for both disks", within(120), || {
         throttled(da).is_some() && throttled(db).is_some()
     });
     figure(
