@@ -12,8 +12,7 @@
 //! reaches back that far: a phase moves which evaluation falls in it, not whether one does).
 //! And the groups fit the limits of Mimir's ruler by default.
 
-use crate::common;
-use crate::rule_windows::{Rule, rules};
+use crate::rule_windows::{Rule, bundled_rules, rules};
 
 use promql_parser::parser::Expr;
 use serde_yaml_ng::Value;
@@ -93,14 +92,12 @@ fn order_dependent_reads(doc: &Value) -> Vec<String> {
     let producers = producers(&rules);
     let mut problems = Vec::new();
     for rule in &rules {
-        let ast = promql_parser::parser::parse(&rule.expr)
-            .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
         let mut reads = Reads {
             rule,
             producers: &producers,
             problems: &mut problems,
         };
-        let Ok(_) = promql_parser::util::walk_expr(&mut reads, &ast);
+        let Ok(_) = promql_parser::util::walk_expr(&mut reads, &rule.ast());
     }
     problems
 }
@@ -108,10 +105,7 @@ fn order_dependent_reads(doc: &Value) -> Vec<String> {
 /// The bundled rules: no read within a group, every read across groups holds the producer's last
 /// evaluation.
 fn no_rule_depends_on_the_order_of_evaluation() {
-    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
-        .expect("rules.yml");
-    let doc: Value = serde_yaml_ng::from_str(&text).expect("rules.yml");
-    let problems = order_dependent_reads(&doc);
+    let problems = order_dependent_reads(&bundled_rules());
     assert!(
         problems.is_empty(),
         "reads that depend on the order or phase of rule groups (docs/rules-design.md, \"Stages\"):\n{}",
@@ -123,9 +117,7 @@ fn no_rule_depends_on_the_order_of_evaluation() {
 /// default (`ruler_max_rules_per_rule_group`, `ruler_max_rule_groups_per_tenant`): the bundled
 /// rules load there unchanged.
 fn the_groups_fit_mimirs_default_limits() {
-    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
-        .expect("rules.yml");
-    let doc: Value = serde_yaml_ng::from_str(&text).expect("rules.yml");
+    let doc = bundled_rules();
     let groups = doc["groups"].as_sequence().expect("groups");
     assert!(groups.len() <= 70, "{} groups", groups.len());
     for g in groups {

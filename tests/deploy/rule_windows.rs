@@ -49,6 +49,13 @@ pub(crate) struct Rule {
     pub(crate) expr: String,
 }
 
+impl Rule {
+    /// Its expression, parsed.
+    pub(crate) fn ast(&self) -> Expr {
+        promql_parser::parser::parse(&self.expr).unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+}
+
 /// The rules of a rule file, in file order.
 pub(crate) fn rules(doc: &Value) -> Vec<Rule> {
     let groups = doc["groups"].as_sequence().expect("groups");
@@ -150,25 +157,27 @@ fn short_windows(doc: &Value) -> Vec<String> {
         .collect();
     let mut problems = Vec::new();
     for rule in &rules {
-        let ast = promql_parser::parser::parse(&rule.expr)
-            .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
         let mut windows = Windows {
             rule,
             recorded: &recorded,
             problems: &mut problems,
         };
-        let Ok(_) = promql_parser::util::walk_expr(&mut windows, &ast);
+        let Ok(_) = promql_parser::util::walk_expr(&mut windows, &rule.ast());
     }
     problems
+}
+
+/// The bundled `deploy/prometheus/rules.yml`, parsed.
+pub(crate) fn bundled_rules() -> Value {
+    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
+        .expect("rules.yml");
+    serde_yaml_ng::from_str(&text).expect("rules.yml")
 }
 
 /// The bundled rules' windows each hold at least 4 samples at a 1-minute scrape and at their
 /// groups' intervals on a left-open engine.
 fn every_window_holds_four_samples_on_every_engine() {
-    let text = std::fs::read_to_string(common::repo_root().join("deploy/prometheus/rules.yml"))
-        .expect("rules.yml");
-    let doc: Value = serde_yaml_ng::from_str(&text).expect("rules.yml");
-    let problems = short_windows(&doc);
+    let problems = short_windows(&bundled_rules());
     assert!(
         problems.is_empty(),
         "windows that hold fewer than {MIN_SAMPLES} samples on Prometheus 3 at a 1-minute scrape:\n{}",

@@ -30,6 +30,7 @@ use crate::common::loopdev::{self, LoopDev};
 
 use common::engines::Engine;
 use common::prometheus::{Histograms, Prometheus};
+use common::rule_server::RuleServer;
 use common::{Agent, check_golden};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -20,6 +20,7 @@ use crate::common;
 use crate::common::prometheus;
 
 use common::engines::Engine;
+use common::rule_server::RuleServer;
 use common::{Agent, decode_protobuf, http_request_bytes, samples};
 use diskprobe_exporter::exposition::proto;
 use diskprobe_exporter::histogram::ClassicBuckets;

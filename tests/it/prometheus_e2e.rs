@@ -1,15 +1,19 @@
 //! End to end with a real Prometheus scraping the agent, which probes a loop device from inside a
 //! cgroup v1 blkio group that caps its reads throughout (an unthrottled loop device's latency
 //! swings 2x from run to run; a capped one is steady enough for a baseline). It runs on each
-//! engine ([`Engine`]): Debian's Prometheus 2.42 in every `cargo test`, Prometheus 3.5 LTS as a
-//! long test (`LONG`; `.ci/run` runs it). Several Prometheus servers of the engine scrape the
-//! same agent and evaluate the same rules side by side, one per way of keeping histograms
-//! ([`Histograms`]): one keeps the classic buckets (`diskprobe_io_latency_seconds_bucket`), one
-//! runs with `--enable-feature=native-histograms` and keeps only the native histogram (2.42
-//! drops the classic part of a histogram that has native buckets, and so does 3.5 by default),
-//! and on 3.5 a third also converts classic-only histograms to native histograms with custom
-//! buckets and keeps no classic series (`convert_classic_histograms_to_nhcb: true`,
-//! `always_scrape_classic_histograms: false`). In each of them:
+//! engine ([`Engine`]): Debian's Prometheus 2.42 in every `cargo test`; Prometheus 3.5 LTS
+//! and VictoriaMetrics with vmalert ([`Victoria`]) as long tests (`LONG`; `.ci/run` runs them).
+//! Several Prometheus servers of the engine scrape the same agent and evaluate the same rules
+//! side by side, one per way of keeping histograms ([`Histograms`]): one keeps the classic
+//! buckets (`diskprobe_io_latency_seconds_bucket`), one runs with
+//! `--enable-feature=native-histograms` and keeps only the native histogram (2.42 drops the
+//! classic part of a histogram that has native buckets, and so does 3.5 by default), and on 3.5
+//! a third also converts classic-only histograms to native histograms with custom buckets and
+//! keeps no classic series (`convert_classic_histograms_to_nhcb: true`,
+//! `always_scrape_classic_histograms: false`); VictoriaMetrics keeps classic buckets only, as
+//! the first. The body is one function of the servers ([`RuleServer`]); its waits allow for the
+//! seconds VictoriaMetrics and vmalert take to show a moment ([`RuleServer::lag`]). In each
+//! server:
 //! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
 //!   (a number, or a histogram with observations) for the probed target, for a second one
 //!   running etcd-wal on a probe file in /dev/shm (the durability row), for a third probing
@@ -28,7 +32,7 @@
 //!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
 //!   cap resolves it;
 //! - every rule was evaluated, and none failed to at any evaluation
-//!   ([`Prometheus::rule_problems`]).
+//!   ([`RuleServer::rule_problems`]).
 //!
 //! Beside it, `every_module_with_a_real_prometheus_names_every_engine` checks that every module
 //! that starts a real Prometheus runs on each engine.
@@ -36,17 +40,22 @@
 //! The rules are loaded from deploy/prometheus/rules.yml with their windows shortened by
 //! [`shortened_rules`]: runs every second stand for runs every 5 minutes.
 //!
-//! It holds no machine lock ([`common::shared`]): its probes are capped at 20 reads a second and
-//! the durability target's take 50 ms a second, the Prometheus servers scrape and evaluate
-//! once a second, and what it checks (rule windows of seconds, latencies the cap holds at 100 ms
-//! or more) does not depend on the machine being quiet. Most of its minute and a half is waiting
-//! for those windows, beside the other tests.
+//! On Prometheus it holds no machine lock ([`common::shared`]): its probes are capped at 20 reads
+//! a second and the durability target's take 50 ms a second, the Prometheus servers scrape and
+//! evaluate once a second, and what it checks (rule windows of seconds, latencies the cap holds
+//! at 100 ms or more) does not depend on the machine being quiet. Most of its minute and a half
+//! is waiting for those windows, beside the other tests. On VictoriaMetrics it holds
+//! [`common::shared`], as the long tests that load the machine do: vmalert sends each of the
+//! 75 rules as a query of its own, most of them every second, so that the tests that measure
+//! time do not run beside it.
 
 use crate::common;
 use crate::common::loopdev;
 use crate::common::prometheus;
 
 use common::engines::Engine;
+use common::rule_server::RuleServer;
+use common::victoria::Victoria;
 use common::{Agent, require};
 use loopdev::{BlkioGroup, LoopDev};
 use prometheus::{
@@ -85,7 +94,8 @@ fn shortened_rules() -> String {
 }
 
 /// The ways of keeping histograms a test of `engine` runs side by side: the classic buckets and
-/// the native histograms on both, and NHCB on Prometheus 3 (2.42 has no such option).
+/// the native histograms on both Prometheus engines, and NHCB on Prometheus 3 (2.42 has no such
+/// option); VictoriaMetrics keeps the classic buckets only.
 fn setups(engine: Engine) -> &'static [Histograms] {
     match engine {
         Engine::Prometheus2 => &[Histograms::Classic, Histograms::Native],
@@ -102,21 +112,19 @@ fn keeps_classic(setup: Histograms) -> bool {
 }
 
 /// A query as Grafana sends it: instant, or a range query over the last minute with a 15 s step
-/// (the substituted `$__interval`). Returns whether Prometheus accepted it, and its result: a
-/// vector's elements or a matrix's series.
-fn query_checked(prom: &Prometheus, q: &str, range: bool) -> (bool, Vec<Value>) {
+/// (the substituted `$__interval`), now as the server shows it ([`RuleServer::view_time`]).
+/// Returns whether the server accepted it, and its result: a vector's elements or a matrix's
+/// series.
+fn query_checked(prom: &dyn RuleServer, q: &str, range: bool) -> (bool, Vec<Value>) {
+    let now = prom.view_time();
     let path = if range {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
         format!(
             "/api/v1/query_range?query={}&start={:.3}&end={now:.3}&step=15",
             urlencode(q),
             now - 60.0
         )
     } else {
-        format!("/api/v1/query?query={}", urlencode(q))
+        format!("/api/v1/query?query={}&time={now:.3}", urlencode(q))
     };
     let v = prom.get_json(&path);
     let ok = v.as_ref().is_some_and(|v| v["status"] == "success");
@@ -228,13 +236,13 @@ fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<PanelQueries> {
     out
 }
 
-/// What is wrong with the dashboards on a Prometheus of `setup`: panels and variables without
+/// What is wrong with the dashboards on a server of `setup`: panels and variables without
 /// data, rejected queries, heatmaps drawn from the other kind of histogram, recording rules
 /// without data. `var_sets` holds one set of dashboard variable values per target the
 /// dashboards are looked at for: a query has data when it has for one of them. Also returns how
 /// many panels and variables were checked.
 fn dashboard_problems(
-    prom: &Prometheus,
+    prom: &dyn RuleServer,
     setup: Histograms,
     var_sets: &[&[(&str, String)]],
 ) -> (Vec<String>, usize) {
@@ -249,7 +257,7 @@ fn dashboard_problems(
             .collect();
         for (i, panel) in per_set[0].iter().enumerate() {
             checked += 1;
-            let what = format!("{setup:?}: {}", panel.what);
+            let what = format!("{}: {}", prom.name(), panel.what);
             // Whether each query of the panel has data for one of the variable sets.
             let mut data = vec![false; panel.queries.len()];
             for set in &per_set {
@@ -287,16 +295,18 @@ fn dashboard_problems(
     {
         let q = format!("{rule}{{job=\"diskprobe\"}}");
         if !has_data(&query_checked(prom, &q, false).1) {
-            problems.push(format!("{setup:?}: recording rule {rule} has no data"));
+            problems.push(format!(
+                "{}: recording rule {rule} has no data",
+                prom.name()
+            ));
         }
     }
     (problems, checked)
 }
 
-fn alert_state(prom: &Prometheus, name: &str) -> Option<String> {
-    let v = prom.get_json("/api/v1/alerts")?;
-    v["data"]["alerts"]
-        .as_array()?
+/// The state of alert `name` of target `e2e`, pending or firing, if it is either.
+fn alert_state(prom: &dyn RuleServer, name: &str) -> Option<String> {
+    prom.alerts()
         .iter()
         .find(|a| a["labels"]["alertname"] == name && a["labels"]["target"] == "e2e")
         .and_then(|a| a["state"].as_str().map(str::to_owned))
@@ -337,14 +347,21 @@ fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts
     dashboards_and_the_latency_alert(Engine::Prometheus3);
 }
 
-/// The test, on `engine`'s Prometheus servers.
+fn dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_victoriametrics()
+ {
+    dashboards_and_the_latency_alert(Engine::VictoriaMetrics);
+}
+
+/// The test, on `engine`'s servers.
 fn dashboards_and_the_latency_alert(engine: Engine) {
     let ready = require(loopdev::loop_available(), "root and losetup (loop devices)")
         && require(loopdev::blkio_available(), "cgroup v1 blkio")
-        && prometheus::engine_ready(engine);
+        && common::rule_server::ready(engine);
     if !ready {
         return;
     }
+    // vmalert's queries, one per rule, load the machine (see the module's doc).
+    let _machine = (engine == Engine::VictoriaMetrics).then(common::shared);
     let dev = LoopDev::tmpfs(64 << 20);
     // A cohort of five (the fleet rules' minimum), unthrottled, probed by the gentle profile.
     let peers: Vec<LoopDev> = (0..5).map(|_| LoopDev::tmpfs(8 << 20)).collect();
@@ -391,23 +408,31 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
     std::fs::write(&config, text).unwrap();
     let cfg_arg = format!("--config.file={}", config.display());
     let agent = Agent::start_command(group.command(&common::binary(), &[&cfg_arg]));
-    // A Prometheus server per setup, scraping the same agent, with the same rules.
+    // A server per setup, scraping the same agent, with the same rules.
     let rules = shortened_rules();
-    let proms: Vec<(Histograms, Prometheus)> = setups(engine)
+    let proms: Vec<(Histograms, Box<dyn RuleServer>)> = setups(engine)
         .iter()
         .map(|&setup| {
             let home = dir.path().join(format!("{setup:?}").to_lowercase());
             std::fs::create_dir(&home).unwrap();
-            let prom = Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup);
+            let prom: Box<dyn RuleServer> = match engine {
+                Engine::Prometheus2 | Engine::Prometheus3 => Box::new(
+                    Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup),
+                ),
+                Engine::VictoriaMetrics => Box::new(Victoria::start(&home, agent.addr, &rules)),
+            };
             (setup, prom)
         })
         .collect();
+    // Every wait allows for the time the servers take to show what happened.
+    let lag = proms.iter().map(|(_, p)| p.lag()).max().unwrap_or_default();
+    let within = |seconds: u64| Duration::from_secs(seconds) + lag;
 
     // Normal operation until the baseline exists (30 s of history, recorded every 5 s).
-    for (setup, prom) in &proms {
+    for (_, prom) in &proms {
         wait_for(
-            &format!("a latency baseline in the {setup:?} Prometheus"),
-            Duration::from_secs(120),
+            &format!("a latency baseline in {}", prom.name()),
+            within(120),
             || {
                 !prom
                     .query(
@@ -424,33 +449,27 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
             "diskprobe:disk_limit_iops:probe",
             "diskprobe:disk_limit_bytes_per_second:probe",
         ] {
-            wait_for(
-                &format!("{rule} in the {setup:?} Prometheus"),
-                Duration::from_secs(60),
-                || !prom.query(rule, None).is_empty(),
-            );
+            wait_for(&format!("{rule} in {}", prom.name()), within(60), || {
+                !prom.query(rule, None).is_empty()
+            });
         }
     }
     // The cohort is scored, and has a baseline for its cohort-wide alert.
-    for (setup, prom) in &proms {
+    for (_, prom) in &proms {
         for q in [
             "diskprobe:probe_latency_p99:peer_score_p80_12h{target=\"e2e-peer-0\"}",
             "diskprobe_cohort:probe_latency_p99:baseline_7d{cohort=\"e2e-peers\"}",
         ] {
-            wait_for(
-                &format!("{q} in the {setup:?} Prometheus"),
-                Duration::from_secs(120),
-                || !prom.query(q, None).is_empty(),
-            );
+            wait_for(&format!("{q} in {}", prom.name()), within(120), || {
+                !prom.query(q, None).is_empty()
+            });
         }
     }
-    // Each keeps the kind of histogram it is meant to keep, and only that.
+    // Each keeps the kind of histogram it is meant to keep, and only that (`count` counts native
+    // histograms too, in PromQL, and MetricsQL has no `histogram_count`).
     for (setup, prom) in &proms {
         let classic = prom.value("count(diskprobe_io_latency_seconds_bucket)", None);
-        let native = prom.value(
-            "count(histogram_count(diskprobe_io_latency_seconds{target=\"e2e\"}))",
-            None,
-        );
+        let native = prom.value("count(diskprobe_io_latency_seconds{target=\"e2e\"})", None);
         let kept = if keeps_classic(*setup) {
             classic.is_some_and(|n| n > 0.0) && native.is_none()
         } else {
@@ -458,7 +477,8 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
         };
         assert!(
             kept,
-            "{setup:?}: classic buckets {classic:?}, native histograms {native:?}"
+            "{}: classic buckets {classic:?}, native histograms {native:?}",
+            prom.name()
         );
     }
 
@@ -498,7 +518,7 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
         let (found, checked) = dashboard_problems(
-            prom,
+            prom.as_ref(),
             *setup,
             &[&vars, &sync_vars, &limited_vars, &peer_vars],
         );
@@ -507,7 +527,10 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     for (_, prom) in &proms {
-        assert_eq!(alert_state(prom, "DiskprobeLatencyRegression"), None);
+        assert_eq!(
+            alert_state(prom.as_ref(), "DiskprobeLatencyRegression"),
+            None
+        );
     }
 
     // One run at the lower cap between normal ones: lowered right after a run ends, restored
@@ -519,13 +542,15 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
     group.throttle_read_iops(&dev, NORMAL_IOPS);
     // Longer than the current window plus `for:`, with margin: never even pending.
     let latest =
-        |prom: &Prometheus, q: &str| prom.query(q, None).first().map(|v| v["value"][1].clone());
-    common::wait::always(Duration::from_secs(25), Duration::from_millis(500), || {
-        for (setup, prom) in &proms {
+        |prom: &dyn RuleServer, q: &str| prom.query(q, None).first().map(|v| v["value"][1].clone());
+    common::wait::always(within(25), Duration::from_millis(500), || {
+        for (_, prom) in &proms {
+            let prom = prom.as_ref();
             let state = alert_state(prom, "DiskprobeLatencyRegression");
             if state.is_some() {
                 return Err(format!(
-                    "{setup:?}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
+                    "{}: one slow run made the alert {state:?}: median p99 {:?}, of the day {:?}, baseline {:?}",
+                    prom.name(),
                     latest(
                         prom,
                         "diskprobe:probe_latency_p99:median_30m{target=\"e2e\"}"
@@ -546,31 +571,35 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
 
     // The lower cap stays: the alert fires.
     group.throttle_read_iops(&dev, LOW_IOPS);
-    for (setup, prom) in &proms {
+    for (_, prom) in &proms {
         wait_for(
-            &format!("DiskprobeLatencyRegression to fire in the {setup:?} Prometheus"),
-            Duration::from_secs(90),
-            || alert_state(prom, "DiskprobeLatencyRegression").as_deref() == Some("firing"),
+            &format!("DiskprobeLatencyRegression to fire in {}", prom.name()),
+            within(90),
+            || {
+                alert_state(prom.as_ref(), "DiskprobeLatencyRegression").as_deref()
+                    == Some("firing")
+            },
         );
     }
     // The normal cap again, and the alert resolves.
     group.throttle_read_iops(&dev, NORMAL_IOPS);
-    for (setup, prom) in &proms {
+    for (_, prom) in &proms {
         wait_for(
-            &format!("DiskprobeLatencyRegression to resolve in the {setup:?} Prometheus"),
-            Duration::from_secs(90),
-            || alert_state(prom, "DiskprobeLatencyRegression").is_none(),
+            &format!("DiskprobeLatencyRegression to resolve in {}", prom.name()),
+            within(90),
+            || alert_state(prom.as_ref(), "DiskprobeLatencyRegression").is_none(),
         );
     }
     // Every rule was evaluated, and none failed to, at any evaluation of the whole test.
     let failed: Vec<String> = proms
         .iter()
-        .flat_map(|(setup, prom)| {
+        .flat_map(|(_, prom)| {
             let unevaluated = prom.unevaluated_rules().into_iter();
+            let name = prom.name();
             prom.rule_problems()
                 .into_iter()
                 .chain(unevaluated.map(|r| format!("{r}: never evaluated")))
-                .map(move |p| format!("{setup:?}: {p}"))
+                .map(move |p| format!("{name}: {p}"))
         })
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
@@ -582,5 +611,6 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
 crate::tests! {
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts,
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_prometheus3: [LONG],
+    dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_victoriametrics: [LONG],
     every_module_with_a_real_prometheus_names_every_engine,
 }

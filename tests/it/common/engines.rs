@@ -56,7 +56,8 @@ impl Engine {
         }
     }
 
-    fn tool(self, name: &str) -> Option<PathBuf> {
+    /// Its binary `name` (`promtool`, `vmalert`, `victoria-metrics`, ...), if installed.
+    pub fn tool(self, name: &str) -> Option<PathBuf> {
         match self {
             Engine::Prometheus2 => crate::common::which(name),
             Engine::Prometheus3 | Engine::VictoriaMetrics => {

@@ -16,7 +16,8 @@
 //! - [`fuse`]: a FUSE filesystem served by the test, to hang or slow I/O for real;
 //! - [`engines`]: the rule engines (Prometheus 2.42 from Debian 12, Prometheus 3.5 LTS from
 //!   `tests/install-engines.sh`) and where their binaries are;
-//! - [`prometheus`]: a real Prometheus scraping an agent;
+//! - [`prometheus`]: a real Prometheus scraping an agent; [`victoria`]: a real VictoriaMetrics
+//!   scraping an agent and a real vmalert; [`rule_server`]: what a test asks of either;
 //! - [`process`]: what /proc says of one process (threads, io_uring instances, status);
 //! - here: locating the binary, the repository and tools.
 
@@ -35,9 +36,11 @@ pub mod one_shot;
 pub mod process;
 pub mod prometheus;
 pub mod registry;
+pub mod rule_server;
 pub mod seccomp;
 pub mod skip;
 pub mod tls;
+pub mod victoria;
 pub mod wait;
 
 /// The binary under test, built by cargo for the integration tests; `DISKPROBE_TEST_BINARY`

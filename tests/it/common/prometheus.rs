@@ -2,8 +2,9 @@
 //! Prometheus 3.5 LTS): started on a free loopback port with its data in a test's temporary
 //! directory, scraping the agent every second, keeping the agent's histograms as a
 //! [`Histograms`] setup says, killed when dropped. [`engine_ready`] says whether a test can run
-//! on an engine and prints which one it runs on; [`Prometheus::rule_problems`] lists the rules
-//! that failed to evaluate.
+//! on an engine and prints which one it runs on. A test queries it, and lists the rules that
+//! failed to evaluate ([`RuleServer::rule_problems`]), through [`RuleServer`], as it does a
+//! VictoriaMetrics ([`crate::common::victoria`]).
 //!
 //! What differs between the engines and matters to a test: Prometheus 3 writes a classic bucket's
 //! `le` as a float (`"1.0"`, `"1e-05"`, where 2.42 keeps the exposition's `"1"`, `"0.00001"`),
@@ -13,6 +14,7 @@
 
 use crate::common::engines::{Engine, PROMETHEUS_ENGINES};
 use crate::common::http_request;
+use crate::common::rule_server::RuleServer;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -24,6 +26,8 @@ pub struct Prometheus {
     child: Child,
     /// Where its HTTP API listens.
     pub addr: SocketAddr,
+    engine: Engine,
+    histograms: Histograms,
 }
 
 impl Drop for Prometheus {
@@ -146,7 +150,12 @@ impl Prometheus {
             .spawn()
             .expect("start prometheus");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let p = Prometheus { child, addr };
+        let p = Prometheus {
+            child,
+            addr,
+            engine,
+            histograms,
+        };
         let ready = || {
             std::net::TcpStream::connect(addr).is_ok()
                 && http_request(addr, "GET", "/-/ready", &[]).status == 200
@@ -156,22 +165,33 @@ impl Prometheus {
         p
     }
 
-    /// The rules that failed to evaluate: each rule of `/api/v1/rules` whose `health` is `err` or
-    /// that has a `lastError` (its last evaluation), and every failed evaluation Prometheus
-    /// counted since it started (`prometheus_rule_evaluation_failures_total`, per group), as
-    /// lines of text; empty when every evaluation so far succeeded. A rule not evaluated yet
-    /// ([`Prometheus::unevaluated_rules`]) is not among them.
-    pub fn rule_problems(&self) -> Vec<String> {
-        let mut problems: Vec<String> = self
-            .rules()
-            .into_iter()
-            .filter(|(_, _, health, error)| health == "err" || !error.is_empty())
-            .map(|(group, rule, health, error)| {
-                format!("{group} {rule}: health {health:?}, last error {error:?}")
-            })
-            .collect();
+    /// GET `path` from the API as JSON; `None` when it does not answer or not in JSON.
+    fn get(&self, path: &str) -> Option<Value> {
+        std::net::TcpStream::connect(self.addr).ok()?;
+        let r = http_request(self.addr, "GET", path, &[]);
+        serde_json::from_str(&r.body).ok()
+    }
+}
+
+impl RuleServer for Prometheus {
+    fn name(&self) -> String {
+        format!("{} {:?}", self.engine.name(), self.histograms)
+    }
+
+    fn get_json(&self, path: &str) -> Option<Value> {
+        self.get(path)
+    }
+
+    fn rules_get_json(&self, path: &str) -> Option<Value> {
+        self.get(path)
+    }
+
+    /// Every failed evaluation counted since it started
+    /// (`prometheus_rule_evaluation_failures_total`, per group).
+    fn counted_failures(&self) -> Vec<String> {
         let metrics = http_request(self.addr, "GET", "/metrics", &[]);
         assert_eq!(metrics.status, 200, "Prometheus' own /metrics");
+        let mut problems = Vec::new();
         for line in metrics.body.lines() {
             if let Some(rest) = line.strip_prefix("prometheus_rule_evaluation_failures_total{") {
                 let (labels, value) = rest.rsplit_once(' ').expect("a sample");
@@ -183,83 +203,20 @@ impl Prometheus {
         problems
     }
 
-    /// The rules (`group rule`) Prometheus has not evaluated yet (`health` `unknown`).
-    pub fn unevaluated_rules(&self) -> Vec<String> {
-        self.rules()
-            .into_iter()
-            .filter(|(_, _, health, _)| health == "unknown")
-            .map(|(group, rule, _, _)| format!("{group} {rule}"))
-            .collect()
+    /// None: a rule's results are in the TSDB when its evaluation ends, and a scrape's when it
+    /// ends.
+    fn lag(&self) -> Duration {
+        Duration::ZERO
     }
 
-    /// Every rule of `/api/v1/rules`: its group, name, `health` and `lastError`.
-    fn rules(&self) -> Vec<(String, String, String, String)> {
-        let rules = self.get_json("/api/v1/rules").expect("/api/v1/rules");
-        let groups = rules["data"]["groups"].as_array().expect("rule groups");
-        assert!(!groups.is_empty(), "no rule groups loaded");
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        groups
-            .iter()
-            .flat_map(|group| {
-                group["rules"].as_array().into_iter().flatten().map(|rule| {
-                    (
-                        text(&group["name"]),
-                        text(&rule["name"]),
-                        text(&rule["health"]),
-                        text(&rule["lastError"]),
-                    )
-                })
-            })
-            .collect()
-    }
-
-    /// GET `path` from the API as JSON; `None` when it does not answer or not in JSON.
-    pub fn get_json(&self, path: &str) -> Option<Value> {
-        std::net::TcpStream::connect(self.addr).ok()?;
-        let r = http_request(self.addr, "GET", path, &[]);
-        serde_json::from_str(&r.body).ok()
-    }
-
-    /// The result of an instant query evaluated at `time` (Unix seconds; now if `None`): a
-    /// vector's elements or a matrix's series, empty on error.
-    pub fn query(&self, q: &str, time: Option<f64>) -> Vec<Value> {
-        let at = time.map(|t| format!("&time={t:.3}")).unwrap_or_default();
-        self.get_json(&format!("/api/v1/query?query={}{at}", urlencode(q)))
-            .and_then(|v| v["data"]["result"].as_array().cloned())
-            .unwrap_or_default()
-    }
-
-    /// The value of every element of an instant vector query, with its labels.
-    pub fn values(&self, q: &str, time: Option<f64>) -> Vec<(Value, f64)> {
-        self.query(q, time)
-            .into_iter()
-            .filter_map(|e| {
-                let v = e["value"][1].as_str()?.parse().ok()?;
-                Some((e["metric"].clone(), v))
-            })
-            .collect()
-    }
-
-    /// The one value of an instant vector query, or `None` when it has none (or several).
-    pub fn value(&self, q: &str, time: Option<f64>) -> Option<f64> {
-        match self.values(q, time).as_slice() {
-            [(_, v)] => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// The samples `(timestamp, value)` of a range-vector selector's one series, now.
-    pub fn samples(&self, selector: &str) -> Vec<(f64, f64)> {
-        let result = self.query(selector, None);
-        let [series] = result.as_slice() else {
-            return Vec::new();
-        };
-        series["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p[0].as_f64()?, p[1].as_str()?.parse().ok()?)))
-            .collect()
+    /// The samples Prometheus reads to evaluate `query` now (`stats=all`'s
+    /// `totalQueryableSamples`).
+    fn samples_read(&self, query: &str) -> Option<f64> {
+        self.get(&format!(
+            "/api/v1/query?query={}&stats=all",
+            urlencode(query)
+        ))?["data"]["stats"]["samples"]["totalQueryableSamples"]
+            .as_f64()
     }
 }
 

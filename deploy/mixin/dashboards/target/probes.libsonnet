@@ -19,7 +19,9 @@ function(c)
       24, 9,
       [
         g.query('A', 'sum by (%s) (increase(%s[$__interval]))' % [s.by([]), sel('diskprobe_io_latency_seconds')], 'native', format='heatmap'),
-        g.query('B', 'sum by (%s) (increase(%s[$__interval])) unless on (%s) count by (%s) (histogram_count(%s))' % [
+        // `count` of the native histogram, not of its `histogram_count`: both count it in
+        // PromQL, and MetricsQL (VictoriaMetrics) has no `histogram_count`.
+        g.query('B', 'sum by (%s) (increase(%s[$__interval])) unless on (%s) count by (%s) (%s)' % [
           s.by(['le']), sel('diskprobe_io_latency_seconds_bucket'),
           s.by([]), s.by([]), sel('diskprobe_io_latency_seconds'),
         ], '{{le}}', format='heatmap'),
