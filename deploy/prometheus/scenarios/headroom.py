@@ -415,6 +415,22 @@ def scenarios(m):
             ),
         ],
     )
+    # At the line: 90% of the cap pages after 15 minutes (just over it), just under it nothing.
+    one_disk(
+        "near-limit-edge",
+        "a disk sold with 3,000 IOPS does 2,703 (90.1%) from 3 h on: just over the 90% line",
+        [(ONSET, 2703, 0)],
+        seed=44,
+        fires=[near()],
+        promql=[share_check("config", 0.901)],
+    )
+    one_disk(
+        "below-limit-edge",
+        "a disk sold with 3,000 IOPS does 2,697 (89.9%) from 3 h on: just under the 90% line",
+        [(ONSET, 2697, 0)],
+        seed=45,
+        promql=[share_check("config", 0.899)],
+    )
     one_disk(
         "near-limit-burst",
         "a disk sold with 3,000 IOPS at 100% for 10 minutes at 3 h, 30% before and after",
