@@ -189,10 +189,9 @@ fn check_rules(engine: Engine, rules: &Path) -> (bool, String) {
     match engine {
         Engine::VictoriaMetrics => {
             let vmalert = engine.rule_evaluator().expect("checked before");
-            let (ok, out) = run(Command::new(vmalert)
+            run(Command::new(vmalert)
                 .arg("-dryRun")
-                .arg(format!("-rule={}", rules.display())));
-            (ok, out)
+                .arg(format!("-rule={}", rules.display())))
         }
         _ => {
             let promtool = engine.promtool().expect("checked before");
@@ -233,10 +232,7 @@ fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json:
     // those then run beside one engine's suites only.
     let _guard =
         (common::which("chrt").is_none() || engine != Engine::Prometheus2).then(common::shared);
-    let ready = common::require(
-        engine.rule_tester().is_some() && engine.rule_evaluator().is_some(),
-        engine.what(),
-    ) && common::require(common::which("python3").is_some(), "python3");
+    let ready = engine.require() && common::require(common::which("python3").is_some(), "python3");
     if !ready {
         return None;
     }
