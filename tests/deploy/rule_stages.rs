@@ -10,7 +10,11 @@
 //! `--query.lookback-delta`, vmalert's `-datasource.queryStep`), or through a range of at least
 //! two of the producer's intervals (one for a range set back by an `offset`, a check that history
 //! reaches back that far: a phase moves which evaluation falls in it, not whether one does).
-//! And the groups fit the limits of Mimir's ruler by default.
+//! No rule reads a series recorded by a group below its own in the file either: vmalert's replay
+//! (`-replay.timeFrom`, how a range of history is evaluated on VictoriaMetrics, and how the fleet
+//! weeks run there, tests/it/prometheus_rules.rs) evaluates one group over the whole range before
+//! the next, so a later group's recordings do not exist yet when an earlier one reads them. And
+//! the groups fit the limits of Mimir's ruler by default.
 
 use crate::rule_windows::{Rule, bundled_rules, rules};
 
@@ -31,11 +35,23 @@ fn producers(rules: &[Rule]) -> HashMap<&str, (&str, Duration)> {
         .collect()
 }
 
+/// Each group's place in the file.
+fn group_order(doc: &Value) -> HashMap<String, usize> {
+    doc["groups"]
+        .as_sequence()
+        .expect("groups")
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g["name"].as_str().expect("group name").to_owned(), i))
+        .collect()
+}
+
 /// Walks one rule's expression: at each selector of a recorded name, whether the read holds the
 /// producer's last evaluation.
 struct Reads<'a> {
     rule: &'a Rule,
     producers: &'a HashMap<&'a str, (&'a str, Duration)>,
+    order: &'a HashMap<String, usize>,
     problems: &'a mut Vec<String>,
 }
 
@@ -50,6 +66,11 @@ impl Reads<'_> {
                 "{rule}: reads {name}, recorded in its own group {group}"
             ));
             return;
+        }
+        if self.order[group] > self.order[&self.rule.group] {
+            self.problems.push(format!(
+                "{rule}: reads {name}, recorded by {group}, a group below its own"
+            ));
         }
         match range {
             None if every > LOOKBACK => self.problems.push(format!(
@@ -90,11 +111,13 @@ impl promql_parser::util::ExprVisitor for Reads<'_> {
 fn order_dependent_reads(doc: &Value) -> Vec<String> {
     let rules = rules(doc);
     let producers = producers(&rules);
+    let order = group_order(doc);
     let mut problems = Vec::new();
     for rule in &rules {
         let mut reads = Reads {
             rule,
             producers: &producers,
+            order: &order,
             problems: &mut problems,
         };
         let Ok(_) = promql_parser::util::walk_expr(&mut reads, &rule.ast());
@@ -102,8 +125,8 @@ fn order_dependent_reads(doc: &Value) -> Vec<String> {
     problems
 }
 
-/// The bundled rules: no read within a group, every read across groups holds the producer's last
-/// evaluation.
+/// The bundled rules: no read within a group or of a group below, every read across groups holds
+/// the producer's last evaluation.
 fn no_rule_depends_on_the_order_of_evaluation() {
     let problems = order_dependent_reads(&bundled_rules());
     assert!(
@@ -127,7 +150,7 @@ fn the_groups_fit_mimirs_default_limits() {
 }
 
 /// The check finds what it is for: a read within a group, an instant read of a 30-minute group,
-/// a one-interval lookup of an hourly one; it passes an instant read of a 5-minute group, a
+/// a one-interval lookup of an hourly one, a read of a group below; it passes an instant read of a 5-minute group, a
 /// two-interval lookup and an offset history check of one interval.
 fn the_order_check_finds_chained_reads() {
     let doc: Value = serde_yaml_ng::from_str(
@@ -156,8 +179,15 @@ groups:
         expr: job:x:median_12h > 2
       - record: job:x:lookup_1h
         expr: last_over_time(job:x:median_1h[1h])
+      - record: job:x:from_below
+        expr: last_over_time(job:x:below[10m])
       - record: job:x:fine
         expr: job:x:last / last_over_time(job:x:median_12h[1h]) and last_over_time(job:x:median_1h[1h] offset 20h)
+  - name: below
+    interval: 5m
+    rules:
+      - record: job:x:below
+        expr: job:x:last * 3
 "#,
     )
     .unwrap();
@@ -168,11 +198,20 @@ groups:
         .collect();
     assert_eq!(
         named,
-        ["job:x:chained", "job:x:instant_score", "job:x:lookup_1h"],
+        [
+            "job:x:chained",
+            "job:x:instant_score",
+            "job:x:lookup_1h",
+            "job:x:from_below"
+        ],
         "{problems:#?}"
     );
     assert!(
         problems[0].contains("its own group sample"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[3].contains("a group below its own"),
         "{problems:#?}"
     );
 }

@@ -7,15 +7,21 @@
 // Every 5 minutes: diskprobe.fleet.sample reads the raw series once, by instant reads or [5m]
 // windows: the last run's figures without the labels that change while the disk does not
 // (`volatileLabels`, `device`), each target's cohort and the workload of the disk under each
-// target; diskprobe.fleet.cohort gives those their cohort's labels; diskprobe.fleet.median
-// takes each cohort's median at that moment; diskprobe.fleet.ratio divides each sample of a p99
-// by it (what the cohort shares, a backup window, a noisy neighbour, a daily cycle, divides out).
+// target; diskprobe.fleet.cohort gives those their cohort's labels; diskprobe.fleet.busy divides
+// each disk's workload by its cohort's median, and diskprobe.fleet.busy_12h (every 30 minutes)
+// takes the 80th percentile of that over `peerWindow`: a disk `peerBusyRatio` times busier than
+// its cohort leaves the cohort's reference and is not scored against it. diskprobe.fleet.median
+// takes each cohort's median p99 at that moment; diskprobe.fleet.ratio divides each sample of a
+// p99 by it (what the cohort shares, a backup window, a noisy neighbour, a daily cycle, divides
+// out).
 //
 // Every 30 minutes: diskprobe.fleet.score reads the ratios: the median and 80th percentile of
 // each disk's ratios over `peerWindow`; diskprobe.fleet.cohort_score their cohort's median and
 // median absolute deviation; diskprobe.fleet.peer_score how unusual each disk is in its cohort
-// (the modified z-score). A disk whose own workload is `peerBusyRatio` times its cohort's median
-// leaves the cohort's reference and is not scored against it.
+// (the modified z-score).
+//
+// Every group reads only groups above it in this file, so that an evaluation of the groups in
+// file order over a past range (vmalert's replay) computes what live evaluation does.
 function(c)
   local s = (import '../lib/selectors.libsonnet')(c);
   local volatile = std.join(', ', c.volatileLabels);
@@ -212,6 +218,37 @@ function(c)
       ],
     },
     {
+      name: 'diskprobe.fleet.busy',
+      interval: '5m',
+      rules: [
+        // Each disk's workload against its cohort's median at the same moment (at least 1 I/O
+        // per second), for cohorts of at least `cohortMinSize`.
+        {
+          record: 'diskprobe:target_disk_ios:peer_ratio',
+          expr: |||
+            %(ios)s
+            / on (%(cohort)s) group_left
+            clamp_min(
+              quantile by (%(cohort)s) (0.5, %(ios)s)
+                and count by (%(cohort)s) (%(ios)s) >= %(min)s,
+              1
+            )
+          ||| % { ios: rec('diskprobe:target_disk_ios:rate5m_in_cohort'), cohort: cohortOnly, min: c.cohortMinSize },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.fleet.busy_12h',
+      interval: '30m',
+      rules: [
+        // How much busier than its peers each disk was in its busier samples.
+        {
+          record: 'diskprobe:target_disk_ios:peer_ratio_p80_12h',
+          expr: 'quantile_over_time(0.8, %s[%s])' % [rec('diskprobe:target_disk_ios:peer_ratio'), window],
+        },
+      ],
+    },
+    {
       name: 'diskprobe.fleet.median',
       interval: '5m',
       rules: [
@@ -255,20 +292,6 @@ function(c)
             },
           },
         },
-        // Each disk's workload against its cohort's median at the same moment (at least 1 I/O
-        // per second), for cohorts of at least `cohortMinSize`.
-        {
-          record: 'diskprobe:target_disk_ios:peer_ratio',
-          expr: |||
-            %(ios)s
-            / on (%(cohort)s) group_left
-            clamp_min(
-              quantile by (%(cohort)s) (0.5, %(ios)s)
-                and count by (%(cohort)s) (%(ios)s) >= %(min)s,
-              1
-            )
-          ||| % { ios: rec('diskprobe:target_disk_ios:rate5m_in_cohort'), cohort: cohortOnly, min: c.cohortMinSize },
-        },
       ],
     },
     {
@@ -306,11 +329,6 @@ function(c)
             quantile_over_time(0.8, %s[%s])
               and last_over_time(%s[1h] offset %s)
           ||| % [rec('diskprobe:probe_latency_p99:peer_ratio'), window, rec('diskprobe:probe_latency_p99:peer_ratio'), c.peerMinHistory],
-        },
-        // How much busier than its peers each disk was in its busier samples.
-        {
-          record: 'diskprobe:target_disk_ios:peer_ratio_p80_12h',
-          expr: 'quantile_over_time(0.8, %s[%s])' % [rec('diskprobe:target_disk_ios:peer_ratio'), window],
         },
         // The cohort's median p99 over 6 hours, for its cohort-wide alert and annotations.
         {

@@ -119,6 +119,22 @@ function(c)
       ],
     },
     {
+      name: 'diskprobe.headroom.runs',
+      interval: c.headroomRunsInterval,
+      rules: [
+        { record: 'diskprobe:probe_iops:completed', expr: completed('diskprobe_probe_iops', '[0-9]{1,5}') },
+        { record: 'diskprobe:probe_throughput_bytes_per_second:completed', expr: completed('diskprobe_probe_throughput_bytes_per_second', '[0-9]{6,}') },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.limits',
+      interval: '1h',
+      rules: [
+        measured('iops', 'diskprobe:probe_iops:completed'),
+        measured('bytes_per_second', 'diskprobe:probe_throughput_bytes_per_second:completed'),
+      ],
+    },
+    {
       name: 'diskprobe.headroom.share',
       rules: [
         share('iops', 'iops', 'iops'),
@@ -152,36 +168,9 @@ function(c)
       ],
     },
     {
-      name: 'diskprobe.headroom.throttled',
-      rules: [
-        {
-          record: 'diskprobe:disk_throttled:bool',
-          expr: |||
-            max without (target, volume_id) (
-              max without (profile, device, serial, wwn, volume_id) (
-                max without (stat, device, %(volatile)s) (%(p99)s)
-                  > bool last_over_time(%(above)s[2h])
-              )
-                * ignoring (device, serial, wwn, volume_id) group_right %(targetDisk)s
-            )
-              * (%(pressure)s >= bool %(near)s)
-          ||| % {
-            volatile: volatile,
-            p99: s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
-            above: s.sel('diskprobe:probe_latency_p99:throttled_above'),
-            targetDisk: stable('diskprobe_target_disk_info'),
-            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate4m'),
-            near: c.headroomNearLimitShare,
-          },
-        },
-      ],
-    },
-    {
-      name: 'diskprobe.headroom.runs',
+      name: 'diskprobe.headroom.calm_samples',
       interval: c.headroomRunsInterval,
       rules: [
-        { record: 'diskprobe:probe_iops:completed', expr: completed('diskprobe_probe_iops', '[0-9]{1,5}') },
-        { record: 'diskprobe:probe_throughput_bytes_per_second:completed', expr: completed('diskprobe_probe_throughput_bytes_per_second', '[0-9]{6,}') },
         {
           record: 'diskprobe:probe_latency_p99:calm',
           expr: |||
@@ -212,8 +201,6 @@ function(c)
       name: 'diskprobe.headroom.hourly',
       interval: '1h',
       rules: [
-        measured('iops', 'diskprobe:probe_iops:completed'),
-        measured('bytes_per_second', 'diskprobe:probe_throughput_bytes_per_second:completed'),
         {
           record: 'diskprobe:probe_latency_p99:calm_median_1h',
           expr: 'quantile_over_time(0.5, %s[1h])' % s.sel('diskprobe:probe_latency_p99:calm'),
@@ -243,6 +230,31 @@ function(c)
             calm: 'last_over_time(%s[2h])' % s.sel('diskprobe:probe_latency_p99:calm_median_1d'),
             ratio: c.headroomThrottledRatio,
             delta: c.headroomThrottledMinDeltaSeconds,
+          },
+        },
+      ],
+    },
+    {
+      name: 'diskprobe.headroom.throttled',
+      rules: [
+        {
+          record: 'diskprobe:disk_throttled:bool',
+          expr: |||
+            max without (target, volume_id) (
+              max without (profile, device, serial, wwn, volume_id) (
+                max without (stat, device, %(volatile)s) (%(p99)s)
+                  > bool last_over_time(%(above)s[2h])
+              )
+                * ignoring (device, serial, wwn, volume_id) group_right %(targetDisk)s
+            )
+              * (%(pressure)s >= bool %(near)s)
+          ||| % {
+            volatile: volatile,
+            p99: s.sel('diskprobe_probe_latency_seconds', ['stat="p99"']),
+            above: s.sel('diskprobe:probe_latency_p99:throttled_above'),
+            targetDisk: stable('diskprobe_target_disk_info'),
+            pressure: s.sel('diskprobe:disk_limit_consumed:max_ratio_rate4m'),
+            near: c.headroomNearLimitShare,
           },
         },
       ],
