@@ -22,8 +22,9 @@
 //! and the first chaos seed run on 2.42 in every `cargo test`; the fleet weeks and the other
 //! chaos seeds, and every suite on 3.5 and on vmalert-tool, are the long tests
 //! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool` and the `_3` and `_vmalert_tool`
-//! tests, minutes of CPU time more; vmalert-tool runs all but the fleet weeks, whose input is
-//! over its insert limit), which run under
+//! tests, minutes of CPU time more; the fleet weeks, whose input is over vmalert-tool's insert
+//! limit, run on VictoriaMetrics with vmalert's replay instead, tests/it/common/replay.rs), which
+//! run under
 //! `DISKPROBE_LONG_TESTS=1` or `DISKPROBE_TEST_STRICT=1` (as `.ci/run` sets) and are otherwise
 //! reported ignored with that reason; `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"`
 //! checks other seeds in it, `bench/fleet_seeds.sh` fresh random ones. The suites are generated
@@ -142,6 +143,7 @@ fn generate_and_test(
     tool: &Path,
     args: &[String],
     path: &Path,
+    runner: Runner,
 ) -> (bool, String, f64, f64) {
     let began = Instant::now();
     let python = common::which("python3").expect("checked before");
@@ -160,12 +162,28 @@ fn generate_and_test(
         );
     }
     let began = Instant::now();
-    let (ok, out) = test_suite(engine, tool, path);
+    let (ok, out) = match runner {
+        Runner::Tool => test_suite(engine, tool, path),
+        Runner::Replay => {
+            let dir = path.with_extension("replay");
+            std::fs::create_dir_all(&dir).unwrap();
+            common::replay::run_suite(path, &dir)
+        }
+    };
     (ok, out, generated, began.elapsed().as_secs_f64())
 }
 
 /// A suite: its name, the arguments to generate.py, its file name.
 type Suite = (String, Vec<String>, String);
+
+/// What runs a suite: the engine's rule-test tool, or (VictoriaMetrics only) a real
+/// VictoriaMetrics with vmalert's replay, for suites whose input is over vmalert-tool's insert
+/// limit (tests/it/common/replay.rs).
+#[derive(Clone, Copy, PartialEq)]
+enum Runner {
+    Tool,
+    Replay,
+}
 
 fn fleet_suite(seed: &str) -> Suite {
     (
@@ -225,6 +243,15 @@ fn asserts_a_firing(groups: &[serde_json::Value]) -> bool {
 /// by side. Fails naming every suite that failed, or that asserts nothing that must fire;
 /// returns every suite's test groups, or `None` when skipped.
 fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json::Value>> {
+    pass_rule_tests_on(engine, suites, Runner::Tool)
+}
+
+/// [`pass_rule_tests`] with the suites run by `runner`.
+fn pass_rule_tests_on(
+    engine: Engine,
+    suites: Vec<Suite>,
+    runner: Runner,
+) -> Option<Vec<serde_json::Value>> {
     // The rule tools evaluate the scenario suites: minutes of CPU time, at idle priority (no
     // machine lock, see `idle`); without chrt it holds the machine as a test that loads it does.
     // The suites of the other engines (as many again, the long tests) hold it so too: at idle
@@ -232,7 +259,9 @@ fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json:
     // those then run beside one engine's suites only.
     let _guard =
         (common::which("chrt").is_none() || engine != Engine::Prometheus2).then(common::shared);
-    let ready = engine.require() && common::require(common::which("python3").is_some(), "python3");
+    let ready = engine.require()
+        && common::require(common::which("python3").is_some(), "python3")
+        && (runner == Runner::Tool || common::victoria::ready());
     if !ready {
         return None;
     }
@@ -251,7 +280,7 @@ fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json:
             .iter()
             .map(|(_, args, path)| {
                 let tool = &tool;
-                s.spawn(move || generate_and_test(engine, tool, args, path))
+                s.spawn(move || generate_and_test(engine, tool, args, path, runner))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -419,7 +448,7 @@ fn the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3() {
 /// The other chaos seeds pass vmalert-tool 1.145 (a long test). The fleet weeks do not run
 /// there: a week of 41 disks at 1-minute samples (about 6 million) is over the 32 MB that
 /// vmalert-tool inserts of a test group's input, which it then drops (tried: every check of the
-/// group reads nothing, [`VM_INPUT_DROPPED`]).
+/// group reads nothing, [`VM_INPUT_DROPPED`]); [`the_fleet_weeks_pass_vmalert_replay`] runs them.
 fn the_other_chaos_seeds_pass_vmalert_tool() {
     let suites: Vec<Suite> = CHAOS_SEEDS[1..]
         .iter()
@@ -431,6 +460,27 @@ fn the_other_chaos_seeds_pass_vmalert_tool() {
     assert!(
         fleet_checks(&exprs(&groups)) >= CHAOS_SEEDS.len() - 1,
         "a chaos suite does not check which alerts ever fired"
+    );
+}
+
+/// The week of a fleet for each fleet seed (or those of `DISKPROBE_FLEET_SEEDS`) passes on
+/// VictoriaMetrics 1.145 with vmalert's replay (a long test): their input, about 6 million
+/// samples a week, is over what vmalert-tool inserts of a test group (tests/it/common/replay.rs).
+/// Each suite checks who ever fired, and how long, and runs runbook queries.
+fn the_fleet_weeks_pass_vmalert_replay() {
+    let fleet = fleet_seeds();
+    let suites: Vec<Suite> = fleet.iter().map(|s| fleet_suite(s)).collect();
+    let Some(groups) = pass_rule_tests_on(Engine::VictoriaMetrics, suites, Runner::Replay) else {
+        return;
+    };
+    let exprs = exprs(&groups);
+    assert!(
+        fleet_checks(&exprs) >= fleet.len(),
+        "a fleet suite does not check which alerts ever fired"
+    );
+    assert!(
+        exprs.iter().any(|e| e.starts_with("clamp_max(count(")),
+        "no runbook query is run"
     );
 }
 
@@ -484,6 +534,7 @@ crate::tests! {
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3: [LONG],
     rules_pass_vmalert_tool_and_every_scenario: [LONG],
     the_other_chaos_seeds_pass_vmalert_tool: [LONG],
+    the_fleet_weeks_pass_vmalert_replay: [LONG],
     every_alert_has_a_runbook_section_and_no_placeholder_url,
     the_runbook_scenario_table_is_the_generated_one,
 }

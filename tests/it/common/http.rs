@@ -29,7 +29,17 @@ pub fn http_request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Response {
-    parse_response(&exchange(addr, method, path, headers))
+    parse_response(&exchange(addr, method, path, headers, &[]))
+}
+
+/// A POST of `body` (sent with its `Content-Length`) to `path`.
+pub fn http_post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    parse_response(&exchange(addr, "POST", path, headers, body))
 }
 
 /// Like [`http_request`], with the body as bytes (compressed or binary; `Content-Length` bodies
@@ -40,7 +50,7 @@ pub fn http_request_bytes(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (Response, Vec<u8>) {
-    let raw = exchange(addr, method, path, headers);
+    let raw = exchange(addr, method, path, headers, &[]);
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -53,6 +63,7 @@ fn exchange(
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
+    body: &[u8],
 ) -> Vec<u8> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
@@ -63,8 +74,12 @@ fn exchange(
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
+    if !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     req.push_str("\r\n");
     stream.write_all(req.as_bytes()).expect("send request");
+    stream.write_all(body).expect("send body");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read response");
     raw
