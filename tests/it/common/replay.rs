@@ -41,6 +41,7 @@
 use crate::common::engines::Engine;
 use crate::common::http::{Response, http_post, http_request};
 use crate::common::prometheus::urlencode;
+use crate::common::victoria::free_port;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -179,15 +180,6 @@ fn seconds(text: &str) -> Result<u64, String> {
         .map_err(|e| format!("{text:?}: {e}"))
 }
 
-/// A free port on the loopback interface.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A running `victoria-metrics`, killed when dropped.
 struct Victoria {
     child: Child,
@@ -313,24 +305,30 @@ fn tool(name: &str) -> Result<std::path::PathBuf, String> {
         .ok_or_else(|| format!("{name} is not installed"))
 }
 
-/// The suite's rule files as one file per rule group, every group at `every` seconds, in the
-/// order of the files: what vmalert replays one after the other.
-fn group_files(suite: &Value, dir: &Path, every: u64) -> Result<Vec<std::path::PathBuf>, String> {
-    let mut files = Vec::new();
+/// The rule groups of the suite's rule files, in order.
+fn rule_groups(suite: &Value) -> Result<Vec<serde_yaml_ng::Value>, String> {
+    let mut groups = Vec::new();
     for file in suite["rule_files"].as_array().ok_or("no rule_files")? {
         let path = file.as_str().ok_or("a rule file is not a string")?;
         let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
         let doc: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-        for group in doc["groups"].as_sequence().ok_or("no groups")? {
-            let mut group = group.clone();
-            group["interval"] = format!("{every}s").into();
-            let mut one = serde_yaml_ng::Mapping::new();
-            one.insert("groups".into(), vec![group].into());
-            let out = dir.join(format!("group-{:02}.yml", files.len()));
-            std::fs::write(&out, serde_yaml_ng::to_string(&one).unwrap()).unwrap();
-            files.push(out);
-        }
+        groups.extend(doc["groups"].as_sequence().ok_or("no groups")?.clone());
+    }
+    Ok(groups)
+}
+
+/// The suite's rule groups as one file each, every group at `every` seconds, in order: what
+/// vmalert replays one after the other.
+fn group_files(suite: &Value, dir: &Path, every: u64) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut files = Vec::new();
+    for mut group in rule_groups(suite)? {
+        group["interval"] = format!("{every}s").into();
+        let mut one = serde_yaml_ng::Mapping::new();
+        one.insert("groups".into(), vec![group].into());
+        let out = dir.join(format!("group-{:02}.yml", files.len()));
+        std::fs::write(&out, serde_yaml_ng::to_string(&one).unwrap()).unwrap();
+        files.push(out);
     }
     Ok(files)
 }
@@ -339,32 +337,24 @@ fn group_files(suite: &Value, dir: &Path, every: u64) -> Result<Vec<std::path::P
 /// `keep_firing_for` in seconds.
 fn kept_alerts(suite: &Value) -> Result<Vec<(String, u64, u64)>, String> {
     let mut kept = Vec::new();
-    for file in suite["rule_files"].as_array().ok_or("no rule_files")? {
-        let path = file.as_str().ok_or("a rule file is not a string")?;
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-        let doc: serde_yaml_ng::Value =
-            serde_yaml_ng::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-        for rule in doc["groups"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-            .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
-        {
-            let (Some(name), Some(keep)) =
-                (rule["alert"].as_str(), rule["keep_firing_for"].as_str())
-            else {
-                continue;
-            };
-            let pending = rule["for"].as_str().map(seconds).transpose()?.unwrap_or(0);
-            kept.push((name.to_owned(), pending, seconds(keep)?));
-        }
+    for rule in rule_groups(suite)?
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().into_iter().flatten())
+    {
+        let (Some(name), Some(keep)) = (rule["alert"].as_str(), rule["keep_firing_for"].as_str())
+        else {
+            continue;
+        };
+        let pending = rule["for"].as_str().map(seconds).transpose()?.unwrap_or(0);
+        kept.push((name.to_owned(), pending, seconds(keep)?));
     }
     Ok(kept)
 }
 
 /// The states of one alert at each evaluation `0, step, ..., to` (seconds) as vmalert's
 /// evaluation gives them (`AlertingRule.exec`), from the evaluations at which its expression
-/// had its labels (`truth`, seconds): `Some(true)` firing, `Some(false)` pending, `None` none.
+/// had its labels (`truth`, seconds): each evaluation at which it is pending or firing, and
+/// whether firing.
 fn states(
     truth: &std::collections::BTreeSet<u64>,
     pending_for: u64,

@@ -102,7 +102,7 @@ impl Drop for Victoria {
 }
 
 /// A free port on the loopback interface.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
