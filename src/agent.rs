@@ -270,10 +270,7 @@ impl Agent {
         sandbox: Arc<Sandbox>,
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Agent> {
-        let address = settings
-            .listen_address
-            .clone()
-            .map_err(anyhow::Error::msg)?;
+        let address = settings.listen_address.clone();
         if settings.config_file.is_none() {
             let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
             tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");

@@ -29,8 +29,8 @@ pub struct Settings {
     /// The web configuration at start.
     pub web: WebSecurity,
     /// The address to listen on: `--web.listen-address`, then `[web] listen_address`, then the
-    /// default; the error names the flag that does not parse.
-    pub listen_address: Result<ListenAddress, String>,
+    /// default.
+    pub listen_address: ListenAddress,
     /// Where metrics are served: `--web.telemetry-path`, then `[web] telemetry_path`, then the
     /// default.
     pub telemetry_path: String,
@@ -54,7 +54,8 @@ pub struct Settings {
 
 impl Settings {
     /// Resolves `cli`, loading the configuration it names (or the embedded default) and the
-    /// web configuration. An error is a configuration that does not load.
+    /// web configuration. An error is a configuration that does not load, or a flag that does
+    /// not parse (named).
     pub fn load(cli: Cli) -> anyhow::Result<Settings> {
         // The default's only error is that there is none, which matters only where the state
         // directory is used ([`Settings::state_dir`]).
@@ -70,12 +71,11 @@ impl Settings {
             None => WebSecurity::default(),
         };
         let listen_address = match &cli.listen_address {
-            Some(flag) => {
-                ListenAddress::parse(flag).map_err(|e| format!("--web.listen-address: {e}"))
-            }
-            None => Ok(config.web.listen_address.clone().unwrap_or_else(|| {
+            Some(flag) => ListenAddress::parse(flag)
+                .map_err(|e| anyhow::anyhow!("--web.listen-address: {e}"))?,
+            None => config.web.listen_address.clone().unwrap_or_else(|| {
                 ListenAddress::parse(config::DEFAULT_LISTEN_ADDRESS).expect("default parses")
-            })),
+            }),
         };
         let telemetry_path = cli
             .telemetry_path
@@ -156,7 +156,7 @@ impl Settings {
             config_file: self.config_file.as_deref(),
             web_config_file: self.web_config_file.as_deref(),
             web_files: &self.web.files,
-            listen: self.listen_address.as_ref().ok(),
+            listen: Some(&self.listen_address),
             state_dir: self.kept_state_dir(),
         }
     }

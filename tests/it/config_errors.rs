@@ -414,6 +414,20 @@ fn config_check_exit_codes() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/diskprobe.toml"));
+    // A listen address that does not parse is refused by the check as by a start, the flag
+    // named.
+    for bad in ["nonsense", "127.0.0.1:99999", "[::1"] {
+        let out = Command::new(common::binary())
+            .args(["--config.check", &format!("--web.listen-address={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--web.listen-address={bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--web.listen-address"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // The flag that overrides [web] telemetry_path is held to the same rule.
     for bad in ["metrics", "/", "/-/reload"] {
         let out = Command::new(common::binary())
