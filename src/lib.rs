@@ -77,6 +77,8 @@
 // Functions a reader can take in at once (clippy.toml: at most 80 lines); choices are types,
 // not rows of booleans.
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
+// Every `unsafe` block says why it is sound (docs/development.md).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod agent;
 pub mod basic_auth;
