@@ -62,7 +62,7 @@
 //!    device's lock and, for each profile, asks the admission gates (budget, busy, runs still out,
 //!    I/O still in the kernel; a refusal is a [`scheduler::Skip`]), takes a global slot and runs
 //!    the profile on a probe thread.
-//! 3. The probe thread opens the target ([`probe::target::open`]: O_DIRECT, preflight, write
+//! 3. The probe thread opens the target ([`probe::io_target::open`]: O_DIRECT, preflight, write
 //!    safety) and calls [`probe::engine::run`], which checks the profile against the target (a
 //!    `Job`) and runs it on io_uring or psync, returning a [`probe::measurement::Measurement`]:
 //!    counts, HdrHistograms, and how the run ended ([`probe::measurement::Ending`]).

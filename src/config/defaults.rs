@@ -207,7 +207,7 @@ fn device_write_check(
 ) -> Result<(), SpannedError> {
     let name = &p.name;
     let in_use = || {
-        crate::probe::target::block::mounted_or_held(
+        crate::probe::io_target::block::mounted_or_held(
             path,
             rdev,
             Path::new("/proc"),

@@ -99,11 +99,11 @@ pub struct ProbeSettings {
     /// Profiles run in this order every cycle, with runtimes resolved.
     pub profiles: Vec<Profile>,
     /// Probe file size / device region length. `None`: the target module's default size for
-    /// files ([`crate::probe::target::DEFAULT_FILE_SIZE`]), the rest of the device for block
+    /// files ([`crate::probe::io_target::DEFAULT_FILE_SIZE`]), the rest of the device for block
     /// devices.
     pub size: Option<u64>,
     /// Bytes a probe file's fill must leave free on its filesystem (`min_free`), beside the
-    /// 10% reserve: the larger of the two must stay free ([`crate::probe::target::space`]).
+    /// 10% reserve: the larger of the two must stay free ([`crate::probe::io_target::space`]).
     pub min_free: u64,
     /// Time between the starts of cycles.
     pub interval: Duration,

@@ -103,7 +103,7 @@ fn kind_check(
 }
 
 /// A probe file's size must fit its filesystem with the reserve (the larger of 10% and
-/// `min_free`, [`crate::probe::target::space`]), checked where the path (or its directory)
+/// `min_free`, [`crate::probe::io_target::space`]), checked where the path (or its directory)
 /// exists: a size beyond the filesystem, or one whose fill would leave less than the reserve free,
 /// is an error at the target's `size` (or `min_free`, or its name, where they are inherited). Only
 /// sizes that are set are checked: the default size is checked before each fill. The check runs
@@ -131,7 +131,7 @@ fn space_check(
     };
     let owned = path.clone();
     let Some(answer) = with_deadline(move || {
-        crate::probe::target::space::check_known(&owned, known.as_ref(), size, min_free)
+        crate::probe::io_target::space::check_known(&owned, known.as_ref(), size, min_free)
     }) else {
         tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
         return Ok(());
@@ -139,7 +139,7 @@ fn space_check(
     match answer {
         Ok(Err(problem)) => {
             // A reserve set by min_free is what failed where min_free is above the 10%.
-            let by_min_free = matches!(problem, crate::probe::target::space::SpaceProblem::Reserve { reserve, .. } if reserve == min_free && min_free > 0);
+            let by_min_free = matches!(problem, crate::probe::io_target::space::SpaceProblem::Reserve { reserve, .. } if reserve == min_free && min_free > 0);
             let (key, span) = match (&r.size, &r.min_free) {
                 (_, Some(m)) if by_min_free => ("min_free", m.span()),
                 (Some(s), _) => ("size", s.span()),

@@ -3,8 +3,8 @@
 //! [`Measurement`](crate::probe::measurement::Measurement).
 
 use crate::probe::engine::buffer::BufferError;
+use crate::probe::io_target::TargetError;
 use crate::probe::measurement::EngineKind;
-use crate::probe::target::TargetError;
 use std::path::PathBuf;
 
 /// Why a probe could not run. I/O errors during a run are not errors here: they are counted in the

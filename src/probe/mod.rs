@@ -9,15 +9,15 @@
 //! - [`error`]: why a probe could not run ([`ProbeError`]) or a profile does not fit its target.
 //! - [`oneshot`]: the one-shot `diskprobe_exporter probe` command.
 //!
-//! A scheduler opens a target with [`target::open`], then calls [`engine::run`] for each profile
+//! A scheduler opens a target with [`io_target::open`], then calls [`engine::run`] for each profile
 //! from a dedicated thread.
 
 pub mod engine;
 pub mod error;
 pub mod fio;
+pub mod io_target;
 pub mod measurement;
 pub mod oneshot;
 pub mod profile;
-pub mod target;
 
 pub use error::{ProbeError, ProfileError};

@@ -3,9 +3,9 @@
 
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
+use crate::probe::io_target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::probe::measurement::{Ending, LatencySummary, Measurement};
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, OpenSync, Profile, SyncCall};
-use crate::probe::target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::units;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -331,7 +331,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         // SIGINT/SIGTERM also stop a probe-file fill, between two chunks.
         let go_on = || !cancel.load(std::sync::atomic::Ordering::Relaxed);
         let opened = slot.get_or_insert_with(|| {
-            target::open_reporting(&args.target, &options(profile.rw.is_write()), &go_on)
+            io_target::open_reporting(&args.target, &options(profile.rw.is_write()), &go_on)
                 .map_err(|e| e.to_string())
         });
         let record = probe_once(&args.target, opened, profile, &opts);

@@ -6,7 +6,7 @@
 use super::shared::{Counted, Shared};
 use super::target_devices::Labelled;
 use crate::config::TargetSpec;
-use crate::probe::target::{self, TargetFacts};
+use crate::probe::io_target::{self, TargetFacts};
 use crate::series::TargetInfo;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -24,7 +24,7 @@ pub(super) struct Looked {
     label: Labelled,
 }
 
-/// [`target::facts`] of the target's path on a thread of its own, counted in `threads` until it
+/// [`io_target::facts`] of the target's path on a thread of its own, counted in `threads` until it
 /// returns: a stat on a hung filesystem (NFS, FUSE) must not block the runtime, whose single
 /// worker also accepts scrapes. For a configured target, the thread also weighs what it found
 /// against the target's last device (reading sysfs, and writing the state directory when the
@@ -44,7 +44,7 @@ async fn stat_target(
         .name(super::thread::thread_name("stat", &spec.name))
         .spawn(move || {
             let spec = spec_owned;
-            let facts = target::facts(&spec.path, &roots.procfs, &roots.sysfs).ok();
+            let facts = io_target::facts(&spec.path, &roots.procfs, &roots.sysfs).ok();
             let path = spec.path.display().to_string();
             let fresh = facts.as_ref().map(|f| target_info(path, f));
             let label = if spec.rule.is_none() {

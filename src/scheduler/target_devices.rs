@@ -21,7 +21,7 @@
 use crate::blockdev;
 use crate::bounded_read::BoundedReadError;
 use crate::config::{Retired, TargetSpec, target_name};
-use crate::probe::target::TargetKind;
+use crate::probe::io_target::TargetKind;
 use crate::series::TargetInfo;
 use crate::state_dir::StateDir;
 use serde::{Deserialize, Serialize};

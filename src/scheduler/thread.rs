@@ -11,8 +11,8 @@ use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};
 use crate::probe::engine::{self, DrainingHook, RunOptions};
+use crate::probe::io_target::{self, TargetOptions};
 use crate::probe::profile::{ProbeClass, Profile};
-use crate::probe::target::{self, TargetOptions};
 use crate::series::{RunCost, RunOutcome};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -179,7 +179,7 @@ fn probe_thread(
     };
     // A fill goes on while the scheduler still waits for this run and it is not cancelled.
     let filled = || tx.send(FromThread::Filled).is_ok() && !cancel.load(Ordering::Relaxed);
-    let opened = match target::open_reporting(&spec.path, &options, &filled) {
+    let opened = match io_target::open_reporting(&spec.path, &options, &filled) {
         Ok(t) => t,
         Err(err) => return fail(err.to_string()),
     };

@@ -11,8 +11,8 @@ use common::wait::wait_for_every;
 use common::{Agent, Metrics, exclusive, runs, scrape, shared, sum, wait_until};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
 use diskprobe_exporter::probe::fio;
+use diskprobe_exporter::probe::io_target::{self, TargetOptions};
 use diskprobe_exporter::probe::measurement::Ending;
-use diskprobe_exporter::probe::target::{self, TargetOptions};
 use fuse::FuseFs;
 use loopdev::LoopDev;
 use std::path::Path;
@@ -140,7 +140,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
     }
     let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
-    let target = target::open(
+    let target = io_target::open(
         &dev.path,
         &TargetOptions {
             size: None,

@@ -7,9 +7,9 @@ use crate::common::loopdev;
 
 use common::wait::{poll, wait_for_every};
 use diskprobe_exporter::probe::engine::{self, EngineChoice, RunOptions};
+use diskprobe_exporter::probe::io_target::{self, OpenTarget, TargetOptions};
 use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::profile::Profile;
-use diskprobe_exporter::probe::target::{self, OpenTarget, TargetOptions};
 use diskprobe_exporter::probe::{ProbeError, fio};
 use loopdev::LoopDev;
 use std::path::Path;
@@ -28,7 +28,7 @@ fn open(
     offset: u64,
     size: Option<u64>,
 ) -> Result<OpenTarget, ProbeError> {
-    Ok(target::open(
+    Ok(io_target::open(
         path,
         &TargetOptions {
             size,
@@ -327,28 +327,29 @@ fn write_safety_refuses_mounted_or_held_devices() {
         device_writes: false,
         ..opts_with(Path::new("/proc"), Path::new("/sys"))
     };
-    let err = target::open(&dev.path, &no_opt_in).expect_err("device writes need their opt-in");
+    let err = io_target::open(&dev.path, &no_opt_in).expect_err("device writes need their opt-in");
     assert!(err.to_string().contains("their own opt-in"), "{err}");
-    let err = target::open(&dev.path, &opts_with(&procfs, Path::new("/sys"))).expect_err("mounted");
+    let err =
+        io_target::open(&dev.path, &opts_with(&procfs, Path::new("/sys"))).expect_err("mounted");
     assert!(err.to_string().contains("is mounted"), "{err}");
     // Reads are still fine.
     let read = TargetOptions {
         write: false,
         ..opts_with(&procfs, Path::new("/sys"))
     };
-    target::open(&dev.path, &read).expect("read probes may run on a mounted device");
+    io_target::open(&dev.path, &read).expect("read probes may run on a mounted device");
 
     // A sysfs where the device has a holder.
     let sysfs = root.path().join("sys");
     std::fs::create_dir_all(sysfs.join(format!("dev/block/{}/holders/dm-0", dev.majmin())))
         .unwrap();
-    let err = target::open(&dev.path, &opts_with(Path::new("/proc"), &sysfs)).expect_err("held");
+    let err = io_target::open(&dev.path, &opts_with(Path::new("/proc"), &sysfs)).expect_err("held");
     assert!(err.to_string().contains("has holders"), "{err}");
 
     // A device someone else holds exclusively: O_EXCL fails.
-    let first = target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
+    let first = io_target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
         .expect("first exclusive open");
-    let err = target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
+    let err = io_target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))
         .expect_err("second exclusive open");
     assert!(err.to_string().contains("in use"), "{err}");
     drop(first);

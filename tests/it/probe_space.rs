@@ -4,7 +4,7 @@
 //! space, leaves the filesystem as it was.
 
 use crate::common;
-use diskprobe_exporter::probe::target::{self, TargetError, TargetOptions};
+use diskprobe_exporter::probe::io_target::{self, TargetError, TargetOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -119,13 +119,13 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     let probe = fs.path("probe.dat");
     // Beyond the filesystem: refused before anything is written.
     let before = fs.state();
-    let err = target::open(&probe, &opts(16 << 20)).unwrap_err();
+    let err = io_target::open(&probe, &opts(16 << 20)).unwrap_err();
     assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
     assert_eq!(fs.state(), before);
     // A filesystem with 2 MiB free: a 2 MiB file would leave less than the 10% reserve.
     fill_up(&fs.path("filler"), 6 << 20);
     let before = fs.state();
-    let err = target::open(&probe, &opts(2 << 20)).unwrap_err();
+    let err = io_target::open(&probe, &opts(2 << 20)).unwrap_err();
     assert!(
         err.to_string()
             .contains("(the larger of 10% of the filesystem and min_free)"),
@@ -143,7 +143,7 @@ fn a_full_filesystem_is_left_as_it_was_found() {
         }
         true
     };
-    let err = match target::open_reporting(&probe, &opts(4 << 20), &first_chunk) {
+    let err = match io_target::open_reporting(&probe, &opts(4 << 20), &first_chunk) {
         Err(TargetError::NoDirectIo { .. }) => {
             common::require(false, "O_DIRECT on tmpfs");
             return;
@@ -162,7 +162,7 @@ fn a_full_filesystem_is_left_as_it_was_found() {
         if now == with_other { Ok(()) } else { Err(now) }
     });
     assert_eq!(seen, Ok(()), "the fill's space is back: {with_other:?}");
-    let err = target::open_reporting(&probe, &opts(4 << 20), &|| panic!("no fill")).unwrap_err();
+    let err = io_target::open_reporting(&probe, &opts(4 << 20), &|| panic!("no fill")).unwrap_err();
     assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
     assert_eq!(
         fs.state(),
@@ -172,7 +172,7 @@ fn a_full_filesystem_is_left_as_it_was_found() {
     // The space comes back: the fill is tried again and succeeds.
     std::fs::remove_file(&other).unwrap();
     assert_eq!(fs.state(), before);
-    let t = target::open(&probe, &opts(4 << 20)).unwrap();
+    let t = io_target::open(&probe, &opts(4 << 20)).unwrap();
     assert_eq!(t.region_len, 4 << 20);
 }
 
@@ -182,7 +182,7 @@ fn a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent() {
     let before = fs.state();
     // min_free beyond the 10%: 1 MiB of an empty 8 MiB filesystem would leave 7 MiB, less than
     // a min_free of 7.5 MiB; with 6 MiB it is filled.
-    let err = target::open(
+    let err = io_target::open(
         &probe,
         &TargetOptions {
             min_free: 15 << 19,
@@ -192,7 +192,7 @@ fn a_fill_leaves_min_free_free_where_it_is_more_than_the_10_percent() {
     .unwrap_err();
     assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
     assert_eq!(fs.state(), before);
-    let filled = target::open(
+    let filled = io_target::open(
         &probe,
         &TargetOptions {
             min_free: 6 << 20,

@@ -13,9 +13,9 @@ use diskprobe_exporter::collectors::probe_metrics::ProbesCollector;
 use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
+use diskprobe_exporter::probe::io_target::{Cache, TargetKind};
 use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
-use diskprobe_exporter::probe::target::{Cache, TargetKind};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 
 /// A whole disk named `kname`, as a stat of a target on it finds it.

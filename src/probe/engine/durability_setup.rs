@@ -7,10 +7,10 @@
 //! psync worker; `IORING_OP_FSYNC` after the write's completion in the io_uring engine).
 
 use crate::probe::error::ProbeError;
+use crate::probe::io_target::OpenTarget;
+use crate::probe::io_target::fresh_space::FreshSpace;
+use crate::probe::io_target::reopen::reopen;
 use crate::probe::profile::Profile;
-use crate::probe::target::OpenTarget;
-use crate::probe::target::fresh_space::FreshSpace;
-use crate::probe::target::reopen::reopen;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 

@@ -5,8 +5,8 @@
 use super::durability_setup::DurabilitySetup;
 use super::options::RunOptions;
 use crate::probe::error::{ProbeError, ProfileError};
+use crate::probe::io_target::{OpenTarget, TargetError, TargetKind};
 use crate::probe::profile::{Profile, Rw, SyncEvery};
-use crate::probe::target::{OpenTarget, TargetError, TargetKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::os::fd::OwnedFd;

@@ -41,9 +41,9 @@ pub use options::{
 };
 
 use crate::probe::error::ProbeError;
+use crate::probe::io_target::OpenTarget;
 use crate::probe::measurement::Measurement;
 use crate::probe::profile::Profile;
-use crate::probe::target::OpenTarget;
 use job::Job;
 use std::sync::Once;
 

@@ -77,8 +77,8 @@ impl Drop for FreshSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::target::tests::{file_opts, no_direct_io_here, writable};
-    use crate::probe::target::{TargetOptions, open};
+    use crate::probe::io_target::tests::{file_opts, no_direct_io_here, writable};
+    use crate::probe::io_target::{TargetOptions, open};
     use std::fs;
     use std::os::unix::fs::MetadataExt;
 

@@ -60,7 +60,7 @@ pub fn reopen(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::target::tests::writable;
+    use crate::probe::io_target::tests::writable;
     use std::fs;
 
     #[test]

@@ -148,7 +148,7 @@ pub(super) fn check_block_write_safety(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::target::tests::file_opts;
+    use crate::probe::io_target::tests::file_opts;
 
     #[test]
     fn device_writes_are_refused_when_sysfs_cannot_be_read() {

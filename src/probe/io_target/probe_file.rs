@@ -465,8 +465,8 @@ fn open_existing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::target::tests::{file_opts, no_direct_io_here};
-    use crate::probe::target::{open, open_reporting};
+    use crate::probe::io_target::tests::{file_opts, no_direct_io_here};
+    use crate::probe::io_target::{open, open_reporting};
 
     #[test]
     fn creates_fills_and_reuses_a_probe_file() {
