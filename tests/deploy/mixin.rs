@@ -735,7 +735,8 @@ fn design_disagreements(doc: &str, config: &Value) -> Vec<String> {
 }
 
 /// The runbook is rendered from `_config` (a changed threshold changes it, and the committed
-/// one then differs from the rendering, which fails the first test of this file), and
+/// one then differs from the rendering, which fails the first test of this file; its queries
+/// select the cluster by the configured label), and
 /// docs/rules-design.md states the thresholds of `_config` (tried with a copy of `_config`
 /// whose `peerRatio` differs: the check finds it).
 fn the_runbook_and_the_design_document_say_the_configs_thresholds() {
@@ -744,12 +745,16 @@ fn the_runbook_and_the_design_document_say_the_configs_thresholds() {
     }
     let root = common::repo_root();
     let committed = std::fs::read_to_string(root.join("docs/runbook.md")).unwrap();
-    let other = render("{peerRatio: 1.7, criticalKeepFiringFor: '2h'}");
+    let other =
+        render("{peerRatio: 1.7, criticalKeepFiringFor: '2h', clusterLabel: 'k8s_cluster'}");
     let rendered = other["docs/runbook.md"].as_str().unwrap();
     assert_ne!(
         rendered, committed,
         "a changed peerRatio leaves the runbook as it is"
     );
+    // Its queries select the cluster by the configured label.
+    assert!(rendered.contains("{k8s_cluster=\"$cluster\""));
+    assert!(!rendered.contains("{cluster=\"$cluster\""));
     let peers = section(rendered, "DiskprobeSlowerThanPeers");
     assert!(peers.contains("at least 1.7\ntimes as slow"), "{peers}");
     assert!(
