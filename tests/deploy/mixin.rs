@@ -717,6 +717,30 @@ const DESIGN_FIGURES: &[(&str, &str)] = &[
         "the 80th-percentile branch keeps {} (above",
     ),
     ("peerScore", "so `peerScore` is {}."),
+    (
+        "latencyRegressionRatio",
+        "the median of the last runs ({}x, and",
+    ),
+    (
+        "latencyDriftRatio",
+        "the median of the last day ({}x: a drift",
+    ),
+    (
+        "cohortMinSize",
+        "Targets with a cohort of {} are left out of these alerts",
+    ),
+    (
+        "probeFailingRuns",
+        "`DiskprobeProbeFailing`: at least {} of the last 10",
+    ),
+    (
+        "ioErrorRuns",
+        "`DiskprobeIOErrors`: I/Os failed in at least {} of the last 10",
+    ),
+    (
+        "probeStaleIntervals",
+        "`DiskprobeProbeStale`: no finished run for {} of the target's",
+    ),
 ];
 
 /// The sentences of [`DESIGN_FIGURES`] that `doc` does not say with the values of `config`.
@@ -774,6 +798,8 @@ fn the_runbook_and_the_design_document_say_the_configs_thresholds() {
     );
     let changed = design_disagreements(&design, &config("{peerRatio: 1.7}"));
     assert_eq!(changed.len(), 2, "{changed:?}");
+    let changed = design_disagreements(&design, &config("{probeStaleIntervals: 4}"));
+    assert_eq!(changed.len(), 1, "{changed:?}");
 }
 
 /// Every recording rule answers a question stated in one line of the mixin
