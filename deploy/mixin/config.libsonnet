@@ -12,7 +12,7 @@
     // Prometheus): kept by every aggregation and join, and the dashboards' `cluster` variable.
     clusterLabel: 'cluster',
 
-    // Alert thresholds (docs/runbook.md explains each).
+    // Alert thresholds (docs/runbook.md explains each, rendered from them).
     latencyRegressionRatio: 2.5,  // median p99 of recent runs against the 7-day baseline
     latencyRegressionMinDeltaSeconds: 0.0001,  // ... and at least this much above it
     iopsDropRatio: 0.5,  // median IOPS of recent runs under this share of the baseline
@@ -88,9 +88,16 @@
     // Devices left out of the workload: volumes, whose I/O counts again on the disks under them.
     headroomVolumeDevices: 'dm-[0-9]+|md[0-9].*',
 
-    // Where docs/runbook.md is served, e.g.
+    // The base URL of the Grafana the mixin's dashboards are installed in, without a trailing
+    // slash, e.g. 'https://grafana.example.com' (docs/deployment.md, "Alert links"). Every
+    // alert's dashboard_url opens its dashboard there with the alert's labels as variables, and
+    // its runbook_url its section of the runbook dashboard (docs/runbook.md, rendered from
+    // runbook/runbook.md, with the alert's labels filled into its queries). '' renders the same
+    // links as paths on the Grafana host ('/d/...').
+    grafanaURL: '',
+    // Where docs/runbook.md is served instead, e.g.
     // 'https://git.example.com/ops/diskprobe_exporter/blob/main/docs/runbook.md': each alert's
-    // runbook_url is this + '#' + its lower-cased name. '' renders no runbook_url.
+    // runbook_url is then this + '#' + its lower-cased name (its queries unfilled).
     runbookURLBase: '',
 
     // Dashboards.

@@ -1,7 +1,10 @@
 //! The monitoring mixin (`deploy/mixin`) and the files rendered from it: the committed
-//! `deploy/prometheus/rules.yml`, `deploy/kubernetes/prometheusrule.yaml` and `grafana/*.json`
-//! are what jsonnet (Debian's 0.18, the one `.ci/run` installs) renders from the mixin, compared
-//! parsed (YAML and JSON values, not text).
+//! `deploy/prometheus/rules.yml`, `deploy/kubernetes/prometheusrule.yaml`, `grafana/*.json` and
+//! `docs/runbook.md` are what jsonnet (Debian's 0.18, the one `.ci/run` installs) renders from
+//! the mixin, compared parsed (YAML and JSON values, not text; Markdown as text). Every alert
+//! links its dashboard and its runbook section (whose UIDs, panels and variables exist), every
+//! runbook section opens with its first action and silences for longer than its alert's
+//! `keep_firing_for`, and the runbook and the design document say the thresholds of `_config`.
 
 use crate::common;
 use crate::tools::JSONNET;
@@ -49,10 +52,12 @@ fn render(config: &str) -> BTreeMap<String, Value> {
     serde_json::from_slice(&out.stdout).expect("render.jsonnet gives an object")
 }
 
-/// A committed file's content as a value: YAML or JSON by its extension.
+/// A committed file's content as a value: YAML or JSON by its extension, Markdown as its text.
 fn parse(path: &str, text: &str) -> Value {
     if Path::new(path).extension().is_some_and(|e| e == "json") {
         serde_json::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    } else if Path::new(path).extension().is_some_and(|e| e == "md") {
+        Value::String(text.to_owned())
     } else {
         serde_yaml_ng::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
@@ -360,6 +365,11 @@ fn the_cluster_variable_offers_all() {
     let rendered = render(OTHER);
     for (path, d) in rendered.iter().filter(|(p, _)| p.starts_with("grafana/")) {
         let vars = d["templating"]["list"].as_array().unwrap();
+        if path == RUNBOOK_DASHBOARD {
+            // No queries: its variables are the alert's labels, set by the runbook_url.
+            assert!(vars.iter().all(|v| v["type"] == "textbox"), "{path}");
+            continue;
+        }
         let cluster = vars
             .iter()
             .find(|v| v["name"] == "cluster")
@@ -380,23 +390,169 @@ fn the_cluster_variable_offers_all() {
     }
 }
 
-/// With `runbookURLBase`, each alert's `runbook_url` is its section of docs/runbook.md.
-fn runbook_urls_come_from_the_config() {
+/// The runbook dashboard's path among the rendered files.
+const RUNBOOK_DASHBOARD: &str = "grafana/diskprobe-runbook.json";
+
+/// The alert rules of rendered files.
+fn alert_rules(rendered: &BTreeMap<String, Value>) -> Vec<&Value> {
+    rendered["deploy/prometheus/rules.yml"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .filter(|r| r["alert"].is_string())
+        .collect()
+}
+
+/// An alert link as the mixin renders it: the URL up to its first template action, and the
+/// (label, variable) pairs of its `{{ with $labels.L }}&var-V={{ . | urlquery }}{{ end }}`s;
+/// anything else in it fails.
+fn link(url: &str) -> (String, Vec<(String, String)>) {
+    let var = regex::Regex::new(
+        r"\{\{ with \$labels\.([a-z0-9_]+) \}\}&var-([a-z_]+)=\{\{ \. \| urlquery \}\}\{\{ end \}\}",
+    )
+    .unwrap();
+    let fixed = url.find("{{").map_or(url, |i| &url[..i]);
+    let rest = &url[fixed.len()..];
+    assert_eq!(var.replace_all(rest, ""), "", "{url}: more than variables");
+    let vars = var
+        .captures_iter(rest)
+        .map(|c| (c[1].to_owned(), c[2].to_owned()))
+        .collect();
+    (fixed.to_owned(), vars)
+}
+
+/// The dashboard uid and the fixed query parameters of a link's fixed part after `base`.
+fn dashboard_and_params(fixed: &str, base: &str) -> (String, BTreeMap<String, String>) {
+    let path = fixed
+        .strip_prefix(base)
+        .unwrap_or_else(|| panic!("{fixed}: not under {base:?}"));
+    let (path, query) = path.split_once('?').expect("query parameters");
+    let uid = path.strip_prefix("/d/").expect("/d/uid");
+    let params = query
+        .split('&')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    (uid.to_owned(), params)
+}
+
+/// The `$name`s a text names, of the names in `known`.
+fn variables_named<'a>(text: &str, known: &[&'a str]) -> Vec<&'a str> {
+    let re = regex::Regex::new(r"\$([a-z_]+)").unwrap();
+    let named: std::collections::BTreeSet<String> =
+        re.captures_iter(text).map(|c| c[1].to_owned()).collect();
+    known
+        .iter()
+        .copied()
+        .filter(|k| named.contains(*k))
+        .collect()
+}
+
+/// With `grafanaURL`, every alert's `dashboard_url` opens a dashboard of the mixin (its uid, its
+/// panel, variables it has, each from the label of its name or the cluster label) and its
+/// `runbook_url` the runbook dashboard's panel of its section, setting every variable the
+/// section names. Without it, both are paths on the Grafana host; with `runbookURLBase`, the
+/// runbook_url is the alert's section of the served docs/runbook.md.
+fn every_alert_links_its_dashboard_and_its_runbook_section() {
     if !jsonnet_ready() {
         return;
     }
-    let rendered = render(OTHER);
+    let base = "https://grafana.test/sub";
+    let rendered = render(&format!(
+        "{{grafanaURL: '{base}', clusterLabel: 'k8s_cluster'}}"
+    ));
+    let dashboards: BTreeMap<&str, &Value> = rendered
+        .iter()
+        .filter(|(p, _)| p.starts_with("grafana/"))
+        .map(|(_, d)| (d["uid"].as_str().unwrap(), d))
+        .collect();
+    let variables = |d: &Value| -> Vec<String> {
+        d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let panel = |d: &Value, id: &str| -> Option<Value> {
+        let id: u64 = id.parse().ok()?;
+        d["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| std::iter::once(p).chain(p["panels"].as_array().into_iter().flatten()))
+            .find(|p| p["id"] == id)
+            .cloned()
+    };
+    let runbook_uid = rendered[RUNBOOK_DASHBOARD]["uid"].as_str().unwrap();
+    let runbook_vars = variables(&rendered[RUNBOOK_DASHBOARD]);
+    let runbook_known: Vec<&str> = runbook_vars.iter().map(String::as_str).collect();
+    let alerts = alert_rules(&rendered);
+    assert!(alerts.len() >= 17, "{}", alerts.len());
+    for rule in &alerts {
+        let alert = rule["alert"].as_str().unwrap();
+        for (annotation, is_runbook) in [("dashboard_url", false), ("runbook_url", true)] {
+            let url = rule["annotations"][annotation]
+                .as_str()
+                .unwrap_or_else(|| panic!("{alert}: no {annotation}"));
+            let (fixed, vars) = link(url);
+            let (uid, params) = dashboard_and_params(&fixed, base);
+            let d = dashboards
+                .get(uid.as_str())
+                .unwrap_or_else(|| panic!("{alert}: {annotation} names dashboard {uid}"));
+            assert_eq!(
+                is_runbook,
+                uid == runbook_uid,
+                "{alert}: {annotation} {url}"
+            );
+            let names = variables(d);
+            for (label, var) in &vars {
+                assert!(names.contains(var), "{alert}: {uid} has no variable {var}");
+                let expected = if var == "cluster" { "k8s_cluster" } else { var };
+                assert_eq!(label, expected, "{alert}: var-{var} from $labels.{label}");
+            }
+            if let Some(id) = params.get("viewPanel") {
+                let p = panel(d, id).unwrap_or_else(|| panic!("{alert}: {uid} has no panel {id}"));
+                if is_runbook {
+                    assert_eq!(p["title"], alert, "{alert}: runbook panel {id}");
+                    let content = p["options"]["content"].as_str().unwrap();
+                    assert!(content.starts_with(&format!("## {alert}\n")), "{alert}");
+                    for v in variables_named(content, &runbook_known) {
+                        assert!(
+                            vars.iter().any(|(_, var)| var == v),
+                            "{alert}: its section names ${v}, its runbook_url does not set it"
+                        );
+                    }
+                }
+            } else {
+                assert!(!is_runbook, "{alert}: runbook_url without its panel");
+            }
+            if !is_runbook {
+                assert!(
+                    vars.iter().any(|(_, v)| v == "cluster"),
+                    "{alert}: {annotation} leaves the cluster unset"
+                );
+            }
+        }
+    }
+    // The default: the same links as paths on the Grafana host, no placeholder host.
+    for rule in alert_rules(&render("{}")) {
+        let alert = rule["alert"].as_str().unwrap();
+        for annotation in ["dashboard_url", "runbook_url"] {
+            let url = rule["annotations"][annotation].as_str().unwrap_or("");
+            assert!(
+                url.starts_with("/d/diskprobe-") && !url.contains("://"),
+                "{alert}: {annotation} {url:?}"
+            );
+        }
+    }
+    // With runbookURLBase: the alert's section of the served runbook.
     let runbook = std::fs::read_to_string(common::repo_root().join("docs/runbook.md")).unwrap();
-    let groups = rendered["deploy/prometheus/rules.yml"]["groups"]
-        .as_array()
-        .unwrap();
-    let mut alerts = 0;
-    for rule in groups.iter().flat_map(|g| g["rules"].as_array().unwrap()) {
-        let Some(alert) = rule["alert"].as_str() else {
-            assert!(rule["annotations"].is_null());
-            continue;
-        };
-        alerts += 1;
+    for rule in alert_rules(&render(OTHER)) {
+        let alert = rule["alert"].as_str().unwrap();
         let url = rule["annotations"]["runbook_url"].as_str().unwrap_or("");
         let anchor = url
             .strip_prefix("https://git.test/ops/diskprobe/blob/main/docs/runbook.md#")
@@ -405,7 +561,292 @@ fn runbook_urls_come_from_the_config() {
         assert_eq!(anchor, alert.to_lowercase());
         assert!(runbook.contains(&format!("\n## {alert}\n")), "{alert}");
     }
-    assert!(alerts >= 10);
+}
+
+/// The section of `alert` in a runbook, from its heading to the next.
+fn section<'a>(runbook: &'a str, alert: &str) -> &'a str {
+    let start = runbook
+        .find(&format!("\n## {alert}\n"))
+        .unwrap_or_else(|| panic!("no runbook section for {alert}"))
+        + 1;
+    let rest = &runbook[start..];
+    &rest[..rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3)]
+}
+
+/// A Prometheus duration (`1h`, `2h5m`, `1d`, `0s`) in seconds.
+fn seconds(d: &str) -> u64 {
+    let re = regex::Regex::new(r"([0-9]+)([smhd])").unwrap();
+    assert_eq!(re.replace_all(d, ""), "", "not a duration: {d:?}");
+    re.captures_iter(d)
+        .map(|c| {
+            c[1].parse::<u64>().unwrap()
+                * match &c[2] {
+                    "s" => 1,
+                    "m" => 60,
+                    "h" => 3600,
+                    _ => 86400,
+                }
+        })
+        .sum()
+}
+
+/// Every runbook section (docs/runbook.md against deploy/prometheus/rules.yml) says its first
+/// action in its first three lines, and has an `amtool silence add` line for its alert whose
+/// duration is longer than the alert's `keep_firing_for` (by the repair it names) and says so,
+/// matching labels the runbook dashboard has as variables.
+fn every_runbook_section_opens_with_its_first_action_and_silences_past_keep_firing_for() {
+    let root = common::repo_root();
+    let runbook = std::fs::read_to_string(root.join("docs/runbook.md")).unwrap();
+    let rules: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(root.join("deploy/prometheus/rules.yml")).unwrap(),
+    )
+    .unwrap();
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(RUNBOOK_DASHBOARD)).unwrap())
+            .unwrap();
+    let known: Vec<String> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_owned())
+        .collect();
+    let amtool = regex::Regex::new(
+        r#"(?m)^amtool silence add --duration=([0-9smhd]+) --comment="[^"]+" alertname=([A-Za-z]+)((?: [a-z_]+="\$[a-z_]+")+)$"#,
+    )
+    .unwrap();
+    let mut alerts = 0;
+    let mut kept = 0;
+    for rule in rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+    {
+        let Some(alert) = rule["alert"].as_str() else {
+            continue;
+        };
+        alerts += 1;
+        let section = section(&runbook, alert);
+        assert!(
+            section
+                .lines()
+                .skip(1)
+                .take(3)
+                .any(|l| l.contains("**First**: ")),
+            "{alert}: no first action in its first three lines"
+        );
+        let silences: Vec<_> = amtool.captures_iter(section).collect();
+        assert_eq!(silences.len(), 1, "{alert}: one amtool silence line");
+        let s = &silences[0];
+        assert_eq!(&s[2], alert, "{alert}: its silence's alertname");
+        for m in s[3].split_whitespace() {
+            let (label, var) = m.split_once('=').unwrap();
+            assert_eq!(var, format!("\"${label}\""), "{alert}: {m}");
+            assert!(
+                known.iter().any(|k| k == label),
+                "{alert}: no variable {label}"
+            );
+        }
+        let keep = rule["keep_firing_for"].as_str().map_or(0, seconds);
+        let duration = seconds(&s[1]);
+        if keep > 0 {
+            kept += 1;
+            let said = format!(
+                "keep_firing_for ({})",
+                rule["keep_firing_for"].as_str().unwrap()
+            );
+            assert!(
+                duration > keep && section.contains(&said),
+                "{alert}: a silence of {} against keep_firing_for {keep} s, or no {said:?}",
+                &s[1]
+            );
+        }
+    }
+    assert!(
+        alerts >= 17 && kept >= 5,
+        "{alerts} alerts, {kept} with keep_firing_for"
+    );
+}
+
+/// The mixin's `_config` with `overrides` (jsonnet code), as a value.
+fn config(overrides: &str) -> Value {
+    let mixin = common::repo_root().join("deploy/mixin/mixin.libsonnet");
+    let out = Command::new("jsonnet")
+        .arg("-e")
+        .arg(format!(
+            "((import '{}') + {{ _config+:: {overrides} }})._config",
+            mixin.display()
+        ))
+        .output()
+        .expect("run jsonnet");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What docs/rules-design.md says of the thresholds: a `_config` key and a sentence with `{}`
+/// where its value stands (as %g; whitespace in the document counts as one space).
+const DESIGN_FIGURES: &[(&str, &str)] = &[
+    ("cohortMinSize", "A cohort needs {} disks at like load"),
+    ("peerMADFloor", "(the MAD is at least {};"),
+    ("peerScore", "the limit is {}, [below]"),
+    (
+        "peerRatio",
+        "the disk's median ratio is at least {} (steady",
+    ),
+    (
+        "peerIntermittentRatio",
+        "or its 80th percentile is at least {} and",
+    ),
+    (
+        "peerIntermittentSpread",
+        "and {} times its own median ratio",
+    ),
+    ("peerScore", "(z above {}: in a cohort"),
+    (
+        "peerBusyRatio",
+        "over 12 hours (`diskprobe:target_disk_ios:peer_ratio_p80_12h`) of {} or more",
+    ),
+    ("peerFastRatio", "their median at {} or more"),
+    ("peerRatio", "So `peerRatio` is {} for the median"),
+    (
+        "peerIntermittentRatio",
+        "the 80th-percentile branch keeps {} (above",
+    ),
+    ("peerScore", "so `peerScore` is {}."),
+    (
+        "latencyRegressionRatio",
+        "the median of the last runs ({}x, and",
+    ),
+    (
+        "latencyDriftRatio",
+        "the median of the last day ({}x: a drift",
+    ),
+    (
+        "cohortMinSize",
+        "Targets with a cohort of {} are left out of these alerts",
+    ),
+    (
+        "probeFailingRuns",
+        "`DiskprobeProbeFailing`: at least {} of the last 10",
+    ),
+    (
+        "ioErrorRuns",
+        "`DiskprobeIOErrors`: I/Os failed in at least {} of the last 10",
+    ),
+    (
+        "probeStaleIntervals",
+        "`DiskprobeProbeStale`: no finished run for {} of the target's",
+    ),
+];
+
+/// The sentences of [`DESIGN_FIGURES`] that `doc` does not say with the values of `config`.
+fn design_disagreements(doc: &str, config: &Value) -> Vec<String> {
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    DESIGN_FIGURES
+        .iter()
+        .filter_map(|(key, sentence)| {
+            let v = config[*key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("_config.{key}"));
+            let said = sentence.replace("{}", &format!("{v}"));
+            (!doc.contains(&said)).then(|| format!("{key}: {said:?}"))
+        })
+        .collect()
+}
+
+/// The runbook is rendered from `_config` (a changed threshold changes it, and the committed
+/// one then differs from the rendering, which fails the first test of this file; its queries
+/// select the cluster by the configured label), and
+/// docs/rules-design.md states the thresholds of `_config` (tried with a copy of `_config`
+/// whose `peerRatio` differs: the check finds it).
+fn the_runbook_and_the_design_document_say_the_configs_thresholds() {
+    if !jsonnet_ready() {
+        return;
+    }
+    let root = common::repo_root();
+    let committed = std::fs::read_to_string(root.join("docs/runbook.md")).unwrap();
+    let other =
+        render("{peerRatio: 1.7, criticalKeepFiringFor: '2h', clusterLabel: 'k8s_cluster'}");
+    let rendered = other["docs/runbook.md"].as_str().unwrap();
+    assert_ne!(
+        rendered, committed,
+        "a changed peerRatio leaves the runbook as it is"
+    );
+    // Its queries select the cluster by the configured label.
+    assert!(rendered.contains("{k8s_cluster=\"$cluster\""));
+    assert!(!rendered.contains("{cluster=\"$cluster\""));
+    let peers = section(rendered, "DiskprobeSlowerThanPeers");
+    assert!(peers.contains("at least 1.7\ntimes as slow"), "{peers}");
+    assert!(
+        peers.contains("its scores: typical ratio (1.7 fires)"),
+        "{peers}"
+    );
+    assert!(
+        section(rendered, "DiskprobeIOErrors").contains("--duration=4h "),
+        "the silence follows keep_firing_for"
+    );
+    let design = std::fs::read_to_string(root.join("docs/rules-design.md")).unwrap();
+    let problems = design_disagreements(&design, &config("{}"));
+    assert!(
+        problems.is_empty(),
+        "docs/rules-design.md:\n{}",
+        problems.join("\n")
+    );
+    let changed = design_disagreements(&design, &config("{peerRatio: 1.7}"));
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    let changed = design_disagreements(&design, &config("{probeStaleIntervals: 4}"));
+    assert_eq!(changed.len(), 1, "{changed:?}");
+}
+
+/// Every recording rule answers a question stated in one line of the mixin
+/// (`rules/questions.libsonnet`; the rendering fails on a recording without one), and
+/// docs/rules-design.md lists them as the mixin renders the list.
+fn every_recording_states_its_question_in_the_design_document() {
+    if !jsonnet_ready() {
+        return;
+    }
+    let mixin = common::repo_root().join("deploy/mixin/mixin.libsonnet");
+    let out = Command::new("jsonnet")
+        .arg("-S")
+        .arg("-e")
+        .arg(format!(
+            "(import '{}').recordingQuestionsTable",
+            mixin.display()
+        ))
+        .output()
+        .expect("run jsonnet");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    let records: std::collections::BTreeSet<String> = recording_names(&render("{}"));
+    let listed = table.lines().filter(|l| l.starts_with("| `")).count();
+    assert_eq!(listed, records.len(), "{table}");
+    for r in &records {
+        assert!(table.contains(&format!("| `{r}` | ")), "{r} not listed");
+    }
+    let design = std::fs::read_to_string(common::repo_root().join("docs/rules-design.md")).unwrap();
+    assert!(
+        design.contains(table.trim()),
+        "docs/rules-design.md: the list of recordings differs from the mixin's:\n{table}"
+    );
+}
+
+/// The names of the recording rules of rendered files.
+fn recording_names(rendered: &BTreeMap<String, Value>) -> std::collections::BTreeSet<String> {
+    rendered["deploy/prometheus/rules.yml"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .filter_map(|r| r["record"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The selector check finds what it is for: a selector without the job, a grouping without the
@@ -459,6 +900,9 @@ crate::tests! {
     the_comparison_finds_a_changed_value,
     every_selector_carries_the_job_and_cluster_selectors_and_every_grouping_the_cluster: [JSONNET],
     the_cluster_variable_offers_all: [JSONNET],
-    runbook_urls_come_from_the_config: [JSONNET],
+    every_alert_links_its_dashboard_and_its_runbook_section: [JSONNET],
+    every_runbook_section_opens_with_its_first_action_and_silences_past_keep_firing_for,
+    the_runbook_and_the_design_document_say_the_configs_thresholds: [JSONNET],
+    every_recording_states_its_question_in_the_design_document: [JSONNET],
     the_selector_check_finds_missing_selectors_and_groupings,
 }

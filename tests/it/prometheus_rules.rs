@@ -484,10 +484,12 @@ fn the_fleet_weeks_pass_vmalert_replay() {
     );
 }
 
-/// Every alert has its section in docs/runbook.md, with queries. The shipped rules
-/// carry no `runbook_url` (where the runbook is served is the mixin's `runbookURLBase`;
-/// tests/deploy/mixin.rs renders the URLs from it), so no URL points at a host that does not exist.
-fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
+/// Every alert has its section in docs/runbook.md, with queries, and the shipped rules give
+/// every alert a `runbook_url` and a `dashboard_url` by default: paths on the Grafana host that
+/// the mixin's dashboards are installed in (the mixin's `grafanaURL` makes them absolute;
+/// tests/deploy/mixin.rs checks the dashboards, panels and variables they name), so no URL
+/// points at a placeholder host.
+fn every_alert_has_a_runbook_section_and_links_without_a_placeholder_host() {
     let rules = read("deploy/prometheus/rules.yml");
     let runbook = read("docs/runbook.md");
     let names = alerts(&rules);
@@ -503,10 +505,26 @@ fn every_alert_has_a_runbook_section_and_no_placeholder_url() {
             "the runbook section of {alert} has no queries"
         );
     }
-    assert!(
-        !rules.contains("runbook_url"),
-        "a runbook_url without runbookURLBase"
-    );
+    let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&rules).unwrap();
+    let mut linked = 0;
+    for rule in parsed["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .filter(|r| r["alert"].is_string())
+    {
+        for annotation in ["runbook_url", "dashboard_url"] {
+            let url = rule["annotations"][annotation].as_str().unwrap_or("");
+            assert!(
+                url.starts_with("/d/diskprobe-") && !url.contains("://"),
+                "{:?}: {annotation} {url:?}",
+                rule["alert"]
+            );
+        }
+        linked += 1;
+    }
+    assert_eq!(linked, names.len());
     assert!(
         !rules.contains("runbook: "),
         "use runbook_url, the convention"
@@ -535,6 +553,6 @@ crate::tests! {
     rules_pass_vmalert_tool_and_every_scenario: [LONG],
     the_other_chaos_seeds_pass_vmalert_tool: [LONG],
     the_fleet_weeks_pass_vmalert_replay: [LONG],
-    every_alert_has_a_runbook_section_and_no_placeholder_url,
+    every_alert_has_a_runbook_section_and_links_without_a_placeholder_host,
     the_runbook_scenario_table_is_the_generated_one,
 }

@@ -39,7 +39,7 @@ function(c)
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk probe failing on {{ $labels.instance }} {{ $labels.target }}',
-          description: "{{ $value }} of the last 10 runs of profile {{ $labels.profile }} on {{ $labels.target }} failed or timed out; the agent's log says why.",
+          description: "{{ $value }} of the last 10 runs of profile {{ $labels.profile }} on {{ $labels.target }} failed or timed out (%d or more fire); the agent's log says why." % c.probeFailingRuns,
         },
       }),
       // Probe I/Os failed in at least 2 of the last 10 finished runs (one transient error does
@@ -60,7 +60,7 @@ function(c)
               s.by(['job', 'instance', 'device']),
               'diskprobe_target_info',
             ],
-            'failed in {{ $value }} of its last 10 runs.',
+            'failed in {{ $value }} of its last 10 runs (%d or more page; it keeps firing for %s after).' % [c.ioErrorRuns, c.criticalKeepFiringFor],
           ]),
         },
       }),
@@ -79,7 +79,7 @@ function(c)
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk under probe target vanished on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: '{{ $labels.device }}, the device under target {{ $labels.target }} ({{ $labels.path }}), is no longer in /proc/diskstats.',
+          description: "{{ $labels.device }}, the device under target {{ $labels.target }} ({{ $labels.path }}), has been missing from /proc/diskstats for 5 minutes or more while the agent's diskstats collector works.",
         },
       }),
       // The kernel has held an I/O of a probe run for `ioHungSeconds`: the run gave up on it
@@ -91,7 +91,7 @@ function(c)
         labels: { severity: 'critical' },
         annotations: {
           summary: 'Disk I/O hung on {{ $labels.instance }} {{ $labels.target }} ({{ $labels.device }})',
-          description: '{{ $labels.device }}, under target {{ $labels.target }}, has held an I/O of a probe run of profile {{ $labels.profile }} for {{ $value | humanizeDuration }}; no probe runs on it until the kernel completes it.',
+          description: '{{ $labels.device }}, under target {{ $labels.target }}, has held an I/O of a probe run of profile {{ $labels.profile }} for {{ $value | humanizeDuration }} (%g s or more page); no probe runs on it until the kernel completes it.' % c.ioHungSeconds,
         },
       }),
       // No finished run for 3.5 intervals: at least three cycles in a row (jitter is at most
@@ -122,7 +122,7 @@ function(c)
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk probe stale on {{ $labels.instance }} {{ $labels.target }}',
-          description: 'Profile {{ $labels.profile }} on {{ $labels.target }} has not finished a run for {{ $value | printf "%.1f" }} intervals.',
+          description: 'Profile {{ $labels.profile }} on {{ $labels.target }} has not finished a run for {{ $value | printf "%%.1f" }} intervals (more than %g fire).' % c.probeStaleIntervals,
         },
       }),
       // A configured target that has never finished a run.
@@ -150,7 +150,7 @@ function(c)
         labels: { severity: 'warning' },
         annotations: {
           summary: 'diskprobe_exporter down on {{ $labels.instance }}',
-          description: 'Prometheus cannot scrape diskprobe_exporter on {{ $labels.instance }}.',
+          description: 'Prometheus has not scraped diskprobe_exporter on {{ $labels.instance }} for 5 minutes or more (up {{ $value }}).',
         },
       }),
       // The node-mixin's saturation signal: average queue size (aqu-sz) above 10 for 30
@@ -165,7 +165,7 @@ function(c)
         labels: { severity: 'info' },
         annotations: {
           summary: 'Disk {{ $labels.device }} saturated on {{ $labels.instance }}',
-          description: 'The I/O queue of {{ $labels.device }} has averaged {{ $value | printf "%.1f" }} requests for 30 minutes.',
+          description: 'The I/O queue of {{ $labels.device }} has averaged {{ $value | printf "%%.1f" }} requests for 30 minutes (more than %g fire).' % c.diskSaturationQueue,
         },
       }),
     ],

@@ -62,11 +62,11 @@ function(c)
     profiles: s.sel('diskprobe_profile_info', profiles),
     withoutPeers: withoutPeers,
   };
-  local dropDescription(what, record, humanize, unit) = std.join(' ', [
+  local dropDescription(what, record, humanize, unit, ratio) = std.join(' ', [
     sel,
     'The median %s of profile {{ $labels.profile }} is' % what,
     currentValue(record, humanize, unit) + ',',
-    '{{ $value | printf "%.2f" }}x its baseline of',
+    '{{ $value | printf "%%.2f" }}x its baseline (under %g fires) of' % ratio,
     value('diskprobe:%s:baseline_7d' % record, '2h', humanize, 'unknown', unit),
     '(its best daily median of the last 7 days);',
     cohortSize + '.',
@@ -119,7 +119,7 @@ function(c)
             'The median p99 latency of profile {{ $labels.profile }} is',
             currentValue('probe_latency_p99', 'humanizeDuration') + ' and',
             value('diskprobe:probe_latency_p99:median_1d', '2h', 'humanizeDuration', 'unknown') + ' over the last day,',
-            '{{ $value | printf "%.2f" }}x its baseline of',
+            '{{ $value | printf "%%.2f" }}x its baseline (more than %g and %g us above it, or %g over the day, fire) of' % [c.latencyRegressionRatio, c.latencyRegressionMinDeltaSeconds * 1e6, c.latencyDriftRatio],
             value('diskprobe:probe_latency_p99:baseline_7d', '2h', 'humanizeDuration', 'unknown'),
             '(its best daily median of the last 7 days);',
             cohortSize + '.',
@@ -133,7 +133,7 @@ function(c)
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk IOPS dropped on {{ $labels.instance }} {{ $labels.target }}',
-          description: dropDescription('IOPS', 'probe_iops', 'humanize', ''),
+          description: dropDescription('IOPS', 'probe_iops', 'humanize', '', c.iopsDropRatio),
         },
       }),
       // Large-block (>= 100,000 bytes), uncapped profiles deeper than 1.
@@ -143,7 +143,7 @@ function(c)
         labels: { severity: 'warning' },
         annotations: {
           summary: 'Disk throughput dropped on {{ $labels.instance }} {{ $labels.target }}',
-          description: dropDescription('throughput', 'probe_throughput_bytes_per_second', 'humanize1024', 'B/s'),
+          description: dropDescription('throughput', 'probe_throughput_bytes_per_second', 'humanize1024', 'B/s', c.throughputDropRatio),
         },
       }),
       // Durability profiles (fsync or fdatasync after each write, e.g. etcd-wal): the exact p99

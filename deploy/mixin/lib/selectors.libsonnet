@@ -33,9 +33,6 @@ function(c) {
     std.join(' ', ['$labels.%s' % l for l in [c.clusterLabel] + labels]),
   ],
 
-  // An alert's runbook_url annotation: its section of docs/runbook.md where runbookURLBase
-  // says it is served; none without.
-  runbook(alert):: if c.runbookURLBase == '' then {} else {
-    runbook_url: '%s#%s' % [c.runbookURLBase, std.asciiLower(alert)],
-  },
+  // An alert's links (lib/links.libsonnet): its dashboard_url and runbook_url annotations.
+  runbook(alert):: (import 'links.libsonnet')(c).annotations(alert),
 }

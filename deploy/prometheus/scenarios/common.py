@@ -210,11 +210,61 @@ def stored(v):
     return sign * (u / _pow10(-scale) if scale < 0 else u * _pow10(scale))
 
 
+# An alert link's variable, as the mixin renders it (lib/links.libsonnet): the variable set from
+# the label where the alert has it.
+_LINK_VAR = re.compile(r"\{\{ with \$labels\.([a-z0-9_]+) \}\}&var-([a-z_]+)=\{\{ \. \| urlquery \}\}\{\{ end \}\}")
+
+
+def link_templates():
+    """{alert: {annotation: template}}: the `dashboard_url` and `runbook_url` of each alert in
+    rules.yml, as rendered (a quoted scalar, JSON's escapes)."""
+    import json
+
+    with open(RULES) as f:
+        text = f.read()
+    out = {}
+    for rule in re.split(r"(?m)^\s*- (?=alert:|record:)", text):
+        m = re.match(r"alert: (\S+)\s*$", rule.split("\n", 1)[0])
+        if m:
+            out[m.group(1)] = {
+                k: json.loads(v) if v.startswith('"') else v
+                for k, v in re.findall(r"(?m)^\s*(dashboard_url|runbook_url): (.*?)\s*$", rule)
+            }
+    return out
+
+
+def expand_link(template, labels):
+    """A link template as the engine expands it for an alert of `labels`: each variable whose
+    label the alert has, its value escaped as Go's url.QueryEscape (`urlquery`) does."""
+    from urllib.parse import quote_plus
+
+    out = _LINK_VAR.sub(lambda m: f"&var-{m.group(2)}={quote_plus(labels[m.group(1)])}" if labels.get(m.group(1)) else "", template)
+    if "{{" in out:
+        raise ValueError(f"a link template this generator does not expand: {template!r}")
+    return out
+
+
+def with_links(suite):
+    """`suite` with each expected alert's `dashboard_url` and `runbook_url`, expanded from
+    rules.yml for its labels."""
+    links = link_templates()
+    for group in suite["tests"]:
+        for test in group.get("alert_rule_test", []):
+            for alert in test.get("exp_alerts", []):
+                mine = links[test["alertname"]]
+                alert["exp_annotations"] = dict(
+                    alert.get("exp_annotations", {}),
+                    **{k: expand_link(v, alert.get("exp_labels", {})) for k, v in mine.items()},
+                )
+    return suite
+
+
 def for_engine(suite):
-    """A generated suite as the engine's test tool reads it: for vmalert-tool, the expression
-    checks under its key (`metricsql_expr_test`), no `group_eval_order` (it evaluates the groups
-    in the file's order, which no rule depends on), and each expected sample as its storage
-    gives it back."""
+    """A generated suite as the engine's test tool reads it: each expected alert with its links
+    (`with_links`); for vmalert-tool, the expression checks under its key
+    (`metricsql_expr_test`), no `group_eval_order` (it evaluates the groups in the file's order,
+    which no rule depends on), and each expected sample as its storage gives it back."""
+    suite = with_links(suite)
     if not _engine["decimal"]:
         return suite
     suite = dict(suite)

@@ -886,7 +886,7 @@ def exact_group():
                 description=(
                     f"Over the last 12 hours the runs of profile {PROFILE} on {slow.target} (now nvme0n1) "
                     f"had a median p99 of {humanize_duration(disk)} against {humanize_duration(cohort)} for the disks of its cohort ({NVME.name}); "
-                    "sample by sample its p99 was 3.00x its peers' median, and at least 3.00x in a fifth of its samples; "
+                    "sample by sample its p99 was 3.00x its peers' median (1.6 or more fires), and at least 3.00x in a fifth of its samples (2 or more, and 1.6x the median, fires); "
                     f"its modified z-score in the cohort is {score:.1f} (typical sample) and {score:.1f} (slower fifth), against 2; "
                     f"the cohort has {len(fleet.disks())} members with a last run."
                 ),
@@ -899,7 +899,7 @@ def exact_group():
             summary=f"Disks of cohort {NVME.name} are slower together",
             description=(
                 f"The median p99 of profile {PROFILE} over the cohort's disks has been {humanize_duration(SHIFT * p99)} "
-                f"over the last 6 hours, {SHIFT:.2f}x its baseline of {humanize_duration(p99)}; "
+                f"over the last 6 hours, {SHIFT:.2f}x its baseline (2 or more fire) of {humanize_duration(p99)}; "
                 "each of its disks is compared with the others at the same moments, so none of them is paged for it."
             ),
         ),

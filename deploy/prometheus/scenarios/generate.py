@@ -818,7 +818,7 @@ class Fires:
                     summary=f"Disk latency regression on {inst} {t.name}",
                     description=(
                         f"The median p99 latency of profile {p.name} is {humanize_duration(current)} over {over} and "
-                        f"{humanize_duration(day) if day is not None else 'unknown'} over the last day, {value:.2f}x its baseline of "
+                        f"{humanize_duration(day) if day is not None else 'unknown'} over the last day, {value:.2f}x its baseline (more than 2.5 and 100 us above it, or 2 over the day, fire) of "
                         f"{humanize_duration(base)} (its best daily median of the last 7 days); {cohort_size(sim, t, p, ts)}."
                     ),
                 )
@@ -830,7 +830,7 @@ class Fires:
                     summary=f"Disk {what} dropped on {inst} {t.name}",
                     description=(
                         f"The median {what} of profile {p.name} is {show(current)} over {over}, "
-                        f"{value:.2f}x its baseline of {show(base)} (its best daily median of the last 7 days); {cohort_size(sim, t, p, ts)}."
+                        f"{value:.2f}x its baseline (under 0.5 fires) of {show(base)} (its best daily median of the last 7 days); {cohort_size(sim, t, p, ts)}."
                     ),
                 )
         elif a == "DiskprobeSyncLatencyHigh":
@@ -843,7 +843,7 @@ class Fires:
             failed = sum(sim.at(ts, "diskprobe_probe_recent_runs", result=r, **probe) for r in ("error", "timeout"))
             ann = dict(
                 summary=f"Disk probe failing on {inst} {t.name}",
-                description=f"{failed} of the last 10 runs of profile {p.name} on {t.name} failed or timed out; the agent's log says why.",
+                description=f"{failed} of the last 10 runs of profile {p.name} on {t.name} failed or timed out (3 or more fire); the agent's log says why.",
             )
         elif a == "DiskprobeIOErrors":
             # While it keeps firing (keep_firing_for) with fewer errors than it needs, the alert
@@ -855,24 +855,24 @@ class Fires:
             disk = f" on {t.device} ({'serial ' + t.serial if t.serial else 'no serial'})"
             ann = dict(
                 summary=f"Disk I/O errors on {inst} {t.name}",
-                description=f"Probe I/Os of profile {p.name} on {t.name}{disk} failed in {v} of its last 10 runs.",
+                description=f"Probe I/Os of profile {p.name} on {t.name}{disk} failed in {v} of its last 10 runs (2 or more page; it keeps firing for 1h after).",
             )
         elif a == "DiskprobeTargetVanished":
             ann = dict(
                 summary=f"Disk under probe target vanished on {inst} {t.name} ({t.device})",
-                description=f"{t.device}, the device under target {t.name} ({t.path}), is no longer in /proc/diskstats.",
+                description=f"{t.device}, the device under target {t.name} ({t.path}), has been missing from /proc/diskstats for 5 minutes or more while the agent's diskstats collector works.",
             )
         elif a == "DiskprobeIOHung":
             v = sim.at(ts, "diskprobe_probe_stuck_io_age_seconds", **probe)
             ann = dict(
                 summary=f"Disk I/O hung on {inst} {t.name} ({t.device})",
-                description=f"{t.device}, under target {t.name}, has held an I/O of a probe run of profile {p.name} for {humanize_duration(v)}; no probe runs on it until the kernel completes it.",
+                description=f"{t.device}, under target {t.name}, has held an I/O of a probe run of profile {p.name} for {humanize_duration(v)} (300 s or more page); no probe runs on it until the kernel completes it.",
             )
         elif a == "DiskprobeProbeStale":
             last = sim.at(ts, "diskprobe_probe_last_run_timestamp_seconds", **probe)
             ann = dict(
                 summary=f"Disk probe stale on {inst} {t.name}",
-                description=f"Profile {p.name} on {t.name} has not finished a run for {(ts - last) / t.interval:.1f} intervals.",
+                description=f"Profile {p.name} on {t.name} has not finished a run for {(ts - last) / t.interval:.1f} intervals (more than 3.5 fire).",
             )
         elif a == "DiskprobeProbeAbsent":
             ann = dict(
@@ -882,14 +882,14 @@ class Fires:
         elif a == "DiskprobeExporterDown":
             ann = dict(
                 summary=f"diskprobe_exporter down on {inst}",
-                description=f"Prometheus cannot scrape diskprobe_exporter on {inst}.",
+                description=f"Prometheus has not scraped diskprobe_exporter on {inst} for 5 minutes or more (up 0).",
             )
         elif a == "DiskprobeDiskSaturated":
             w = sim.values("diskprobe_disk_io_time_weighted_seconds_total", job=JOB, instance=inst, device=self.device)
             queue = prom_rate([(s, w[s // SCRAPE]) for s in range_points(ts - 5 * M, ts, SCRAPE)], ts - 5 * M, ts)
             ann = dict(
                 summary=f"Disk {self.device} saturated on {inst}",
-                description=f"The I/O queue of {self.device} has averaged {queue:.1f} requests for 30 minutes.",
+                description=f"The I/O queue of {self.device} has averaged {queue:.1f} requests for 30 minutes (more than 10 fire).",
             )
         elif a == "DiskprobeDiskLost":
             # Held through an agent restart (keep_firing_for): the value of its last evaluation.
@@ -899,7 +899,7 @@ class Fires:
                 k -= EVAL
             ann = dict(
                 summary=f"Disk lost on {inst}: {t.name}",
-                description=f"The disk probed as target {t.name} by discovery rule {t.rule} (model {t.model}, serial {t.serial}, last seen as {t.device}) has been gone since {humanize_timestamp(v)}, and no node of the cluster has a disk of that identity.",
+                description=f"The disk probed as target {t.name} by discovery rule {t.rule} (model {t.model}, serial {t.serial}, last seen as {t.device}) has been gone since {humanize_timestamp(v)}, and no node of the cluster has had a disk of that identity for 10m.",
             )
         else:
             raise ValueError(a)
