@@ -668,15 +668,14 @@ fn every_runbook_section_opens_with_its_first_action_and_silences_past_keep_firi
     );
 }
 
-/// The mixin's `_config` with `overrides` (jsonnet code), as a value.
-fn config(overrides: &str) -> Value {
+/// What jsonnet prints for `expr` (jsonnet code, in which `MIXIN` is the mixin's path), as a
+/// string when `string` (`-S`), else as JSON.
+fn evaluate(expr: &str, string: bool) -> Vec<u8> {
     let mixin = common::repo_root().join("deploy/mixin/mixin.libsonnet");
     let out = Command::new("jsonnet")
+        .args(string.then_some("-S"))
         .arg("-e")
-        .arg(format!(
-            "((import '{}') + {{ _config+:: {overrides} }})._config",
-            mixin.display()
-        ))
+        .arg(expr.replace("MIXIN", &mixin.display().to_string()))
         .output()
         .expect("run jsonnet");
     assert!(
@@ -684,7 +683,13 @@ fn config(overrides: &str) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+/// The mixin's `_config` with `overrides` (jsonnet code), as a value.
+fn config(overrides: &str) -> Value {
+    let expr = format!("((import 'MIXIN') + {{ _config+:: {overrides} }})._config");
+    serde_json::from_slice(&evaluate(&expr, false)).unwrap()
 }
 
 /// What docs/rules-design.md says of the thresholds: a `_config` key and a sentence with `{}`
@@ -809,22 +814,8 @@ fn every_recording_states_its_question_in_the_design_document() {
     if !jsonnet_ready() {
         return;
     }
-    let mixin = common::repo_root().join("deploy/mixin/mixin.libsonnet");
-    let out = Command::new("jsonnet")
-        .arg("-S")
-        .arg("-e")
-        .arg(format!(
-            "(import '{}').recordingQuestionsTable",
-            mixin.display()
-        ))
-        .output()
-        .expect("run jsonnet");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8(out.stdout).unwrap();
+    let table =
+        String::from_utf8(evaluate("(import 'MIXIN').recordingQuestionsTable", true)).unwrap();
     let records: std::collections::BTreeSet<String> = recording_names(&render("{}"));
     let listed = table.lines().filter(|l| l.starts_with("| `")).count();
     assert_eq!(listed, records.len(), "{table}");
