@@ -175,6 +175,7 @@ fn substitute(query: &str) -> String {
     let mut q = query
         .replace("$__rate_interval", "5m")
         .replace("$__interval", "5m")
+        .replace("$__range", "6h")
         .replace("$cluster", CLUSTERS);
     for var in ["$instance", "$target", "$profile", "$device"] {
         q = q.replace(var, ".*");
@@ -312,6 +313,10 @@ fn queries(rendered: &BTreeMap<String, Value>) -> Vec<(String, String, bool)> {
                 let what = format!("{path}: {} {}", p["title"], t["refId"]);
                 out.push((what, substitute(t["expr"].as_str().unwrap()), true));
             }
+        }
+        for a in d["annotations"]["list"].as_array().unwrap() {
+            let what = format!("{path}: annotation {}", a["name"]);
+            out.push((what, substitute(a["expr"].as_str().unwrap()), true));
         }
         for v in d["templating"]["list"].as_array().unwrap() {
             let Some(q) = v["query"]["query"].as_str() else {

@@ -34,4 +34,8 @@ function(c, alerts)
       }
       for i in std.range(0, std.length(sections) - 1)
     ],
-  )
+  ) + {
+    // Text only: no time series to mark or to share a crosshair.
+    annotations: { list: [] },
+    graphTooltip: 0,
+  }

@@ -1,8 +1,10 @@
-// One target: its probes, the durability row and its device's diskstats. Each row is a file of
+// One target: what its alerts decide on, its probes, its cohort, the durability row, its device's
+// diskstats, its headroom and what the cloud says. Each row is a file of
 // dashboards/target/; a new row is a new file added to the list below.
 local g = import '../lib/dashboards.libsonnet';
 
 local rows = [
+  import 'target/why.libsonnet',
   import 'target/probes.libsonnet',
   import 'target/cohort.libsonnet',
   import 'target/durability.libsonnet',
@@ -17,7 +19,7 @@ function(c)
     c,
     'target',
     'Target detail',
-    "One target: latency heatmap per profile, exact per-run percentiles against the alert's baseline, its p99 against its cohort's, IOPS and throughput per profile, sync latency of durability profiles, diskstats of its device, and what the cloud says about it (EBS, instance store).",
+    "One target: the numbers each alert decides on (why it fired), latency heatmap per profile, exact per-run percentiles against the alert's baseline, its p99 against its cohort's, IOPS and throughput per profile, sync latency of durability profiles, diskstats of its device, and what the cloud says about it (EBS, instance store).",
     [
       g.datasourceVariable(c),
       g.clusterVariable(c),

@@ -3,7 +3,9 @@
 {
   datasource:: { type: 'prometheus', uid: '${datasource}' },
 
-  // A dashboard of `c`'s tags, refresh and uid prefix; `panels` are laid out by `layout`.
+  // A dashboard of `c`'s tags, refresh and uid prefix; `panels` are laid out by `layout`. Its
+  // time series share one crosshair, and it marks firing alerts, agent restarts and
+  // configuration reloads of the selected instances (`annotations`).
   dashboard(c, name, title, description, variables, panels):: {
     uid: c.dashboardUIDPrefix + name,
     title: c.dashboardTitlePrefix + title,
@@ -16,7 +18,8 @@
     refresh: c.dashboardRefresh,
     time: { from: 'now-6h', to: 'now' },
     templating: { list: variables },
-    annotations: { list: [] },
+    graphTooltip: 1,
+    annotations: { list: $.annotations(c) },
     links: [{
       title: 'diskprobe',
       type: 'dashboards',
@@ -48,6 +51,102 @@
       panels,
       { x: 0, y: 0, lineH: 0, out: [] }
     ).out,
+
+  // The marks every dashboard draws on its time series: diskprobe alerts firing, agent restarts
+  // and configuration reloads, of the selected clusters and instances. Restarts and reloads are
+  // placed at the time the agent's own series give (`useValueForTime`: the value in
+  // milliseconds); a reload is a successful (re)load more than 10 s after the process started
+  // (the first load is part of the start).
+  annotations(c)::
+    local s = (import 'selectors.libsonnet')(c);
+    local here = ['instance=~"$instance"'];
+    local agent = s.by(['job', 'instance']);
+    local started = 'max by (%s) (%s)' % [agent, s.panel('process_start_time_seconds', here)];
+    local mark(name, color, expr, title, text, valueTime, tags) = {
+      name: name,
+      datasource: $.datasource,
+      enable: true,
+      hide: false,
+      iconColor: color,
+      expr: expr,
+      step: '1m',
+      titleFormat: title,
+      textFormat: text,
+      tagKeys: std.join(',', tags),
+      useValueForTime: valueTime,
+    };
+    [
+      mark(
+        'Alerts firing', 'red',
+        s.panel('ALERTS', here + ['alertname=~"Diskprobe.*"', 'alertstate="firing"']),
+        '{{alertname}}', '{{instance}} {{target}} {{profile}} {{device}}', false,
+        ['alertname', 'severity', 'target', 'profile', 'device'],
+      ),
+      mark(
+        'Agent restarts', 'blue',
+        '%s * 1000' % started,
+        'diskprobe_exporter started', '{{instance}}', true, ['instance'],
+      ),
+      mark(
+        'Configuration reloads', 'purple',
+        '(max by (%s) (%s) > on (%s) %s + 10) * 1000' % [
+          agent, s.panel('diskprobe_config_last_reload_success_timestamp_seconds', here), agent, started,
+        ],
+        'configuration reloaded', '{{instance}}', true, ['instance'],
+      ),
+    ],
+
+  // A ranking that keeps its k series over the whole time range: `expr` (a per-step value of
+  // each series) drawn for the k series whose `over` (max or min) of it over the range, at the
+  // range's end, is highest (topk) or lowest (bottomk). `on` names the labels of a series.
+  rankOnce(ranking, k, over, expr, on)::
+    '(%s) and on (%s) %s(%d, %s_over_time((%s)[$__range:$__interval] @ end()))' % [
+      expr, on, ranking, k, over, expr,
+    ],
+
+  // `expr` (series of a disk, told apart by `keys`: device or serial) with the `target` label of
+  // one target on that disk (diskprobe_target_disk_info, one per disk by construction), so that
+  // its table row can link to the target dashboard; series of disks under no target as they are.
+  withTarget(c, expr, keys)::
+    local s = (import 'selectors.libsonnet')(c);
+    local on = s.by(['job', 'instance'] + keys);
+    '%s * on (%s) group_left (target) %s or on (%s) %s' % [
+      expr, on, s.one(on, s.panel('diskprobe_target_disk_info', ['instance=~"$instance"'])), on, expr,
+    ],
+
+  // A table's rows link to the target dashboard (`c`'s uid prefix), with the data source, the
+  // cluster variable and the time range of this one, and a variable per field in `fields` (the
+  // row's label of that name), then the current values of this dashboard's variables `carry`.
+  targetLink(c, fields, carry=[]):: { fieldConfig+: { defaults+: { links: [{
+    title: 'Open in the target dashboard',
+    url: '/d/%starget/?${datasource:queryparam}&${cluster:queryparam}%s%s&${__url_time_range}' % [
+      c.dashboardUIDPrefix,
+      std.join('', ['&var-%s=${__data.fields.%s}' % [f, f] for f in fields]),
+      std.join('', ['&${%s:queryparam}' % v for v in carry]),
+    ],
+  }] } } },
+
+  // A table of several queries as one: merged on their labels, each query's value a column with
+  // its unit (`columns`: refId -> [name, unit]; a refId left out is hidden, as `exclude` are).
+  mergedTable(columns, exclude):: {
+    fieldConfig+: { overrides+: [
+      {
+        matcher: { id: 'byName', options: 'Value #%s' % ref },
+        properties: [{ id: 'unit', value: columns[ref][1] }],
+      }
+      for ref in std.objectFields(columns)
+    ] },
+    transformations: [
+      { id: 'merge', options: {} },
+      {
+        id: 'organize',
+        options: {
+          excludeByName: { [k]: true for k in exclude },
+          renameByName: { ['Value #%s' % ref]: columns[ref][0] for ref in std.objectFields(columns) },
+        },
+      },
+    ],
+  },
 
   row(id, title):: {
     id: id,

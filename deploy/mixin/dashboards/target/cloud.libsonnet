@@ -38,5 +38,6 @@ function(c)
         g.query('A', '%s %s' % [s.panel('diskprobe_cloud_stats_success', here), disks], instant=true, format='table'),
         g.query('B', '%s %s' % [s.panel('diskprobe_cloud_stats_failure_info', here), disks], instant=true, format='table'),
       ],
-    ) + g.organize(['Time', '__name__', 'job', 'cluster']),
+    ) + g.mergedTable({ A: ['read', 'bool_yes_no'] }, ['Time', '__name__', 'job', 'cluster', 'Value #B'])
+    + g.targetLink(c, ['instance'], carry=['target']),
   ]

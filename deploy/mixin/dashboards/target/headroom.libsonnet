@@ -42,17 +42,18 @@ function(c)
     ) + g.unit('s'),
     g.panel(
       43, 'table', 'Limits of the disks',
-      'What each disk under the target is sold with: declared in the configuration (source config) or measured by its capacity probes (source probe, the median of a day of completed runs); the declared one counts where both exist.',
+      'What each disk under the target is sold with, in I/Os per second and bytes per second: declared in the configuration (source config) or measured by its capacity probes (source probe, the median of a day of completed runs); the declared one counts where both exist.',
       12, 6,
       [
         g.query('A', limit('diskprobe_disk_limit_iops', 'diskprobe:disk_limit_iops:probe'), instant=true, format='table'),
         g.query('B', limit('diskprobe_disk_limit_bytes_per_second', 'diskprobe:disk_limit_bytes_per_second:probe'), instant=true, format='table'),
       ],
-    ) + g.organize(['Time', '__name__', 'job', 'cluster']),
+    ) + g.mergedTable({ A: ['IOPS', 'iops'], B: ['throughput', 'Bps'] }, ['Time', '__name__', 'job', 'cluster'])
+    + g.targetLink(c, ['instance', 'device'], carry=['target']),
     g.panel(
       44, 'stat', 'Throttled',
       "1 when a disk under the target is at %g%% or more of a limit and its gentle probe's p99 is above its throttled level (diskprobe:disk_throttled:bool); DiskprobeThrottled fires after %s." % [c.headroomNearLimitShare * 100, c.headroomThrottledFor],
       12, 6,
       [g.query('A', '%s %s' % [s.panel('diskprobe:disk_throttled:bool', here), disks], '{{device}}', instant=true)],
-    ) + g.threshold(1),
+    ) + g.unit('bool_yes_no') + g.threshold(1),
   ]

@@ -46,10 +46,10 @@ function(c)
     ) + g.unit('s'),
     g.panel(
       4, 'timeseries', 'p99 of recent runs and its baseline',
-      'What DiskprobeLatencyRegression compares: the median p99 of the last 30 minutes of runs, and the 7-day baseline (recording rules of deploy/prometheus/rules.yml).',
+      'What DiskprobeLatencyRegression compares: the current p99 (the median of the last 30 minutes of runs; of 3 hours for targets probed less often than every %d s) and the 7-day baseline (recording rules of deploy/prometheus/rules.yml).' % c.currentMaxIntervalSeconds,
       12, 8,
       [
-        g.query('A', sel('diskprobe:probe_latency_p99:median_30m'), '{{profile}} median p99, 30m'),
+        g.query('A', '%s or %s' % [sel('diskprobe:probe_latency_p99:median_30m'), sel('diskprobe:probe_latency_p99:median_3h')], '{{profile}} current p99'),
         g.query('B', 'last_over_time(%s[2h])' % sel('diskprobe:probe_latency_p99:baseline_7d'), '{{profile}} baseline'),
       ],
     ) + g.unit('s'),
@@ -100,11 +100,14 @@ function(c)
       'What each profile does (diskprobe_profile_info): the alert rules tell latency, IOPS and throughput profiles apart by these.',
       12, 8,
       [g.query('A', sel('diskprobe_profile_info'), instant=true, format='table')],
-    ) + g.organize(['Time', 'Value', '__name__', 'job', 'instance']),
+    ) + g.organize(['Time', 'Value', '__name__', 'job', 'instance']) + g.targetLink(c, ['instance', 'target', 'profile']),
     g.panel(
       12, 'table', 'Target',
-      'Where the target lives (diskprobe_target_info) and its configured interval.',
+      'Where the target lives (diskprobe_target_info) and its configured interval (diskprobe_target_interval_seconds).',
       24, 8,
-      [g.query('A', s.panel('diskprobe_target_info', target), instant=true, format='table')],
-    ) + g.organize(['Time', 'Value', '__name__']),
+      [
+        g.query('A', s.panel('diskprobe_target_info', target), instant=true, format='table'),
+        g.query('B', s.panel('diskprobe_target_interval_seconds', target), instant=true, format='table'),
+      ],
+    ) + g.mergedTable({ B: ['interval', 's'] }, ['Time', 'Value #A', '__name__']) + g.targetLink(c, ['instance', 'target', 'device']),
   ]
