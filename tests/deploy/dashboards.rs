@@ -9,7 +9,15 @@
 //!   works whether Prometheus keeps the classic buckets, only the native histogram, or both;
 //! - the fleet overview: range queries read recording rules only (raw per-target series only in
 //!   instant queries), and time series of per-pair values are bounded by topk/bottomk or
-//!   aggregated.
+//!   aggregated;
+//! - rankings: a time series ranks once over the range (topk/bottomk of a `_over_time` of a
+//!   subquery `@ end()`), never per step, so it draws k series at most;
+//! - units: every graph panel (time series, stat, heatmap) has one; a table's value columns
+//!   each have theirs (several queries: merged, one unit per query's column);
+//! - links: every table opens the target dashboard with its instance and target, from the
+//!   row's fields (kept by the table) or this dashboard's variables;
+//! - both dashboards share the crosshair and mark firing alerts, agent restarts and reloads;
+//! - the target dashboard's "why it fired" row reads only series the rules record.
 //!
 //! `tests/prometheus_e2e.rs` runs every query against a real Prometheus that keeps the classic
 //! buckets and one that keeps only the native histogram.
@@ -132,6 +140,176 @@ fn dashboards_pass_grafanas_schema() {
     );
 }
 
+/// Grafana's variables as Grafana substitutes them, so that an expression parses.
+fn substitute(expr: &str) -> String {
+    let re = Regex::new(r"\$(__rate_interval|__interval|__range|[a-z_]+)").unwrap();
+    re.replace_all(expr, |c: &regex::Captures| match &c[1] {
+        "__range" => "6h".to_owned(),
+        "__interval" | "__rate_interval" => "5m".to_owned(),
+        _ => ".*".to_owned(),
+    })
+    .into_owned()
+}
+
+/// The topk and bottomk of `expr` that rank at every step: those not over a `_over_time` of a
+/// subquery (or range) evaluated `@ end()`.
+fn per_step_rankings(expr: &str) -> Vec<String> {
+    use promql_parser::parser::{AtModifier, Expr};
+    let ast = match promql_parser::parser::parse(&substitute(expr)) {
+        Ok(ast) => ast,
+        Err(e) => return vec![format!("does not parse ({e})")],
+    };
+    let at_end = |e: &Expr| match e {
+        Expr::Subquery(s) => s.at == Some(AtModifier::End),
+        Expr::MatrixSelector(m) => m.vs.at == Some(AtModifier::End),
+        _ => false,
+    };
+    let mut found = Vec::new();
+    let mut stack = vec![&ast];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Aggregate(a) => {
+                let op = a.op.to_string();
+                if op == "topk" || op == "bottomk" {
+                    let once = match a.expr.as_ref() {
+                        Expr::Call(c) => {
+                            c.func.name.ends_with("_over_time")
+                                && c.args.args.iter().any(|x| at_end(x))
+                        }
+                        _ => false,
+                    };
+                    if !once {
+                        found.push(format!("{op} ranks at every step"));
+                    }
+                }
+                stack.push(&a.expr);
+                stack.extend(a.param.as_deref());
+            }
+            Expr::Binary(b) => {
+                stack.push(&b.lhs);
+                stack.push(&b.rhs);
+            }
+            Expr::Paren(p) => stack.push(&p.expr),
+            Expr::Unary(u) => stack.push(&u.expr),
+            Expr::Subquery(s) => stack.push(&s.expr),
+            Expr::Call(c) => stack.extend(c.args.args.iter().map(|a| a.as_ref())),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The names a table's `organize` transformation hides.
+fn hidden(panel: &Value) -> Vec<&str> {
+    panel["transformations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["id"] == "organize")
+        .flat_map(|t| {
+            t["options"]["excludeByName"]
+                .as_object()
+                .into_iter()
+                .flatten()
+        })
+        .filter(|(_, v)| **v == Value::Bool(true))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
+/// The unit of the field `name` of a panel: its override's, else the panel's default.
+fn unit_of<'a>(panel: &'a Value, name: &str) -> Option<&'a str> {
+    panel["fieldConfig"]["overrides"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["matcher"]["id"] == "byName" && o["matcher"]["options"] == name)
+        .flat_map(|o| o["properties"].as_array().into_iter().flatten())
+        .find(|p| p["id"] == "unit")
+        .and_then(|p| p["value"].as_str())
+        .or_else(|| panel["fieldConfig"]["defaults"]["unit"].as_str())
+}
+
+/// What is wrong with the units of a panel.
+fn unit_problems(panel: &Value) -> Vec<String> {
+    let kind = panel["type"].as_str().unwrap_or("");
+    let refs: Vec<&str> = targets(panel).filter_map(|t| t["refId"].as_str()).collect();
+    match kind {
+        "timeseries" | "stat" if unit_of(panel, "").is_none() => vec!["no unit".into()],
+        "heatmap" if panel["options"]["yAxis"]["unit"].as_str().is_none() => {
+            vec!["heatmap without a unit on its y axis".into()]
+        }
+        "table" if refs.len() == 1 => {
+            let hides_value = hidden(panel).contains(&"Value");
+            if !hides_value && unit_of(panel, "Value").is_none() {
+                vec!["table value without a unit".into()]
+            } else {
+                vec![]
+            }
+        }
+        "table" => {
+            let merged = panel["transformations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["id"] == "merge");
+            let mut problems = Vec::new();
+            if !merged {
+                problems.push(format!(
+                    "{} queries in frames of their own (merge them)",
+                    refs.len()
+                ));
+            }
+            for r in refs {
+                let column = format!("Value #{r}");
+                if !hidden(panel).contains(&column.as_str()) && unit_of(panel, &column).is_none() {
+                    problems.push(format!("column {column} without a unit"));
+                }
+            }
+            problems
+        }
+        _ => vec![],
+    }
+}
+
+/// What is wrong with a table's link to the target dashboard (uid `uid`).
+fn link_problems(panel: &Value, uid: &str) -> Vec<String> {
+    let links: Vec<&str> = panel["fieldConfig"]["defaults"]["links"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["url"].as_str())
+        .filter(|u| u.starts_with(&format!("/d/{uid}/")))
+        .collect();
+    let Some(url) = links.first() else {
+        return vec![format!("no link to /d/{uid}/")];
+    };
+    let mut problems = Vec::new();
+    let field = Regex::new(r"\$\{__data\.fields\.([a-z_]+)\}").unwrap();
+    for c in field.captures_iter(url) {
+        if hidden(panel).contains(&&c[1]) {
+            problems.push(format!("links with field {} which the table hides", &c[1]));
+        }
+    }
+    for var in ["instance", "target"] {
+        let from_field = url.contains(&format!("&var-{var}=${{__data.fields.{var}}}"));
+        let carried = url.contains(&format!("${{{var}:queryparam}}"));
+        if !from_field && !carried {
+            problems.push(format!("link without the {var}"));
+        }
+    }
+    for part in [
+        "${datasource:queryparam}",
+        "${cluster:queryparam}",
+        "${__url_time_range}",
+    ] {
+        if !url.contains(part) {
+            problems.push(format!("link without {part}"));
+        }
+    }
+    problems
+}
+
 fn dashboards_pass_our_lints() {
     let problems: Vec<String> = DASHBOARDS
         .iter()
@@ -162,6 +340,14 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
                 }
             }
             let exprs: Vec<&str> = targets(panel).filter_map(|t| t["expr"].as_str()).collect();
+            for p in unit_problems(panel) {
+                problem(p);
+            }
+            if kind == "table" {
+                for p in link_problems(panel, "diskprobe-target") {
+                    problem(p);
+                }
+            }
             if kind != "row" && exprs.is_empty() {
                 problem("no query".into());
             }
@@ -173,6 +359,11 @@ fn lint(file: &str, d: &Value) -> Vec<String> {
                     }
                     if !expr.contains("profile=~\"$profile\"") {
                         problem(format!("heatmap query not of one profile: {expr}"));
+                    }
+                }
+                if t["range"] == true {
+                    for p in per_step_rankings(expr) {
+                        problem(format!("{p}: {expr}"));
                     }
                 }
                 if kind == "table" && (t["instant"] != true || t["range"] != false) {
@@ -276,6 +467,38 @@ fn the_lints_catch_the_old_mistakes() {
         "{found}"
     );
     assert!(found.contains("not bounded by topk/bottomk"), "{found}");
+    // The overview's rankings, units, tables and links before they were kept over the range.
+    let overview = serde_json::json!({"panels": [
+        {"type": "timeseries", "title": "per-step top 10", "interval": "5m",
+         "fieldConfig": {"defaults": {"unit": "short"}},
+         "targets": [{"refId": "A", "range": true, "expr": "topk(10, diskprobe:probe_latency_p99:median_30m{job=\"diskprobe\"} / last_over_time(diskprobe:probe_latency_p99:baseline_7d{job=\"diskprobe\"}[2h]))"}]},
+        {"type": "timeseries", "title": "ranked at the end, drawn per step", "interval": "5m",
+         "fieldConfig": {"defaults": {"unit": "short"}},
+         "targets": [{"refId": "A", "range": true, "expr": "bottomk(10, min_over_time(diskprobe:probe_iops:median_30m[$__range]))"}]},
+        {"type": "stat", "title": "a count without a unit",
+         "targets": [{"refId": "A", "instant": true, "range": false, "expr": "count(up)"}]},
+        {"type": "table", "title": "two frames",
+         "targets": [{"refId": "A", "instant": true, "range": false, "expr": "diskprobe_disk_limit_iops"},
+                     {"refId": "B", "instant": true, "range": false, "expr": "diskprobe_disk_limit_bytes_per_second"}]},
+        {"type": "table", "title": "no link", "fieldConfig": {"defaults": {"unit": "s"}},
+         "targets": [{"refId": "A", "instant": true, "range": false, "expr": "diskprobe_probe_sync_latency_seconds"}]},
+        {"type": "table", "title": "links a hidden field", "fieldConfig": {"defaults": {"unit": "s", "links": [
+            {"url": "/d/diskprobe-target/?${datasource:queryparam}&${cluster:queryparam}&var-instance=${__data.fields.instance}&var-target=${__data.fields.target}&${__url_time_range}"}]}},
+         "transformations": [{"id": "organize", "options": {"excludeByName": {"target": true}}}],
+         "targets": [{"refId": "A", "instant": true, "range": false, "expr": "diskprobe_probe_sync_latency_seconds"}]},
+    ]});
+    let found = lint("diskprobe-overview.json", &overview).join("\n");
+    for expected in [
+        "\"per-step top 10\": topk ranks at every step",
+        "\"ranked at the end, drawn per step\": bottomk ranks at every step",
+        "\"a count without a unit\": no unit",
+        "\"two frames\": 2 queries in frames of their own",
+        "\"two frames\": column Value #A without a unit",
+        "\"no link\": no link to /d/diskprobe-target/",
+        "\"links a hidden field\": links with field target which the table hides",
+    ] {
+        assert!(found.contains(expected), "{expected:?} not in:\n{found}");
+    }
     let d = serde_json::json!({"templating": {"list": [{"name": "w", "options": [{"value": "5m"}, {"value": "10m"}]}]}});
     assert_eq!(
         min_interval(&d, &serde_json::json!({"interval": "$w"})),
@@ -283,8 +506,147 @@ fn the_lints_catch_the_old_mistakes() {
     );
 }
 
+/// Both dashboards share the crosshair and mark firing alerts (from `ALERTS`), agent restarts
+/// and configuration reloads (from the agent's own series), each of the selected instances.
+fn both_dashboards_share_the_crosshair_and_mark_alerts_restarts_and_reloads() {
+    for file in DASHBOARDS {
+        let d = dashboard(file);
+        assert!(
+            d["graphTooltip"] == 1 || d["graphTooltip"] == 2,
+            "{file}: no shared crosshair: graphTooltip {}",
+            d["graphTooltip"]
+        );
+        let marks = d["annotations"]["list"].as_array().expect("annotations");
+        for (series, what) in [
+            ("ALERTS", "firing alerts"),
+            ("process_start_time_seconds", "agent restarts"),
+            (
+                "diskprobe_config_last_reload_success_timestamp_seconds",
+                "reloads",
+            ),
+        ] {
+            let mark = marks.iter().find(|a| {
+                let expr = a["expr"].as_str().unwrap_or("");
+                metric_names(expr).iter().any(|n| n == series)
+                    && !(series == "process_start_time_seconds" && expr.contains("reload"))
+            });
+            let Some(mark) = mark else {
+                panic!("{file}: no annotation of {what} (from {series})");
+            };
+            let expr = mark["expr"].as_str().unwrap();
+            assert!(mark["enable"] == true, "{file}: {what} not enabled");
+            assert!(
+                expr.contains("instance=~\"$instance\""),
+                "{file}: {what} of every instance: {expr}"
+            );
+            if series == "ALERTS" {
+                assert!(expr.contains("alertstate=\"firing\""), "{file}: {expr}");
+            } else {
+                // Placed at the moment the series says, in milliseconds.
+                assert!(
+                    mark["useValueForTime"] == true && expr.ends_with("* 1000"),
+                    "{file}: {what}: {mark}"
+                );
+            }
+        }
+    }
+}
+
+/// The recorded names of deploy/prometheus/rules.yml.
+fn recorded_names() -> Vec<String> {
+    let path = common::repo_root().join("deploy/prometheus/rules.yml");
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .filter_map(|r| r["record"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The series a query reads other than to select with (`and on (...) NAME_info{...}`).
+fn read_series(expr: &str) -> Vec<String> {
+    let selecting = Regex::new(r"and on \([^)]*\) [a-z_]+_info\{[^}]*\}").unwrap();
+    metric_names(&selecting.replace_all(expr, ""))
+}
+
+/// The target dashboard's "why it fired" row: a panel per alert decided on recorded series, each
+/// reading only what the rules record (the agent's own info series only to select the target's
+/// disks), with its threshold lines.
+fn the_why_it_fired_row_reads_only_recorded_series() {
+    let d = dashboard("diskprobe-target.json");
+    let all = panels(&d);
+    let row = all
+        .iter()
+        .position(|p| {
+            p["type"] == "row"
+                && p["title"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("Why it fired")
+        })
+        .expect("a \"Why it fired\" row");
+    let members: Vec<&&Value> = all[row + 1..]
+        .iter()
+        .take_while(|p| p["type"] != "row")
+        .collect();
+    let recorded = recorded_names();
+    let mut alerts = Vec::new();
+    for p in &members {
+        let title = p["title"].as_str().unwrap();
+        for t in targets(p) {
+            let expr = t["expr"].as_str().unwrap();
+            for name in read_series(expr) {
+                assert!(
+                    recorded.contains(&name),
+                    "{title}: reads {name}, which no rule records: {expr}"
+                );
+            }
+        }
+        let steps = p["fieldConfig"]["defaults"]["thresholds"]["steps"].as_array();
+        assert!(
+            steps.is_some_and(|s| s.len() >= 2)
+                && p["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "line",
+            "{title}: no threshold line"
+        );
+        alerts.extend(
+            title
+                .split(':')
+                .next()
+                .unwrap()
+                .split(" and ")
+                .map(str::to_owned),
+        );
+    }
+    for alert in [
+        "DiskprobeLatencyRegression",
+        "DiskprobeIOPSDrop",
+        "DiskprobeThroughputDrop",
+        "DiskprobeSlowerThanPeers",
+        "DiskprobeFarSlowerThanPeers",
+        "DiskprobeNearLimit",
+        "DiskprobeThrottled",
+    ] {
+        assert!(
+            alerts.iter().any(|a| a == alert),
+            "no panel for {alert}: {alerts:?}"
+        );
+    }
+    // The check finds a raw series.
+    assert_eq!(
+        read_series(
+            "diskprobe_probe_latency_seconds{stat=\"p99\"} and on (target) diskprobe_target_info{x=\"y\"}"
+        ),
+        ["diskprobe_probe_latency_seconds"]
+    );
+}
+
 crate::tests! {
     dashboards_pass_grafanas_schema: [GRAFANA_SDK],
     dashboards_pass_our_lints,
     the_lints_catch_the_old_mistakes,
+    both_dashboards_share_the_crosshair_and_mark_alerts_restarts_and_reloads,
+    the_why_it_fired_row_reads_only_recorded_series,
 }

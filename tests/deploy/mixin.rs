@@ -891,6 +891,61 @@ fn the_selector_check_finds_missing_selectors_and_groupings() {
     assert!(query_problems("panel", &panel, e, true).is_empty());
 }
 
+/// The threshold lines of the target dashboard's "why it fired" row follow the configuration:
+/// each panel draws the values of its alert's `_config` keys, changed where they are changed.
+fn the_why_it_fired_row_draws_the_configs_thresholds() {
+    if !jsonnet_ready() {
+        return;
+    }
+    // Panel title's start -> the keys whose values it draws.
+    let expected: [(&str, &[&str]); 7] = [
+        (
+            "DiskprobeLatencyRegression",
+            &["latencyRegressionRatio", "latencyDriftRatio"],
+        ),
+        ("DiskprobeIOPSDrop", &["iopsDropRatio"]),
+        ("DiskprobeThroughputDrop", &["throughputDropRatio"]),
+        (
+            "DiskprobeSlowerThanPeers: ratio",
+            &["peerRatio", "peerIntermittentRatio"],
+        ),
+        ("DiskprobeSlowerThanPeers: peer score", &["peerScore"]),
+        (
+            "DiskprobeFarSlowerThanPeers",
+            &["peerFastRatio", "peerBusyRatio"],
+        ),
+        ("DiskprobeNearLimit", &["headroomNearLimitShare"]),
+    ];
+    let lines = |rendered: &BTreeMap<String, Value>, title: &str| -> Vec<f64> {
+        let d = &rendered["grafana/diskprobe-target.json"];
+        let p = d["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["title"].as_str().unwrap_or("").starts_with(title))
+            .unwrap_or_else(|| panic!("no panel {title}"));
+        p["fieldConfig"]["defaults"]["thresholds"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["value"].as_f64())
+            .collect()
+    };
+    let changed = "{latencyRegressionRatio: 3.3, latencyDriftRatio: 2.2, iopsDropRatio: 0.41, \
+                   throughputDropRatio: 0.42, peerRatio: 1.7, peerIntermittentRatio: 2.1, \
+                   peerScore: 2.5, peerFastRatio: 7.5, peerBusyRatio: 3.5, \
+                   headroomNearLimitShare: 0.85}";
+    for (overrides, what) in [("{}", "the defaults"), (changed, "changed values")] {
+        let rendered = render(overrides);
+        let c = config(overrides);
+        for (title, keys) in expected {
+            let mut want: Vec<f64> = keys.iter().map(|k| c[k].as_f64().unwrap()).collect();
+            want.sort_by(f64::total_cmp);
+            assert_eq!(lines(&rendered, title), want, "{title} with {what}");
+        }
+    }
+}
+
 crate::tests! {
     the_committed_rules_and_dashboards_are_the_rendered_mixin: [JSONNET],
     the_comparison_finds_a_changed_value,
@@ -900,5 +955,6 @@ crate::tests! {
     every_runbook_section_opens_with_its_first_action_and_silences_past_keep_firing_for,
     the_runbook_and_the_design_document_say_the_configs_thresholds: [JSONNET],
     every_recording_states_its_question_in_the_design_document: [JSONNET],
+    the_why_it_fired_row_draws_the_configs_thresholds: [JSONNET],
     the_selector_check_finds_missing_selectors_and_groupings,
 }

@@ -100,7 +100,7 @@ function(c)
       'What each profile does (diskprobe_profile_info): the alert rules tell latency, IOPS and throughput profiles apart by these.',
       12, 8,
       [g.query('A', sel('diskprobe_profile_info'), instant=true, format='table')],
-    ) + g.organize(['Time', 'Value', '__name__', 'job', 'instance']) + g.targetLink(c, ['instance', 'target', 'profile']),
+    ) + g.organize(['Time', 'Value', '__name__', 'job', 'instance']) + g.targetLink(c, ['profile'], carry=['instance', 'target']),
     g.panel(
       12, 'table', 'Target',
       'Where the target lives (diskprobe_target_info) and its configured interval (diskprobe_target_interval_seconds).',
