@@ -7,13 +7,8 @@
 //! not NVMe, a command fails with an [`AdminError`] that says so ([`AdminError::PermissionDenied`],
 //! [`AdminError::NotNvme`], each with the kernel's errno), so that callers degrade to what sysfs
 //! says. [`has_cap_sys_admin`] asks the kernel (`capget`) before a caller sends its first
-//! command. The only `unsafe` of this module is the ioctl.
-//!
-//! What the vendor-specific areas hold (public: `amazonlinux/amazon-ec2-utils` `ebsnvme-id`,
-//! `GoogleCloudPlatform/guest-configs` `google_nvme_id`): EBS puts the attachment name
-//! (`sdf`, `/dev/xvdf`) in the first 32 bytes of Identify Controller's vendor-specific area
-//! (offset 3072) and of Identify Namespace's (offset 384), followed there by the volume id (65
-//! bytes); GCP puts a JSON object with `device_name` in Identify Namespace's.
+//! command. The only `unsafe` of this module is the ioctl. What identify data says of a cloud's
+//! disk is [`crate::blockdev::cloud`]'s to read.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -73,15 +68,6 @@ impl AdminCommand {
         AdminCommand {
             opcode: OPCODE_IDENTIFY,
             nsid,
-            ..AdminCommand::default()
-        }
-    }
-
-    /// Identify Controller (CNS 1).
-    pub fn identify_controller() -> AdminCommand {
-        AdminCommand {
-            opcode: OPCODE_IDENTIFY,
-            cdw: [1, 0, 0, 0, 0, 0],
             ..AdminCommand::default()
         }
     }
@@ -189,45 +175,12 @@ pub fn has_cap_sys_admin() -> std::io::Result<bool> {
     .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-/// An ASCII field of identify data: up to the first NUL, trimmed.
-fn ascii(field: &[u8]) -> String {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).trim().to_owned()
-}
-
-/// EBS's attachment name (`sdf`, without `/dev/`) from Identify Namespace data, else from
-/// Identify Controller data; `None` when neither has one.
-pub fn ebs_attachment_name(id_ns: &[u8], id_ctrl: &[u8]) -> Option<String> {
-    [id_ns.get(384..416), id_ctrl.get(3072..3104)]
-        .into_iter()
-        .flatten()
-        .map(ascii)
-        .find(|n| !n.is_empty())
-        .map(|n| n.trim_start_matches("/dev/").to_owned())
-}
-
-/// EBS's volume id from Identify Namespace data (`vol-…`), when it has one.
-pub fn ebs_volume_id(id_ns: &[u8]) -> Option<String> {
-    let id = ascii(id_ns.get(416..481)?);
-    (!id.is_empty()).then_some(id)
-}
-
-/// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
-/// in its vendor-specific area.
-pub fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
-    let text = ascii(id_ns.get(384..)?);
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let name = value.get("device_name")?.as_str()?.trim();
-    (!name.is_empty()).then(|| name.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn commands_are_encoded_as_the_spec_says() {
-        assert_eq!(AdminCommand::identify_controller().cdw[0], 1);
         assert_eq!(AdminCommand::identify_namespace(3).nsid, 3);
         // EBS statistics: log 0xD0, 4096 bytes: 1023 dwords less one... in the upper half.
         let log = AdminCommand::get_log_page(1, 0xD0, 4096);
@@ -240,7 +193,7 @@ mod tests {
     fn a_file_that_is_no_nvme_device_says_so() {
         let file = File::open("/dev/null").unwrap();
         let mut buf = vec![0u8; IDENTIFY_LEN];
-        let err = admin(&file, &AdminCommand::identify_controller(), &mut buf).unwrap_err();
+        let err = admin(&file, &AdminCommand::identify_namespace(1), &mut buf).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -274,23 +227,5 @@ mod tests {
             has_cap_sys_admin().unwrap(),
             eff & (1 << 21) != 0, // CAP_SYS_ADMIN (linux/capability.h)
         );
-    }
-
-    #[test]
-    fn vendor_areas_give_names() {
-        let mut ns = vec![0u8; IDENTIFY_LEN];
-        let mut ctrl = vec![0u8; IDENTIFY_LEN];
-        ctrl[3072..3080].copy_from_slice(b"/dev/sdf");
-        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("sdf"));
-        ns[384..388].copy_from_slice(b"xvdg");
-        ns[416..437].copy_from_slice(b"vol-0123456789abcdef0");
-        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("xvdg"));
-        assert_eq!(ebs_volume_id(&ns).as_deref(), Some("vol-0123456789abcdef0"));
-        assert_eq!(ebs_attachment_name(&[], &[]), None);
-        let mut gcp = vec![0u8; IDENTIFY_LEN];
-        let json = br#"{"device_name":"data-disk-1","disk_type":"PERSISTENT"}"#;
-        gcp[384..384 + json.len()].copy_from_slice(json);
-        assert_eq!(gcp_device_name(&gcp).as_deref(), Some("data-disk-1"));
-        assert_eq!(gcp_device_name(&ns), None);
     }
 }

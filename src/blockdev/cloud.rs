@@ -14,7 +14,9 @@
 //! - GCP: a SCSI disk of vendor `Google` (`PersistentDisk`, `EphemeralDisk`) carries its device
 //!   name as the unit serial number (VPD page 0x80, `device/vpd_pg80`); NVMe models
 //!   `nvme_card-pd` and `nvme_card` are GCP's, whose device name is only in NVMe identify vendor
-//!   data (not read here).
+//!   data: a JSON object with `device_name` in Identify Namespace's vendor-specific area (offset
+//!   384; public: `GoogleCloudPlatform/guest-configs` `google_nvme_id`), which
+//!   [`super::complete_from_nvme`] reads and [`gcp_device_name`] parses.
 //! - virtio-blk: the serial is what the hypervisor was told to name the volume (OpenStack puts
 //!   the Cinder volume id there), so it is the volume id.
 
@@ -233,6 +235,21 @@ pub fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// An ASCII field of identify data: up to the first NUL, trimmed.
+fn ascii(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).trim().to_owned()
+}
+
+/// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
+/// in its vendor-specific area.
+pub fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
+    let text = ascii(id_ns.get(384..)?);
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let name = value.get("device_name")?.as_str()?.trim();
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +324,17 @@ mod tests {
         assert_eq!(identify(&virtio).cloud, Cloud::None);
         assert_eq!(parse_scsi_address("0:0:1:7"), Some([0, 0, 1, 7]));
         assert_eq!(parse_scsi_address("host0"), None);
+    }
+
+    #[test]
+    fn gcp_nvme_names_come_from_identify_namespace() {
+        let mut ns = vec![0u8; 4096];
+        ns[384..388].copy_from_slice(b"xvdg");
+        ns[416..437].copy_from_slice(b"vol-0123456789abcdef0");
+        let mut gcp = vec![0u8; 4096];
+        let json = br#"{"device_name":"data-disk-1","disk_type":"PERSISTENT"}"#;
+        gcp[384..384 + json.len()].copy_from_slice(json);
+        assert_eq!(gcp_device_name(&gcp).as_deref(), Some("data-disk-1"));
+        assert_eq!(gcp_device_name(&ns), None);
     }
 }

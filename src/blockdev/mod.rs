@@ -1,8 +1,10 @@
 //! Block devices: one type for what the kernel says a block device is ([`BlockDevice`]), the one
 //! reader of `<sysfs>/block`, `<sysfs>/class/block` and `<sysfs>/dev/block` ([`sysfs`]), the one
 //! rule for the whole disks a device's I/O lands on ([`BlockDevice::disks`], [`disks_under`]),
-//! the one mapping between kernel names and sysfs names ([`kname`], [`sysfs_name`]), and what a
-//! cloud calls a disk ([`cloud`]).
+//! the one mapping between kernel names and sysfs names ([`kname`], [`sysfs_name`]), a whole
+//! disk's counters and queue limits ([`counters`]: `stat`, `inflight`, `queue/max_sectors_kb`,
+//! `queue/max_segments`), and what a cloud calls a disk ([`cloud`]: from sysfs, and from the
+//! vendor-specific areas of NVMe identify data).
 //!
 //! Every other module asks this one: discovery (what rules match and name targets by), the
 //! diskstats collector (`diskprobe_disk_info`), target facts (the device under a path), the
@@ -13,11 +15,13 @@
 //! optional: what cannot be read counts as absent.
 
 pub mod cloud;
+pub mod counters;
 pub mod sysfs;
 
 use std::path::Path;
 
 pub use cloud::{Cloud, CloudId};
+pub use counters::{DiskReader, DiskSample};
 pub use sysfs::{all, by_dev, by_name, disk_names, disks_under};
 
 /// What kind of block device it is.
@@ -141,7 +145,7 @@ pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
         let mut id_ns = vec![0u8; crate::nvme_admin::IDENTIFY_LEN];
         let cmd = crate::nvme_admin::AdminCommand::identify_namespace(nsid);
         crate::nvme_admin::admin(&file, &cmd, &mut id_ns)?;
-        Ok(crate::nvme_admin::gcp_device_name(&id_ns))
+        Ok(cloud::gcp_device_name(&id_ns))
     };
     match read() {
         Ok(Some(name)) => device.cloud.volume_id = name,
@@ -166,8 +170,9 @@ mod tests {
     use super::*;
 
     /// No code outside this module reads block devices from sysfs: every path under
-    /// `<sysfs>/block`, `class/block` or `dev/block` is made here (tests that build fixture
-    /// trees are not code that reads them, and are left out).
+    /// `<sysfs>/block`, `class/block` or `dev/block` is made here, and every file name read
+    /// under a disk's directory for its counters and queue limits is named here (tests that
+    /// build fixture trees are not code that reads them, and are left out).
     #[test]
     fn no_other_module_reads_block_devices_from_sysfs() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -178,6 +183,11 @@ mod tests {
             "\"block/",
             "replace('!'",
             "replace('/', \"!\")",
+            "\"inflight",
+            "\"queue/",
+            "\"loop/",
+            "max_sectors_kb",
+            "max_segments",
         ];
         let mut stack = vec![src.clone()];
         let mut offenders = Vec::new();

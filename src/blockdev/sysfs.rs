@@ -140,7 +140,7 @@ fn entry_names(dir: &Path) -> Vec<String> {
 }
 
 /// The directory of whole disk `disk` under `<sysfs>/block`, whose `stat`, `inflight` and
-/// `queue/` the contention watch reads.
+/// `queue/` [`super::counters`] reads.
 pub fn disk_dir(sysfs: &Path, disk: &str) -> PathBuf {
     sysfs.join("block").join(sysfs_name(disk))
 }

@@ -4,9 +4,9 @@
 //! gate is recorded as `skipped` with the [`Skip`]'s text as its reason.
 
 use super::devices::{Budget, DeviceKey, DeviceState};
-use crate::blockdev::BlockDevice;
+use crate::blockdev::{BlockDevice, DiskReader};
 use crate::config::TargetSpec;
-use crate::contention::{DiskReader, Load};
+use crate::contention::Load;
 use crate::probe::measurement::{SkipReason, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::series::RunOutcome;

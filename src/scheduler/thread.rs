@@ -7,9 +7,9 @@
 use super::log;
 use super::probe_slots::GlobalSlot;
 use super::shared::{Counted, Roots, Shared};
-use crate::blockdev::BlockDevice;
+use crate::blockdev::{BlockDevice, DiskReader};
 use crate::config::TargetSpec;
-use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};
+use crate::contention::{OwnIo, Watch, WatchReport};
 use crate::probe::engine::{self, DrainingHook, RunOptions};
 use crate::probe::io_target::{self, TargetOptions};
 use crate::probe::profile::{ProbeClass, Profile};
