@@ -32,6 +32,9 @@
 //!   native histograms), negotiated per scrape, gzip-compressed when accepted.
 //! - [`histogram`]: latency histograms with classic buckets (configurable layout) and sparse
 //!   native buckets, filled from each run's HdrHistogram.
+//! - [`host`]: where procfs and sysfs are mounted, how long a look at a path may take, and the
+//!   wall clock in Unix seconds: what the scheduler, discovery and the collectors share of the
+//!   host.
 //! - [`server`]: hyper HTTP server and routes.
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
 //! - [`basic_auth`]: basic authentication's bcrypt checks, bounded per client and overall.
@@ -95,6 +98,7 @@ pub mod discovery;
 pub mod diskstats;
 pub mod exposition;
 pub mod histogram;
+pub mod host;
 pub mod logging;
 pub mod mountinfo;
 pub mod nvme_admin;

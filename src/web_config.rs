@@ -251,7 +251,7 @@ fn check_expiry(cert_file: &Path, cert: &CertificateDer<'_>) -> Option<i64> {
         tracing::warn!(cert_file = %cert_file.display(), "tls_server_config.cert_file: cannot read the certificate's expiry date");
         return None;
     };
-    let now = crate::series::unix_now();
+    let now = crate::host::unix_now();
     #[allow(clippy::cast_precision_loss)] // Unix seconds fit a f64 exactly
     let left = expiry as f64 - now;
     let at = humantime::format_rfc3339_seconds(

@@ -3,7 +3,7 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, labels};
-use crate::series::unix_now;
+use crate::host::unix_now;
 use std::sync::Mutex;
 
 /// Whether the last (re)load of the configuration worked, and when one last did.

@@ -11,9 +11,8 @@
 use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
 use crate::config::{Config, DiscoverRule, Retired, TargetSpec};
+use crate::host::{Roots, unix_now};
 use crate::mountinfo;
-use crate::scheduler::Roots;
-use crate::series::unix_now;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -27,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How long a scan is waited for before the rescan is given up (the rules keep what they found).
-pub const SCAN_PATIENCE: Duration = crate::scheduler::STAT_PATIENCE;
+pub const SCAN_PATIENCE: Duration = crate::host::STAT_PATIENCE;
 
 /// How many dropped names a log line lists.
 const LOGGED_NAMES: usize = 10;

@@ -31,7 +31,7 @@
 //!   profiles that make their writes durable are not watched: their own flushes and journal
 //!   writes look like another process's I/O. Durability profiles are not busy-skipped either.
 //! - Probes run on a thread of their own, never on a tokio worker; so does the stat of the
-//!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
+//!   target path that finds its device, which a cycle waits for at most [`crate::host::STAT_PATIENCE`] (5 s, as
 //!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
 //!   engine enforces the run's hard timeout and drains in-flight I/O for at most
 //!   [`DRAIN_GRACE`](crate::probe::engine::DRAIN_GRACE); if a run has not returned [`GRACE`] after its timeout, or opening
@@ -65,7 +65,5 @@ mod thread;
 
 pub use cycle::RELOOK_WHILE_GONE;
 pub use gates::Skip;
-pub use shared::Roots;
-pub use stat::STAT_PATIENCE;
 pub use tasks::{FIRST_CYCLE_MAX_DELAY, LABEL_PATIENCE, Scheduler, first_cycle_delay};
 pub use thread::{GRACE, GRACE_MARGIN};

@@ -3,9 +3,10 @@
 
 use super::cycle::TargetTask;
 use super::log;
-use super::shared::{Roots, Shared};
+use super::shared::Shared;
 use super::target_devices::TargetDevices;
 use crate::config::{SchedulerConfig, TargetSpec};
+use crate::host::Roots;
 use crate::series::SeriesStore;
 use rand::Rng;
 use std::collections::HashMap;

@@ -6,10 +6,11 @@
 
 use super::log;
 use super::probe_slots::GlobalSlot;
-use super::shared::{Counted, Roots, Shared};
+use super::shared::{Counted, Shared};
 use crate::blockdev::{BlockDevice, DiskReader};
 use crate::config::TargetSpec;
 use crate::contention::{OwnIo, Watch, WatchReport};
+use crate::host::Roots;
 use crate::probe::engine::{self, DrainingHook, RunOptions};
 use crate::probe::io_target::{self, TargetOptions};
 use crate::probe::profile::{ProbeClass, Profile};

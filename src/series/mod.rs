@@ -18,21 +18,14 @@ pub mod recent;
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
+use crate::host::unix_now;
 use crate::probe::io_target::{Cache, TargetKind};
 use crate::probe::measurement::{EngineKind, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use recent::RecentRuns;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Seconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+use std::time::Duration;
 
 /// Where a target lives, from the last stat of its path. Serialized where the agent keeps a
 /// configured target's last device ([`crate::scheduler::target_devices`]).

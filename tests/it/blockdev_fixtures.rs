@@ -21,7 +21,7 @@ use diskprobe_exporter::discovery::lost::{LostTracker, Rescan};
 use diskprobe_exporter::discovery::matching::{Scan, find};
 use diskprobe_exporter::discovery::rescan::scan;
 use diskprobe_exporter::exposition::{Format, encode};
-use diskprobe_exporter::scheduler::Roots;
+use diskprobe_exporter::host::Roots;
 use diskprobe_exporter::series::{SeriesStore, TargetInfo};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
