@@ -5,7 +5,7 @@
 //! Everything is read on the whole disks a target's I/O lands on ([`crate::blockdev`]: a
 //! partition's I/O counts in its disk, a device-mapper or RAID volume's in every disk under it, as
 //! for the scheduler's device lock and budget), from the samples of their counters and requests
-//! in flight that [`crate::blockdev::DiskReader`] takes (`/sys/block/DISK/stat` and `inflight`),
+//! in flight that [`crate::blockdev::counters::DiskReader`] takes (`/sys/block/DISK/stat` and `inflight`),
 //! added up over the disks (the I/O time: the largest, as any I/O in flight on any of them). This
 //! module reads no file: it computes.
 //!
@@ -20,7 +20,7 @@
 //! 4k I/Os at QD32, 16 MiB at QD16 with 1M blocks). I/O in the other direction (writes during a
 //! read probe), discards and flushes are never the probe's, and count at once.
 
-use crate::blockdev::{DiskReader, DiskSample};
+use crate::blockdev::counters::{DiskReader, DiskSample};
 use crate::config::BusyLimits;
 use crate::diskstats::DiskStats;
 use crate::probe::engine::RunProgress;
@@ -29,9 +29,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// How often a run that may yield compares the disk's counters with its own.
-pub const YIELD_POLL: Duration = Duration::from_millis(10);
+pub(crate) const YIELD_POLL: Duration = Duration::from_millis(10);
 /// How often a run that does not yield does (for the cost counters only).
-pub const COST_POLL: Duration = Duration::from_millis(100);
+pub(crate) const COST_POLL: Duration = Duration::from_millis(100);
 
 /// Bytes per sector in the kernel's block-layer counters.
 const SECTOR: u64 = 512;
@@ -46,7 +46,7 @@ fn completed_ios(s: &DiskStats) -> u64 {
 
 /// The disk's load between two samples taken while the probe did no I/O on it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Load {
+pub(crate) struct Load {
     /// I/Os completed per second.
     pub iops: f64,
     /// Mean number of I/Os in flight (the rate of the weighted I/O time).
@@ -57,7 +57,7 @@ pub struct Load {
 
 impl Load {
     /// The load from `before` to `after`; `None` when no time passed between them.
-    pub fn between(before: &DiskSample, after: &DiskSample) -> Option<Load> {
+    pub(crate) fn between(before: &DiskSample, after: &DiskSample) -> Option<Load> {
         let ms = after.at.saturating_duration_since(before.at).as_secs_f64() * 1e3;
         if ms <= 0.0 {
             return None;
@@ -72,7 +72,7 @@ impl Load {
     }
 
     /// The first limit this load is above, said in words; `None` when it is above none.
-    pub fn above(&self, limits: &BusyLimits) -> Option<String> {
+    pub(crate) fn above(&self, limits: &BusyLimits) -> Option<String> {
         if let Some(limit) = limits.iops.filter(|l| self.iops > *l) {
             return Some(format!(
                 "{:.1} I/Os per second from other processes (limit {limit})",
@@ -98,7 +98,7 @@ impl Load {
 
 /// What a probe run itself does to the disk, to tell its I/O from other processes'.
 #[derive(Debug, Clone, Copy)]
-pub struct OwnIo {
+pub(crate) struct OwnIo {
     /// Bytes per I/O.
     pub block_size: u64,
     /// Whether the probe writes (else it reads).
@@ -110,7 +110,7 @@ pub struct OwnIo {
 /// Other processes' I/O seen during a run, up to some moment; lower bounds (see the module
 /// documentation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Others {
+pub(crate) struct Others {
     /// Sectors other processes transferred (or discarded) since the run's first sample.
     pub sectors: u64,
     /// Flushes since the run's first sample.
@@ -122,7 +122,7 @@ pub struct Others {
 impl Others {
     /// Others' I/O at `now`, given the run's first sample, the I/Os the run had completed just
     /// before `now` was read and those it had submitted just after.
-    pub fn at(
+    pub(crate) fn at(
         start: &DiskSample,
         now: &DiskSample,
         own: &OwnIo,
@@ -163,12 +163,12 @@ impl Others {
 
     /// Whether any of others' I/O shows in this compared with `before` (an earlier moment of the
     /// same run): new sectors or flushes, or requests in flight now.
-    pub fn new_since(&self, before: &Others) -> bool {
+    pub(crate) fn new_since(&self, before: &Others) -> bool {
         self.sectors > before.sectors || self.flushes > before.flushes || self.in_flight > 0
     }
 
     /// Says what was seen, for the reason of a run that stopped early.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if self.in_flight > 0 {
             parts.push(format!("{} of their I/Os in flight", self.in_flight));
@@ -185,7 +185,7 @@ impl Others {
 
 /// What watching a run found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct WatchReport {
+pub(crate) struct WatchReport {
     /// Time of the run during which other processes' I/O was seen on the disk.
     pub contended: Duration,
     /// Integral of other processes' requests in flight over the run, in I/O-seconds.
@@ -196,7 +196,7 @@ pub struct WatchReport {
 
 /// How to watch a run.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// The disk's counters.
     pub disk: DiskReader,
     /// The disks' names (joined by `+`), for messages.
@@ -212,7 +212,7 @@ impl Watch {
     /// `progress` (the run's own), every [`YIELD_POLL`] when the run may yield (setting
     /// `yield_now` at the first sight of another process's I/O), else every [`COST_POLL`].
     /// Without a first sample of the disk, or a thread to watch from, `run` runs unwatched.
-    pub fn around<R>(
+    pub(crate) fn around<R>(
         &self,
         progress: &RunProgress,
         yield_now: &AtomicBool,

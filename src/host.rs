@@ -19,10 +19,10 @@ pub struct Roots {
 
 /// How long a cycle waits for the stat of its target's path, and discovery for a scan, before
 /// giving up (a hung filesystem).
-pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
+pub(crate) const STAT_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -57,13 +57,13 @@
 //!
 //! # One probe run, from the configuration to `/metrics`
 //! 1. [`config::Config::from_toml`] validates a `[[targets]]` entry into a [`config::TargetSpec`]:
-//!    its name, path and [`config::ProbeSettings`] (profiles resolved, `[defaults]` merged,
+//!    its name, path and [`config::probe_settings::ProbeSettings`] (profiles resolved, `[defaults]` merged,
 //!    [`config::Writes`]). A `[[discover]]` rule ([`config::DiscoverRule`]) holds the same
 //!    settings, and [`discovery`] turns what its rescans find into more `TargetSpec`s.
 //! 2. [`agent`] hands them to [`scheduler::Scheduler::apply`], which starts a task per target.
 //!    Every interval the task's cycle stats the path to find the device under it, takes the
 //!    device's lock and, for each profile, asks the admission gates (budget, busy, runs still out,
-//!    I/O still in the kernel; a refusal is a [`scheduler::Skip`]), takes a global slot and runs
+//!    I/O still in the kernel; a refusal is a [`scheduler::gates::Skip`]), takes a global slot and runs
 //!    the profile on a probe thread.
 //! 3. The probe thread opens the target ([`probe::io_target::open`]: O_DIRECT, preflight, write
 //!    safety) and calls [`probe::engine::run`], which checks the profile against the target (a
@@ -82,17 +82,22 @@
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 // Every `unsafe` block says why it is sound (docs/development.md).
 #![deny(clippy::undocumented_unsafe_blocks)]
+// `pub` only where the binary, the tests, the examples or the fuzz targets need it.
+#![warn(unreachable_pub)]
+// The library is the binary's inside: its documentation (`cargo doc --document-private-items`)
+// links to crate-private items.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod agent;
-pub mod basic_auth;
+mod basic_auth;
 pub mod blockdev;
-pub mod bounded_read;
+mod bounded_read;
 pub mod cli;
-pub mod cloud_stats;
-pub mod coalesce;
+mod cloud_stats;
+mod coalesce;
 pub mod collectors;
 pub mod config;
-pub mod contention;
+mod contention;
 pub mod device_filter;
 pub mod discovery;
 pub mod diskstats;
@@ -101,14 +106,14 @@ pub mod histogram;
 pub mod host;
 pub mod logging;
 pub mod mountinfo;
-pub mod nvme_admin;
+mod nvme_admin;
 pub mod probe;
-pub mod sandbox;
+mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;
 pub mod settings;
-pub mod state_dir;
-pub mod status_page;
+mod state_dir;
+mod status_page;
 pub mod units;
 pub mod web_config;

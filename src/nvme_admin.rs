@@ -17,11 +17,11 @@ use std::os::fd::AsRawFd;
 const NVME_IOCTL_ADMIN_CMD: libc::c_ulong = 0xC048_4E41;
 
 /// Identify.
-pub const OPCODE_IDENTIFY: u8 = 0x06;
+pub(crate) const OPCODE_IDENTIFY: u8 = 0x06;
 /// Get Log Page.
-pub const OPCODE_GET_LOG_PAGE: u8 = 0x02;
+pub(crate) const OPCODE_GET_LOG_PAGE: u8 = 0x02;
 /// What an Identify returns.
-pub const IDENTIFY_LEN: usize = 4096;
+pub(crate) const IDENTIFY_LEN: usize = 4096;
 
 /// The kernel's `struct nvme_admin_cmd` (`linux/nvme_ioctl.h`).
 #[repr(C)]
@@ -51,7 +51,7 @@ const _: () = assert!(std::mem::size_of::<RawCommand>() == 72);
 
 /// An admin command that reads data from the controller into a buffer.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct AdminCommand {
+pub(crate) struct AdminCommand {
     /// The opcode ([`OPCODE_IDENTIFY`], [`OPCODE_GET_LOG_PAGE`]).
     pub opcode: u8,
     /// The namespace (0: none; `0xFFFF_FFFF`: all).
@@ -64,7 +64,7 @@ pub struct AdminCommand {
 
 impl AdminCommand {
     /// Identify Namespace `nsid` (CNS 0).
-    pub fn identify_namespace(nsid: u32) -> AdminCommand {
+    pub(crate) fn identify_namespace(nsid: u32) -> AdminCommand {
         AdminCommand {
             opcode: OPCODE_IDENTIFY,
             nsid,
@@ -74,7 +74,7 @@ impl AdminCommand {
 
     /// Get Log Page `log_id` of `len` bytes (a multiple of 4) for namespace `nsid`: the number
     /// of dwords less one goes into CDW10 (low 16 bits, above the log id) and CDW11.
-    pub fn get_log_page(nsid: u32, log_id: u8, len: usize) -> AdminCommand {
+    pub(crate) fn get_log_page(nsid: u32, log_id: u8, len: usize) -> AdminCommand {
         let numd = (len / 4).saturating_sub(1) as u32;
         AdminCommand {
             opcode: OPCODE_GET_LOG_PAGE,
@@ -94,7 +94,7 @@ impl AdminCommand {
 
 /// Why an admin command gave no data.
 #[derive(Debug, thiserror::Error)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     /// The agent lacks `CAP_SYS_ADMIN`, or Landlock refuses the ioctl (EACCES, EPERM: the errno).
     #[error("NVMe admin commands need CAP_SYS_ADMIN (errno {0})")]
     PermissionDenied(i32),
@@ -110,7 +110,7 @@ pub enum AdminError {
 }
 
 /// Sends `cmd` on `device`, reading its data into `buf`; the command's result dword.
-pub fn admin(device: &File, cmd: &AdminCommand, buf: &mut [u8]) -> Result<u32, AdminError> {
+pub(crate) fn admin(device: &File, cmd: &AdminCommand, buf: &mut [u8]) -> Result<u32, AdminError> {
     let data_len = u32::try_from(buf.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
     let mut raw = RawCommand {
@@ -155,7 +155,7 @@ fn classify(err: std::io::Error) -> AdminError {
 
 impl AdminError {
     /// The kernel's errno, where the ioctl failed with one.
-    pub fn errno(&self) -> Option<i32> {
+    pub(crate) fn errno(&self) -> Option<i32> {
         match self {
             AdminError::PermissionDenied(e) | AdminError::NotNvme(e) => Some(*e),
             AdminError::Io(err) => err.raw_os_error(),
@@ -166,7 +166,7 @@ impl AdminError {
 
 /// Whether this thread's effective capabilities hold `CAP_SYS_ADMIN`, which the kernel asks of
 /// every NVMe admin command (`capget(2)` on the calling thread, through the `caps` crate).
-pub fn has_cap_sys_admin() -> std::io::Result<bool> {
+pub(crate) fn has_cap_sys_admin() -> std::io::Result<bool> {
     caps::has_cap(
         None,
         caps::CapSet::Effective,

@@ -21,9 +21,9 @@
 //!   the Cinder volume id there), so it is the volume id.
 
 /// The NVMe model of an EBS volume.
-pub const EBS_MODEL: &str = "Amazon Elastic Block Store";
+pub(crate) const EBS_MODEL: &str = "Amazon Elastic Block Store";
 /// The NVMe model of an EC2 instance-store device.
-pub const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
+pub(crate) const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
 
 /// The cloud a disk belongs to, as far as its identifiers tell.
 #[derive(
@@ -54,7 +54,7 @@ pub enum Cloud {
 
 impl Cloud {
     /// `aws`, `azure`, `gcp`, or `""`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Cloud::None => "",
             Cloud::Aws => "aws",
@@ -89,7 +89,7 @@ pub struct CloudId {
 
 /// How a disk is attached, from where its `device` link leads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// An NVMe namespace.
     Nvme,
     /// A SCSI (or SATA through libata) device.
@@ -103,7 +103,7 @@ pub enum Transport {
 
 /// The facts of one whole disk that the rules look at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// How it is attached.
     pub transport: Transport,
     /// `device/vendor`, trimmed.
@@ -126,7 +126,7 @@ pub struct Facts<'a> {
 const AZURE_OS_CONTROLLER: &str = "{f8b3781a-1e82-4818-a1c3-63d806ec15bb}";
 
 /// What the cloud calls the disk with `facts`.
-pub fn identify(facts: &Facts<'_>) -> CloudId {
+pub(crate) fn identify(facts: &Facts<'_>) -> CloudId {
     let none = CloudId::default();
     match facts.transport {
         Transport::Nvme => nvme(facts),
@@ -205,14 +205,14 @@ fn with_cloud(cloud: Cloud) -> CloudId {
 
 /// The EBS volume id of an EBS NVMe serial: `vol0123abcd…` is `vol-0123abcd…` (an id already
 /// with its dash is kept).
-pub fn ebs_volume_id(serial: &str) -> Option<String> {
+pub(crate) fn ebs_volume_id(serial: &str) -> Option<String> {
     let rest = serial.strip_prefix("vol")?;
     let rest = rest.strip_prefix('-').unwrap_or(rest);
     (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("vol-{rest}"))
 }
 
 /// A SCSI address `H:C:T:L` (the name of a SCSI device's sysfs directory).
-pub fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
+pub(crate) fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
     let mut parts = text.trim().split(':').map(str::parse::<u32>);
     let mut out = [0; 4];
     for slot in &mut out {
@@ -223,7 +223,7 @@ pub fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
 
 /// The unit serial number of a VPD page 0x80 (`device/vpd_pg80`): a 4-byte header whose last
 /// byte is the length, then ASCII, padded with spaces or NULs.
-pub fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
+pub(crate) fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
     if page.len() < 4 || page[1] != 0x80 {
         return None;
     }
@@ -243,7 +243,7 @@ fn ascii(field: &[u8]) -> String {
 
 /// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
 /// in its vendor-specific area.
-pub fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
+pub(crate) fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
     let text = ascii(id_ns.get(384..)?);
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let name = value.get("device_name")?.as_str()?.trim();

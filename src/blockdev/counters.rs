@@ -10,7 +10,7 @@ use std::time::Instant;
 
 /// Why the disk's counters could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The file could not be read (the disk vanished, or sysfs is not mounted there).
     #[error("cannot read {path}: {source}")]
     Io {
@@ -31,7 +31,7 @@ pub enum ReadError {
 
 /// The counters of one disk at one moment.
 #[derive(Debug, Clone)]
-pub struct DiskSample {
+pub(crate) struct DiskSample {
     /// When they were read.
     pub at: Instant,
     /// The disk's diskstats counters.
@@ -42,12 +42,12 @@ pub struct DiskSample {
 
 /// Parses `/sys/block/DISK/stat`: the counters of a `/proc/diskstats` line without its major,
 /// minor and name.
-pub fn parse_stat(text: &str) -> Option<DiskStats> {
+pub(crate) fn parse_stat(text: &str) -> Option<DiskStats> {
     diskstats::parse_line(&format!("0 0 disk {text}")).ok()
 }
 
 /// Parses `/sys/block/DISK/inflight`: reads and writes in flight.
-pub fn parse_inflight(text: &str) -> Option<[u64; 2]> {
+pub(crate) fn parse_inflight(text: &str) -> Option<[u64; 2]> {
     let mut fields = text.split_whitespace().map(str::parse::<u64>);
     match (fields.next(), fields.next()) {
         (Some(Ok(reads)), Some(Ok(writes))) => Some([reads, writes]),
@@ -88,7 +88,7 @@ impl DiskReader {
 
     /// The disks' counters now, added up; an error when any disk's cannot be read (or there is
     /// no disk).
-    pub fn sample(&self) -> Result<DiskSample, ReadError> {
+    pub(crate) fn sample(&self) -> Result<DiskSample, ReadError> {
         let mut total: Option<DiskSample> = None;
         for dir in &self.dirs {
             let s = Self::sample_one(dir)?;
@@ -132,7 +132,7 @@ impl DiskReader {
     /// The most requests one I/O of `block_size` bytes can become on this disk: the queue
     /// splits an I/O larger than `max_sectors_kb`, or with more (page-sized, at worst) segments
     /// than `max_segments`. One request per page when the limits cannot be read.
-    pub fn requests_per_io(&self, block_size: u64) -> u64 {
+    pub(crate) fn requests_per_io(&self, block_size: u64) -> u64 {
         let pages = block_size.div_ceil(4096).max(1);
         // The smallest limit of any disk splits the most.
         let limit = |name: &str| -> Option<u64> {

@@ -14,15 +14,15 @@
 //! Every path is under a root that is passed in (`--path.sysfs`). Every attribute but `dev` is
 //! optional: what cannot be read counts as absent.
 
-pub mod cloud;
+pub(crate) mod cloud;
 pub mod counters;
-pub mod sysfs;
+pub(crate) mod sysfs;
 
 use std::path::Path;
 
-pub use cloud::{Cloud, CloudId};
-pub use counters::{DiskReader, DiskSample};
-pub use sysfs::{all, by_dev, by_name, disk_names, disks_under};
+pub(crate) use cloud::{Cloud, CloudId};
+pub(crate) use sysfs::{all, disk_names};
+pub use sysfs::{by_dev, by_name, disks_under};
 
 /// What kind of block device it is.
 #[derive(
@@ -42,20 +42,6 @@ pub enum Kind {
     Loop,
     /// A memory-backed device (zram, ram disk).
     Memory,
-}
-
-impl Kind {
-    /// `disk`, `partition`, `dm`, `md`, `loop` or `memory`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Disk => "disk",
-            Kind::Partition => "partition",
-            Kind::DeviceMapper => "dm",
-            Kind::Md => "md",
-            Kind::Loop => "loop",
-            Kind::Memory => "memory",
-        }
-    }
 }
 
 /// One block device, as sysfs describes it. A partition carries its disk's identifiers (serial,
@@ -106,12 +92,12 @@ pub struct BlockDevice {
 
 impl BlockDevice {
     /// The whole disk of a partition, else the device itself.
-    pub fn disk_name(&self) -> &str {
+    pub(crate) fn disk_name(&self) -> &str {
         self.parent.as_deref().unwrap_or(&self.kname)
     }
 
     /// `queue/rotational` as the kernel writes it (`0`, `1`), or `""`.
-    pub fn rotational_label(&self) -> &'static str {
+    pub(crate) fn rotational_label(&self) -> &'static str {
         match self.rotational {
             Some(true) => "1",
             Some(false) => "0",
@@ -120,7 +106,7 @@ impl BlockDevice {
     }
 
     /// `queue/logical_block_size` as written, or `""`.
-    pub fn logical_block_size_label(&self) -> String {
+    pub(crate) fn logical_block_size_label(&self) -> String {
         self.logical_block_size
             .map(|b| b.to_string())
             .unwrap_or_default()
@@ -130,7 +116,7 @@ impl BlockDevice {
 /// Completes what the cloud calls `device` from NVMe identify data where sysfs does not say it: a
 /// GCP NVMe disk's device name (Identify Namespace, through the disk's node under `devfs`).
 /// Without `CAP_SYS_ADMIN`, or where the node cannot be opened, nothing changes.
-pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
+pub(crate) fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
     let wanted = device.cloud.cloud == Cloud::Gcp && device.cloud.volume_id.is_empty();
     let Some(nsid) = device.nsid.filter(|_| wanted) else {
         return;
@@ -156,12 +142,12 @@ pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
 
 /// The kernel name of a sysfs directory entry: sysfs writes the `/` of names like `cciss/c0d0`
 /// as `!`.
-pub fn kname(sysfs_name: &str) -> String {
+pub(crate) fn kname(sysfs_name: &str) -> String {
     sysfs_name.replace('!', "/")
 }
 
 /// The sysfs directory entry of kernel name `kname` (`/` written as `!`).
-pub fn sysfs_name(kname: &str) -> String {
+pub(crate) fn sysfs_name(kname: &str) -> String {
     kname.replace('/', "!")
 }
 

@@ -329,7 +329,7 @@ fn a_volume_over_two_disks_is_both_disks_to_every_part() {
         diskprobe_exporter::scheduler::devices::DeviceKey::Disks(dm.disks.clone())
     );
     // The contention watch reads both disks' counters.
-    let reader = diskprobe_exporter::blockdev::DiskReader::new(&roots.sysfs, &dm.disks);
+    let reader = diskprobe_exporter::blockdev::counters::DiskReader::new(&roots.sysfs, &dm.disks);
     assert_eq!(reader.disk_dirs().len(), 2);
     // The limits and diskprobe_target_disk_info, whose disks the cohort rules join on.
     let s = said("dm-two-disks");
