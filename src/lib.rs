@@ -8,11 +8,14 @@
 //! - [`cli`]: command-line flags (Prometheus exporter names).
 //! - [`bounded_read`]: files a user can replace (configurations, certificates, the state file),
 //!   opened without blocking, refused unless regular files, read within a size limit.
+//! - [`host`]: where procfs and sysfs are mounted, how long a look at a path may take, and the
+//!   wall clock in Unix seconds: what the scheduler, discovery and the collectors share of the
+//!   host.
 //! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
 //!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
-//!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
+//!   the cost of probing during one), computed from the counters [`blockdev::counters`] reads.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
 //!   device, the write-safety check).
@@ -20,9 +23,9 @@
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
 //! - [`blockdev`]: the one model of a block device (kind, parent, the disks under it, serial,
-//!   WWN, model, what the cloud calls it) and the one reader of block devices in sysfs.
-//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl,
-//!   and what the clouds' vendor-specific identify data says.
+//!   WWN, model, what the cloud calls it), the one reader of block devices in sysfs, and a whole
+//!   disk's counters and queue limits.
+//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl.
 //! - [`cloud_stats`]: EC2's NVMe performance statistics of EBS and instance-store devices (log
 //!   page 0xD0): which devices have them, its layout (a pure parser), reading it, and why not.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
@@ -32,9 +35,6 @@
 //!   native histograms), negotiated per scrape, gzip-compressed when accepted.
 //! - [`histogram`]: latency histograms with classic buckets (configurable layout) and sparse
 //!   native buckets, filled from each run's HdrHistogram.
-//! - [`host`]: where procfs and sysfs are mounted, how long a look at a path may take, and the
-//!   wall clock in Unix seconds: what the scheduler, discovery and the collectors share of the
-//!   host.
 //! - [`server`]: hyper HTTP server and routes.
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
 //! - [`basic_auth`]: basic authentication's bcrypt checks, bounded per client and overall.
