@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
 /// their I/O) while in-flight scrapes finish.
-pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
+pub(crate) const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
@@ -61,7 +61,7 @@ pub const LISTEN_BACKLOG: u32 = 1024;
 
 /// Binds `address` with [`LISTEN_BACKLOG`]; an empty host binds every interface (IPv6 and IPv4
 /// where available).
-pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
+pub(crate) async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
         match listen(std::net::SocketAddr::from((
             std::net::Ipv6Addr::UNSPECIFIED,
@@ -248,7 +248,7 @@ pub async fn run(settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()
 }
 
 /// The running agent: what the signal loop, a reload and the shutdown touch.
-pub struct Agent {
+pub(crate) struct Agent {
     settings: Settings,
     sandbox: Arc<Sandbox>,
     /// The configuration in force.
@@ -259,13 +259,14 @@ pub struct Agent {
     reload: Arc<ReloadStatus>,
     reloaded: Reloaded,
     server: tokio::task::JoinHandle<()>,
+    #[cfg(test)]
     local: std::net::SocketAddr,
 }
 
 impl Agent {
     /// Starts the scheduler, discovery and the server for `settings`, all stopped by
     /// `shutdown` (then call [`Agent::stopped`]).
-    pub async fn start(
+    pub(crate) async fn start(
         mut settings: Settings,
         sandbox: Arc<Sandbox>,
         shutdown: &CancellationToken,
@@ -334,12 +335,14 @@ impl Agent {
             reload,
             reloaded,
             server,
+            #[cfg(test)]
             local,
         })
     }
 
+    #[cfg(test)]
     /// The address the server listens on.
-    pub fn local_addr(&self) -> std::net::SocketAddr {
+    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
         self.local
     }
 
@@ -422,7 +425,7 @@ impl Agent {
     /// Once the token given to [`Agent::start`] is cancelled: waits for discovery to stop, the
     /// probe tasks (for at most [`PROBE_STOP_PATIENCE`]) and the server (in-flight scrapes
     /// finish). Returns whether the probe tasks and the server stopped cleanly.
-    pub async fn stopped(self) -> bool {
+    pub(crate) async fn stopped(self) -> bool {
         let (probes, server, ()) = tokio::join!(
             self.scheduler.shutdown(PROBE_STOP_PATIENCE),
             self.server,

@@ -83,7 +83,7 @@ pub struct Credentials {
 
 /// The cost of a bcrypt hash (`$2y$10$...`: the second field), when it is one bcrypt accepts
 /// (4 to 31).
-pub fn bcrypt_cost(hash: &str) -> Option<u32> {
+pub(crate) fn bcrypt_cost(hash: &str) -> Option<u32> {
     let cost = hash.split('$').nth(2)?.parse::<u32>().ok()?;
     (4..=31).contains(&cost).then_some(cost)
 }
@@ -112,7 +112,7 @@ fn remember(set: &Mutex<HashSet<u128>>, key: u128) {
 
 impl Credentials {
     /// `users` (name → bcrypt hash), already validated.
-    pub fn new(users: BTreeMap<String, String>) -> Credentials {
+    pub(crate) fn new(users: BTreeMap<String, String>) -> Credentials {
         Credentials {
             users,
             ..Credentials::default()
@@ -120,18 +120,18 @@ impl Credentials {
     }
 
     /// Whether basic authentication is required.
-    pub fn required(&self) -> bool {
+    pub(crate) fn required(&self) -> bool {
         !self.users.is_empty()
     }
 
     /// The configured user names.
-    pub fn users(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn users(&self) -> impl Iterator<Item = &String> {
         self.users.keys()
     }
 
     /// Takes over what `previous` learnt: the keys include each user's hash, so credentials of
     /// a user whose hash changed (or who is gone) never match again.
-    pub fn keep_learnt(&self, previous: &Credentials) {
+    pub(crate) fn keep_learnt(&self, previous: &Credentials) {
         for (mine, theirs) in [
             (&self.verified, &previous.verified),
             (&self.refused, &previous.refused),
@@ -145,7 +145,7 @@ impl Credentials {
 
     /// Checks an `Authorization` header value as far as it can without bcrypt: cheap enough
     /// for the runtime's worker.
-    pub fn check_cached(&self, authorization: Option<&str>) -> Precheck {
+    pub(crate) fn check_cached(&self, authorization: Option<&str>) -> Precheck {
         if self.users.is_empty() {
             return Precheck::Decided(Auth::Allowed);
         }
@@ -195,7 +195,7 @@ impl Credentials {
     }
 
     /// Verifies a pair with bcrypt (deliberately slow) and remembers the answer.
-    pub fn verify(&self, pair: Unverified) -> Auth {
+    pub(crate) fn verify(&self, pair: Unverified) -> Auth {
         let Some(hash) = self.users.get(&pair.user) else {
             return Auth::Denied;
         };
@@ -218,7 +218,7 @@ impl Credentials {
 
 /// Who a check is for: a client's address (IPv6 by its /64, as one host gets a /64).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Client {
+pub(crate) enum Client {
     /// An IPv4 address (also one mapped into IPv6).
     V4(u32),
     /// The /64 prefix of an IPv6 address.
@@ -227,7 +227,7 @@ pub enum Client {
 
 impl Client {
     /// The client at `addr`.
-    pub fn of(addr: IpAddr) -> Client {
+    pub(crate) fn of(addr: IpAddr) -> Client {
         match addr {
             IpAddr::V4(v4) => Client::V4(u32::from(v4)),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -350,7 +350,7 @@ impl Verifier {
 /// from the runtime's blocking pool that scrapes use. `None` when the queue has no room for it
 /// (answer 503); the receiver ends without an answer when a client with fewer wrong passwords
 /// took its place (answer 503 too).
-pub fn verify_off_thread(
+pub(crate) fn verify_off_thread(
     credentials: Arc<Credentials>,
     pair: Unverified,
     client: IpAddr,

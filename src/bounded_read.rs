@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// Whether the last component of the path may be a symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Links {
+pub(crate) enum Links {
     /// Follow it (configurations and certificates: Kubernetes mounts ConfigMaps and Secrets
     /// through links).
     Follow,
@@ -72,13 +72,13 @@ pub enum BoundedReadError {
 
 impl BoundedReadError {
     /// Whether the file does not exist.
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, BoundedReadError::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }
 
 /// The contents of `path`, at most `limit` bytes.
-pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, BoundedReadError> {
+pub(crate) fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, BoundedReadError> {
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
     if links == Links::Refuse {
         flags |= libc::O_NOFOLLOW;
@@ -95,12 +95,16 @@ pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, BoundedRea
 }
 
 /// [`read`] as text.
-pub fn read_to_string(path: &Path, limit: u64, links: Links) -> Result<String, BoundedReadError> {
+pub(crate) fn read_to_string(
+    path: &Path,
+    limit: u64,
+    links: Links,
+) -> Result<String, BoundedReadError> {
     text(read(path, limit, links)?, path)
 }
 
 /// `bytes` as text; the error names `path`.
-pub fn text(bytes: Vec<u8>, path: &Path) -> Result<String, BoundedReadError> {
+pub(crate) fn text(bytes: Vec<u8>, path: &Path) -> Result<String, BoundedReadError> {
     String::from_utf8(bytes).map_err(|_| BoundedReadError::NotText {
         path: path.to_owned(),
     })
@@ -108,7 +112,7 @@ pub fn text(bytes: Vec<u8>, path: &Path) -> Result<String, BoundedReadError> {
 
 /// The contents of `file`, opened (without blocking) from `path`: refused unless a regular file
 /// of at most `limit` bytes.
-pub fn read_open(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+pub(crate) fn read_open(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
     let meta = file.metadata().map_err(|source| BoundedReadError::Read {
         path: path.to_owned(),
         source,
@@ -143,7 +147,7 @@ pub fn read_open(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, Bounded
 }
 
 /// What a file that is not a regular one is, for messages ("directory", "FIFO", ...).
-pub fn kind_name(kind: &std::fs::FileType) -> &'static str {
+pub(crate) fn kind_name(kind: &std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "directory"
     } else if kind.is_fifo() {

@@ -22,7 +22,7 @@ type Queued<K, V> = HashMap<K, watch::Receiver<Option<V>>>;
 
 /// Runs `work` on the blocking pool for a key, shared by every request for that key that arrives
 /// before the run starts.
-pub struct Coalescer<K, V> {
+pub(crate) struct Coalescer<K, V> {
     work: Arc<Work<K, V>>,
     queued: Arc<Mutex<Queued<K, V>>>,
 }
@@ -33,7 +33,7 @@ where
     V: Clone + Send + Sync + 'static,
 {
     /// A coalescer that answers with `work(key)`.
-    pub fn new(work: impl Fn(K) -> V + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(work: impl Fn(K) -> V + Send + Sync + 'static) -> Self {
         Self {
             work: Arc::new(work),
             queued: Arc::new(Mutex::new(HashMap::new())),
@@ -43,7 +43,7 @@ where
     /// Joins the queued run for `key`, or queues one. The request is registered when this is
     /// called, not when the future is first polled. The future yields `None` if the run panicked
     /// or never ran (the runtime is shutting down).
-    pub fn share(&self, key: K) -> impl Future<Output = Option<V>> + Send + 'static {
+    pub(crate) fn share(&self, key: K) -> impl Future<Output = Option<V>> + Send + 'static {
         let mut rx = {
             let mut queued = lock(&self.queued);
             if let Some(rx) = queued.get(&key) {

@@ -4,10 +4,10 @@
 //!
 //! Everything is read on the whole disks a target's I/O lands on ([`crate::blockdev`]: a
 //! partition's I/O counts in its disk, a device-mapper or RAID volume's in every disk under it, as
-//! for the scheduler's device lock and budget), from `/sys/block/DISK/stat` (the disk's
-//! `/proc/diskstats` counters, without the other devices) and `/sys/block/DISK/inflight` (I/Os in
-//! flight by direction), added up over the disks (the I/O time: the largest, as any I/O in
-//! flight on any of them).
+//! for the scheduler's device lock and budget), from the samples of their counters and requests
+//! in flight that [`crate::blockdev::counters::DiskReader`] takes (`/sys/block/DISK/stat` and `inflight`),
+//! added up over the disks (the I/O time: the largest, as any I/O in flight on any of them). This
+//! module reads no file: it computes.
 //!
 //! Before a run, all the disk's I/O is other processes': the agent runs one probe per disk at a
 //! time. During a run, the probe's own I/O is subtracted, using the engine's
@@ -20,204 +20,21 @@
 //! 4k I/Os at QD32, 16 MiB at QD16 with 1M blocks). I/O in the other direction (writes during a
 //! read probe), discards and flushes are never the probe's, and count at once.
 
+use crate::blockdev::counters::{DiskReader, DiskSample};
 use crate::config::BusyLimits;
-use crate::diskstats::{self, DiskStats};
+use crate::diskstats::DiskStats;
 use crate::probe::engine::RunProgress;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a run that may yield compares the disk's counters with its own.
-pub const YIELD_POLL: Duration = Duration::from_millis(10);
+pub(crate) const YIELD_POLL: Duration = Duration::from_millis(10);
 /// How often a run that does not yield does (for the cost counters only).
-pub const COST_POLL: Duration = Duration::from_millis(100);
+pub(crate) const COST_POLL: Duration = Duration::from_millis(100);
 
 /// Bytes per sector in the kernel's block-layer counters.
 const SECTOR: u64 = 512;
-
-/// Why the disk's counters could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// The file could not be read (the disk vanished, or sysfs is not mounted there).
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file did not hold what the kernel writes there.
-    #[error("{path}: unexpected content {text:?}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What it held.
-        text: String,
-    },
-}
-
-/// The counters of one disk at one moment.
-#[derive(Debug, Clone)]
-pub struct DiskSample {
-    /// When they were read.
-    pub at: Instant,
-    /// The disk's diskstats counters.
-    pub stats: DiskStats,
-    /// Requests in flight: reads, then writes (discards and flushes count as writes).
-    pub in_flight: [u64; 2],
-}
-
-/// Parses `/sys/block/DISK/stat`: the counters of a `/proc/diskstats` line without its major,
-/// minor and name.
-pub fn parse_stat(text: &str) -> Option<DiskStats> {
-    diskstats::parse_line(&format!("0 0 disk {text}")).ok()
-}
-
-/// Parses `/sys/block/DISK/inflight`: reads and writes in flight.
-pub fn parse_inflight(text: &str) -> Option<[u64; 2]> {
-    let mut fields = text.split_whitespace().map(str::parse::<u64>);
-    match (fields.next(), fields.next()) {
-        (Some(Ok(reads)), Some(Ok(writes))) => Some([reads, writes]),
-        _ => None,
-    }
-}
-
-/// Reads the counters of the whole disks under one target, added up.
-#[derive(Debug, Clone)]
-pub struct DiskReader {
-    dirs: Vec<PathBuf>,
-}
-
-impl DiskReader {
-    /// The reader of the whole disks `disks` (kernel names such as `sda` or `cciss/c0d0`) under
-    /// the sysfs mountpoint `sysfs`.
-    pub fn new(sysfs: &Path, disks: &[String]) -> DiskReader {
-        DiskReader {
-            dirs: disks
-                .iter()
-                .map(|d| crate::blockdev::sysfs::disk_dir(sysfs, d))
-                .collect(),
-        }
-    }
-
-    /// The directories of the disks read.
-    pub fn disk_dirs(&self) -> &[PathBuf] {
-        &self.dirs
-    }
-
-    fn read(dir: &Path, name: &str) -> Result<(PathBuf, String), ReadError> {
-        let path = dir.join(name);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Ok((path, text)),
-            Err(source) => Err(ReadError::Io { path, source }),
-        }
-    }
-
-    /// The disks' counters now, added up; an error when any disk's cannot be read (or there is
-    /// no disk).
-    pub fn sample(&self) -> Result<DiskSample, ReadError> {
-        let mut total: Option<DiskSample> = None;
-        for dir in &self.dirs {
-            let s = Self::sample_one(dir)?;
-            total = Some(match total {
-                None => s,
-                Some(t) => DiskSample {
-                    at: s.at,
-                    stats: add_stats(&t.stats, &s.stats),
-                    in_flight: [
-                        t.in_flight[0] + s.in_flight[0],
-                        t.in_flight[1] + s.in_flight[1],
-                    ],
-                },
-            });
-        }
-        total.ok_or_else(|| ReadError::Io {
-            path: PathBuf::from("block"),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no disk to watch"),
-        })
-    }
-
-    fn sample_one(dir: &Path) -> Result<DiskSample, ReadError> {
-        let (stat_path, stat) = Self::read(dir, "stat")?;
-        let (inflight_path, inflight) = Self::read(dir, "inflight")?;
-        let at = Instant::now();
-        let stats = parse_stat(&stat).ok_or(ReadError::Format {
-            path: stat_path,
-            text: stat,
-        })?;
-        let in_flight = parse_inflight(&inflight).ok_or(ReadError::Format {
-            path: inflight_path,
-            text: inflight,
-        })?;
-        Ok(DiskSample {
-            at,
-            stats,
-            in_flight,
-        })
-    }
-
-    /// The most requests one I/O of `block_size` bytes can become on this disk: the queue
-    /// splits an I/O larger than `max_sectors_kb`, or with more (page-sized, at worst) segments
-    /// than `max_segments`. One request per page when the limits cannot be read.
-    pub fn requests_per_io(&self, block_size: u64) -> u64 {
-        let pages = block_size.div_ceil(4096).max(1);
-        // The smallest limit of any disk splits the most.
-        let limit = |name: &str| -> Option<u64> {
-            self.dirs
-                .iter()
-                .filter_map(|dir| {
-                    let (_, text) = Self::read(dir, &format!("queue/{name}")).ok()?;
-                    text.trim().parse::<u64>().ok().filter(|v| *v > 0)
-                })
-                .min()
-        };
-        match (limit("max_sectors_kb"), limit("max_segments")) {
-            (Some(kb), Some(segments)) => block_size
-                .div_ceil(kb * 1024)
-                .max(pages.div_ceil(segments))
-                .max(1),
-            _ => pages,
-        }
-    }
-}
-
-/// The counters of two disks together: sums, but for the I/O time, the larger (time with any I/O
-/// in flight on either).
-fn add_stats(a: &DiskStats, b: &DiskStats) -> DiskStats {
-    let discards = match (a.discards, b.discards) {
-        (Some(x), Some(y)) => Some(diskstats::DiscardStats {
-            completed: x.completed + y.completed,
-            merged: x.merged + y.merged,
-            sectors: x.sectors + y.sectors,
-            time_ms: x.time_ms + y.time_ms,
-        }),
-        (x, y) => x.or(y),
-    };
-    let flushes = match (a.flushes, b.flushes) {
-        (Some(x), Some(y)) => Some(diskstats::FlushStats {
-            completed: x.completed + y.completed,
-            time_ms: x.time_ms + y.time_ms,
-        }),
-        (x, y) => x.or(y),
-    };
-    DiskStats {
-        reads_completed: a.reads_completed + b.reads_completed,
-        reads_merged: a.reads_merged + b.reads_merged,
-        sectors_read: a.sectors_read + b.sectors_read,
-        read_time_ms: a.read_time_ms + b.read_time_ms,
-        writes_completed: a.writes_completed + b.writes_completed,
-        writes_merged: a.writes_merged + b.writes_merged,
-        sectors_written: a.sectors_written + b.sectors_written,
-        write_time_ms: a.write_time_ms + b.write_time_ms,
-        io_in_progress: a.io_in_progress + b.io_in_progress,
-        io_time_ms: a.io_time_ms.max(b.io_time_ms),
-        io_weighted_time_ms: a.io_weighted_time_ms + b.io_weighted_time_ms,
-        discards,
-        flushes,
-        ..a.clone()
-    }
-}
 
 /// Completed I/Os of every kind (reads, writes, discards, flushes).
 fn completed_ios(s: &DiskStats) -> u64 {
@@ -229,7 +46,7 @@ fn completed_ios(s: &DiskStats) -> u64 {
 
 /// The disk's load between two samples taken while the probe did no I/O on it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Load {
+pub(crate) struct Load {
     /// I/Os completed per second.
     pub iops: f64,
     /// Mean number of I/Os in flight (the rate of the weighted I/O time).
@@ -240,7 +57,7 @@ pub struct Load {
 
 impl Load {
     /// The load from `before` to `after`; `None` when no time passed between them.
-    pub fn between(before: &DiskSample, after: &DiskSample) -> Option<Load> {
+    pub(crate) fn between(before: &DiskSample, after: &DiskSample) -> Option<Load> {
         let ms = after.at.saturating_duration_since(before.at).as_secs_f64() * 1e3;
         if ms <= 0.0 {
             return None;
@@ -255,7 +72,7 @@ impl Load {
     }
 
     /// The first limit this load is above, said in words; `None` when it is above none.
-    pub fn above(&self, limits: &BusyLimits) -> Option<String> {
+    pub(crate) fn above(&self, limits: &BusyLimits) -> Option<String> {
         if let Some(limit) = limits.iops.filter(|l| self.iops > *l) {
             return Some(format!(
                 "{:.1} I/Os per second from other processes (limit {limit})",
@@ -281,7 +98,7 @@ impl Load {
 
 /// What a probe run itself does to the disk, to tell its I/O from other processes'.
 #[derive(Debug, Clone, Copy)]
-pub struct OwnIo {
+pub(crate) struct OwnIo {
     /// Bytes per I/O.
     pub block_size: u64,
     /// Whether the probe writes (else it reads).
@@ -293,7 +110,7 @@ pub struct OwnIo {
 /// Other processes' I/O seen during a run, up to some moment; lower bounds (see the module
 /// documentation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Others {
+pub(crate) struct Others {
     /// Sectors other processes transferred (or discarded) since the run's first sample.
     pub sectors: u64,
     /// Flushes since the run's first sample.
@@ -305,7 +122,7 @@ pub struct Others {
 impl Others {
     /// Others' I/O at `now`, given the run's first sample, the I/Os the run had completed just
     /// before `now` was read and those it had submitted just after.
-    pub fn at(
+    pub(crate) fn at(
         start: &DiskSample,
         now: &DiskSample,
         own: &OwnIo,
@@ -346,12 +163,12 @@ impl Others {
 
     /// Whether any of others' I/O shows in this compared with `before` (an earlier moment of the
     /// same run): new sectors or flushes, or requests in flight now.
-    pub fn new_since(&self, before: &Others) -> bool {
+    pub(crate) fn new_since(&self, before: &Others) -> bool {
         self.sectors > before.sectors || self.flushes > before.flushes || self.in_flight > 0
     }
 
     /// Says what was seen, for the reason of a run that stopped early.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if self.in_flight > 0 {
             parts.push(format!("{} of their I/Os in flight", self.in_flight));
@@ -368,7 +185,7 @@ impl Others {
 
 /// What watching a run found.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct WatchReport {
+pub(crate) struct WatchReport {
     /// Time of the run during which other processes' I/O was seen on the disk.
     pub contended: Duration,
     /// Integral of other processes' requests in flight over the run, in I/O-seconds.
@@ -379,7 +196,7 @@ pub struct WatchReport {
 
 /// How to watch a run.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// The disk's counters.
     pub disk: DiskReader,
     /// The disks' names (joined by `+`), for messages.
@@ -395,7 +212,7 @@ impl Watch {
     /// `progress` (the run's own), every [`YIELD_POLL`] when the run may yield (setting
     /// `yield_now` at the first sight of another process's I/O), else every [`COST_POLL`].
     /// Without a first sample of the disk, or a thread to watch from, `run` runs unwatched.
-    pub fn around<R>(
+    pub(crate) fn around<R>(
         &self,
         progress: &RunProgress,
         yield_now: &AtomicBool,
@@ -485,6 +302,8 @@ impl Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blockdev::counters::parse_stat;
+    use std::time::Instant;
 
     fn sample(at: Instant, stat: &str, in_flight: [u64; 2]) -> DiskSample {
         DiskSample {
@@ -497,24 +316,6 @@ mod tests {
     // Fields: reads, merges, sectors, ms; writes, merges, sectors, ms; in flight, io ms,
     // weighted ms; discards, merges, sectors, ms; flushes, ms.
     const IDLE: &str = "  100 0 800 50  10 0 80 5  0 60 55  0 0 0 0  2 1\n";
-
-    #[test]
-    fn parses_sysfs_stat_and_inflight() {
-        let s = parse_stat(IDLE).unwrap();
-        assert_eq!((s.reads_completed, s.sectors_read), (100, 800));
-        assert_eq!(s.io_weighted_time_ms, 55);
-        assert_eq!(s.flushes.unwrap().completed, 2);
-        // Kernels before 4.18 print 11 fields.
-        assert!(
-            parse_stat("1 2 3 4 5 6 7 8 9 10 11")
-                .unwrap()
-                .discards
-                .is_none()
-        );
-        assert!(parse_stat("1 2 3").is_none());
-        assert_eq!(parse_inflight("       3        1\n"), Some([3, 1]));
-        assert_eq!(parse_inflight("3"), None);
-    }
 
     #[test]
     fn load_counts_every_completed_io_and_the_weighted_time() {
@@ -698,23 +499,5 @@ mod tests {
             (report.others_in_flight_seconds - expected).abs() < 1e-9,
             "{report:?}"
         );
-    }
-
-    #[test]
-    fn requests_per_io_follows_the_queue_limits() {
-        let dir = tempfile::tempdir().unwrap();
-        let queue = dir.path().join("block/sdx/queue");
-        std::fs::create_dir_all(&queue).unwrap();
-        let reader = DiskReader::new(dir.path(), &["sdx".to_owned()]);
-        // Unknown limits: a request per page.
-        assert_eq!(reader.requests_per_io(1 << 20), 256);
-        std::fs::write(queue.join("max_sectors_kb"), "1280\n").unwrap();
-        std::fs::write(queue.join("max_segments"), "128\n").unwrap();
-        assert_eq!(reader.requests_per_io(4096), 1);
-        assert_eq!(reader.requests_per_io(1 << 20), 2);
-        std::fs::write(queue.join("max_sectors_kb"), "512\n").unwrap();
-        std::fs::write(queue.join("max_segments"), "1024\n").unwrap();
-        assert_eq!(reader.requests_per_io(1 << 20), 2);
-        assert_eq!(reader.requests_per_io(4 << 20), 8);
     }
 }

@@ -6,7 +6,7 @@
 use regex::Regex;
 
 /// node_exporter's default: partitions and virtual devices whose counters duplicate others'.
-pub const DEFAULT_EXCLUDE: &str = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$";
+pub(crate) const DEFAULT_EXCLUDE: &str = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$";
 
 /// Decides which device names are reported.
 #[derive(Debug, Clone)]
@@ -19,13 +19,13 @@ pub enum DeviceFilter {
 
 impl DeviceFilter {
     /// The filter used when the configuration sets none.
-    pub fn default_exclude() -> Self {
+    pub(crate) fn default_exclude() -> Self {
         // The pattern is a compile-time constant covered by the tests below.
         DeviceFilter::Exclude(Regex::new(DEFAULT_EXCLUDE).expect("default exclude compiles"))
     }
 
     /// Whether the device `name` is reported.
-    pub fn accepts(&self, name: &str) -> bool {
+    pub(crate) fn accepts(&self, name: &str) -> bool {
         match self {
             DeviceFilter::Exclude(re) => !re.is_match(name),
             DeviceFilter::Include(re) => re.is_match(name),

@@ -114,7 +114,7 @@ pub fn parse(text: &str) -> Parsed {
 }
 
 /// Parses one non-blank line.
-pub fn parse_line(line: &str) -> Result<DiskStats, String> {
+pub(crate) fn parse_line(line: &str) -> Result<DiskStats, String> {
     // Only the first 20 fields matter; count the rest without storing them.
     let mut fields = [""; MAX_FIELDS];
     let mut count = 0;

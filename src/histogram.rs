@@ -25,12 +25,12 @@ use std::sync::{Arc, LazyLock};
 
 /// Resolution of the native buckets: each power of two is divided into 2^4 = 16 buckets, so a
 /// bucket is 4.4% wide (Prometheus accepts -4..=8; 4 keeps quantile estimates within 5%).
-pub const NATIVE_SCHEMA: i32 = 4;
+pub(crate) const NATIVE_SCHEMA: i32 = 4;
 
 /// Width of the native zero bucket, in seconds: 2^-30 s ≈ 0.93 ns, below the 1 ns resolution of
 /// the run's HdrHistogram, so it holds only latencies recorded as 0. Above zero, so that a
 /// histogram without observations (before the first run) is still recognised as native.
-pub const NATIVE_ZERO_THRESHOLD: f64 = 1.0 / (1u64 << 30) as f64;
+pub(crate) const NATIVE_ZERO_THRESHOLD: f64 = 1.0 / (1u64 << 30) as f64;
 
 /// Upper bounds of the classic buckets, in seconds: strictly increasing, finite and above zero.
 /// Cheap to clone; histograms with the same layout share one allocation.
@@ -150,7 +150,7 @@ pub struct LatencyHistogram {
 
 impl LatencyHistogram {
     /// An empty histogram with the classic buckets of `layout`.
-    pub fn new(layout: &ClassicBuckets) -> Self {
+    pub(crate) fn new(layout: &ClassicBuckets) -> Self {
         LatencyHistogram {
             layout: layout.clone(),
             classic: vec![0; layout.bounds().len() + 1].into(),
@@ -162,7 +162,7 @@ impl LatencyHistogram {
     }
 
     /// Adds every latency of a run, recorded in nanoseconds.
-    pub fn record(&mut self, latency_ns: &Histogram<u64>) {
+    pub(crate) fn record(&mut self, latency_ns: &Histogram<u64>) {
         let bounds = self.layout.bounds();
         let mut run: Vec<(i32, u64)> = Vec::new();
         for v in latency_ns.iter_recorded() {
@@ -187,23 +187,26 @@ impl LatencyHistogram {
         }
     }
 
+    #[cfg(test)]
     /// Number of observations.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
+    #[cfg(test)]
     /// Sum of observations in seconds.
-    pub fn sum(&self) -> f64 {
+    pub(crate) fn sum(&self) -> f64 {
         self.sum
     }
 
+    #[cfg(test)]
     /// The classic layout.
-    pub fn layout(&self) -> &ClassicBuckets {
+    pub(crate) fn layout(&self) -> &ClassicBuckets {
         &self.layout
     }
 
     /// `(upper bound, cumulative count)` of every classic bucket but `+Inf`.
-    pub fn classic_cumulative(&self) -> Vec<(f64, u64)> {
+    pub(crate) fn classic_cumulative(&self) -> Vec<(f64, u64)> {
         let mut cumulative = 0;
         self.layout
             .bounds()
@@ -216,19 +219,21 @@ impl LatencyHistogram {
             .collect()
     }
 
+    #[cfg(test)]
     /// `(index, count)` of the native buckets with observations, in increasing index order;
     /// bucket `i` holds latencies in `(2^((i-1)/16), 2^(i/16)]` seconds.
-    pub fn native_buckets(&self) -> &[(i32, u64)] {
+    pub(crate) fn native_buckets(&self) -> &[(i32, u64)] {
         &self.native
     }
 
+    #[cfg(test)]
     /// Observations in the native zero bucket.
-    pub fn zero_count(&self) -> u64 {
+    pub(crate) fn zero_count(&self) -> u64 {
         self.zero_count
     }
 
     /// The histogram as one exposition sample value, classic and native buckets together.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         Value::Histogram {
             buckets: self.classic_cumulative(),
             sum: self.sum,
@@ -259,7 +264,7 @@ static MANTISSA_BOUNDS: LazyLock<[f64; 1 << NATIVE_SCHEMA]> = LazyLock::new(|| {
 /// The native bucket holding `seconds` (finite, above zero): the `i` with
 /// `2^((i-1)/16) < seconds <= 2^(i/16)`. Computed from the float's mantissa and exponent, as
 /// Prometheus' client libraries do, so that values on a bound land in the same bucket.
-pub fn native_index(seconds: f64) -> i32 {
+pub(crate) fn native_index(seconds: f64) -> i32 {
     let (mantissa, exponent) = frexp(seconds);
     let within = MANTISSA_BOUNDS.partition_point(|b| *b < mantissa) as i32;
     within + (exponent - 1) * (1 << NATIVE_SCHEMA)

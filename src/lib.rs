@@ -8,11 +8,14 @@
 //! - [`cli`]: command-line flags (Prometheus exporter names).
 //! - [`bounded_read`]: files a user can replace (configurations, certificates, the state file),
 //!   opened without blocking, refused unless regular files, read within a size limit.
+//! - [`host`]: where procfs and sysfs are mounted, how long a look at a path may take, and the
+//!   wall clock in Unix seconds: what the scheduler, discovery and the collectors share of the
+//!   host.
 //! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
 //!   into what the agent runs with.
 //! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
-//!   the cost of probing during one), from `/sys/block/DISK/stat` and `inflight`.
+//!   the cost of probing during one), computed from the counters [`blockdev::counters`] reads.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
 //!   device, the write-safety check).
@@ -20,9 +23,9 @@
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
 //! - [`blockdev`]: the one model of a block device (kind, parent, the disks under it, serial,
-//!   WWN, model, what the cloud calls it) and the one reader of block devices in sysfs.
-//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl,
-//!   and what the clouds' vendor-specific identify data says.
+//!   WWN, model, what the cloud calls it), the one reader of block devices in sysfs, and a whole
+//!   disk's counters and queue limits.
+//! - [`nvme_admin`]: NVMe admin commands (Identify, Get Log Page) through the kernel's ioctl.
 //! - [`cloud_stats`]: EC2's NVMe performance statistics of EBS and instance-store devices (log
 //!   page 0xD0): which devices have them, its layout (a pure parser), reading it, and why not.
 //! - [`coalesce`]: requests that arrive while a scrape runs share the next one.
@@ -54,13 +57,13 @@
 //!
 //! # One probe run, from the configuration to `/metrics`
 //! 1. [`config::Config::from_toml`] validates a `[[targets]]` entry into a [`config::TargetSpec`]:
-//!    its name, path and [`config::ProbeSettings`] (profiles resolved, `[defaults]` merged,
+//!    its name, path and [`config::probe_settings::ProbeSettings`] (profiles resolved, `[defaults]` merged,
 //!    [`config::Writes`]). A `[[discover]]` rule ([`config::DiscoverRule`]) holds the same
 //!    settings, and [`discovery`] turns what its rescans find into more `TargetSpec`s.
 //! 2. [`agent`] hands them to [`scheduler::Scheduler::apply`], which starts a task per target.
 //!    Every interval the task's cycle stats the path to find the device under it, takes the
 //!    device's lock and, for each profile, asks the admission gates (budget, busy, runs still out,
-//!    I/O still in the kernel; a refusal is a [`scheduler::Skip`]), takes a global slot and runs
+//!    I/O still in the kernel; a refusal is a [`scheduler::gates::Skip`]), takes a global slot and runs
 //!    the profile on a probe thread.
 //! 3. The probe thread opens the target ([`probe::io_target::open`]: O_DIRECT, preflight, write
 //!    safety) and calls [`probe::engine::run`], which checks the profile against the target (a
@@ -79,32 +82,38 @@
 #![warn(clippy::too_many_lines, clippy::fn_params_excessive_bools)]
 // Every `unsafe` block says why it is sound (docs/development.md).
 #![deny(clippy::undocumented_unsafe_blocks)]
+// `pub` only where the binary, the tests, the examples or the fuzz targets need it.
+#![warn(unreachable_pub)]
+// The library is the binary's inside: its documentation (`cargo doc --document-private-items`)
+// links to crate-private items.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod agent;
-pub mod basic_auth;
+mod basic_auth;
 pub mod blockdev;
-pub mod bounded_read;
+mod bounded_read;
 pub mod cli;
-pub mod cloud_stats;
-pub mod coalesce;
+mod cloud_stats;
+mod coalesce;
 pub mod collectors;
 pub mod config;
-pub mod contention;
+mod contention;
 pub mod device_filter;
 pub mod discovery;
 pub mod diskstats;
 pub mod exposition;
 pub mod histogram;
+pub mod host;
 pub mod logging;
 pub mod mountinfo;
-pub mod nvme_admin;
+mod nvme_admin;
 pub mod probe;
-pub mod sandbox;
+mod sandbox;
 pub mod scheduler;
 pub mod series;
 pub mod server;
 pub mod settings;
-pub mod state_dir;
-pub mod status_page;
+mod state_dir;
+mod status_page;
 pub mod units;
 pub mod web_config;

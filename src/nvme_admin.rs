@@ -7,13 +7,8 @@
 //! not NVMe, a command fails with an [`AdminError`] that says so ([`AdminError::PermissionDenied`],
 //! [`AdminError::NotNvme`], each with the kernel's errno), so that callers degrade to what sysfs
 //! says. [`has_cap_sys_admin`] asks the kernel (`capget`) before a caller sends its first
-//! command. The only `unsafe` of this module is the ioctl.
-//!
-//! What the vendor-specific areas hold (public: `amazonlinux/amazon-ec2-utils` `ebsnvme-id`,
-//! `GoogleCloudPlatform/guest-configs` `google_nvme_id`): EBS puts the attachment name
-//! (`sdf`, `/dev/xvdf`) in the first 32 bytes of Identify Controller's vendor-specific area
-//! (offset 3072) and of Identify Namespace's (offset 384), followed there by the volume id (65
-//! bytes); GCP puts a JSON object with `device_name` in Identify Namespace's.
+//! command. The only `unsafe` of this module is the ioctl. What identify data says of a cloud's
+//! disk is [`crate::blockdev::cloud`]'s to read.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -22,11 +17,11 @@ use std::os::fd::AsRawFd;
 const NVME_IOCTL_ADMIN_CMD: libc::c_ulong = 0xC048_4E41;
 
 /// Identify.
-pub const OPCODE_IDENTIFY: u8 = 0x06;
+pub(crate) const OPCODE_IDENTIFY: u8 = 0x06;
 /// Get Log Page.
-pub const OPCODE_GET_LOG_PAGE: u8 = 0x02;
+pub(crate) const OPCODE_GET_LOG_PAGE: u8 = 0x02;
 /// What an Identify returns.
-pub const IDENTIFY_LEN: usize = 4096;
+pub(crate) const IDENTIFY_LEN: usize = 4096;
 
 /// The kernel's `struct nvme_admin_cmd` (`linux/nvme_ioctl.h`).
 #[repr(C)]
@@ -56,7 +51,7 @@ const _: () = assert!(std::mem::size_of::<RawCommand>() == 72);
 
 /// An admin command that reads data from the controller into a buffer.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct AdminCommand {
+pub(crate) struct AdminCommand {
     /// The opcode ([`OPCODE_IDENTIFY`], [`OPCODE_GET_LOG_PAGE`]).
     pub opcode: u8,
     /// The namespace (0: none; `0xFFFF_FFFF`: all).
@@ -69,7 +64,7 @@ pub struct AdminCommand {
 
 impl AdminCommand {
     /// Identify Namespace `nsid` (CNS 0).
-    pub fn identify_namespace(nsid: u32) -> AdminCommand {
+    pub(crate) fn identify_namespace(nsid: u32) -> AdminCommand {
         AdminCommand {
             opcode: OPCODE_IDENTIFY,
             nsid,
@@ -77,18 +72,9 @@ impl AdminCommand {
         }
     }
 
-    /// Identify Controller (CNS 1).
-    pub fn identify_controller() -> AdminCommand {
-        AdminCommand {
-            opcode: OPCODE_IDENTIFY,
-            cdw: [1, 0, 0, 0, 0, 0],
-            ..AdminCommand::default()
-        }
-    }
-
     /// Get Log Page `log_id` of `len` bytes (a multiple of 4) for namespace `nsid`: the number
     /// of dwords less one goes into CDW10 (low 16 bits, above the log id) and CDW11.
-    pub fn get_log_page(nsid: u32, log_id: u8, len: usize) -> AdminCommand {
+    pub(crate) fn get_log_page(nsid: u32, log_id: u8, len: usize) -> AdminCommand {
         let numd = (len / 4).saturating_sub(1) as u32;
         AdminCommand {
             opcode: OPCODE_GET_LOG_PAGE,
@@ -108,7 +94,7 @@ impl AdminCommand {
 
 /// Why an admin command gave no data.
 #[derive(Debug, thiserror::Error)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     /// The agent lacks `CAP_SYS_ADMIN`, or Landlock refuses the ioctl (EACCES, EPERM: the errno).
     #[error("NVMe admin commands need CAP_SYS_ADMIN (errno {0})")]
     PermissionDenied(i32),
@@ -124,7 +110,7 @@ pub enum AdminError {
 }
 
 /// Sends `cmd` on `device`, reading its data into `buf`; the command's result dword.
-pub fn admin(device: &File, cmd: &AdminCommand, buf: &mut [u8]) -> Result<u32, AdminError> {
+pub(crate) fn admin(device: &File, cmd: &AdminCommand, buf: &mut [u8]) -> Result<u32, AdminError> {
     let data_len = u32::try_from(buf.len())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
     let mut raw = RawCommand {
@@ -169,7 +155,7 @@ fn classify(err: std::io::Error) -> AdminError {
 
 impl AdminError {
     /// The kernel's errno, where the ioctl failed with one.
-    pub fn errno(&self) -> Option<i32> {
+    pub(crate) fn errno(&self) -> Option<i32> {
         match self {
             AdminError::PermissionDenied(e) | AdminError::NotNvme(e) => Some(*e),
             AdminError::Io(err) => err.raw_os_error(),
@@ -180,7 +166,7 @@ impl AdminError {
 
 /// Whether this thread's effective capabilities hold `CAP_SYS_ADMIN`, which the kernel asks of
 /// every NVMe admin command (`capget(2)` on the calling thread, through the `caps` crate).
-pub fn has_cap_sys_admin() -> std::io::Result<bool> {
+pub(crate) fn has_cap_sys_admin() -> std::io::Result<bool> {
     caps::has_cap(
         None,
         caps::CapSet::Effective,
@@ -189,45 +175,12 @@ pub fn has_cap_sys_admin() -> std::io::Result<bool> {
     .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-/// An ASCII field of identify data: up to the first NUL, trimmed.
-fn ascii(field: &[u8]) -> String {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).trim().to_owned()
-}
-
-/// EBS's attachment name (`sdf`, without `/dev/`) from Identify Namespace data, else from
-/// Identify Controller data; `None` when neither has one.
-pub fn ebs_attachment_name(id_ns: &[u8], id_ctrl: &[u8]) -> Option<String> {
-    [id_ns.get(384..416), id_ctrl.get(3072..3104)]
-        .into_iter()
-        .flatten()
-        .map(ascii)
-        .find(|n| !n.is_empty())
-        .map(|n| n.trim_start_matches("/dev/").to_owned())
-}
-
-/// EBS's volume id from Identify Namespace data (`vol-…`), when it has one.
-pub fn ebs_volume_id(id_ns: &[u8]) -> Option<String> {
-    let id = ascii(id_ns.get(416..481)?);
-    (!id.is_empty()).then_some(id)
-}
-
-/// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
-/// in its vendor-specific area.
-pub fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
-    let text = ascii(id_ns.get(384..)?);
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let name = value.get("device_name")?.as_str()?.trim();
-    (!name.is_empty()).then(|| name.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn commands_are_encoded_as_the_spec_says() {
-        assert_eq!(AdminCommand::identify_controller().cdw[0], 1);
         assert_eq!(AdminCommand::identify_namespace(3).nsid, 3);
         // EBS statistics: log 0xD0, 4096 bytes: 1023 dwords less one... in the upper half.
         let log = AdminCommand::get_log_page(1, 0xD0, 4096);
@@ -240,7 +193,7 @@ mod tests {
     fn a_file_that_is_no_nvme_device_says_so() {
         let file = File::open("/dev/null").unwrap();
         let mut buf = vec![0u8; IDENTIFY_LEN];
-        let err = admin(&file, &AdminCommand::identify_controller(), &mut buf).unwrap_err();
+        let err = admin(&file, &AdminCommand::identify_namespace(1), &mut buf).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -274,23 +227,5 @@ mod tests {
             has_cap_sys_admin().unwrap(),
             eff & (1 << 21) != 0, // CAP_SYS_ADMIN (linux/capability.h)
         );
-    }
-
-    #[test]
-    fn vendor_areas_give_names() {
-        let mut ns = vec![0u8; IDENTIFY_LEN];
-        let mut ctrl = vec![0u8; IDENTIFY_LEN];
-        ctrl[3072..3080].copy_from_slice(b"/dev/sdf");
-        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("sdf"));
-        ns[384..388].copy_from_slice(b"xvdg");
-        ns[416..437].copy_from_slice(b"vol-0123456789abcdef0");
-        assert_eq!(ebs_attachment_name(&ns, &ctrl).as_deref(), Some("xvdg"));
-        assert_eq!(ebs_volume_id(&ns).as_deref(), Some("vol-0123456789abcdef0"));
-        assert_eq!(ebs_attachment_name(&[], &[]), None);
-        let mut gcp = vec![0u8; IDENTIFY_LEN];
-        let json = br#"{"device_name":"data-disk-1","disk_type":"PERSISTENT"}"#;
-        gcp[384..384 + json.len()].copy_from_slice(json);
-        assert_eq!(gcp_device_name(&gcp).as_deref(), Some("data-disk-1"));
-        assert_eq!(gcp_device_name(&ns), None);
     }
 }

@@ -8,8 +8,8 @@ use crate::cli::Cli;
 use crate::config::discover::RuleSource;
 use crate::config::{self, Config, ListenAddress};
 use crate::discovery;
+use crate::host::Roots;
 use crate::sandbox as confinement;
-use crate::scheduler::Roots;
 use crate::state_dir::StateDirError;
 use crate::web_config::WebSecurity;
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ impl Settings {
     }
 
     /// The state directory named by `--state.dir`, or the default one.
-    pub fn state_dir(&self) -> Result<&Path, StateDirError> {
+    pub(crate) fn state_dir(&self) -> Result<&Path, StateDirError> {
         state_dir_of(self.state_dir.as_deref())
     }
 
@@ -126,27 +126,27 @@ impl Settings {
     /// this is asked) when the configuration at start keeps state there ([`keeps_state`]).
     /// `None` (in memory only, with a warning) when there is no state directory or it cannot
     /// be created.
-    pub fn state_files_dir(&self) -> Option<&Path> {
+    pub(crate) fn state_files_dir(&self) -> Option<&Path> {
         self.state_files
             .get_or_init(|| state_files_dir(self.state_dir(), &self.config))
             .as_deref()
     }
 
     /// Where the targets block rules lose are kept: in the state directory.
-    pub fn lost_targets_file(&self) -> Option<PathBuf> {
+    pub(crate) fn lost_targets_file(&self) -> Option<PathBuf> {
         self.state_files_dir()
             .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
     }
 
     /// The state directory, when the agent keeps state there at start ([`keeps_state`]); made by
     /// this call.
-    pub fn kept_state_dir(&self) -> Option<&Path> {
+    pub(crate) fn kept_state_dir(&self) -> Option<&Path> {
         self.state_files_dir().filter(|_| keeps_state(&self.config))
     }
 
     /// What the sandbox's ruleset is built from ([`confinement::confine`]). Makes the state
     /// directory where the agent keeps state in it: rules name directories that exist.
-    pub fn sandbox_inputs(&self) -> confinement::Inputs<'_> {
+    pub(crate) fn sandbox_inputs(&self) -> confinement::Inputs<'_> {
         confinement::Inputs {
             mode: self.sandbox,
             procfs: &self.roots.procfs,
@@ -170,7 +170,7 @@ fn state_dir_of(dir: Option<&Path>) -> Result<&Path, StateDirError> {
 /// Whether the agent keeps state in the state directory for `config`: the targets a block rule
 /// that keeps lost targets loses ([`discovery::lost_file`]), and the last device under each
 /// configured target ([`crate::scheduler::target_devices`]).
-pub fn keeps_state(config: &Config) -> bool {
+pub(crate) fn keeps_state(config: &Config) -> bool {
     !config.targets.is_empty()
         || config
             .discover

@@ -22,11 +22,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Filesystems whose "disk" is memory.
-pub const MEMORY_FILESYSTEMS: &[&str] = &["tmpfs", "ramfs"];
+pub(crate) const MEMORY_FILESYSTEMS: &[&str] = &["tmpfs", "ramfs"];
 
 /// Why the state directory cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum StateDirError {
+pub(crate) enum StateDirError {
     /// It could not be created.
     #[error("cannot create state directory {path}: {source}")]
     Create {
@@ -52,7 +52,7 @@ pub enum StateDirError {
 
 /// The state directory, opened once: the files the agent keeps there are opened relative to it.
 #[derive(Debug)]
-pub struct StateDir {
+pub(crate) struct StateDir {
     dir: OwnedFd,
     path: PathBuf,
 }
@@ -60,7 +60,7 @@ pub struct StateDir {
 impl StateDir {
     /// Opens the directory at `path` (which may itself be reached through links an operator
     /// made).
-    pub fn open(path: &Path) -> std::io::Result<StateDir> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<StateDir> {
         let dir = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -73,13 +73,13 @@ impl StateDir {
     }
 
     /// The directory's path, for messages.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The contents of the file `name`, at most `limit` bytes: refused when it is a symbolic
     /// link or not a regular file (a FIFO opens without waiting, and is refused).
-    pub fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+    pub(crate) fn read(&self, name: &str, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
         let path = self.path.join(name);
         let file = rustix::fs::openat(
             &self.dir,
@@ -98,7 +98,7 @@ impl StateDir {
     /// (created with `O_EXCL | O_NOFOLLOW`, mode 0600; whatever had that name, a link included,
     /// is removed first, never followed), synced, renamed over `name` and the directory synced,
     /// so that a crash leaves the old file or the new one, never half of one.
-    pub fn replace(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn replace(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         let temporary = format!(".{name}.tmp");
         let create = || {
             rustix::fs::openat(
@@ -130,7 +130,7 @@ impl StateDir {
 }
 
 /// The state directory to use when `--state.dir` is not given.
-pub fn default_dir() -> Result<PathBuf, StateDirError> {
+pub(crate) fn default_dir() -> Result<PathBuf, StateDirError> {
     if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
         // systemd may pass several, colon-separated; the first is ours.
         let first = dir
@@ -155,7 +155,7 @@ pub fn default_dir() -> Result<PathBuf, StateDirError> {
 }
 
 /// Creates `dir` if needed and checks that it is not in memory (using `<procfs>/self/mountinfo`).
-pub fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
+pub(crate) fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
     std::fs::create_dir_all(dir).map_err(|source| StateDirError::Create {
         path: dir.to_owned(),
         source,
@@ -177,7 +177,7 @@ pub fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
 /// (`<procfs>/self/mountinfo`; statfs cannot tell devtmpfs from tmpfs): where the kernel keeps
 /// device nodes, so that a missing path there is a device node that is gone (its disk left the
 /// kernel), never a probe file to create.
-pub fn on_devtmpfs(procfs: &Path, dir: &Path) -> bool {
+pub(crate) fn on_devtmpfs(procfs: &Path, dir: &Path) -> bool {
     let Ok(mountinfo) = std::fs::read_to_string(procfs.join("self/mountinfo")) else {
         return false;
     };
@@ -187,7 +187,7 @@ pub fn on_devtmpfs(procfs: &Path, dir: &Path) -> bool {
 
 /// The filesystem type of the mount that contains `path` (the longest mount point that is a
 /// prefix of it), from a mountinfo text.
-pub fn fstype_of(mountinfo: &str, path: &Path) -> Option<String> {
+pub(crate) fn fstype_of(mountinfo: &str, path: &Path) -> Option<String> {
     mountinfo
         .lines()
         .filter_map(|line| {

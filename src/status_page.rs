@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::fmt::Write;
 
 /// Renders the page.
-pub fn render(series: &SeriesStore, telemetry_path: &str) -> String {
+pub(crate) fn render(series: &SeriesStore, telemetry_path: &str) -> String {
     let version = crate::collectors::exporter::VERSION;
     let mut html = String::with_capacity(16 * 1024);
     let _ = write!(
@@ -137,7 +137,7 @@ fn target_section(html: &mut String, name: &str, t: &TargetSeries) {
 
 /// A 240×60 SVG of p50 (blue) and p99 (orange) latency over recent runs, log scale, with failed
 /// runs marked red on the baseline.
-pub fn chart(points: &VecDeque<HistoryPoint>) -> String {
+pub(crate) fn chart(points: &VecDeque<HistoryPoint>) -> String {
     const W: f64 = 240.0;
     const H: f64 = 60.0;
     if points.is_empty() {
@@ -223,7 +223,7 @@ fn format_bytes(b: f64) -> String {
 }
 
 /// Escapes text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -88,7 +88,7 @@ pub fn parse_throughput(text: &str) -> Result<u64, UnitError> {
 
 /// Longest duration accepted anywhere (366 days, so that `1y` = 365.25 days passes): longer ones
 /// are mistakes, and would overflow the clock arithmetic of the scheduler and the engines.
-pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Parses a duration such as `500ms`, `5s`, `1m` (humantime syntax), at most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {

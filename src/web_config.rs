@@ -73,12 +73,13 @@ struct RawHttp {
 }
 
 /// The largest web configuration file read; a larger one is refused.
-pub const MAX_WEB_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_WEB_CONFIG_BYTES: u64 = 1 << 20;
 /// The largest certificate, key or client CA file read; a larger one is refused.
-pub const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
 
 /// Certificates that expire within this time (or have expired) are warned about at load.
-pub const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+pub(crate) const CERT_EXPIRY_WARNING: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// A validated web configuration.
 #[derive(Default)]
@@ -192,18 +193,18 @@ impl WebSecurity {
     /// Takes over what `previous` learnt of credentials ([`Credentials::keep_learnt`]): a
     /// reload that leaves a user's hash as it was does not make its scraper's credentials wait
     /// for bcrypt again (behind a flood of wrong passwords, they might be turned away).
-    pub fn keep_verified(&self, previous: &WebSecurity) {
+    pub(crate) fn keep_verified(&self, previous: &WebSecurity) {
         self.credentials.keep_learnt(&previous.credentials);
     }
 
     /// Whether basic authentication is required.
-    pub fn requires_auth(&self) -> bool {
+    pub(crate) fn requires_auth(&self) -> bool {
         self.credentials.required()
     }
 
     /// Checks an `Authorization` header value as far as it can without bcrypt
     /// ([`Credentials::check_cached`]).
-    pub fn check_cached(&self, authorization: Option<&str>) -> Precheck {
+    pub(crate) fn check_cached(&self, authorization: Option<&str>) -> Precheck {
         self.credentials.check_cached(authorization)
     }
 
@@ -251,7 +252,7 @@ fn check_expiry(cert_file: &Path, cert: &CertificateDer<'_>) -> Option<i64> {
         tracing::warn!(cert_file = %cert_file.display(), "tls_server_config.cert_file: cannot read the certificate's expiry date");
         return None;
     };
-    let now = crate::series::unix_now();
+    let now = crate::host::unix_now();
     #[allow(clippy::cast_precision_loss)] // Unix seconds fit a f64 exactly
     let left = expiry as f64 - now;
     let at = humantime::format_rfc3339_seconds(

@@ -14,14 +14,16 @@
 //! - GCP: a SCSI disk of vendor `Google` (`PersistentDisk`, `EphemeralDisk`) carries its device
 //!   name as the unit serial number (VPD page 0x80, `device/vpd_pg80`); NVMe models
 //!   `nvme_card-pd` and `nvme_card` are GCP's, whose device name is only in NVMe identify vendor
-//!   data (not read here).
+//!   data: a JSON object with `device_name` in Identify Namespace's vendor-specific area (offset
+//!   384; public: `GoogleCloudPlatform/guest-configs` `google_nvme_id`), which
+//!   [`super::complete_from_nvme`] reads and [`gcp_device_name`] parses.
 //! - virtio-blk: the serial is what the hypervisor was told to name the volume (OpenStack puts
 //!   the Cinder volume id there), so it is the volume id.
 
 /// The NVMe model of an EBS volume.
-pub const EBS_MODEL: &str = "Amazon Elastic Block Store";
+pub(crate) const EBS_MODEL: &str = "Amazon Elastic Block Store";
 /// The NVMe model of an EC2 instance-store device.
-pub const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
+pub(crate) const INSTANCE_STORE_MODEL: &str = "Amazon EC2 NVMe Instance Storage";
 
 /// The cloud a disk belongs to, as far as its identifiers tell.
 #[derive(
@@ -52,7 +54,7 @@ pub enum Cloud {
 
 impl Cloud {
     /// `aws`, `azure`, `gcp`, or `""`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Cloud::None => "",
             Cloud::Aws => "aws",
@@ -87,7 +89,7 @@ pub struct CloudId {
 
 /// How a disk is attached, from where its `device` link leads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// An NVMe namespace.
     Nvme,
     /// A SCSI (or SATA through libata) device.
@@ -101,7 +103,7 @@ pub enum Transport {
 
 /// The facts of one whole disk that the rules look at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// How it is attached.
     pub transport: Transport,
     /// `device/vendor`, trimmed.
@@ -124,7 +126,7 @@ pub struct Facts<'a> {
 const AZURE_OS_CONTROLLER: &str = "{f8b3781a-1e82-4818-a1c3-63d806ec15bb}";
 
 /// What the cloud calls the disk with `facts`.
-pub fn identify(facts: &Facts<'_>) -> CloudId {
+pub(crate) fn identify(facts: &Facts<'_>) -> CloudId {
     let none = CloudId::default();
     match facts.transport {
         Transport::Nvme => nvme(facts),
@@ -203,14 +205,14 @@ fn with_cloud(cloud: Cloud) -> CloudId {
 
 /// The EBS volume id of an EBS NVMe serial: `vol0123abcd…` is `vol-0123abcd…` (an id already
 /// with its dash is kept).
-pub fn ebs_volume_id(serial: &str) -> Option<String> {
+pub(crate) fn ebs_volume_id(serial: &str) -> Option<String> {
     let rest = serial.strip_prefix("vol")?;
     let rest = rest.strip_prefix('-').unwrap_or(rest);
     (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("vol-{rest}"))
 }
 
 /// A SCSI address `H:C:T:L` (the name of a SCSI device's sysfs directory).
-pub fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
+pub(crate) fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
     let mut parts = text.trim().split(':').map(str::parse::<u32>);
     let mut out = [0; 4];
     for slot in &mut out {
@@ -221,7 +223,7 @@ pub fn parse_scsi_address(text: &str) -> Option<[u32; 4]> {
 
 /// The unit serial number of a VPD page 0x80 (`device/vpd_pg80`): a 4-byte header whose last
 /// byte is the length, then ASCII, padded with spaces or NULs.
-pub fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
+pub(crate) fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
     if page.len() < 4 || page[1] != 0x80 {
         return None;
     }
@@ -231,6 +233,21 @@ pub fn parse_vpd_pg80(page: &[u8]) -> Option<String> {
         .trim_matches(|c: char| c == '\0' || c.is_whitespace())
         .to_owned();
     (!text.is_empty()).then_some(text)
+}
+
+/// An ASCII field of identify data: up to the first NUL, trimmed.
+fn ascii(field: &[u8]) -> String {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(&field[..end]).trim().to_owned()
+}
+
+/// A GCP disk's device name from Identify Namespace data: the `device_name` of the JSON object
+/// in its vendor-specific area.
+pub(crate) fn gcp_device_name(id_ns: &[u8]) -> Option<String> {
+    let text = ascii(id_ns.get(384..)?);
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let name = value.get("device_name")?.as_str()?.trim();
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 #[cfg(test)]
@@ -307,5 +324,17 @@ mod tests {
         assert_eq!(identify(&virtio).cloud, Cloud::None);
         assert_eq!(parse_scsi_address("0:0:1:7"), Some([0, 0, 1, 7]));
         assert_eq!(parse_scsi_address("host0"), None);
+    }
+
+    #[test]
+    fn gcp_nvme_names_come_from_identify_namespace() {
+        let mut ns = vec![0u8; 4096];
+        ns[384..388].copy_from_slice(b"xvdg");
+        ns[416..437].copy_from_slice(b"vol-0123456789abcdef0");
+        let mut gcp = vec![0u8; 4096];
+        let json = br#"{"device_name":"data-disk-1","disk_type":"PERSISTENT"}"#;
+        gcp[384..384 + json.len()].copy_from_slice(json);
+        assert_eq!(gcp_device_name(&gcp).as_deref(), Some("data-disk-1"));
+        assert_eq!(gcp_device_name(&ns), None);
     }
 }

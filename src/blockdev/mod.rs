@@ -1,8 +1,10 @@
 //! Block devices: one type for what the kernel says a block device is ([`BlockDevice`]), the one
 //! reader of `<sysfs>/block`, `<sysfs>/class/block` and `<sysfs>/dev/block` ([`sysfs`]), the one
 //! rule for the whole disks a device's I/O lands on ([`BlockDevice::disks`], [`disks_under`]),
-//! the one mapping between kernel names and sysfs names ([`kname`], [`sysfs_name`]), and what a
-//! cloud calls a disk ([`cloud`]).
+//! the one mapping between kernel names and sysfs names ([`kname`], [`sysfs_name`]), a whole
+//! disk's counters and queue limits ([`counters`]: `stat`, `inflight`, `queue/max_sectors_kb`,
+//! `queue/max_segments`), and what a cloud calls a disk ([`cloud`]: from sysfs, and from the
+//! vendor-specific areas of NVMe identify data).
 //!
 //! Every other module asks this one: discovery (what rules match and name targets by), the
 //! diskstats collector (`diskprobe_disk_info`), target facts (the device under a path), the
@@ -12,13 +14,15 @@
 //! Every path is under a root that is passed in (`--path.sysfs`). Every attribute but `dev` is
 //! optional: what cannot be read counts as absent.
 
-pub mod cloud;
-pub mod sysfs;
+pub(crate) mod cloud;
+pub mod counters;
+pub(crate) mod sysfs;
 
 use std::path::Path;
 
-pub use cloud::{Cloud, CloudId};
-pub use sysfs::{all, by_dev, by_name, disk_names, disks_under};
+pub(crate) use cloud::{Cloud, CloudId};
+pub(crate) use sysfs::{all, disk_names};
+pub use sysfs::{by_dev, by_name, disks_under};
 
 /// What kind of block device it is.
 #[derive(
@@ -38,20 +42,6 @@ pub enum Kind {
     Loop,
     /// A memory-backed device (zram, ram disk).
     Memory,
-}
-
-impl Kind {
-    /// `disk`, `partition`, `dm`, `md`, `loop` or `memory`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Disk => "disk",
-            Kind::Partition => "partition",
-            Kind::DeviceMapper => "dm",
-            Kind::Md => "md",
-            Kind::Loop => "loop",
-            Kind::Memory => "memory",
-        }
-    }
 }
 
 /// One block device, as sysfs describes it. A partition carries its disk's identifiers (serial,
@@ -102,12 +92,12 @@ pub struct BlockDevice {
 
 impl BlockDevice {
     /// The whole disk of a partition, else the device itself.
-    pub fn disk_name(&self) -> &str {
+    pub(crate) fn disk_name(&self) -> &str {
         self.parent.as_deref().unwrap_or(&self.kname)
     }
 
     /// `queue/rotational` as the kernel writes it (`0`, `1`), or `""`.
-    pub fn rotational_label(&self) -> &'static str {
+    pub(crate) fn rotational_label(&self) -> &'static str {
         match self.rotational {
             Some(true) => "1",
             Some(false) => "0",
@@ -116,7 +106,7 @@ impl BlockDevice {
     }
 
     /// `queue/logical_block_size` as written, or `""`.
-    pub fn logical_block_size_label(&self) -> String {
+    pub(crate) fn logical_block_size_label(&self) -> String {
         self.logical_block_size
             .map(|b| b.to_string())
             .unwrap_or_default()
@@ -126,7 +116,7 @@ impl BlockDevice {
 /// Completes what the cloud calls `device` from NVMe identify data where sysfs does not say it: a
 /// GCP NVMe disk's device name (Identify Namespace, through the disk's node under `devfs`).
 /// Without `CAP_SYS_ADMIN`, or where the node cannot be opened, nothing changes.
-pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
+pub(crate) fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
     let wanted = device.cloud.cloud == Cloud::Gcp && device.cloud.volume_id.is_empty();
     let Some(nsid) = device.nsid.filter(|_| wanted) else {
         return;
@@ -141,7 +131,7 @@ pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
         let mut id_ns = vec![0u8; crate::nvme_admin::IDENTIFY_LEN];
         let cmd = crate::nvme_admin::AdminCommand::identify_namespace(nsid);
         crate::nvme_admin::admin(&file, &cmd, &mut id_ns)?;
-        Ok(crate::nvme_admin::gcp_device_name(&id_ns))
+        Ok(cloud::gcp_device_name(&id_ns))
     };
     match read() {
         Ok(Some(name)) => device.cloud.volume_id = name,
@@ -152,12 +142,12 @@ pub fn complete_from_nvme(device: &mut BlockDevice, devfs: &Path) {
 
 /// The kernel name of a sysfs directory entry: sysfs writes the `/` of names like `cciss/c0d0`
 /// as `!`.
-pub fn kname(sysfs_name: &str) -> String {
+pub(crate) fn kname(sysfs_name: &str) -> String {
     sysfs_name.replace('!', "/")
 }
 
 /// The sysfs directory entry of kernel name `kname` (`/` written as `!`).
-pub fn sysfs_name(kname: &str) -> String {
+pub(crate) fn sysfs_name(kname: &str) -> String {
     kname.replace('/', "!")
 }
 
@@ -166,8 +156,9 @@ mod tests {
     use super::*;
 
     /// No code outside this module reads block devices from sysfs: every path under
-    /// `<sysfs>/block`, `class/block` or `dev/block` is made here (tests that build fixture
-    /// trees are not code that reads them, and are left out).
+    /// `<sysfs>/block`, `class/block` or `dev/block` is made here, and every file name read
+    /// under a disk's directory for its counters and queue limits is named here (tests that
+    /// build fixture trees are not code that reads them, and are left out).
     #[test]
     fn no_other_module_reads_block_devices_from_sysfs() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -178,6 +169,11 @@ mod tests {
             "\"block/",
             "replace('!'",
             "replace('/', \"!\")",
+            "\"inflight",
+            "\"queue/",
+            "\"loop/",
+            "max_sectors_kb",
+            "max_segments",
         ];
         let mut stack = vec![src.clone()];
         let mut offenders = Vec::new();

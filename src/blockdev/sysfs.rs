@@ -16,18 +16,18 @@ use std::path::{Path, PathBuf};
 const MAX_DEPTH: usize = 8;
 
 /// `MAJ:MIN` from a `dev` file.
-pub fn parse_dev(text: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_dev(text: &str) -> Option<(u32, u32)> {
     let (major, minor) = text.trim().split_once(':')?;
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// Sectors from a `size` file; anything unreadable counts as empty.
-pub fn parse_size(text: &str) -> u64 {
+pub(crate) fn parse_size(text: &str) -> u64 {
     text.trim().parse().unwrap_or(0)
 }
 
 /// `<sysfs>/block`, which [`all`] lists.
-pub fn block_root(sysfs: &Path) -> PathBuf {
+pub(crate) fn block_root(sysfs: &Path) -> PathBuf {
     sysfs.join("block")
 }
 
@@ -85,7 +85,7 @@ fn locate(sysfs: &Path, name: &str) -> Option<PathBuf> {
 /// Every device under `<sysfs>/block` and, below each, its partitions, sorted by kernel name.
 /// An error only when `<sysfs>/block` cannot be listed; a device whose `dev` cannot be read is
 /// left out.
-pub fn all(sysfs: &Path) -> io::Result<Vec<BlockDevice>> {
+pub(crate) fn all(sysfs: &Path) -> io::Result<Vec<BlockDevice>> {
     let mut devices = Vec::new();
     for entry in fs::read_dir(sysfs.join("block"))? {
         let Ok(entry) = entry else { continue };
@@ -122,7 +122,7 @@ fn partition_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// The kernel names of the whole devices in `<sysfs>/block`, sorted; empty when it cannot be
 /// read.
-pub fn disk_names(sysfs: &Path) -> Vec<String> {
+pub(crate) fn disk_names(sysfs: &Path) -> Vec<String> {
     entry_names(&sysfs.join("block"))
 }
 
@@ -140,8 +140,8 @@ fn entry_names(dir: &Path) -> Vec<String> {
 }
 
 /// The directory of whole disk `disk` under `<sysfs>/block`, whose `stat`, `inflight` and
-/// `queue/` the contention watch reads.
-pub fn disk_dir(sysfs: &Path, disk: &str) -> PathBuf {
+/// `queue/` [`super::counters`] reads.
+pub(crate) fn disk_dir(sysfs: &Path, disk: &str) -> PathBuf {
     sysfs.join("block").join(sysfs_name(disk))
 }
 
@@ -319,7 +319,7 @@ fn controller_id(sysfs: &Path, device: &Path) -> Option<String> {
 
 /// `MAJ:MIN` of the partitions of device `major:minor`; an error when its directory, or a
 /// partition's `dev` in it, cannot be read.
-pub fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
+pub(crate) fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
     let mut found = Vec::new();
     for entry in fs::read_dir(dev_dir(sysfs, major, minor))? {
         let dir = entry?.path();
@@ -332,7 +332,7 @@ pub fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String
 
 /// Whether `<sysfs>/dev/block/<dev>/holders` (`dev` is `MAJ:MIN`) lists anything; an error when
 /// it cannot be read.
-pub fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
+pub(crate) fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
     Ok(
         fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))?
             .next()
@@ -342,7 +342,7 @@ pub fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
 
 /// Whether device `major:minor` (or the disk of a partition) is a loop device without direct I/O
 /// (its `loop/dio` is 0).
-pub fn loop_without_direct_io(sysfs: &Path, major: u32, minor: u32) -> bool {
+pub(crate) fn loop_without_direct_io(sysfs: &Path, major: u32, minor: u32) -> bool {
     let dir = dev_dir(sysfs, major, minor);
     let real = fs::canonicalize(&dir).unwrap_or(dir);
     let disk = partition_parent(&real).map_or(real, |(_, d)| d);

@@ -11,22 +11,22 @@
 //! asks for the page's length (4096 bytes EBS, 8192 instance store) on the namespace's id.
 //! The collector ([`crate::collectors::cloud_metrics`]) reads each device at most once a second.
 
-pub mod page;
+pub(crate) mod page;
 
 use crate::blockdev::cloud::{EBS_MODEL, INSTANCE_STORE_MODEL};
 use crate::blockdev::{BlockDevice, Kind};
 use crate::nvme_admin::{self, AdminCommand, AdminError};
-pub use page::{LogPage, PageError, Source};
+pub(crate) use page::{LogPage, PageError, Source};
 use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 /// How long the controller may take to answer, in milliseconds.
-pub const COMMAND_TIMEOUT_MS: u32 = 2000;
+pub(crate) const COMMAND_TIMEOUT_MS: u32 = 2000;
 
 /// Which page a device serves, by its model (as [`crate::blockdev::cloud`] names them): only
 /// whole NVMe namespaces of EBS or instance store are asked; every other device is not.
-pub fn source_of(device: &BlockDevice) -> Option<Source> {
+pub(crate) fn source_of(device: &BlockDevice) -> Option<Source> {
     if device.kind != Some(Kind::Disk) || device.nsid.is_none() {
         return None;
     }
@@ -39,7 +39,7 @@ pub fn source_of(device: &BlockDevice) -> Option<Source> {
 
 /// Why a device's page could not be had: a `reason` label and what happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// `no_cap_sys_admin`, `capget_failed`, `open_failed`, `wrong_device`, `eacces`, `eperm`,
     /// `einval`, `enotty`, `nvme_status`, `ioctl_failed`, `short_page`, `unknown_magic`,
     /// `unknown_version` or `malformed_page`.
@@ -71,7 +71,7 @@ impl From<PageError> for Failure {
 
 /// Where pages come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pages {
+pub(crate) enum Pages {
     /// From each device: `<devfs>/<kernel name>` (`--path.devfs`).
     Devices {
         /// The device directory.
@@ -87,7 +87,7 @@ pub enum Pages {
 
 impl Pages {
     /// The bytes of `device`'s page, which is a `source` page.
-    pub fn read(&self, device: &BlockDevice, source: Source) -> Result<Vec<u8>, Failure> {
+    pub(crate) fn read(&self, device: &BlockDevice, source: Source) -> Result<Vec<u8>, Failure> {
         match self {
             Pages::Files { dir } => {
                 let path = dir.join(&device.kname);
@@ -99,7 +99,11 @@ impl Pages {
     }
 
     /// [`Pages::read`] and [`page::parse`].
-    pub fn read_page(&self, device: &BlockDevice, source: Source) -> Result<LogPage, Failure> {
+    pub(crate) fn read_page(
+        &self,
+        device: &BlockDevice,
+        source: Source,
+    ) -> Result<LogPage, Failure> {
         Ok(page::parse(&self.read(device, source)?)?)
     }
 }

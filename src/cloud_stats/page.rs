@@ -28,25 +28,25 @@
 use std::fmt;
 
 /// The page's log identifier.
-pub const LOG_ID: u8 = 0xD0;
+pub(crate) const LOG_ID: u8 = 0xD0;
 /// An EBS volume's page.
-pub const MAGIC_EBS: u32 = 0x3C23_B510;
+pub(crate) const MAGIC_EBS: u32 = 0x3C23_B510;
 /// An instance-store device's page.
-pub const MAGIC_INSTANCE_STORE: u32 = 0xEC2C_0D7E;
+pub(crate) const MAGIC_INSTANCE_STORE: u32 = 0xEC2C_0D7E;
 /// The versions this parser knows (1: an instance-store page carries the per-size block).
-pub const KNOWN_VERSIONS: [u32; 2] = [0, 1];
+pub(crate) const KNOWN_VERSIONS: [u32; 2] = [0, 1];
 /// The version with the instance-store per-size block.
-pub const VERSION_BY_SIZE: u32 = 1;
+pub(crate) const VERSION_BY_SIZE: u32 = 1;
 /// The length of an EBS page, and of the first part of an instance-store page.
-pub const BASE_LEN: usize = 4096;
+pub(crate) const BASE_LEN: usize = 4096;
 /// The length of an instance-store page with its per-size block.
-pub const INSTANCE_STORE_LEN: usize = 8192;
+pub(crate) const INSTANCE_STORE_LEN: usize = 8192;
 /// Bins a latency histogram may have.
-pub const MAX_BINS: usize = 64;
+pub(crate) const MAX_BINS: usize = 64;
 /// Per-size histograms an instance-store page may have.
-pub const MAX_SIZE_HISTOGRAMS: usize = 8;
+pub(crate) const MAX_SIZE_HISTOGRAMS: usize = 8;
 /// Bins of each per-size histogram (the counts' arrays).
-pub const SIZE_BINS: usize = 32;
+pub(crate) const SIZE_BINS: usize = 32;
 
 const READ_HISTOGRAM: usize = 512;
 const WRITE_HISTOGRAM: usize = 2056;
@@ -59,7 +59,7 @@ const _: () = assert!(BASE_LEN + MAX_SIZE_HISTOGRAMS * SIZE_BLOCK_LEN == INSTANC
 
 /// Which kind of device wrote the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
+pub(crate) enum Source {
     /// An EBS volume.
     Ebs,
     /// An instance-store NVMe device.
@@ -68,7 +68,7 @@ pub enum Source {
 
 impl Source {
     /// `ebs` or `instance_store`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Ebs => "ebs",
             Source::InstanceStore => "instance_store",
@@ -76,25 +76,17 @@ impl Source {
     }
 
     /// How many bytes to ask the device for.
-    pub fn page_len(self) -> usize {
+    pub(crate) fn page_len(self) -> usize {
         match self {
             Source::Ebs => BASE_LEN,
             Source::InstanceStore => INSTANCE_STORE_LEN,
-        }
-    }
-
-    /// The magic its pages start with.
-    pub fn magic(self) -> u32 {
-        match self {
-            Source::Ebs => MAGIC_EBS,
-            Source::InstanceStore => MAGIC_INSTANCE_STORE,
         }
     }
 }
 
 /// One bin of a latency histogram: I/Os that took more than `lower_us` and up to `upper_us`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bin {
+pub(crate) struct Bin {
     /// Lower bound, µs.
     pub lower_us: u64,
     /// Upper bound, µs.
@@ -105,14 +97,14 @@ pub struct Bin {
 
 /// A latency histogram as the page has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PageHistogram {
+pub(crate) struct PageHistogram {
     /// Bins in increasing order of bounds.
     pub bins: Vec<Bin>,
 }
 
 impl PageHistogram {
     /// I/Os in every bin.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.bins
             .iter()
             .map(|b| b.count)
@@ -120,7 +112,7 @@ impl PageHistogram {
     }
 
     /// Cumulative classic buckets: `(upper bound in seconds, I/Os up to it)`.
-    pub fn cumulative_seconds(&self) -> Vec<(f64, u64)> {
+    pub(crate) fn cumulative_seconds(&self) -> Vec<(f64, u64)> {
         let mut total = 0u64;
         self.bins
             .iter()
@@ -134,7 +126,7 @@ impl PageHistogram {
 
 /// An instance-store page's read and write histograms of one range of I/O sizes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SizeHistograms {
+pub(crate) struct SizeHistograms {
     /// The range's upper bound in bytes (`u32::MAX`: no bound); it starts above the previous
     /// range's (0 for the first).
     pub up_to_bytes: u32,
@@ -146,7 +138,7 @@ pub struct SizeHistograms {
 
 /// A parsed page. Counters are cumulative since the device was attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogPage {
+pub(crate) struct LogPage {
     /// Who wrote it.
     pub source: Source,
     /// Its version.
@@ -183,7 +175,7 @@ pub struct LogPage {
 
 /// Why a page could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PageError {
+pub(crate) enum PageError {
     /// Fewer bytes than the layout needs.
     Short {
         /// Bytes there are.
@@ -201,7 +193,7 @@ pub enum PageError {
 
 impl PageError {
     /// The `reason` label: `short_page`, `unknown_magic`, `unknown_version`, `malformed_page`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             PageError::Short { .. } => "short_page",
             PageError::UnknownMagic(_) => "unknown_magic",
@@ -328,7 +320,7 @@ fn by_size(page: &[u8], bounds: &PageHistogram) -> Result<Vec<SizeHistograms>, P
 }
 
 /// Parses a page read from a device (or a fixture file).
-pub fn parse(page: &[u8]) -> Result<LogPage, PageError> {
+pub(crate) fn parse(page: &[u8]) -> Result<LogPage, PageError> {
     if page.len() < 8 {
         return Err(PageError::Short {
             len: page.len(),

@@ -23,9 +23,9 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// A device's page is read at most this often.
-pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the list of EBS and instance-store devices is kept before sysfs is read again.
-pub const DEVICES_TTL: Duration = Duration::from_secs(60);
+pub(crate) const DEVICES_TTL: Duration = Duration::from_secs(60);
 
 /// The last reading of one device.
 struct Reading {
@@ -44,7 +44,7 @@ struct State {
 }
 
 /// Reads and exports the pages of the machine's EBS and instance-store devices.
-pub struct CloudStatsCollector {
+pub(crate) struct CloudStatsCollector {
     sysfs: PathBuf,
     pages: Pages,
     settings: RwLock<CloudStatsConfig>,
@@ -53,7 +53,7 @@ pub struct CloudStatsCollector {
 
 impl CloudStatsCollector {
     /// A collector finding devices under `sysfs` and reading their pages from `pages`.
-    pub fn new(sysfs: PathBuf, pages: Pages, settings: CloudStatsConfig) -> Self {
+    pub(crate) fn new(sysfs: PathBuf, pages: Pages, settings: CloudStatsConfig) -> Self {
         CloudStatsCollector {
             sysfs,
             pages,
@@ -63,7 +63,7 @@ impl CloudStatsCollector {
     }
 
     /// Replaces the settings (configuration reload).
-    pub fn set_settings(&self, settings: CloudStatsConfig) {
+    pub(crate) fn set_settings(&self, settings: CloudStatsConfig) {
         *self.settings.write().unwrap_or_else(|e| e.into_inner()) = settings;
     }
 

@@ -10,13 +10,13 @@ use crate::exposition::{Family, labels};
 use std::sync::Arc;
 
 /// Publishes the state of the discovery rules.
-pub struct DiscoveryCollector {
+pub(crate) struct DiscoveryCollector {
     status: Arc<Status>,
 }
 
 impl DiscoveryCollector {
     /// A collector reading `status`.
-    pub fn new(status: Arc<Status>) -> Self {
+    pub(crate) fn new(status: Arc<Status>) -> Self {
         DiscoveryCollector { status }
     }
 }

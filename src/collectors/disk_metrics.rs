@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// How long sysfs facts about a device are reused before being read again, at least (see
 /// [`stale_at`]).
-pub const INFO_TTL: Duration = Duration::from_secs(60);
+pub(crate) const INFO_TTL: Duration = Duration::from_secs(60);
 
 /// When sysfs facts about `major:minor` read at `at` go stale: after [`INFO_TTL`] plus up to half
 /// of it, by a hash of the device number. All devices are read in the first scrape; without the
@@ -80,20 +80,20 @@ impl DiskstatsCollector {
 
     /// Also reports the devices (and parent disks) under the targets in `series`, even when
     /// the filter excludes them (e.g. partitions and loop devices under the default filter).
-    pub fn with_probe_targets(mut self, series: Arc<SeriesStore>) -> Self {
+    pub(crate) fn with_probe_targets(mut self, series: Arc<SeriesStore>) -> Self {
         self.probed = Some(series);
         self
     }
 
     /// Also asks NVMe disks under `devfs` what sysfs does not say of them (a GCP NVMe disk's
     /// device name: [`blockdev::complete_from_nvme`]); needs `CAP_SYS_ADMIN`, else does nothing.
-    pub fn with_devfs(mut self, devfs: PathBuf) -> Self {
+    pub(crate) fn with_devfs(mut self, devfs: PathBuf) -> Self {
         self.devfs = Some(devfs);
         self
     }
 
     /// Replaces the device filter (configuration reload).
-    pub fn set_filter(&self, filter: DeviceFilter) {
+    pub(crate) fn set_filter(&self, filter: DeviceFilter) {
         *self.filter.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(filter);
     }
 

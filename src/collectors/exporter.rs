@@ -3,35 +3,35 @@
 
 use super::{CollectError, Collector};
 use crate::exposition::{Family, labels};
-use crate::series::unix_now;
+use crate::host::unix_now;
 use std::sync::Mutex;
 
 /// Whether the last (re)load of the configuration worked, and when one last did.
 #[derive(Debug)]
-pub struct ReloadStatus {
+pub(crate) struct ReloadStatus {
     state: Mutex<(bool, f64)>,
 }
 
 impl ReloadStatus {
     /// Status right after the initial load succeeded.
-    pub fn loaded_now() -> Self {
+    pub(crate) fn loaded_now() -> Self {
         ReloadStatus {
             state: Mutex::new((true, unix_now())),
         }
     }
 
     /// Records a successful (re)load at the current time.
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         *self.lock() = (true, unix_now());
     }
 
     /// Records a failed reload; the success timestamp keeps its previous value.
-    pub fn record_failure(&self) {
+    pub(crate) fn record_failure(&self) {
         self.lock().0 = false;
     }
 
     /// `(last_reload_successful, last_success_unix_seconds)`.
-    pub fn get(&self) -> (bool, f64) {
+    pub(crate) fn get(&self) -> (bool, f64) {
         *self.lock()
     }
 
@@ -44,11 +44,11 @@ impl ReloadStatus {
 /// When the certificate the web configuration in force serves expires (Unix seconds); set at
 /// start and by every web configuration reload that succeeds.
 #[derive(Debug, Default)]
-pub struct CertExpiry(Mutex<Option<i64>>);
+pub(crate) struct CertExpiry(Mutex<Option<i64>>);
 
 impl CertExpiry {
     /// Records the expiry of the certificate now served (`None`: no TLS, or not readable).
-    pub fn set(&self, not_after: Option<i64>) {
+    pub(crate) fn set(&self, not_after: Option<i64>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = not_after;
     }
 
@@ -58,22 +58,25 @@ impl CertExpiry {
 }
 
 /// Reports build information, the reload status and the certificate's expiry.
-pub struct ExporterCollector {
+pub(crate) struct ExporterCollector {
     reload: std::sync::Arc<ReloadStatus>,
     cert: std::sync::Arc<CertExpiry>,
 }
 
 impl ExporterCollector {
     /// A collector reading `reload` and `cert`.
-    pub fn new(reload: std::sync::Arc<ReloadStatus>, cert: std::sync::Arc<CertExpiry>) -> Self {
+    pub(crate) fn new(
+        reload: std::sync::Arc<ReloadStatus>,
+        cert: std::sync::Arc<CertExpiry>,
+    ) -> Self {
         ExporterCollector { reload, cert }
     }
 }
 
 /// The crate version.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git revision, when the build set `DISKPROBE_REVISION`.
-pub const REVISION: &str = match option_env!("DISKPROBE_REVISION") {
+pub(crate) const REVISION: &str = match option_env!("DISKPROBE_REVISION") {
     Some(r) => r,
     None => "unknown",
 };

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 /// How long what sysfs says about a disk (its serial and WWN) is
 /// reused before it is read again.
-pub const SYSFS_TTL: Duration = Duration::from_secs(60);
+pub(crate) const SYSFS_TTL: Duration = Duration::from_secs(60);
 
 /// The `source` label of limits from the configuration.
 const CONFIG: &str = "config";
@@ -84,7 +84,7 @@ impl LimitsCollector {
     }
 
     /// Replaces the node ceiling (configuration reload).
-    pub fn set_node_limits(&self, node: Option<NodeLimits>) {
+    pub(crate) fn set_node_limits(&self, node: Option<NodeLimits>) {
         *self.node.write().unwrap_or_else(|e| e.into_inner()) = node.map(Arc::new);
     }
 

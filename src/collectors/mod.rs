@@ -11,14 +11,14 @@
 //! [`cloud_metrics`] (from [`crate::cloud_stats`]), [`sandbox_metrics`], [`exporter`] and
 //! [`process`].
 
-pub mod cloud_metrics;
-pub mod discovery_metrics;
+pub(crate) mod cloud_metrics;
+pub(crate) mod discovery_metrics;
 pub mod disk_metrics;
-pub mod exporter;
+pub(crate) mod exporter;
 pub mod limit_metrics;
 pub mod probe_metrics;
 pub mod process;
-pub mod sandbox_metrics;
+pub(crate) mod sandbox_metrics;
 
 use crate::exposition::{Family, labels};
 use std::sync::Arc;
@@ -50,23 +50,23 @@ pub trait Collector: Send + Sync {
 
 /// Runs a fixed set of collectors on every scrape.
 #[derive(Clone, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     collectors: Vec<Arc<dyn Collector>>,
 }
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds a collector; scrapes run collectors in the order they were added.
-    pub fn register(&mut self, collector: Arc<dyn Collector>) {
+    pub(crate) fn register(&mut self, collector: Arc<dyn Collector>) {
         self.collectors.push(collector);
     }
 
     /// Runs every collector and returns all families sorted by name.
-    pub fn gather(&self) -> Vec<Family> {
+    pub(crate) fn gather(&self) -> Vec<Family> {
         let mut out = Vec::with_capacity(64);
         let mut success = Family::gauge(
             "diskprobe_scrape_collector_success",

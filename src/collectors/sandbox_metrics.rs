@@ -6,13 +6,13 @@ use crate::sandbox::Sandbox;
 use std::sync::Arc;
 
 /// Reports what confinement applies and what the check on a probe thread found.
-pub struct SandboxCollector {
+pub(crate) struct SandboxCollector {
     sandbox: Arc<Sandbox>,
 }
 
 impl SandboxCollector {
     /// A collector reporting `sandbox`.
-    pub fn new(sandbox: Arc<Sandbox>) -> Self {
+    pub(crate) fn new(sandbox: Arc<Sandbox>) -> Self {
         SandboxCollector { sandbox }
     }
 }

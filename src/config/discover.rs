@@ -22,21 +22,21 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// Default time between rescans.
-pub const DEFAULT_RESCAN: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_RESCAN: Duration = Duration::from_secs(30);
 /// Shortest time between rescans.
-pub const MIN_RESCAN: Duration = Duration::from_secs(1);
+pub(crate) const MIN_RESCAN: Duration = Duration::from_secs(1);
 /// Default most targets one rule may find.
-pub const DEFAULT_MAX_TARGETS: usize = 64;
+pub(crate) const DEFAULT_MAX_TARGETS: usize = 64;
 /// Largest `max_targets` accepted.
-pub const MAX_MAX_TARGETS: i64 = 4096;
+pub(crate) const MAX_MAX_TARGETS: i64 = 4096;
 /// Whole disks a block rule without `device_include`/`device_exclude` probes: NVMe namespaces,
 /// SCSI/SATA, virtio, Xen and IDE disks, MMC cards.
-pub const DEFAULT_BLOCK_INCLUDE: &str =
+pub(crate) const DEFAULT_BLOCK_INCLUDE: &str =
     r"^(?:nvme\d+n\d+|sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|mmcblk\d+)$";
 /// Default time a block rule reports a target whose device disappeared as lost.
-pub const DEFAULT_LOST_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const DEFAULT_LOST_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Name of every target a rule finds, unless it sets `name`.
-pub const DEFAULT_NAME: &str = "{kname}";
+pub(crate) const DEFAULT_NAME: &str = "{kname}";
 
 /// A validated `[[discover]]` rule.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct DiscoverRule {
 
 impl DiscoverRule {
     /// The target this rule makes of a match named `name` at `path`.
-    pub fn target(&self, name: String, path: PathBuf) -> TargetSpec {
+    pub(crate) fn target(&self, name: String, path: PathBuf) -> TargetSpec {
         TargetSpec {
             name,
             path,

@@ -1,6 +1,6 @@
 //! Validation of the limits disks are sold with: `iops_limit` and `throughput_limit` of a
 //! `[[targets]]` entry, a `[[discover]]` rule or `[defaults]` (a [`DiskLimits`], part of the
-//! table's [`super::ProbeSettings`]), and the node-level `[limits]` ([`NodeLimits`]: a ceiling
+//! table's [`super::probe_settings::ProbeSettings`]), and the node-level `[limits]` ([`NodeLimits`]: a ceiling
 //! shared by a set of disks, as a cloud VM has over all its data disks).
 //!
 //! `iops_limit` is a whole number of I/Os per second; `throughput_limit` a string with its unit
@@ -14,7 +14,7 @@ use regex::Regex;
 use toml::Spanned;
 
 /// Largest `iops_limit` accepted (a billion I/Os per second is beyond any disk).
-pub const MAX_IOPS_LIMIT: i64 = 1_000_000_000;
+pub(crate) const MAX_IOPS_LIMIT: i64 = 1_000_000_000;
 
 /// The IOPS and throughput a disk is sold with; `None` where not declared.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct DiskLimits {
 
 impl DiskLimits {
     /// Whether neither limit is declared.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.iops.is_none() && self.bytes_per_second.is_none()
     }
 }

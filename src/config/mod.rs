@@ -13,41 +13,42 @@
 
 mod defaults;
 pub mod discover;
-pub mod histograms;
-pub mod limits;
+pub(crate) mod histograms;
+pub(crate) mod limits;
 pub mod name_template;
 mod path_stat;
 pub mod probe_settings;
 mod profiles;
-pub mod raw;
-pub mod retired;
+pub(crate) mod raw;
+pub(crate) mod retired;
 mod spanned;
 pub mod target_name;
-pub mod targets;
+pub(crate) mod targets;
 
 use crate::bounded_read::{self, Links};
 use crate::device_filter::DeviceFilter;
 pub use discover::DiscoverRule;
-pub use histograms::HistogramsConfig;
-pub use limits::{DiskLimits, NodeLimits};
-pub use probe_settings::{BusyLimits, ProbeSettings, Writes};
-pub use retired::Retired;
+pub(crate) use histograms::HistogramsConfig;
+pub(crate) use limits::{DiskLimits, NodeLimits};
+pub use probe_settings::{BusyLimits, Writes};
+pub(crate) use retired::Retired;
 use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-pub use targets::{SchedulerConfig, TargetSpec};
+pub(crate) use targets::SchedulerConfig;
+pub use targets::TargetSpec;
 
 /// The default `--web.listen-address`.
-pub const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
+pub(crate) const DEFAULT_LISTEN_ADDRESS: &str = ":9957";
 /// Name of the scratch probe file of the embedded default, inside the state directory.
-pub const EMBEDDED_PROBE_FILE: &str = "probe.dat";
+pub(crate) const EMBEDDED_PROBE_FILE: &str = "probe.dat";
 /// The embedded default's TOML, with `"{probe_file}"` in place of the scratch file's path.
-pub const EMBEDDED_DEFAULT: &str = include_str!("embedded_default.toml");
+pub(crate) const EMBEDDED_DEFAULT: &str = include_str!("embedded_default.toml");
 /// The default `--web.telemetry-path`.
-pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+pub(crate) const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 /// The largest configuration file read; a larger one is refused.
-pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// A validated configuration.
 #[derive(Debug, Clone, Default)]
@@ -328,7 +329,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Checks a metrics path (`[web] telemetry_path`, `--web.telemetry-path`): absolute, and clear
 /// of the landing page (`/`) and the `/-/` endpoints.
-pub fn check_telemetry_path(path: &str) -> Result<String, String> {
+pub(crate) fn check_telemetry_path(path: &str) -> Result<String, String> {
     if !path.starts_with('/') || path.len() < 2 || path.starts_with("/-/") {
         return Err(format!(
             "expected an absolute URL path other than / and /-/..., found {path:?}"

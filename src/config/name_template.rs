@@ -12,7 +12,7 @@ use crate::blockdev::BlockDevice;
 
 /// A fact about the device under a match, read from sysfs, for name templates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fact {
+pub(crate) enum Fact {
     /// `{kname}`: the kernel name (`sdb`, `nvme0n1`).
     Kname,
     /// `{serial}`: the device's serial number.
@@ -45,7 +45,7 @@ impl Fact {
     ];
 
     /// The placeholder's name, between braces in a template.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Fact::Kname => "kname",
             Fact::Serial => "serial",
@@ -60,7 +60,7 @@ impl Fact {
 }
 
 /// The facts of `device` (none without one), for [`NameTemplate::render`].
-pub fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
+pub(crate) fn facts(device: Option<&BlockDevice>) -> impl Fn(Fact) -> Option<String> + '_ {
     move |fact| {
         let d = device?;
         Some(match fact {
@@ -108,10 +108,10 @@ pub fn cohort(template: &str, device: Option<&BlockDevice>) -> String {
 }
 
 /// Longest `cohort` accepted.
-pub const MAX_COHORT_LEN: usize = 128;
+pub(crate) const MAX_COHORT_LEN: usize = 128;
 
 /// A character a cohort may hold as it is.
-pub fn cohort_char(c: char) -> bool {
+pub(crate) fn cohort_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')
 }
 
@@ -126,11 +126,11 @@ enum Piece {
 /// Why a template gives a match no name: the device has none of the facts of one of its
 /// placeholders (or they are empty), listed as written (`wwn|serial`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unnamed(pub Vec<Fact>);
+pub(crate) struct Unnamed(pub Vec<Fact>);
 
 impl Unnamed {
     /// The placeholder's facts as written: `wwn|serial`.
-    pub fn facts(&self) -> String {
+    pub(crate) fn facts(&self) -> String {
         self.0
             .iter()
             .map(|f| f.as_str())
@@ -205,7 +205,7 @@ fn group(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Option<
 
 impl NameTemplate {
     /// Parses `text`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<NameTemplate, String> {
+    pub(crate) fn parse(text: &str) -> Result<NameTemplate, String> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut chars = text.chars().peekable();
@@ -262,7 +262,7 @@ impl NameTemplate {
     }
 
     /// The literal text of the template (what is neither a group nor a placeholder).
-    pub fn literals(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn literals(&self) -> impl Iterator<Item = &str> {
         self.pieces.iter().filter_map(|p| match p {
             Piece::Text(t) => Some(t.as_str()),
             _ => None,
@@ -272,7 +272,7 @@ impl NameTemplate {
     /// This template with its capture groups replaced by `groups` (a group that did not take
     /// part by nothing), its placeholders kept: what a rule's match leaves for the facts of the
     /// device to fill in later.
-    pub fn with_groups(&self, groups: &[Option<&str>]) -> NameTemplate {
+    pub(crate) fn with_groups(&self, groups: &[Option<&str>]) -> NameTemplate {
         let escape = |t: &str| t.replace('$', "$$").replace('{', "{{").replace('}', "}}");
         let mut text = String::new();
         let mut pieces: Vec<Piece> = Vec::new();
@@ -300,12 +300,12 @@ impl NameTemplate {
     }
 
     /// Whether the template is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pieces.is_empty()
     }
 
     /// The highest capture group the template uses (0 when it uses none).
-    pub fn max_group(&self) -> usize {
+    pub(crate) fn max_group(&self) -> usize {
         self.pieces
             .iter()
             .filter_map(|p| match p {
@@ -316,8 +316,9 @@ impl NameTemplate {
             .unwrap_or(0)
     }
 
+    #[cfg(test)]
     /// Whether the template uses `fact` (alone or as one of several).
-    pub fn uses(&self, fact: Fact) -> bool {
+    pub(crate) fn uses(&self, fact: Fact) -> bool {
         self.pieces
             .iter()
             .any(|p| matches!(p, Piece::Facts(f) if f.contains(&fact)))
@@ -326,7 +327,7 @@ impl NameTemplate {
     /// The name for a match, trimmed: `groups[i]` is capture group `i` (a group that did not take
     /// part gives nothing), `fact` what the device says. An error names the facts of the first
     /// placeholder none of whose facts the device has (or has empty).
-    pub fn render(
+    pub(crate) fn render(
         &self,
         groups: &[Option<&str>],
         fact: impl Fn(Fact) -> Option<String>,

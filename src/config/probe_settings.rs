@@ -19,22 +19,22 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// Default time between the starts of a target's probe cycles.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// Default runtime of each profile run: the built-in profiles' runtime.
-pub const DEFAULT_RUNTIME: Duration = crate::probe::profile::BUILTIN_RUNTIME;
+pub(crate) const DEFAULT_RUNTIME: Duration = crate::probe::profile::BUILTIN_RUNTIME;
 /// Default hard limit of each profile run.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default jitter, as a fraction of the interval.
-pub const DEFAULT_JITTER: f64 = 0.1;
+pub(crate) const DEFAULT_JITTER: f64 = 0.1;
 /// Default duty-cycle budget: probes may keep a device busy 1% of the time.
-pub const DEFAULT_MAX_DUTY_CYCLE: f64 = 0.01;
+pub(crate) const DEFAULT_MAX_DUTY_CYCLE: f64 = 0.01;
 /// Default window over which the disk's load is measured before a capacity profile's run.
-pub const DEFAULT_BUSY_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_BUSY_WINDOW: Duration = Duration::from_secs(1);
 /// Profiles of a target that lists none (and of `[defaults] profiles` when unset): the gentle
 /// read probe, QD1 latency at a capped rate.
-pub const DEFAULT_PROFILES: &[&str] = &["randread-4k-qd1-gentle"];
+pub(crate) const DEFAULT_PROFILES: &[&str] = &["randread-4k-qd1-gentle"];
 /// Added to [`DEFAULT_PROFILES`] on a target with `allow_writes = true`: the gentle write probe.
-pub const DEFAULT_WRITE_PROFILES: &[&str] = &["randwrite-4k-qd1-gentle"];
+pub(crate) const DEFAULT_WRITE_PROFILES: &[&str] = &["randwrite-4k-qd1-gentle"];
 /// Default `skip_busy_above`: a capacity run is skipped when, over the busy window, other
 /// processes completed more than 10 I/Os per second on the disk, or kept more than 0.1 I/Os in
 /// flight on average. Both count I/Os, not time: utilisation (the share of time with any I/O in
@@ -81,12 +81,12 @@ pub enum Writes {
 
 impl Writes {
     /// Whether write profiles are allowed at all.
-    pub fn allowed(self) -> bool {
+    pub(crate) fn allowed(self) -> bool {
         self != Writes::Forbidden
     }
 
     /// Whether write profiles may write a block device.
-    pub fn to_device(self) -> bool {
+    pub(crate) fn to_device(self) -> bool {
         self == Writes::Device
     }
 }
@@ -99,8 +99,8 @@ pub struct ProbeSettings {
     /// Profiles run in this order every cycle, with runtimes resolved.
     pub profiles: Vec<Profile>,
     /// Probe file size / device region length. `None`: the target module's default size for
-    /// files ([`crate::probe::io_target::DEFAULT_FILE_SIZE`]), the rest of the device for block
-    /// devices.
+    /// files (`DEFAULT_FILE_SIZE` of `src/probe/io_target/opened.rs`), the rest of the device
+    /// for block devices.
     pub size: Option<u64>,
     /// Bytes a probe file's fill must leave free on its filesystem (`min_free`), beside the
     /// 10% reserve: the larger of the two must stay free ([`crate::probe::io_target::space`]).

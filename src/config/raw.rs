@@ -12,7 +12,7 @@ use toml::Spanned;
 /// The whole file. Every section is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawConfig {
+pub(crate) struct RawConfig {
     /// `[web]`.
     #[serde(default)]
     pub web: RawWeb,
@@ -50,7 +50,7 @@ pub struct RawConfig {
 /// `[retired]`: disks gone for good.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawRetired {
+pub(crate) struct RawRetired {
     /// Their serials, WWNs, cloud volume ids or target names.
     pub disks: Option<Spanned<Vec<Spanned<String>>>>,
 }
@@ -58,7 +58,7 @@ pub struct RawRetired {
 /// `[cloud_stats]`: EC2's NVMe performance statistics of EBS and instance-store devices.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawCloudStats {
+pub(crate) struct RawCloudStats {
     /// Read and export them (needs `CAP_SYS_ADMIN`).
     pub enabled: Option<bool>,
     /// Also export instance store's latency histograms per I/O size.
@@ -68,7 +68,7 @@ pub struct RawCloudStats {
 /// `[limits]`: the ceiling a machine (a cloud VM) puts on a set of its disks together.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawLimits {
+pub(crate) struct RawLimits {
     /// Regex of the kernel names of the disks (as in `/sys/block`) the ceiling covers.
     pub devices: Option<Spanned<String>>,
     /// I/Os per second those disks may do together.
@@ -80,7 +80,7 @@ pub struct RawLimits {
 /// `[histograms]`: how latency histograms are bucketed.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawHistograms {
+pub(crate) struct RawHistograms {
     /// `"coarse"`, `"fine"` or a list of upper bounds in seconds.
     pub classic_buckets: Option<Spanned<toml::Value>>,
 }
@@ -88,7 +88,7 @@ pub struct RawHistograms {
 /// `[web]`: where and how `/metrics` is served.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawWeb {
+pub(crate) struct RawWeb {
     /// `listen_address = ":9957"`.
     pub listen_address: Option<Spanned<String>>,
     /// `telemetry_path = "/metrics"`.
@@ -98,7 +98,7 @@ pub struct RawWeb {
 /// `[diskstats]`: which devices the diskstats collector reports.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawDiskstats {
+pub(crate) struct RawDiskstats {
     /// Regex of device names to report (exclusive with `device_exclude`).
     pub device_include: Option<Spanned<String>>,
     /// Regex of device names not to report.
@@ -159,14 +159,14 @@ macro_rules! probe_table {
         $( $(#[$key_attr:meta])* $key:ident: $key_ty:ty, )*
     ) => {
         $(#[$attr])*
-        pub struct $name {
+        pub(crate) struct $name {
             $( $(#[$own_attr])* pub $own: $own_ty, )*
             $( $(#[$key_attr])* pub $key: Option<$key_ty>, )*
         }
 
         impl $name {
             /// The probe settings keys this table sets.
-            pub fn probe_keys(&self) -> RawProbeKeys<'_> {
+            pub(crate) fn probe_keys(&self) -> RawProbeKeys<'_> {
                 RawProbeKeys { $( $key: self.$key.as_ref(), )* }
             }
         }
@@ -179,7 +179,7 @@ macro_rules! probe_keys_view {
         /// The probe settings keys of one table (`[defaults]`, a `[[targets]]` entry or a
         /// `[[discover]]` rule), each `None` where the table leaves it out.
         #[derive(Debug, Clone, Copy)]
-        pub struct RawProbeKeys<'a> {
+        pub(crate) struct RawProbeKeys<'a> {
             $( $(#[$key_attr])* pub $key: Option<&'a $key_ty>, )*
         }
     };
@@ -197,7 +197,7 @@ with_probe_keys!(probe_table {
 /// `[scheduler]`: limits across all targets.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawScheduler {
+pub(crate) struct RawScheduler {
     /// Probe runs allowed at the same time across all devices.
     pub max_concurrent_probes: Option<Spanned<i64>>,
 }
@@ -223,7 +223,7 @@ with_probe_keys!(probe_table {
 /// One `[profiles.NAME]` table: explicit keys or a fio option string.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawProfile {
+pub(crate) struct RawProfile {
     /// fio-style options, e.g. `-rw=randread -bs=4k -iodepth=16`.
     pub fio: Option<Spanned<String>>,
     /// `randread`, `randwrite`, `read` or `write`.
@@ -293,7 +293,7 @@ with_probe_keys!(probe_table {
 /// `in_flight`, `utilisation`; `{}` for none), or a bare number, read as `{ utilisation = N }` (the
 /// key's earlier form).
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct RawBusyLimits {
+pub(crate) struct RawBusyLimits {
     /// I/Os per second completed by other processes.
     pub iops: Option<f64>,
     /// Mean number of other processes' I/Os in flight.

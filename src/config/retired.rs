@@ -15,7 +15,7 @@ use super::target_name;
 use std::collections::BTreeSet;
 
 /// The most entries `[retired] disks` may have.
-pub const MAX_RETIRED: usize = 4096;
+pub(crate) const MAX_RETIRED: usize = 4096;
 
 /// Validated `[retired]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,21 +24,23 @@ pub struct Retired {
 }
 
 impl Retired {
+    #[cfg(test)]
     /// A list of the given names (tests).
-    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Retired {
+    pub(crate) fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Retired {
         Retired {
             disks: names.into_iter().map(str::to_owned).collect(),
         }
     }
 
+    #[cfg(test)]
     /// Whether nothing is retired.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.disks.is_empty()
     }
 
     /// Whether the list names the disk a target called `target` probed, whose serial, WWN and
     /// cloud volume id are `ids` (empty ones never match).
-    pub fn names(&self, target: &str, ids: [&str; 3]) -> bool {
+    pub(crate) fn names(&self, target: &str, ids: [&str; 3]) -> bool {
         std::iter::once(target)
             .chain(ids)
             .any(|id| !id.is_empty() && self.disks.contains(id))

@@ -7,7 +7,7 @@
 //! which have spaces).
 
 /// The longest name accepted, in bytes of UTF-8.
-pub const MAX_NAME_BYTES: usize = 256;
+pub(crate) const MAX_NAME_BYTES: usize = 256;
 
 /// Why a name is not accepted; the message completes "name: ".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,7 +57,7 @@ pub fn check(name: &str) -> Result<(), NameError> {
 }
 
 /// `name` quoted for a log line or a message, cut to [`MAX_NAME_BYTES`] characters.
-pub fn quoted(name: &str) -> String {
+pub(crate) fn quoted(name: &str) -> String {
     let cut: String = name.chars().take(MAX_NAME_BYTES).collect();
     if cut.len() < name.len() {
         format!("{cut:?}… ({} bytes)", name.len())

@@ -20,7 +20,7 @@
 //! (taken as now); what is dropped or changed is logged.
 
 use super::lost_file;
-pub use super::lost_file::LostTarget;
+pub(crate) use super::lost_file::LostTarget;
 use super::matching::Scan;
 use crate::blockdev::BlockDevice;
 use crate::config::Retired;
@@ -117,7 +117,7 @@ impl LostTracker {
 
     /// Sets the disks that are gone for good (`[retired] disks`): the next
     /// [`LostTracker::expire`] drops their entries, and no rescan makes new ones.
-    pub fn set_retired(&mut self, retired: &Retired) {
+    pub(crate) fn set_retired(&mut self, retired: &Retired) {
         self.retired = retired.clone();
     }
 
@@ -128,7 +128,7 @@ impl LostTracker {
 
     /// Drops the entries of rules that are gone, are mount rules or keep none, those past their
     /// rule's retention at `now` and those of retired disks; saves when that changed anything.
-    pub fn expire(&mut self, rules: &[DiscoverRule], now: f64) {
+    pub(crate) fn expire(&mut self, rules: &[DiscoverRule], now: f64) {
         let before = std::mem::take(&mut self.lost);
         let count = before.len();
         let (admitted, notes) = admit(before, rules, now);

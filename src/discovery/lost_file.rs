@@ -42,11 +42,11 @@ impl LostTarget {
 }
 
 /// The file's name in the state directory.
-pub const FILE_NAME: &str = "lost_targets.json";
+pub(crate) const FILE_NAME: &str = "lost_targets.json";
 
 /// The largest file read: at 4,096 targets per rule (the largest `max_targets`) and about
 /// 400 bytes an entry, room for two such rules; a larger file is refused, not read.
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The format this agent writes and reads.
 const VERSION: u32 = 1;
@@ -59,7 +59,7 @@ struct Contents {
 
 /// Why the lost targets were not read or saved.
 #[derive(Debug, thiserror::Error)]
-pub enum LostFileError {
+pub(crate) enum LostFileError {
     /// The file was refused or could not be read.
     #[error(transparent)]
     Read(#[from] BoundedReadError),
@@ -108,7 +108,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<LostTarget>, ParseError> {
 }
 
 /// The entries in the state directory's file; none when it does not exist.
-pub fn load(dir: &StateDir) -> Result<Vec<LostTarget>, LostFileError> {
+pub(crate) fn load(dir: &StateDir) -> Result<Vec<LostTarget>, LostFileError> {
     let bytes = match dir.read(FILE_NAME, MAX_FILE_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.is_not_found() => return Ok(Vec::new()),
@@ -122,7 +122,7 @@ pub fn load(dir: &StateDir) -> Result<Vec<LostTarget>, LostFileError> {
 }
 
 /// Replaces the state directory's file with `lost`, atomically.
-pub fn save(dir: &StateDir, lost: &[LostTarget]) -> Result<(), LostFileError> {
+pub(crate) fn save(dir: &StateDir, lost: &[LostTarget]) -> Result<(), LostFileError> {
     let path = || dir.path().join(FILE_NAME);
     let contents = Contents {
         version: VERSION,

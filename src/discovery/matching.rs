@@ -392,7 +392,10 @@ pub fn assemble(
 }
 
 /// The configured targets followed by the discovered ones whose names they do not use.
-pub fn with_configured(configured: &[TargetSpec], discovered: &[TargetSpec]) -> Vec<TargetSpec> {
+pub(crate) fn with_configured(
+    configured: &[TargetSpec],
+    discovered: &[TargetSpec],
+) -> Vec<TargetSpec> {
     let mut all = configured.to_vec();
     all.extend(
         discovered

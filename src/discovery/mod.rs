@@ -16,4 +16,4 @@ pub mod lost_file;
 pub mod matching;
 pub mod rescan;
 
-pub use rescan::{Discovery, Plan, RuleStatus, Status};
+pub(crate) use rescan::{Discovery, Plan, Status};

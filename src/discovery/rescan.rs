@@ -11,9 +11,8 @@
 use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
 use crate::config::{Config, DiscoverRule, Retired, TargetSpec};
+use crate::host::{Roots, unix_now};
 use crate::mountinfo;
-use crate::scheduler::Roots;
-use crate::series::unix_now;
 use std::collections::BTreeSet;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -27,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How long a scan is waited for before the rescan is given up (the rules keep what they found).
-pub const SCAN_PATIENCE: Duration = crate::scheduler::STAT_PATIENCE;
+pub(crate) const SCAN_PATIENCE: Duration = crate::host::STAT_PATIENCE;
 
 /// How many dropped names a log line lists.
 const LOGGED_NAMES: usize = 10;
@@ -144,7 +143,7 @@ async fn scan_on_thread(
 
 /// What the discovery task works from.
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The rules, in file order.
     pub rules: Vec<DiscoverRule>,
     /// Names that configured targets use (discovered targets never take them).
@@ -155,7 +154,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan for `config`.
-    pub fn new(config: &Config) -> Plan {
+    pub(crate) fn new(config: &Config) -> Plan {
         Plan {
             rules: config.discover.clone(),
             configured: config.targets.iter().map(|t| t.name.clone()).collect(),
@@ -166,7 +165,7 @@ impl Plan {
 
 /// One rule's state, for `diskprobe_discovered_targets` and its companions.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RuleStatus {
+pub(crate) struct RuleStatus {
     /// The rule's id (the `rule` label).
     pub id: String,
     /// Targets it contributes now.
@@ -181,19 +180,19 @@ pub struct RuleStatus {
 
 /// The state of every rule, written by the discovery task and read by its collector.
 #[derive(Debug, Default)]
-pub struct Status {
+pub(crate) struct Status {
     rules: Mutex<Vec<RuleStatus>>,
     lost: Mutex<Vec<LostTarget>>,
 }
 
 impl Status {
     /// Runs `f` over every rule's status, in rule order.
-    pub fn read<R>(&self, f: impl FnOnce(&[RuleStatus]) -> R) -> R {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&[RuleStatus]) -> R) -> R {
         f(&self.rules.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Runs `f` over the targets block rules lost ([`super::lost`]), oldest first.
-    pub fn read_lost<R>(&self, f: impl FnOnce(&[LostTarget]) -> R) -> R {
+    pub(crate) fn read_lost<R>(&self, f: impl FnOnce(&[LostTarget]) -> R) -> R {
         f(&self.lost.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -210,7 +209,7 @@ impl Status {
 }
 
 /// The running discovery task.
-pub struct Discovery {
+pub(crate) struct Discovery {
     plan: watch::Sender<Arc<Plan>>,
     found: watch::Receiver<Arc<Vec<TargetSpec>>>,
     task: JoinHandle<()>,
@@ -220,7 +219,7 @@ impl Discovery {
     /// Starts rescanning for `plan`'s rules (at once, then each every its `rescan`), with the
     /// device nodes in `dev_dir`, until `stop` is cancelled; the targets block rules lose are
     /// kept in `lost_file` (none: in memory only). Must be called inside a tokio runtime.
-    pub fn start(
+    pub(crate) fn start(
         roots: Roots,
         dev_dir: PathBuf,
         plan: Plan,
@@ -251,17 +250,17 @@ impl Discovery {
     }
 
     /// Replaces the rules (after a reload): every rule is rescanned at once.
-    pub fn set_plan(&self, plan: Plan) {
+    pub(crate) fn set_plan(&self, plan: Plan) {
         self.plan.send_replace(Arc::new(plan));
     }
 
     /// The targets found by the last rescan.
-    pub fn current(&self) -> Arc<Vec<TargetSpec>> {
+    pub(crate) fn current(&self) -> Arc<Vec<TargetSpec>> {
         self.found.borrow().clone()
     }
 
     /// Waits until a rescan finds another set of targets, and returns it.
-    pub async fn changed(&mut self) -> Arc<Vec<TargetSpec>> {
+    pub(crate) async fn changed(&mut self) -> Arc<Vec<TargetSpec>> {
         if self.found.changed().await.is_err() {
             // The task has ended (it only does when stopped): nothing will change any more.
             std::future::pending::<()>().await;
@@ -270,7 +269,7 @@ impl Discovery {
     }
 
     /// Waits until the task has stopped (its token cancelled).
-    pub async fn stopped(self) {
+    pub(crate) async fn stopped(self) {
         let _ = self.task.await;
     }
 }

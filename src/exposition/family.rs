@@ -17,10 +17,10 @@ pub enum MetricKind {
 }
 
 /// One label: a static name and a shared value.
-pub type Label = (&'static str, Arc<str>);
+pub(crate) type Label = (&'static str, Arc<str>);
 
 /// A label set shared by every sample of one device, target or profile.
-pub type Labels = Arc<[Label]>;
+pub(crate) type Labels = Arc<[Label]>;
 
 /// Builds a shared label set.
 pub fn labels(pairs: &[(&'static str, &str)]) -> Labels {
@@ -97,7 +97,7 @@ impl Family {
     }
 
     /// Reserves room for `n` more samples.
-    pub fn reserve(&mut self, n: usize) -> &mut Self {
+    pub(crate) fn reserve(&mut self, n: usize) -> &mut Self {
         self.samples.reserve(n);
         self
     }
@@ -108,7 +108,7 @@ impl Family {
     }
 
     /// A gauge family.
-    pub fn gauge(name: &'static str, help: &'static str) -> Self {
+    pub(crate) fn gauge(name: &'static str, help: &'static str) -> Self {
         Self::new(name, help, MetricKind::Gauge)
     }
 

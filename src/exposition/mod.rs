@@ -15,7 +15,8 @@ mod negotiate;
 mod protobuf;
 mod text;
 
-pub use family::{Family, Label, Labels, MetricKind, NativeBuckets, Sample, Value, labels};
+pub use family::{Family, NativeBuckets, Value, labels};
+pub(crate) use family::{Labels, MetricKind, Sample};
 pub use negotiate::{ContentCoding, Format, Negotiated};
 pub use protobuf::proto;
 

@@ -31,7 +31,7 @@ impl Format {
     /// listed first. Ranges must name a version we serve when they give one
     /// (`text/plain;version=0.0.4`, `application/openmetrics-text;version=1.0.0` or `0.0.1`), and
     /// protobuf needs `proto=io.prometheus.client.MetricFamily;encoding=delimited`.
-    pub fn negotiate(accept: Option<&str>) -> Format {
+    pub(crate) fn negotiate(accept: Option<&str>) -> Format {
         let Some(accept) = accept else {
             return Format::Text;
         };
@@ -111,7 +111,7 @@ impl Format {
     }
 
     /// The `Content-Type` of a response in this format.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Text => "text/plain; version=0.0.4; charset=utf-8",
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -153,7 +153,7 @@ impl ContentCoding {
     /// named) a quality above zero and at least that of `identity` (or of `*`) where those are
     /// named; identity otherwise, also when the header refuses identity (an uncompressed answer
     /// beats none).
-    pub fn negotiate(accept_encoding: Option<&str>) -> ContentCoding {
+    pub(crate) fn negotiate(accept_encoding: Option<&str>) -> ContentCoding {
         let Some(header) = accept_encoding else {
             return ContentCoding::Identity;
         };
@@ -195,7 +195,7 @@ impl ContentCoding {
     }
 
     /// The `Content-Encoding` header value, if any.
-    pub fn header_value(self) -> Option<&'static str> {
+    pub(crate) fn header_value(self) -> Option<&'static str> {
         match self {
             ContentCoding::Identity => None,
             ContentCoding::Gzip => Some("gzip"),

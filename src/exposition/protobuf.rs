@@ -21,7 +21,7 @@ pub mod proto {
 const MAX_FILLED_GAP: i32 = 2;
 
 /// Encodes `families` as length-delimited `MetricFamily` messages.
-pub fn encode(families: &[Family]) -> Vec<u8> {
+pub(super) fn encode(families: &[Family]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 * 1024);
     for family in families.iter().filter(|f| !f.samples.is_empty()) {
         let message = proto::MetricFamily {

@@ -10,7 +10,7 @@ use super::negotiate::Format;
 use std::fmt::Write;
 
 /// Encodes `families` in `format`.
-pub fn encode(families: &[Family], format: Format) -> String {
+pub(super) fn encode(families: &[Family], format: Format) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let om = format == Format::OpenMetrics;
     for family in families {

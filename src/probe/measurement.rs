@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Highest latency the histogram tracks (larger values are clamped): one hour.
-pub const MAX_TRACKED_LATENCY_NS: u64 = 3_600_000_000_000;
+pub(crate) const MAX_TRACKED_LATENCY_NS: u64 = 3_600_000_000_000;
 
 /// A new empty latency histogram (nanoseconds, 1 ns .. 1 h, 3 significant digits).
 pub fn new_latency_histogram() -> Histogram<u64> {
@@ -51,7 +51,7 @@ pub struct LatencySummary {
 
 impl LatencySummary {
     /// The statistics of a histogram of nanoseconds, in seconds; all zero when it is empty.
-    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+    pub(crate) fn of(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
         }
@@ -69,7 +69,7 @@ impl LatencySummary {
     }
 
     /// `(stat label, seconds)` in the order they are published: min, mean, the percentiles, max.
-    pub fn stats(&self) -> [(&'static str, f64); 8] {
+    pub(crate) fn stats(&self) -> [(&'static str, f64); 8] {
         [
             ("min", self.min),
             ("mean", self.mean),
@@ -94,7 +94,7 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// `io_uring` or `psync` (the `engine` label).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
@@ -140,7 +140,7 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// All results, in label order.
-    pub const ALL: [RunStatus; 4] = [
+    pub(crate) const ALL: [RunStatus; 4] = [
         RunStatus::Success,
         RunStatus::Error,
         RunStatus::Timeout,
@@ -148,7 +148,7 @@ impl RunStatus {
     ];
 
     /// The `result` label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunStatus::Success => "success",
             RunStatus::Error => "error",
@@ -176,7 +176,7 @@ pub enum SkipReason {
 
 impl SkipReason {
     /// All reasons, in label order.
-    pub const ALL: [SkipReason; 5] = [
+    pub(crate) const ALL: [SkipReason; 5] = [
         SkipReason::InFlight,
         SkipReason::Budget,
         SkipReason::Busy,
@@ -185,7 +185,7 @@ impl SkipReason {
     ];
 
     /// The `reason` label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SkipReason::InFlight => "in_flight",
             SkipReason::Budget => "budget",
@@ -365,12 +365,13 @@ impl Measurement {
     }
 
     /// Bytes per second of elapsed time.
-    pub fn bandwidth(&self) -> f64 {
+    pub(crate) fn bandwidth(&self) -> f64 {
         per_second(self.bytes, self.elapsed)
     }
 
+    #[cfg(test)]
     /// Latency at quantile `q` (0.0..=1.0), zero when nothing completed.
-    pub fn latency_at(&self, q: f64) -> Duration {
+    pub(crate) fn latency_at(&self, q: f64) -> Duration {
         if self.latency_ns.is_empty() {
             return Duration::ZERO;
         }
@@ -378,24 +379,24 @@ impl Measurement {
     }
 
     /// Min, mean, percentiles and max of the run's latency.
-    pub fn latency_summary(&self) -> LatencySummary {
+    pub(crate) fn latency_summary(&self) -> LatencySummary {
         LatencySummary::of(&self.latency_ns)
     }
 
     /// Rate-capped runs: the same statistics of the latency from submission.
-    pub fn submission_latency_summary(&self) -> Option<LatencySummary> {
+    pub(crate) fn submission_latency_summary(&self) -> Option<LatencySummary> {
         self.submission_latency_ns.as_ref().map(LatencySummary::of)
     }
 
     /// Profiles that sync: the same statistics of the syncs' latency.
-    pub fn sync_latency_summary(&self) -> Option<LatencySummary> {
+    pub(crate) fn sync_latency_summary(&self) -> Option<LatencySummary> {
         self.syncs
             .as_ref()
             .map(|s| LatencySummary::of(&s.latency_ns))
     }
 
     /// The run's `result` label: the one place it is worked out from how the run ended.
-    pub fn status(&self) -> RunStatus {
+    pub(crate) fn status(&self) -> RunStatus {
         match self.ending {
             Ending::TimedOut => RunStatus::Timeout,
             Ending::Yielded => RunStatus::Skipped,
@@ -418,7 +419,7 @@ impl Measurement {
     /// Why the run did not succeed, or `None` when it did: the one wording for the one-shot
     /// output, the agent's status and its log. (A yielded run's reason is what it yielded to,
     /// which its watcher knows: `crate::series::RunOutcome::reason`.)
-    pub fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         if self.ending == Ending::TimedOut {
             let cause = self
                 .first_error
@@ -482,7 +483,7 @@ impl StuckIos {
     }
 
     /// I/Os the kernel still holds.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.slots
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != 0)
@@ -490,12 +491,12 @@ impl StuckIos {
     }
 
     /// Whether the kernel has let go of every I/O.
-    pub fn is_clear(&self) -> bool {
+    pub(crate) fn is_clear(&self) -> bool {
         self.count() == 0
     }
 
     /// When the oldest I/O the kernel still holds was issued.
-    pub fn oldest(&self) -> Option<Instant> {
+    pub(crate) fn oldest(&self) -> Option<Instant> {
         self.slots
             .iter()
             .map(|s| s.load(Ordering::Relaxed))

@@ -3,7 +3,7 @@
 //! - [`profile`]: what a probe does, made and checked by one constructor
 //!   ([`profile::Profile::new`], with the limits); the built-in profiles.
 //! - [`fio`]: fio-style option strings → profiles.
-//! - [`target`]: opening block devices and probe files, preflight and write-safety checks.
+//! - [`io_target`]: opening block devices and probe files, preflight and write-safety checks.
 //! - [`engine`]: running a profile on a target (io_uring, psync fallback).
 //! - [`measurement`]: what a run measured (counts, HdrHistogram of latency).
 //! - [`error`]: why a probe could not run ([`ProbeError`]) or a profile does not fit its target.
@@ -13,11 +13,11 @@
 //! from a dedicated thread.
 
 pub mod engine;
-pub mod error;
+pub(crate) mod error;
 pub mod fio;
 pub mod io_target;
 pub mod measurement;
 pub mod oneshot;
 pub mod profile;
 
-pub use error::{ProbeError, ProfileError};
+pub use error::ProbeError;

@@ -84,7 +84,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// One profile run, as printed in JSON.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// The target path.
     pub target: String,
     /// Kernel name of the block device under the target, when known.
@@ -208,7 +208,7 @@ fn sync_every(profile: &Profile, call: SyncCall) -> Option<u32> {
 }
 
 /// Resolves the profiles to run: named built-ins, fio strings, or the read-only defaults.
-pub fn select_profiles(
+pub(crate) fn select_profiles(
     names: &[String],
     fio_strings: &[String],
     runtime: Option<Duration>,
@@ -405,7 +405,7 @@ fn latency_lines(out: &mut String, what: &str, l: &LatencySummary) {
 }
 
 /// fio-like summary of one run.
-pub fn table(r: &RunRecord) -> String {
+pub(crate) fn table(r: &RunRecord) -> String {
     let mut options = String::new();
     if let Some(n) = r.rate_iops {
         options += &format!(", rate_iops={n}");

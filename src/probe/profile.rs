@@ -30,7 +30,7 @@ pub enum Rw {
 
 impl Rw {
     /// fio's name for this pattern.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rw::RandRead => "randread",
             Rw::RandWrite => "randwrite",
@@ -40,7 +40,7 @@ impl Rw {
     }
 
     /// Parses fio's name (`randread`, `randwrite`, `read`, `write`).
-    pub fn parse(text: &str) -> Option<Rw> {
+    pub(crate) fn parse(text: &str) -> Option<Rw> {
         match text {
             "randread" => Some(Rw::RandRead),
             "randwrite" => Some(Rw::RandWrite),
@@ -56,7 +56,7 @@ impl Rw {
     }
 
     /// Whether offsets are random (otherwise sequential).
-    pub fn is_random(self) -> bool {
+    pub(crate) fn is_random(self) -> bool {
         matches!(self, Rw::RandRead | Rw::RandWrite)
     }
 }
@@ -109,7 +109,7 @@ struct Checked;
 /// [`Profile::new`] checks them. Counts are wider than a profile's, so that a value too large for
 /// it is refused with the same message as one just over the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileFields {
+pub(crate) struct ProfileFields {
     /// Name, the `profile` label.
     pub name: String,
     /// Access pattern and direction.
@@ -135,18 +135,18 @@ pub struct ProfileFields {
 /// and a run maps `iodepth` of them: far below what io_uring registers per buffer (1 GiB) and
 /// what one `pread`/`pwrite` transfers (2 GiB less a page), and sixteen times the largest
 /// built-in's 1 MiB.
-pub const MAX_BLOCK_SIZE: u64 = 64 << 20;
+pub(crate) const MAX_BLOCK_SIZE: u64 = 64 << 20;
 
 /// What an O_DIRECT profile's block size must be a multiple of: the smallest logical block size.
 /// The target's own direct-I/O alignment, which may be larger (4096 on a 4Kn disk), is checked
 /// when a run starts on it.
-pub const DIRECT_IO_MULTIPLE: u64 = 512;
+pub(crate) const DIRECT_IO_MULTIPLE: u64 = 512;
 
 /// Deepest queue a profile may keep (the psync engine runs a thread per I/O in flight).
-pub const MAX_IODEPTH: u32 = 4096;
+pub(crate) const MAX_IODEPTH: u32 = 4096;
 
 /// Largest `number_ios`: the largest integer a TOML file holds.
-pub const MAX_NUMBER_IOS: u64 = i64::MAX as u64;
+pub(crate) const MAX_NUMBER_IOS: u64 = i64::MAX as u64;
 
 /// A profile key whose value [`Profile::new`] holds to a limit, with the name it has in a
 /// `[profiles.NAME]` table and in a fio option string.
@@ -175,7 +175,7 @@ pub enum ProfileLimit {
 
 impl ProfileLimit {
     /// The key's name, the same in a `[profiles.NAME]` table and a fio string.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             ProfileLimit::BlockSize { .. } => "bs",
             ProfileLimit::Iodepth => "iodepth",
@@ -188,7 +188,7 @@ impl ProfileLimit {
 
     /// What the key takes, for an error's "expected ..."; `buffered` is how the profile's
     /// syntax asks for buffered writes (`direct = false`, `-direct=0`).
-    pub fn expected(self, buffered: &str) -> String {
+    pub(crate) fn expected(self, buffered: &str) -> String {
         let max_bs = format!("{}MiB", MAX_BLOCK_SIZE >> 20);
         match self {
             ProfileLimit::BlockSize { direct: true } => format!(
@@ -206,7 +206,7 @@ impl ProfileLimit {
     }
 
     /// The error for `found`, a value outside this limit.
-    pub fn refuse(self, found: impl fmt::Display) -> InvalidProfile {
+    pub(crate) fn refuse(self, found: impl fmt::Display) -> InvalidProfile {
         InvalidProfile::Limit {
             limit: self,
             found: found.to_string(),
@@ -216,7 +216,7 @@ impl ProfileLimit {
 
 /// Why [`Profile::new`] refused a profile's fields.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidProfile {
+pub(crate) enum InvalidProfile {
     /// A value outside its key's limit (the message spells buffered writes as the configuration
     /// does; fio strings word it their own way with [`ProfileLimit::expected`]).
     #[error("expected {}, found {found}", limit.expected("direct = false"))]
@@ -233,7 +233,7 @@ pub enum InvalidProfile {
 
 impl InvalidProfile {
     /// The key at fault: [`ProfileLimit::key`], or [`DurabilityError::key`].
-    pub fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         match self {
             InvalidProfile::Limit { limit, .. } => limit.key(),
             InvalidProfile::Durability(e) => e.key(),
@@ -252,7 +252,7 @@ pub enum SyncCall {
 
 impl SyncCall {
     /// fio's option name: `fsync` or `fdatasync`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SyncCall::Fsync => "fsync",
             SyncCall::Fdatasync => "fdatasync",
@@ -271,7 +271,7 @@ pub struct SyncEvery {
 
 impl SyncEvery {
     /// From fio's `fsync = N` and `fdatasync = N` (`None` where unset or 0): at most one of them.
-    pub fn from_options(
+    pub(crate) fn from_options(
         fsync: Option<u32>,
         fdatasync: Option<u32>,
     ) -> Result<Option<SyncEvery>, DurabilityError> {
@@ -302,7 +302,7 @@ pub enum OpenSync {
 
 impl OpenSync {
     /// fio's value: `dsync` or `sync`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpenSync::Dsync => "dsync",
             OpenSync::Sync => "sync",
@@ -373,7 +373,7 @@ pub enum DurabilityError {
 
 impl DurabilityError {
     /// The key at fault (`fsync`, `fdatasync`, `sync`, `direct` or `iodepth`).
-    pub fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         match self {
             DurabilityError::OnRead { key, .. } => key,
             DurabilityError::BothSyncCalls => "fdatasync",
@@ -384,21 +384,22 @@ impl DurabilityError {
 }
 
 /// Runtime of the built-in profiles.
-pub const BUILTIN_RUNTIME: Duration = Duration::from_secs(1);
+pub(crate) const BUILTIN_RUNTIME: Duration = Duration::from_secs(1);
 
 /// Highest rate cap accepted, in IOPS (above any device; a cap's issue interval is whole
 /// nanoseconds, which stay above zero up to 10⁹).
-pub const MAX_RATE_IOPS: u32 = 10_000_000;
+pub(crate) const MAX_RATE_IOPS: u32 = 10_000_000;
 
 /// Issue rate of the gentle built-ins, in I/Os per second: a 1 s run gives 200 latency samples
 /// (thousands an hour in the cumulative histogram at a 5-minute interval) and takes 200 IOPS from
 /// the device while it runs, a small share of a cloud disk's cap (3,000 on an EBS gp3 volume by
 /// default). At QD1 the rate holds as long as an I/O takes less than 5 ms; on a slower device
 /// the run falls behind, and latency measured from each I/O's intended issue time shows it.
-pub const GENTLE_RATE_IOPS: u32 = 200;
+pub(crate) const GENTLE_RATE_IOPS: u32 = 200;
 
+#[cfg(test)]
 /// Suffix of the gentle built-ins' names.
-pub const GENTLE_SUFFIX: &str = "-gentle";
+pub(crate) const GENTLE_SUFFIX: &str = "-gentle";
 
 /// The built-in profiles: `(name, rw, block size, iodepth, rate cap)`. The uncapped ones mirror fio
 /// jobs (their meaning is fio's, so a one-shot run compares with fio); the rate-capped ones are
@@ -446,17 +447,6 @@ pub enum ProbeClass {
     Durability,
 }
 
-impl ProbeClass {
-    /// `gentle`, `capacity` or `durability`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeClass::Gentle => "gentle",
-            ProbeClass::Capacity => "capacity",
-            ProbeClass::Durability => "durability",
-        }
-    }
-}
-
 /// The durability built-ins: `(name, block size, O_DIRECT, fresh space)`, each a sequential QD1
 /// write with `fdatasync` after every write.
 const DURABILITY_BUILTINS: &[(&str, u64, bool, bool)] = &[
@@ -468,7 +458,8 @@ const DURABILITY_BUILTINS: &[(&str, u64, bool, bool)] = &[
 
 /// Names of the read-only built-ins that run when no profile is chosen, in order: latency at QD1,
 /// IOPS at QD32, throughput at QD16.
-pub const DEFAULT_READ_PROFILES: &[&str] = &["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"];
+pub(crate) const DEFAULT_READ_PROFILES: &[&str] =
+    &["randread-4k-qd1", "randread-4k-qd32", "read-1m-qd16"];
 
 impl Profile {
     /// Every built-in profile, each with a [`BUILTIN_RUNTIME`] runtime. The uncapped ones cover
@@ -505,7 +496,7 @@ impl Profile {
     /// order bs, iodepth, runtime, number_ios, rate_iops, size), then the durability settings
     /// against the pattern and the depth: they apply to writes only, sync calls run at QD1,
     /// buffered writes must be synced.
-    pub fn new(fields: ProfileFields) -> Result<Profile, InvalidProfile> {
+    pub(crate) fn new(fields: ProfileFields) -> Result<Profile, InvalidProfile> {
         let d = fields.durability;
         let bs = fields.block_size;
         if bs == 0 || bs > MAX_BLOCK_SIZE || (d.direct && !bs.is_multiple_of(DIRECT_IO_MULTIPLE)) {
@@ -552,8 +543,9 @@ impl Profile {
         Ok(profile)
     }
 
+    #[cfg(test)]
     /// Its fields, as [`Profile::new`] takes them.
-    pub fn fields(&self) -> ProfileFields {
+    pub(crate) fn fields(&self) -> ProfileFields {
         ProfileFields {
             name: self.name.clone(),
             rw: self.rw,
@@ -607,7 +599,7 @@ impl Profile {
     /// Whether its writes are made durable (a sync call, `O_DSYNC`/`O_SYNC`, or buffered writes):
     /// its runs cause cache flushes and, on a filesystem, journal writes of their own, which cannot
     /// be told from another process's I/O.
-    pub fn makes_durable(&self) -> bool {
+    pub(crate) fn makes_durable(&self) -> bool {
         self.durability != Durability::default()
     }
 
@@ -644,18 +636,18 @@ impl Profile {
     }
 
     /// The built-in profile called `name`.
-    pub fn builtin(name: &str) -> Option<Profile> {
+    pub(crate) fn builtin(name: &str) -> Option<Profile> {
         Profile::builtins().into_iter().find(|p| p.name == name)
     }
 
     /// The canonical `<rw>-<bs>-qd<N>` name of a profile with these parameters.
-    pub fn canonical_name(rw: Rw, block_size: u64, iodepth: u32) -> String {
+    pub(crate) fn canonical_name(rw: Rw, block_size: u64, iodepth: u32) -> String {
         format!("{rw}-{}-qd{iodepth}", format_block_size(block_size))
     }
 }
 
 /// `4096` → `4k`, `1048576` → `1m`, other values as bytes.
-pub fn format_block_size(bytes: u64) -> String {
+pub(crate) fn format_block_size(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}m", bytes >> 20)
     } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {

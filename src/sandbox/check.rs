@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing is enforced, so nothing is checked.
     NotRun,
     /// No probe thread has run yet.
@@ -51,7 +51,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The `check` label of `diskprobe_sandbox_info`.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Outcome::NotRun => "none",
             Outcome::Pending => "pending",
@@ -71,7 +71,7 @@ impl fmt::Display for Outcome {
 /// The check of one agent: runs once, on the first thread that asks; the others do not wait for
 /// it (a directory on a hung filesystem would hold them all).
 #[derive(Debug)]
-pub struct Check {
+pub(crate) struct Check {
     dirs: Vec<PathBuf>,
     started: AtomicBool,
     outcome: Mutex<Outcome>,
@@ -79,7 +79,7 @@ pub struct Check {
 
 impl Check {
     /// A check that tries `dirs` in turn (directories the ruleset gives no write right to).
-    pub fn new(dirs: Vec<PathBuf>) -> Check {
+    pub(crate) fn new(dirs: Vec<PathBuf>) -> Check {
         Check {
             dirs,
             started: AtomicBool::new(false),
@@ -88,7 +88,7 @@ impl Check {
     }
 
     /// A check that never runs: nothing is enforced.
-    pub fn not_run() -> Check {
+    pub(crate) fn not_run() -> Check {
         Check {
             dirs: Vec::new(),
             started: AtomicBool::new(true),
@@ -98,7 +98,7 @@ impl Check {
 
     /// Runs the check on the calling thread unless another already started it, and logs what it
     /// found.
-    pub fn run_once(&self) {
+    pub(crate) fn run_once(&self) {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -131,7 +131,7 @@ impl Check {
     }
 
     /// What the check found so far.
-    pub fn outcome(&self) -> Outcome {
+    pub(crate) fn outcome(&self) -> Outcome {
         self.lock().clone()
     }
 
@@ -141,7 +141,7 @@ impl Check {
 }
 
 /// Tries each of `dirs` until one answers; see the module documentation.
-pub fn attempt(dirs: &[PathBuf]) -> Outcome {
+pub(crate) fn attempt(dirs: &[PathBuf]) -> Outcome {
     let mut reasons = Vec::new();
     for dir in dirs {
         if !permissions_allow_writing(dir) {

@@ -29,8 +29,8 @@
 //! - [`rules`]: what needs which rights, the rules granted, and whether a path is covered.
 //! - [`check`]: the check on a probe thread.
 
-pub mod check;
-pub mod rules;
+pub(crate) mod check;
+pub(crate) mod rules;
 
 use crate::config::{Config, ListenAddress};
 use check::{Check, Outcome};
@@ -47,7 +47,7 @@ use std::sync::{Arc, OnceLock};
 /// The Landlock ABI whose rights the ruleset handles: every filesystem right up to `ioctl_dev`
 /// (ABI 5), TCP (ABI 4) and scopes (ABI 6); ABI 7 adds only logging flags. A kernel that offers
 /// less enforces what it knows ([`Enforcement::Partial`]).
-pub const TARGET_ABI: ABI = ABI::V7;
+pub(crate) const TARGET_ABI: ABI = ABI::V7;
 
 /// `--sandbox.landlock`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -72,7 +72,7 @@ impl fmt::Display for Mode {
 
 /// How much of the ruleset the kernel enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Enforcement {
+pub(crate) enum Enforcement {
     /// All of it.
     Full,
     /// The rights the kernel's ABI knows.
@@ -93,7 +93,7 @@ impl fmt::Display for Enforcement {
 
 /// What the agent needs to know to build its ruleset, gathered by [`crate::agent::sandbox`].
 #[derive(Debug)]
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// `--sandbox.landlock`.
     pub mode: Mode,
     /// `--path.procfs`.
@@ -139,7 +139,7 @@ pub struct RequiredError(String);
 /// Why a reload is refused: it needs access the running ruleset does not grant, or a path it
 /// names did not say what it is.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Outside the ruleset.
     #[error(
         "{what}: {} is outside what the sandbox allowed at start (it needs {} there, and a confined process can only narrow its access); restart the agent to apply this configuration (or run it with --sandbox.landlock=off)",
@@ -168,7 +168,7 @@ static IN_FORCE: OnceLock<Arc<Sandbox>> = OnceLock::new();
 
 /// Runs the check ([`check`]) on the calling thread the first time any thread calls this while a
 /// ruleset is in force; otherwise does nothing. Probe threads call it before they open a target.
-pub fn check_on_this_thread() {
+pub(crate) fn check_on_this_thread() {
     if let Some(sandbox) = IN_FORCE.get() {
         sandbox.check.run_once();
     }
@@ -188,29 +188,29 @@ impl Sandbox {
     }
 
     /// `--sandbox.landlock`.
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
 
     /// The Landlock ABI the kernel offers (0: none); `None` when it was not asked.
-    pub fn landlock_abi(&self) -> Option<i32> {
+    pub(crate) fn landlock_abi(&self) -> Option<i32> {
         self.abi
     }
 
     /// How much of the ruleset is enforced.
-    pub fn enforced(&self) -> Enforcement {
+    pub(crate) fn enforced(&self) -> Enforcement {
         self.enforced
     }
 
     /// What the check on a probe thread found so far.
-    pub fn check(&self) -> Outcome {
+    pub(crate) fn check(&self) -> Outcome {
         self.check.outcome()
     }
 
     /// Whether the running ruleset allows what `config` needs; always when nothing is enforced.
     /// Paths the configuration at start used are not looked at again; the others are, each on a
     /// thread of its own, for at most [`rules::PATIENCE`].
-    pub async fn admits(&self, config: &Config) -> Result<(), Refused> {
+    pub(crate) async fn admits(&self, config: &Config) -> Result<(), Refused> {
         if self.enforced == Enforcement::No {
             return Ok(());
         }
@@ -250,7 +250,7 @@ impl Sandbox {
 
     /// Whether the ruleset lets `what` read `files` (which it just tried to read, so their
     /// filesystems answer): a file in a directory not allowed at start is refused.
-    pub fn admits_reads(&self, what: &str, files: &[PathBuf]) -> Result<(), Refused> {
+    pub(crate) fn admits_reads(&self, what: &str, files: &[PathBuf]) -> Result<(), Refused> {
         if self.enforced == Enforcement::No {
             return Ok(());
         }
@@ -314,7 +314,7 @@ fn enforcement(applied: &Result<RestrictionStatus, RulesetError>) -> (i32, Enfor
 
 /// Applies the ruleset for `config` to this process (call before any thread starts), logs what
 /// it applied, and returns what to report. Errs only when `required` cannot be met.
-pub fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, RequiredError> {
+pub(crate) fn confine(inputs: &Inputs<'_>, config: &Config) -> Result<Arc<Sandbox>, RequiredError> {
     if inputs.mode == Mode::Off {
         tracing::info!(
             mode = %inputs.mode,

@@ -21,32 +21,33 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a path may take to answer (as the scheduler's stat of a target).
-pub const PATIENCE: Duration = Duration::from_secs(5);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
 /// Reading trees of files (procfs, sysfs): open files for reading, list directories.
-pub const READ_TREE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
+pub(crate) const READ_TREE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 /// The device directory: read device nodes and list them, and the block-device ioctls every
 /// probe uses (`BLKGETSIZE64`, `BLKSSZGET`, ...) on the nodes it opens there for reading.
-pub const DEVFS: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir | IoctlDev});
+pub(crate) const DEVFS: BitFlags<AccessFs> =
+    make_bitflags!(AccessFs::{ReadFile | ReadDir | IoctlDev});
 /// Configuration, web configuration and TLS files: reading only.
-pub const READ_FILES: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
+pub(crate) const READ_FILES: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 /// A probe file's directory: create the file, write and truncate it, and remove it again (a
 /// probe file created for a size its direct I/O cannot write is removed at once).
-pub const PROBE_DIR: BitFlags<AccessFs> =
+pub(crate) const PROBE_DIR: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{ReadFile | WriteFile | MakeReg | RemoveFile | Truncate});
 /// The state directory: files created, replaced by a rename, removed; the directory opened to
 /// sync it after a rename.
-pub const STATE_DIR: BitFlags<AccessFs> =
+pub(crate) const STATE_DIR: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{ReadFile | ReadDir | WriteFile | MakeReg | RemoveFile | Truncate});
 /// A block device probed read-only: read it, and the block-device ioctls.
-pub const DEVICE_READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | IoctlDev});
+pub(crate) const DEVICE_READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | IoctlDev});
 /// A block device opted in for writes: read and write it, and the block-device ioctls.
-pub const DEVICE_WRITE: BitFlags<AccessFs> =
+pub(crate) const DEVICE_WRITE: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{ReadFile | WriteFile | IoctlDev});
 
 /// A path the agent uses, before the filesystem has said what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// The path, absolute.
     pub path: PathBuf,
     /// What it is used for.
@@ -57,7 +58,7 @@ pub struct Wanted {
 
 /// What a [`Wanted`] path is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Usage {
+pub(crate) enum Usage {
     /// These rights on the path itself.
     Rights(BitFlags<AccessFs>),
     /// A target: a block device (written when `device_writes`), or else a probe file, which
@@ -70,7 +71,7 @@ pub enum Usage {
 
 /// What the filesystem said of a [`Wanted`] path: the rights needed where.
 #[derive(Debug)]
-pub struct NeededRights {
+pub(crate) struct NeededRights {
     /// The directory (or device node) the rights are needed on.
     pub path: PathBuf,
     /// The rights.
@@ -89,7 +90,7 @@ pub struct NeededRights {
 impl Wanted {
     /// Asks the filesystem (this may block: see [`find_all`]); opens the path with `O_PATH`
     /// when `open`.
-    pub fn find(&self, open: bool) -> Result<NeededRights, String> {
+    pub(crate) fn find(&self, open: bool) -> Result<NeededRights, String> {
         let (path, access, what) = match self.usage {
             Usage::Rights(access) => (self.path.clone(), access, self.what.clone()),
             Usage::Target { device_writes } => {
@@ -163,7 +164,10 @@ fn identities(path: &Path) -> std::io::Result<Vec<(u64, u64)>> {
 /// [`Wanted::find`] for each of `wanted`, each on a thread of its own, in at most [`PATIENCE`]
 /// altogether. A path that has not answered by then gets an error; its thread is left to
 /// finish on its own, and the second value says how many were.
-pub fn find_all(wanted: &[Wanted], open: bool) -> (Vec<Result<NeededRights, String>>, usize) {
+pub(crate) fn find_all(
+    wanted: &[Wanted],
+    open: bool,
+) -> (Vec<Result<NeededRights, String>>, usize) {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut handles: Vec<Option<std::thread::JoinHandle<()>>> = Vec::new();
     let mut results: Vec<Option<Result<NeededRights, String>>> = Vec::new();
@@ -217,7 +221,7 @@ pub fn find_all(wanted: &[Wanted], open: bool) -> (Vec<Result<NeededRights, Stri
 
 /// A rule of the ruleset: a path and the rights granted on it and beneath it.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The path as given (absolute).
     pub path: PathBuf,
     /// The rights.
@@ -230,18 +234,18 @@ pub struct Rule {
 
 /// The rules granted at start.
 #[derive(Debug, Default)]
-pub struct GrantedRules {
+pub(crate) struct GrantedRules {
     rules: Vec<Rule>,
 }
 
 impl GrantedRules {
     /// The rules, in the order they were added.
-    pub fn iter(&self) -> impl Iterator<Item = &Rule> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter()
     }
 
     /// Adds a rule for `found` unless the rules already cover it; returns whether it did.
-    pub fn add(&mut self, found: &NeededRights) -> bool {
+    pub(crate) fn add(&mut self, found: &NeededRights) -> bool {
         if self.covers(found) {
             return false;
         }
@@ -262,7 +266,7 @@ impl GrantedRules {
 
     /// Whether the rules grant what `found` needs. Rights accumulate down the tree, as in
     /// Landlock: the union of the rules on the path and on every directory above it.
-    pub fn covers(&self, found: &NeededRights) -> bool {
+    pub(crate) fn covers(&self, found: &NeededRights) -> bool {
         let granted = found
             .ids
             .iter()
@@ -273,7 +277,7 @@ impl GrantedRules {
 }
 
 /// The parent directory of `path`, absolute (`path` itself when it has none).
-pub fn parent_dir(path: &Path) -> PathBuf {
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     match absolute.parent() {
         Some(parent) => parent.to_owned(),
@@ -282,7 +286,7 @@ pub fn parent_dir(path: &Path) -> PathBuf {
 }
 
 /// `access` as the kernel's names of the rights (`read_file,ioctl_dev`).
-pub struct AccessNames(pub BitFlags<AccessFs>);
+pub(crate) struct AccessNames(pub BitFlags<AccessFs>);
 
 impl fmt::Display for AccessNames {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -318,7 +322,7 @@ impl fmt::Display for AccessNames {
 /// profiles), and the directory every mountpoint of a mount rule with `file` lies in. Also
 /// returns notes on what cannot be allowed (a mount rule whose mountpoints have no literal
 /// directory prefix). Asks nothing of the filesystem.
-pub fn wanted(config: &Config) -> (Vec<Wanted>, Vec<String>) {
+pub(crate) fn wanted(config: &Config) -> (Vec<Wanted>, Vec<String>) {
     let mut wanted = Vec::new();
     let mut notes = Vec::new();
     for target in &config.targets {
@@ -357,7 +361,7 @@ pub fn wanted(config: &Config) -> (Vec<Wanted>, Vec<String>) {
 /// The deepest directory, other than `/`, that every mountpoint `pattern` matches lies in: the
 /// part of its literal prefixes up to their last `/`. `None` when the pattern is not anchored at
 /// the start or has no such prefix.
-pub fn mountpoint_dir(pattern: &str) -> Option<PathBuf> {
+pub(crate) fn mountpoint_dir(pattern: &str) -> Option<PathBuf> {
     use regex_syntax::hir::Look;
     use regex_syntax::hir::literal::{ExtractKind, Extractor};
     let hir = regex_syntax::Parser::new().parse(pattern).ok()?;

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// How often a configured target whose last device is gone looks at its path between cycles
 /// ([`super::target_devices`]): a disk back under another kernel name relabels its series
 /// within this, not a probe interval later.
-pub const RELOOK_WHILE_GONE: Duration = Duration::from_secs(30);
+pub(crate) const RELOOK_WHILE_GONE: Duration = Duration::from_secs(30);
 
 /// What the stat at the start of a cycle found: the facts of the target's path, `None` when it
 /// cannot be read, or why there is no answer.

@@ -46,7 +46,7 @@ impl fmt::Display for DeviceKey {
 /// Duty-cycle accounting of a device: a token bucket refilled at `max_duty_cycle` seconds per
 /// second, charged each run's engine time.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Seconds of probing left (negative: in debt).
     pub tokens: f64,
     last: Instant,
@@ -54,7 +54,7 @@ pub struct Budget {
 
 impl Budget {
     /// A full bucket of `capacity` seconds.
-    pub fn full(capacity: f64) -> Budget {
+    pub(crate) fn full(capacity: f64) -> Budget {
         Budget {
             tokens: capacity,
             last: Instant::now(),
@@ -62,7 +62,7 @@ impl Budget {
     }
 
     /// Adds what `rate` seconds per second gave since the last refill, up to `capacity`.
-    pub fn refill(&mut self, now: Instant, rate: f64, capacity: f64) {
+    pub(crate) fn refill(&mut self, now: Instant, rate: f64, capacity: f64) {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + dt * rate).min(capacity);
         self.last = now;
@@ -71,7 +71,7 @@ impl Budget {
 
 /// The state of one device.
 #[derive(Debug, Default)]
-pub struct DeviceState {
+pub(crate) struct DeviceState {
     /// Held by a cycle for its whole length; the budget lives under it (made by the first cycle,
     /// two of its cycles' worth).
     pub lock: tokio::sync::Mutex<Option<Budget>>,
@@ -83,7 +83,7 @@ pub struct DeviceState {
 
 impl DeviceState {
     /// The stuck I/Os of an earlier run, while the kernel still holds any.
-    pub fn stuck(&self) -> Option<Arc<StuckIos>> {
+    pub(crate) fn stuck(&self) -> Option<Arc<StuckIos>> {
         let mut stuck = self.stuck.lock().unwrap_or_else(|e| e.into_inner());
         if stuck.as_ref().is_some_and(|s| s.is_clear()) {
             *stuck = None;
@@ -92,18 +92,18 @@ impl DeviceState {
     }
 
     /// Records what a run left in the kernel.
-    pub fn set_stuck(&self, ios: Arc<StuckIos>) {
+    pub(crate) fn set_stuck(&self, ios: Arc<StuckIos>) {
         *self.stuck.lock().unwrap_or_else(|e| e.into_inner()) = Some(ios);
     }
 }
 
 /// Every device's state, created on first use.
 #[derive(Debug, Default)]
-pub struct Devices(Mutex<HashMap<DeviceKey, Arc<DeviceState>>>);
+pub(crate) struct Devices(Mutex<HashMap<DeviceKey, Arc<DeviceState>>>);
 
 impl Devices {
     /// The state of `key`.
-    pub fn get(&self, key: &DeviceKey) -> Arc<DeviceState> {
+    pub(crate) fn get(&self, key: &DeviceKey) -> Arc<DeviceState> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(key.clone()).or_default().clone()
     }

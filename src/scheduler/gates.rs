@@ -5,8 +5,9 @@
 
 use super::devices::{Budget, DeviceKey, DeviceState};
 use crate::blockdev::BlockDevice;
+use crate::blockdev::counters::DiskReader;
 use crate::config::TargetSpec;
-use crate::contention::{DiskReader, Load};
+use crate::contention::Load;
 use crate::probe::measurement::{SkipReason, StuckIos};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::series::RunOutcome;
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 /// Why a run was not started: its `Display` is the reason the metrics' last error, the status
 /// page and the log give.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Skip {
+pub(crate) enum Skip {
     /// An earlier run or stat of the target has not returned.
     StillInFlight,
     /// The device's duty-cycle budget is in debt.
@@ -47,7 +48,7 @@ pub enum Skip {
 
 impl Skip {
     /// Why, for the `reason` label.
-    pub fn why(&self) -> SkipReason {
+    pub(crate) fn why(&self) -> SkipReason {
         match self {
             Skip::StillInFlight => SkipReason::InFlight,
             Skip::BudgetUsedUp { .. } => SkipReason::Budget,
@@ -57,7 +58,7 @@ impl Skip {
     }
 
     /// What the store records for a run skipped for this.
-    pub fn outcome(&self) -> RunOutcome {
+    pub(crate) fn outcome(&self) -> RunOutcome {
         RunOutcome::Skipped {
             reason: self.to_string(),
             why: self.why(),
@@ -65,7 +66,7 @@ impl Skip {
     }
 
     /// The skip while `stuck` I/Os of an earlier run are held on `device`.
-    pub fn held_by_kernel(device: &DeviceKey, stuck: &StuckIos) -> Skip {
+    pub(crate) fn held_by_kernel(device: &DeviceKey, stuck: &StuckIos) -> Skip {
         Skip::HeldByKernel {
             device: device.clone(),
             ios: stuck.count(),

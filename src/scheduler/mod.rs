@@ -6,7 +6,7 @@
 //!   the reload or rescan that added it), then every `interval` (each start shifted at random by
 //!   up to ±`jitter` × interval around a fixed grid, so starts do not drift and targets do not
 //!   synchronise). Targets added together start one after another in name order, spread over
-//!   [`FIRST_CYCLE_MAX_DELAY`] each (at most half their interval): many volumes found at once do
+//!   [`FIRST_CYCLE_MAX_DELAY`](tasks::FIRST_CYCLE_MAX_DELAY) each (at most half their interval): many volumes found at once do
 //!   not all start probing at once.
 //! - At most `max_concurrent_probes` runs issue I/O at once across all targets (default 1), and
 //!   at most one cycle runs per physical device (partitions count as their disk). A run gives its
@@ -31,10 +31,10 @@
 //!   profiles that make their writes durable are not watched: their own flushes and journal
 //!   writes look like another process's I/O. Durability profiles are not busy-skipped either.
 //! - Probes run on a thread of their own, never on a tokio worker; so does the stat of the
-//!   target path that finds its device, which a cycle waits for at most [`STAT_PATIENCE`] (5 s, as
+//!   target path that finds its device, which a cycle waits for at most [`crate::host::STAT_PATIENCE`] (5 s, as
 //!   node_exporter's `--collector.filesystem.mount-timeout`) before recording a timeout. The
 //!   engine enforces the run's hard timeout and drains in-flight I/O for at most
-//!   [`DRAIN_GRACE`](crate::probe::engine::DRAIN_GRACE); if a run has not returned [`GRACE`] after its timeout, or opening
+//!   [`DRAIN_GRACE`](crate::probe::engine::DRAIN_GRACE); if a run has not returned [`GRACE`](thread::GRACE) after its timeout, or opening
 //!   the target (which may fill a probe file) has made no progress for that long, the scheduler
 //!   records a timeout and does not start that target again (not for another profile, nor
 //!   after a reload) until the thread returns; a thread given up on during the open does not
@@ -45,7 +45,7 @@
 //! [`Scheduler::apply`]) runs a cycle every interval (`cycle`). A cycle finds the device under
 //! the target (`stat`, on a thread of its own), holds that device's lock (`devices`: one
 //! `DeviceState` per physical device with its lock, duty-cycle budget and stuck I/Os),
-//! and for each profile passes the admission gates (`gates`: a typed [`Skip`] whose text is the
+//! and for each profile passes the admission gates (`gates`: a typed [`Skip`](gates::Skip) whose text is the
 //! `skipped` run's reason), takes a global slot (`probe_slots`) and runs the profile on a probe
 //! thread (`thread`: the open, the engine run, and the messages it sends back). What every
 //! run ends as goes to the [`SeriesStore`](crate::series::SeriesStore) and to the log (`log`).
@@ -54,18 +54,13 @@
 
 mod cycle;
 pub mod devices;
-pub mod gates;
+pub(crate) mod gates;
 mod log;
 mod probe_slots;
 mod shared;
 mod stat;
-pub mod target_devices;
+pub(crate) mod target_devices;
 mod tasks;
 mod thread;
 
-pub use cycle::RELOOK_WHILE_GONE;
-pub use gates::Skip;
-pub use shared::Roots;
-pub use stat::STAT_PATIENCE;
-pub use tasks::{FIRST_CYCLE_MAX_DELAY, LABEL_PATIENCE, Scheduler, first_cycle_delay};
-pub use thread::{GRACE, GRACE_MARGIN};
+pub use tasks::Scheduler;

@@ -5,20 +5,11 @@
 use super::devices::Devices;
 use super::probe_slots::GlobalSlots;
 use super::target_devices::TargetDevices;
+use crate::host::Roots;
 use crate::series::SeriesStore;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Paths the scheduler needs.
-#[derive(Debug, Clone)]
-pub struct Roots {
-    /// procfs mountpoint.
-    pub procfs: PathBuf,
-    /// sysfs mountpoint.
-    pub sysfs: PathBuf,
-}
 
 /// What the tasks share.
 pub(super) struct Shared {

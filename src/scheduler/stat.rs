@@ -6,14 +6,12 @@
 use super::shared::{Counted, Shared};
 use super::target_devices::Labelled;
 use crate::config::TargetSpec;
+use crate::host::STAT_PATIENCE;
 use crate::probe::io_target::{self, TargetFacts};
 use crate::series::TargetInfo;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
-
-/// How long a cycle waits for the stat of its target's path before giving up on the cycle.
-pub const STAT_PATIENCE: Duration = Duration::from_secs(5);
 
 /// What a stat of a target's path found, and the info to record for it.
 pub(super) struct Looked {

@@ -30,23 +30,23 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// The file's name in the state directory.
-pub const FILE_NAME: &str = "target_devices.json";
+pub(crate) const FILE_NAME: &str = "target_devices.json";
 
 /// The largest file read (an entry is about 1 KB; a larger file is refused, not read).
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The longest list in an entry read back (a device's disks).
-pub const MAX_LIST: usize = 64;
+pub(crate) const MAX_LIST: usize = 64;
 
 /// The longest text in an entry read back (a path may be longer than a name).
-pub const MAX_TEXT: usize = 4096;
+pub(crate) const MAX_TEXT: usize = 4096;
 
 /// The format this agent writes and reads.
 const VERSION: u32 = 1;
 
 /// A configured target's last device: the target's info when a stat last found a device under it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LastDevice {
+pub(crate) struct LastDevice {
     /// The target's name.
     pub target: String,
     /// Its configured path then.
@@ -63,7 +63,7 @@ struct DevicesFile {
 
 /// Why bytes are not a target devices file.
 #[derive(Debug)]
-pub enum DevicesParseError {
+pub(crate) enum DevicesParseError {
     /// Not JSON of this format.
     Format(serde_json::Error),
     /// Another version.
@@ -81,7 +81,7 @@ impl std::fmt::Display for DevicesParseError {
 
 /// The entries of a target devices file's `bytes` (pure: no I/O) that are well formed
 /// ([`well_formed`]), and how many were not.
-pub fn parse(bytes: &[u8]) -> Result<(Vec<LastDevice>, usize), DevicesParseError> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<(Vec<LastDevice>, usize), DevicesParseError> {
     let contents: DevicesFile = serde_json::from_slice(bytes).map_err(DevicesParseError::Format)?;
     if contents.version != VERSION {
         return Err(DevicesParseError::Version(contents.version));
@@ -137,7 +137,7 @@ struct Remembered {
 
 /// The last devices of the configured targets, and the state directory that keeps them.
 #[derive(Debug, Default)]
-pub struct TargetDevices {
+pub(crate) struct TargetDevices {
     state: Mutex<Remembered>,
     dir: Option<StateDir>,
 }
@@ -165,7 +165,7 @@ fn gone(info: &TargetInfo, sysfs: &Path) -> bool {
 
 /// What [`TargetDevices::label`] says to record for a configured target.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Labelled {
+pub(crate) struct Labelled {
     /// The target's info (`None`: nothing to record: no facts, no last device).
     pub info: Option<TargetInfo>,
     /// The info is the last device, held because it is gone: the target's runs fail for that,
@@ -219,13 +219,13 @@ fn decide(last: &TargetInfo, fresh: Option<&TargetInfo>, gone: impl FnOnce() -> 
 
 impl TargetDevices {
     /// Kept in memory only.
-    pub fn in_memory() -> TargetDevices {
+    pub(crate) fn in_memory() -> TargetDevices {
         TargetDevices::default()
     }
 
     /// Kept in the state directory `dir` (none: in memory only), starting from what its file
     /// holds (checked against the configuration at the first [`TargetDevices::configure`]).
-    pub fn load(dir: Option<&Path>) -> TargetDevices {
+    pub(crate) fn load(dir: Option<&Path>) -> TargetDevices {
         let Some(path) = dir else {
             return TargetDevices::in_memory();
         };
@@ -272,7 +272,7 @@ impl TargetDevices {
     /// `retired` names (by target name, or the serial, WWN or volume id of the last device), are
     /// forgotten. Returns, for each target whose gone device was held and is now retired, the
     /// info its series take instead (what its last stat found).
-    pub fn configure(
+    pub(crate) fn configure(
         &self,
         targets: &[TargetSpec],
         retired: &Retired,
@@ -316,7 +316,12 @@ impl TargetDevices {
     /// `fresh` (`None`: nothing), with its last device weighed in (reading `sysfs` to see whether
     /// that is gone). Saves when the last device changed. Call on the stat's thread: it may read
     /// sysfs and write the state directory.
-    pub fn label(&self, spec: &TargetSpec, fresh: Option<TargetInfo>, sysfs: &Path) -> Labelled {
+    pub(crate) fn label(
+        &self,
+        spec: &TargetSpec,
+        fresh: Option<TargetInfo>,
+        sysfs: &Path,
+    ) -> Labelled {
         let mut st = self.lock();
         let path = spec.path.display().to_string();
         let label = |info, held| Labelled { info, held };
@@ -387,7 +392,7 @@ impl TargetDevices {
 
     /// The last device of the configured target of `spec` (for a stat that did not answer):
     /// from memory, no I/O.
-    pub fn last(&self, spec: &TargetSpec) -> Option<TargetInfo> {
+    pub(crate) fn last(&self, spec: &TargetSpec) -> Option<TargetInfo> {
         let st = self.lock();
         let path = spec.path.display().to_string();
         st.kept
@@ -397,7 +402,7 @@ impl TargetDevices {
     }
 
     /// Whether the target named `name` holds a last device that is gone.
-    pub fn holds_gone(&self, name: &str) -> bool {
+    pub(crate) fn holds_gone(&self, name: &str) -> bool {
         self.lock().kept.get(name).is_some_and(|k| k.held.is_some())
     }
 

@@ -3,9 +3,10 @@
 
 use super::cycle::TargetTask;
 use super::log;
-use super::shared::{Roots, Shared};
+use super::shared::Shared;
 use super::target_devices::TargetDevices;
 use crate::config::{SchedulerConfig, TargetSpec};
+use crate::host::Roots;
 use crate::series::SeriesStore;
 use rand::Rng;
 use std::collections::HashMap;
@@ -17,14 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 /// How long [`Scheduler::apply`] waits for the stats that label new targets' series; a target on
 /// a filesystem that does not answer by then is exported without a device.
-pub const LABEL_PATIENCE: Duration = Duration::from_secs(1);
+pub(crate) const LABEL_PATIENCE: Duration = Duration::from_secs(1);
 /// Longest delay before a target's first cycle, per target added at the same time.
-pub const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
+pub(crate) const FIRST_CYCLE_MAX_DELAY: Duration = Duration::from_secs(3);
 
 /// Delay before the first cycle of the `k`-th (from 0) of `n` targets added together, `r` in
 /// 0..1 at random: each has a slot of its own in a window of `n` × [`FIRST_CYCLE_MAX_DELAY`], at
 /// most half of `interval`, and starts somewhere in it.
-pub fn first_cycle_delay(k: usize, n: usize, interval: Duration, r: f64) -> Duration {
+pub(crate) fn first_cycle_delay(k: usize, n: usize, interval: Duration, r: f64) -> Duration {
     let n = n.max(1) as f64;
     let window = FIRST_CYCLE_MAX_DELAY.mul_f64(n).min(interval / 2);
     window.div_f64(n).mul_f64(k as f64 + r.clamp(0.0, 1.0))
@@ -64,7 +65,7 @@ impl Scheduler {
     /// A scheduler whose tasks stop when `shutdown` is cancelled (they have child tokens of it,
     /// which a reload cancels for the targets it removes), and whose configured targets keep
     /// their last devices in `known`.
-    pub fn stopped_by(
+    pub(crate) fn stopped_by(
         series: Arc<SeriesStore>,
         roots: Roots,
         config: &SchedulerConfig,
@@ -85,7 +86,7 @@ impl Scheduler {
     }
 
     /// The last devices of the configured targets.
-    pub fn known_devices(&self) -> &Arc<TargetDevices> {
+    pub(crate) fn known_devices(&self) -> &Arc<TargetDevices> {
         &self.shared.known
     }
 

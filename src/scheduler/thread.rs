@@ -6,10 +6,12 @@
 
 use super::log;
 use super::probe_slots::GlobalSlot;
-use super::shared::{Counted, Roots, Shared};
+use super::shared::{Counted, Shared};
 use crate::blockdev::BlockDevice;
+use crate::blockdev::counters::DiskReader;
 use crate::config::TargetSpec;
-use crate::contention::{DiskReader, OwnIo, Watch, WatchReport};
+use crate::contention::{OwnIo, Watch, WatchReport};
+use crate::host::Roots;
 use crate::probe::engine::{self, DrainingHook, RunOptions};
 use crate::probe::io_target::{self, TargetOptions};
 use crate::probe::profile::{ProbeClass, Profile};
@@ -21,14 +23,14 @@ use std::time::{Duration, Instant};
 /// Extra time, beyond a run's timeout, before the scheduler gives up waiting for it: longer than
 /// an engine may settle before its first I/O, notice the timeout and drain cancelled I/O after its
 /// last, plus [`GRACE_MARGIN`].
-pub const GRACE: Duration = engine::DRAIN_GRACE
+pub(crate) const GRACE: Duration = engine::DRAIN_GRACE
     .saturating_add(engine::SETTLE)
     .saturating_add(engine::CANCEL_POLL)
     .saturating_add(GRACE_MARGIN);
 
 /// What [`GRACE`] allows beyond the engine's own limits: room for a loaded machine to schedule
 /// the probe thread and let it report, so that a run that did return is not given up on.
-pub const GRACE_MARGIN: Duration = Duration::from_secs(5);
+pub(crate) const GRACE_MARGIN: Duration = Duration::from_secs(5);
 
 /// What a probe thread tells the scheduler.
 enum FromThread {

@@ -13,26 +13,19 @@
 //! whose settings a reload changed starts afresh, except for the recent runs of the profiles it
 //! keeps.
 
-pub mod recent;
+pub(crate) mod recent;
 
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
+use crate::host::unix_now;
 use crate::probe::io_target::{Cache, TargetKind};
 use crate::probe::measurement::{EngineKind, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use recent::RecentRuns;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Seconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
+use std::time::Duration;
 
 /// Where a target lives, from the last stat of its path. Serialized where the agent keeps a
 /// configured target's last device ([`crate::scheduler::target_devices`]).
@@ -54,12 +47,12 @@ pub struct TargetInfo {
 
 impl TargetInfo {
     /// Kernel name of the block device under the target, or `""`.
-    pub fn device_name(&self) -> &str {
+    pub(crate) fn device_name(&self) -> &str {
         self.device.as_ref().map_or("", |d| d.kname.as_str())
     }
 
     /// The disk of a partition under the target, or `""`.
-    pub fn parent_name(&self) -> &str {
+    pub(crate) fn parent_name(&self) -> &str {
         self.device
             .as_ref()
             .and_then(|d| d.parent.as_deref())
@@ -67,17 +60,17 @@ impl TargetInfo {
     }
 
     /// The whole disks the target's I/O lands on (none without a block device).
-    pub fn disks(&self) -> &[String] {
+    pub(crate) fn disks(&self) -> &[String] {
         self.device.as_ref().map_or(&[], |d| d.disks.as_slice())
     }
 
     /// `block_device`, `file`, or `""`.
-    pub fn kind_label(&self) -> &'static str {
+    pub(crate) fn kind_label(&self) -> &'static str {
         self.kind.map_or("", TargetKind::as_str)
     }
 
     /// `memory`, `page_cache`, `zfs_arc`, or `""`.
-    pub fn cache_label(&self) -> &'static str {
+    pub(crate) fn cache_label(&self) -> &'static str {
         self.cache.map_or("", Cache::as_str)
     }
 }
@@ -107,7 +100,7 @@ pub struct LastRun {
 }
 
 /// How many recent runs the status page charts per target and profile.
-pub const HISTORY_LEN: usize = 120;
+pub(crate) const HISTORY_LEN: usize = 120;
 
 /// One recent run, for the status page.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -189,12 +182,12 @@ impl PartialEq for Stuck {
 
 impl Stuck {
     /// I/Os still in the kernel.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.0.as_ref().map_or(0, |s| s.count())
     }
 
     /// How long ago the oldest of them was issued (zero when there is none).
-    pub fn oldest_age(&self) -> Duration {
+    pub(crate) fn oldest_age(&self) -> Duration {
         self.0
             .as_ref()
             .and_then(|s| s.oldest())
@@ -328,7 +321,7 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// The run's `result` label: what the store counts and the scheduler logs.
-    pub fn status(&self) -> RunStatus {
+    pub(crate) fn status(&self) -> RunStatus {
         match self {
             RunOutcome::Ran { result, .. } => result.status(),
             RunOutcome::Failed { .. } => RunStatus::Error,
@@ -338,7 +331,7 @@ impl RunOutcome {
     }
 
     /// What went wrong, or why the run was skipped or yielded; `None` when it succeeded.
-    pub fn reason(&self) -> Option<String> {
+    pub(crate) fn reason(&self) -> Option<String> {
         match self {
             RunOutcome::Ran {
                 result, yielded_to, ..
@@ -356,7 +349,7 @@ impl RunOutcome {
     }
 
     /// Why the run was skipped, when it was (a capacity run that yielded counts as skipped).
-    pub fn skip_reason(&self) -> Option<SkipReason> {
+    pub(crate) fn skip_reason(&self) -> Option<SkipReason> {
         match self {
             RunOutcome::Skipped { why, .. } => Some(*why),
             RunOutcome::Ran { result, .. } if result.status() == RunStatus::Skipped => {
@@ -367,7 +360,7 @@ impl RunOutcome {
     }
 
     /// What the engine measured, when it ran.
-    pub fn measurement(&self) -> Option<&Measurement> {
+    pub(crate) fn measurement(&self) -> Option<&Measurement> {
         match self {
             RunOutcome::Ran { result, .. } => Some(result),
             _ => None,
@@ -500,7 +493,7 @@ impl SeriesStore {
     /// Says whether the device under the target of `spec` is gone (its last device held:
     /// [`crate::scheduler::target_devices`]): its runs then fail for that, and are counted by
     /// result but left out of its recent runs, which say what the disk does.
-    pub fn set_gone(&self, spec: &Arc<TargetSpec>, gone: bool) {
+    pub(crate) fn set_gone(&self, spec: &Arc<TargetSpec>, gone: bool) {
         if let Some(t) = self
             .lock()
             .get_mut(&spec.name)
@@ -512,7 +505,7 @@ impl SeriesStore {
 
     /// Records `info` for the target named `name`, whatever its task (a reload that retires the
     /// disk it was held on).
-    pub fn relabel(&self, name: &str, info: TargetInfo) {
+    pub(crate) fn relabel(&self, name: &str, info: TargetInfo) {
         if let Some(t) = self.lock().get_mut(name) {
             t.info = Some(info);
             t.gone = false;
@@ -522,7 +515,7 @@ impl SeriesStore {
     /// Records `info` for the target of `spec` unless something is known already: for a target
     /// whose path cannot be read, so that its series (and the errors or timeouts they count) are
     /// exported all the same.
-    pub fn set_info_if_unknown(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
+    pub(crate) fn set_info_if_unknown(&self, spec: &Arc<TargetSpec>, info: TargetInfo) {
         if let Some(t) = self
             .lock()
             .get_mut(&spec.name)

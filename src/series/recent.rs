@@ -16,13 +16,14 @@ use std::collections::VecDeque;
 
 /// How many finished runs the window holds: `diskprobe_probe_recent_runs` and
 /// `diskprobe_probe_recent_io_error_runs` count over the last this many.
-pub const RECENT_RUNS: usize = 10;
+pub(crate) const RECENT_RUNS: usize = 10;
 
 /// How many syncing runs `diskprobe_probe_recent_sync_latency_seconds` takes the least of.
-pub const RECENT_SYNC_RUNS: usize = 3;
+pub(crate) const RECENT_SYNC_RUNS: usize = 3;
 
 /// The results a finished run can have, in the order they are published.
-pub const FINISHED: [RunStatus; 3] = [RunStatus::Success, RunStatus::Error, RunStatus::Timeout];
+pub(crate) const FINISHED: [RunStatus; 3] =
+    [RunStatus::Success, RunStatus::Error, RunStatus::Timeout];
 
 /// One finished run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,7 +52,7 @@ fn push<T>(window: &mut VecDeque<T>, len: usize, item: T) {
 impl RecentRuns {
     /// Adds a run that ended with `status` (its `result` label), with the engine's measurement
     /// when the engine ran; skipped and cancelled runs are left out.
-    pub fn record(&mut self, status: RunStatus, measurement: Option<&Measurement>) {
+    pub(crate) fn record(&mut self, status: RunStatus, measurement: Option<&Measurement>) {
         let cancelled = measurement.is_some_and(|m| m.ending == Ending::Cancelled);
         if status == RunStatus::Skipped || cancelled {
             return;
@@ -71,18 +72,18 @@ impl RecentRuns {
     }
 
     /// How many of the window's runs ended with `status`.
-    pub fn count(&self, status: RunStatus) -> usize {
+    pub(crate) fn count(&self, status: RunStatus) -> usize {
         self.runs.iter().filter(|r| r.status == status).count()
     }
 
     /// How many of the window's runs saw at least one failed I/O.
-    pub fn io_error_runs(&self) -> usize {
+    pub(crate) fn io_error_runs(&self) -> usize {
         self.runs.iter().filter(|r| r.io_errors).count()
     }
 
     /// Each sync latency statistic's least value over the last [`RECENT_SYNC_RUNS`] syncing runs:
     /// above a threshold only when every one of them was. `None` before there are that many.
-    pub fn sync_floor(&self) -> Option<LatencySummary> {
+    pub(crate) fn sync_floor(&self) -> Option<LatencySummary> {
         if self.syncs.len() < RECENT_SYNC_RUNS {
             return None;
         }

@@ -44,7 +44,7 @@ pub const GRACE: Duration = Duration::from_millis(500);
 const RECHECK: Duration = Duration::from_millis(100);
 
 /// The slots of one listener (shared by its connections).
-pub struct ConnectionSlots {
+pub(crate) struct ConnectionSlots {
     max: usize,
     epoch: Instant,
     table: Mutex<Table>,
@@ -67,7 +67,7 @@ struct Held {
 }
 
 /// What the slot table and a connection's task both see of the connection.
-pub struct Conn {
+pub(crate) struct Conn {
     /// When it was accepted, in milliseconds since [`ConnectionSlots`] began.
     accepted: u64,
     /// When it last moved a byte, in milliseconds since [`ConnectionSlots`] began.
@@ -87,25 +87,25 @@ pub struct Conn {
 
 impl Conn {
     /// Notes that the connection moved a byte now.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         self.last.store(millis(self.epoch), Ordering::Relaxed);
         self.moved.store(true, Ordering::Relaxed);
         self.blocked.store(false, Ordering::Relaxed);
     }
 
     /// Notes that a write waits for the client to take bytes (until the next byte moves).
-    pub fn write_blocked(&self) {
+    pub(crate) fn write_blocked(&self) {
         self.blocked.store(true, Ordering::Relaxed);
     }
 
     /// Whether the connection is to end after its next answer (a newcomer waits for its slot):
     /// the answer says `Connection: close`.
-    pub fn retiring(&self) -> bool {
+    pub(crate) fn retiring(&self) -> bool {
         self.retiring.load(Ordering::Relaxed)
     }
 
     /// Completes once the connection's slot has been taken from it; its task then drops it.
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         if !self.closed.load(Ordering::Acquire) {
             self.close.notified().await;
         }
@@ -135,14 +135,14 @@ fn millis(epoch: Instant) -> u64 {
 }
 
 /// A connection's slot, given back when dropped.
-pub struct ConnectionSlot {
+pub(crate) struct ConnectionSlot {
     id: u64,
     conn: Arc<Conn>,
     slots: Arc<ConnectionSlots>,
 }
 
 /// Marks a request in progress on a connection for as long as it lives.
-pub struct Busy(Arc<Conn>);
+pub(crate) struct Busy(Arc<Conn>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
@@ -153,7 +153,7 @@ impl Drop for Busy {
 
 impl ConnectionSlots {
     /// Slots for `max` connections (at least one).
-    pub fn new(max: usize) -> Arc<ConnectionSlots> {
+    pub(crate) fn new(max: usize) -> Arc<ConnectionSlots> {
         Arc::new(ConnectionSlots {
             max: max.max(1),
             epoch: Instant::now(),
@@ -169,7 +169,7 @@ impl ConnectionSlots {
     /// A slot for a new connection (`peer`: a duplicate of its socket, [`duplicate`]): at once
     /// while one is free; otherwise once a held connection may be closed for it (it is, see the
     /// module's rules) or one is given back. Meanwhile the caller takes no other connection.
-    pub async fn admit(self: &Arc<Self>, peer: Option<socket2::Socket>) -> ConnectionSlot {
+    pub(crate) async fn admit(self: &Arc<Self>, peer: Option<socket2::Socket>) -> ConnectionSlot {
         let conn = self.new_conn(peer.as_ref(), millis(self.epoch));
         let mut peer = peer;
         loop {
@@ -231,8 +231,9 @@ impl ConnectionSlots {
         })
     }
 
+    #[cfg(test)]
     /// Connections held now: (not yet allowed a request, allowed one).
-    pub fn held(&self) -> (usize, usize) {
+    pub(crate) fn held(&self) -> (usize, usize) {
         let table = self.table();
         let trusted = table.held.values().filter(|h| h.trusted).count();
         (table.held.len() - trusted, trusted)
@@ -318,7 +319,7 @@ impl Table {
 /// A duplicate of `stream`'s socket for [`ConnectionSlots::admit`] (`None` when it cannot be
 /// made, for example when the process is out of file descriptors: the connection is then judged
 /// by the bytes its task reads only).
-pub fn duplicate(stream: &impl std::os::fd::AsFd) -> Option<socket2::Socket> {
+pub(crate) fn duplicate(stream: &impl std::os::fd::AsFd) -> Option<socket2::Socket> {
     socket2::SockRef::from(stream).try_clone().ok()
 }
 
@@ -334,13 +335,13 @@ fn has_sent(peer: &socket2::Socket) -> bool {
 
 impl ConnectionSlot {
     /// What the connection's task and byte stream see of it.
-    pub fn conn(&self) -> &Arc<Conn> {
+    pub(crate) fn conn(&self) -> &Arc<Conn> {
         &self.conn
     }
 
     /// The connection had a request allowed: from now on it may be closed for a newcomer only
     /// once idle for [`GRACE`].
-    pub fn trust(&self) {
+    pub(crate) fn trust(&self) {
         self.conn.touch();
         if let Some(h) = self.slots.table().held.get_mut(&self.id) {
             h.trusted = true;
@@ -350,7 +351,7 @@ impl ConnectionSlot {
 
     /// Marks a request in progress until the guard is dropped: a connection answering a
     /// request is not closed for a newcomer while its answer moves.
-    pub fn busy(&self) -> Busy {
+    pub(crate) fn busy(&self) -> Busy {
         self.conn.busy.fetch_add(1, Ordering::Relaxed);
         self.conn.touch();
         Busy(self.conn.clone())

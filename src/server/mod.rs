@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub mod connection_slots;
-pub use connection_slots::{Conn, ConnectionSlot, ConnectionSlots};
+pub(crate) use connection_slots::{Conn, ConnectionSlot, ConnectionSlots};
 
 /// How long a TLS client may take to complete its handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,17 +59,17 @@ pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for in-flight requests.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 
 /// A scrape's answer: the body and how it is compressed.
-pub type Encoded = (Bytes, exposition::ContentCoding);
+pub(crate) type Encoded = (Bytes, exposition::ContentCoding);
 
 /// Scrapes of the metrics endpoint, shared by requests that arrive together
 /// ([`crate::coalesce`]).
-pub type Scrapes = Coalescer<Negotiated, Encoded>;
+pub(crate) type Scrapes = Coalescer<Negotiated, Encoded>;
 
 /// The scrapes of `registry`: gather, encode as negotiated, compress.
-pub fn scrapes(registry: Arc<Registry>) -> Scrapes {
+pub(crate) fn scrapes(registry: Arc<Registry>) -> Scrapes {
     Coalescer::new(move |negotiated| {
         let (body, coding) = exposition::encode_for(&registry.gather(), negotiated);
         (Bytes::from(body), coding)
@@ -77,7 +77,7 @@ pub fn scrapes(registry: Arc<Registry>) -> Scrapes {
 }
 
 /// What the server needs to answer requests.
-pub struct App {
+pub(crate) struct App {
     /// Scrapes of the collectors, shared by requests that arrive together ([`scrapes`]).
     pub scrapes: Scrapes,
     /// Path of the metrics endpoint.
@@ -98,14 +98,14 @@ impl App {
     /// Replaces the web configuration (SIGHUP); new connections and requests use it. Verified
     /// credentials of users whose hash did not change stay verified
     /// ([`WebSecurity::keep_verified`]).
-    pub fn set_web(&self, web: WebSecurity) {
+    pub(crate) fn set_web(&self, web: WebSecurity) {
         web.keep_verified(&self.web());
         *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
     }
 }
 
 /// Serves `app` on `listener` until `shutdown` completes.
-pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let slots = ConnectionSlots::new(app.max_connections.max(1));
     let mut backoff = Duration::from_millis(5);
@@ -249,7 +249,7 @@ fn respond(
 /// Answers one request from `client` on the connection of `slot`: authentication, then
 /// routing; adds the configured extra headers. A request that is allowed makes its connection
 /// trusted ([`ConnectionSlot::trust`]).
-pub async fn handle(
+pub(crate) async fn handle(
     app: Arc<App>,
     req: Request<Incoming>,
     slot: &ConnectionSlot,
@@ -443,7 +443,7 @@ async fn route(app: &App, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 /// one read or write is pending (a slow answer still moving bytes would be cut off by a pending
 /// read's timeout, where here any byte either way counts), and it has no hook for the activity
 /// the slots need, so a wrapper would remain all the same.
-pub struct Deadlined<IO> {
+pub(crate) struct Deadlined<IO> {
     io: IO,
     conn: Arc<Conn>,
     idle: std::pin::Pin<Box<tokio::time::Sleep>>,
@@ -453,7 +453,7 @@ pub struct Deadlined<IO> {
 impl<IO> Deadlined<IO> {
     /// `io` with its deadlines starting now; each byte it moves is noted on `conn` (what the
     /// slots judge activity by).
-    pub fn new(io: IO, conn: Arc<Conn>) -> Self {
+    pub(crate) fn new(io: IO, conn: Arc<Conn>) -> Self {
         Deadlined {
             io,
             conn,

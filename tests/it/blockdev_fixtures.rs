@@ -21,7 +21,7 @@ use diskprobe_exporter::discovery::lost::{LostTracker, Rescan};
 use diskprobe_exporter::discovery::matching::{Scan, find};
 use diskprobe_exporter::discovery::rescan::scan;
 use diskprobe_exporter::exposition::{Format, encode};
-use diskprobe_exporter::scheduler::Roots;
+use diskprobe_exporter::host::Roots;
 use diskprobe_exporter::series::{SeriesStore, TargetInfo};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -329,7 +329,7 @@ fn a_volume_over_two_disks_is_both_disks_to_every_part() {
         diskprobe_exporter::scheduler::devices::DeviceKey::Disks(dm.disks.clone())
     );
     // The contention watch reads both disks' counters.
-    let reader = diskprobe_exporter::contention::DiskReader::new(&roots.sysfs, &dm.disks);
+    let reader = diskprobe_exporter::blockdev::counters::DiskReader::new(&roots.sysfs, &dm.disks);
     assert_eq!(reader.disk_dirs().len(), 2);
     // The limits and diskprobe_target_disk_info, whose disks the cohort rules join on.
     let s = said("dm-two-disks");

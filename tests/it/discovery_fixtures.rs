@@ -13,7 +13,7 @@ use diskprobe_exporter::config::name_template;
 use diskprobe_exporter::config::{Config, DiscoverRule};
 use diskprobe_exporter::discovery::matching::{Found, Scan, assemble, find};
 use diskprobe_exporter::discovery::rescan::scan;
-use diskprobe_exporter::scheduler::Roots;
+use diskprobe_exporter::host::Roots;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

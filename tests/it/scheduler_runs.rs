@@ -6,7 +6,8 @@
 use crate::common;
 use crate::common::wait::{INTERVAL, wait_for_async};
 use diskprobe_exporter::config::Config;
-use diskprobe_exporter::scheduler::{Roots, Scheduler};
+use diskprobe_exporter::host::Roots;
+use diskprobe_exporter::scheduler::Scheduler;
 use diskprobe_exporter::series::SeriesStore;
 use std::path::Path;
 use std::sync::Arc;

@@ -36,7 +36,7 @@ pub enum BufferError {
 }
 
 /// Bytes between the fresh random words stamped into write buffers.
-pub const STAMP_STRIDE: usize = 512;
+pub(crate) const STAMP_STRIDE: usize = 512;
 
 /// Makes the data of the next write unique: stores a fresh random 64-bit word at the start of every
 /// 512-byte sector of `buf` (the rest keeps the random bytes the buffer was filled with).

@@ -157,7 +157,7 @@ fn fit(target: &OpenTarget, profile: &Profile) -> Result<u64, ProfileError> {
 /// Offsets of a run: uniformly random block-aligned offsets over the region (freshly seeded from
 /// the OS every run), or a sequential walk that wraps at the end of the region.
 #[derive(Debug)]
-pub struct Offsets {
+pub(crate) struct Offsets {
     random: bool,
     start: u64,
     blocks: u64,
@@ -168,7 +168,7 @@ pub struct Offsets {
 
 impl Offsets {
     /// Offsets over `blocks` blocks of `block_size` bytes starting at byte `start`.
-    pub fn new(random: bool, start: u64, blocks: u64, block_size: u64) -> Offsets {
+    pub(crate) fn new(random: bool, start: u64, blocks: u64, block_size: u64) -> Offsets {
         Offsets {
             random,
             start,
@@ -181,7 +181,7 @@ impl Offsets {
 
     /// The next offset in bytes.
     #[inline]
-    pub fn next_offset(&mut self) -> u64 {
+    pub(crate) fn next_offset(&mut self) -> u64 {
         let block = if self.random {
             self.rng.random_range(0..self.blocks)
         } else {
@@ -197,12 +197,12 @@ impl Offsets {
 
     /// The offset of the `k`-th I/O of the sequential walk (wrapping at the end of the region),
     /// for engines whose threads share one walk through a common counter.
-    pub fn sequential(&self, k: u64) -> u64 {
+    pub(crate) fn sequential(&self, k: u64) -> u64 {
         self.start + (k % self.blocks) * self.block_size
     }
 
     /// The run's fast random generator (also used for write data).
-    pub fn rng(&mut self) -> &mut SmallRng {
+    pub(crate) fn rng(&mut self) -> &mut SmallRng {
         &mut self.rng
     }
 }

@@ -23,22 +23,19 @@
 //! `lateness` (the thread's own delays), `sys` (the system calls std does not wrap, for the
 //! engines and the targets), and the two engines.
 
-pub mod buffer;
+pub(crate) mod buffer;
 mod durability_setup;
 mod job;
 mod lateness;
-pub mod options;
-pub mod psync;
+pub(crate) mod options;
+pub(crate) mod psync;
 mod schedule;
 pub(crate) mod sys;
 mod tally;
-pub mod uring;
+pub(crate) mod uring;
 
-pub use crate::probe::error::ProfileError;
-pub use job::Offsets;
-pub use options::{
-    CANCEL_POLL, DRAIN_GRACE, DrainingHook, EngineChoice, RunOptions, RunProgress, SETTLE,
-};
+pub(crate) use options::{CANCEL_POLL, DRAIN_GRACE, RunProgress};
+pub use options::{DrainingHook, EngineChoice, RunOptions, SETTLE};
 
 use crate::probe::error::ProbeError;
 use crate::probe::io_target::OpenTarget;

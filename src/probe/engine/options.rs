@@ -94,7 +94,7 @@ impl Default for RunOptions {
 /// Longest an engine waits, after its hard timeout or cancellation, for in-flight I/O to complete
 /// before it returns. What is still in flight then is left to the engine's leftovers and reported
 /// as [`StuckIos`](crate::probe::measurement::StuckIos).
-pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// How long the io_uring engine waits after setting up a run (starting its thread, creating the
 /// ring, allocating and registering buffers) before the first I/O; not part of the run's elapsed
@@ -117,4 +117,4 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 pub const SETTLE: Duration = Duration::from_millis(250);
 
 /// Interval at which a waiting engine checks the cancellation and yield flags.
-pub const CANCEL_POLL: Duration = Duration::from_millis(100);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(100);

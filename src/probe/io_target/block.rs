@@ -87,7 +87,12 @@ pub(super) fn open_block_device(
 /// because the device or one of its partitions is mounted or held (what a run checks before it
 /// opens the device), for `--config.check` and loading; `None` when it would not be, or when the
 /// mount table or sysfs cannot be read (the run checks again, and refuses then).
-pub fn mounted_or_held(path: &Path, rdev: u64, procfs: &Path, sysfs: &Path) -> Option<Refusal> {
+pub(crate) fn mounted_or_held(
+    path: &Path,
+    rdev: u64,
+    procfs: &Path,
+    sysfs: &Path,
+) -> Option<Refusal> {
     let opts = TargetOptions {
         size: None,
         offset: 0,

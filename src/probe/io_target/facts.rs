@@ -23,7 +23,7 @@ pub enum TargetKind {
 
 impl TargetKind {
     /// `block_device` or `file` (the `kind` label).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TargetKind::BlockDevice => "block_device",
             TargetKind::File => "file",
@@ -33,7 +33,7 @@ impl TargetKind {
 
 /// The block device `major:minor` ([`blockdev::by_dev`]); one named `MAJ:MIN`, its own only disk,
 /// when sysfs does not know it.
-pub fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> BlockDevice {
+pub(crate) fn resolve_device(sysfs: &Path, major: u32, minor: u32) -> BlockDevice {
     blockdev::by_dev(sysfs, major, minor).unwrap_or_else(|| {
         let kname = format!("{major}:{minor}");
         BlockDevice {
@@ -63,7 +63,7 @@ pub struct TargetFacts {
 
 impl TargetFacts {
     /// The warning a target at `path` with these facts deserves, if any.
-    pub fn warning(&self, path: &Path) -> Option<String> {
+    pub(crate) fn warning(&self, path: &Path) -> Option<String> {
         self.cache
             .map(|cache| cache.warning(path, &self.fstype, self.device.as_ref()))
     }
@@ -84,7 +84,7 @@ pub enum Cache {
 
 impl Cache {
     /// `memory`, `page_cache` or `zfs_arc` (the `cache` label of `diskprobe_target_info`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Cache::Memory => "memory",
             Cache::PageCache => "page_cache",
@@ -109,7 +109,7 @@ impl Cache {
 
 /// What a target on a filesystem of type `fstype` (`""` for a block device) over `device`
 /// probably measures instead of a disk.
-pub fn cache_of(sysfs: &Path, fstype: &str, device: Option<&BlockDevice>) -> Option<Cache> {
+pub(crate) fn cache_of(sysfs: &Path, fstype: &str, device: Option<&BlockDevice>) -> Option<Cache> {
     match fstype {
         "tmpfs" | "ramfs" => Some(Cache::Memory),
         "zfs" => zfs_version(sysfs)
@@ -193,7 +193,7 @@ pub(super) fn file_device(
 /// the mount); for those the source of the mount the path is on (found by its mount ID) names the
 /// block device (for a btrfs on several devices, the one it was mounted by). `None` for
 /// filesystems without a block device (tmpfs, overlayfs, NFS, FUSE).
-pub fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)> {
+pub(crate) fn backing_device(procfs: &Path, path: &Path, dev: u64) -> Option<(u32, u32)> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     if major != 0 {
         return Some((major, minor));
@@ -218,7 +218,7 @@ pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<String> {
 }
 
 /// The devices (`MAJ:MIN`) of the filesystems mounted in a mountinfo text.
-pub fn mounted_devices(mountinfo: &str) -> Vec<String> {
+pub(crate) fn mounted_devices(mountinfo: &str) -> Vec<String> {
     mountinfo::parse(mountinfo)
         .iter()
         .map(|m| format!("{}:{}", m.major, m.minor))

@@ -19,19 +19,20 @@ use std::io;
 /// Space preallocated beyond a probe file's region for one run; released (the file truncated back
 /// to its region) when dropped.
 #[derive(Debug)]
-pub struct FreshSpace {
+pub(crate) struct FreshSpace {
     file: File,
     path: std::path::PathBuf,
     /// First byte of the space: the end of the region.
     pub start: u64,
     /// Its length.
+    #[cfg(test)]
     pub len: u64,
 }
 
 impl FreshSpace {
     /// Preallocates `len` bytes after the region of the probe file `target` (opened for writing)
     /// with `fallocate(fd, 0, region end, len)`, which extends the file over unwritten extents.
-    pub fn preallocate(target: &OpenTarget, len: u64) -> Result<FreshSpace, TargetError> {
+    pub(crate) fn preallocate(target: &OpenTarget, len: u64) -> Result<FreshSpace, TargetError> {
         let failed = |what: &'static str, source: io::Error| TargetError::Io {
             path: target.path.clone(),
             what,
@@ -56,6 +57,7 @@ impl FreshSpace {
             file,
             path: target.path.clone(),
             start,
+            #[cfg(test)]
             len,
         };
         match err {

@@ -10,25 +10,25 @@
 //!   `O_DSYNC`, `O_SYNC`).
 //! - [`fresh_space`]: the space `etcd-wal` preallocates beyond a probe file's region for a run.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
-//!   marked as ours with the extended attribute [`OWNER_XATTR`] and reused across restarts while
+//!   marked as ours with the extended attribute [`OWNER_XATTR`](opened::OWNER_XATTR) and reused across restarts while
 //!   intact (same size, no holes, filling finished); writes only to files carrying that mark.
 //!
 //! Read probes open the target read-only. Everything is opened with `O_DIRECT`, but for the
 //! descriptors of durability profiles that write through the page cache.
 
-pub mod block;
+pub(crate) mod block;
 mod direct;
-pub mod facts;
-pub mod fresh_space;
+pub(crate) mod facts;
+pub(crate) mod fresh_space;
 mod opened;
-pub mod probe_file;
-pub mod reopen;
-pub mod space;
+pub(crate) mod probe_file;
+pub(crate) mod reopen;
+pub(crate) mod space;
 mod target_error;
 
 pub use facts::{Cache, TargetFacts, TargetKind, facts};
-pub use opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
-pub use target_error::{Refusal, TargetError};
+pub use opened::{OpenTarget, TargetOptions};
+pub use target_error::TargetError;
 
 use block::open_block_device;
 use probe_file::open_file;

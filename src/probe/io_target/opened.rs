@@ -4,14 +4,13 @@
 use super::facts::{Cache, TargetKind};
 use crate::blockdev::BlockDevice;
 use std::fs::File;
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 
 /// Extended attribute that marks a probe file created by diskprobe_exporter.
-pub const OWNER_XATTR: &str = "user.diskprobe_exporter";
+pub(crate) const OWNER_XATTR: &str = "user.diskprobe_exporter";
 
 /// Size of a probe file created without an explicit size.
-pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+pub(crate) const DEFAULT_FILE_SIZE: u64 = 256 << 20;
 
 /// How to open a target.
 #[derive(Debug, Clone)]
@@ -65,13 +64,8 @@ pub struct OpenTarget {
 }
 
 impl OpenTarget {
-    /// The open file descriptor.
-    pub fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
-    }
-
     /// The open file.
-    pub fn file(&self) -> &File {
+    pub(crate) fn file(&self) -> &File {
         &self.file
     }
 }

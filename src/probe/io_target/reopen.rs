@@ -15,7 +15,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 /// target was opened with. The new descriptor must be of the same file (device and inode) or
 /// device (device number) as the target's own; a block device is not opened with `O_EXCL` again
 /// (the target's descriptor holds that claim).
-pub fn reopen(
+pub(crate) fn reopen(
     target: &OpenTarget,
     direct: bool,
     open_sync: Option<OpenSync>,

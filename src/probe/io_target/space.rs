@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// The share of its filesystem a probe file's fill must leave free, in percent.
-pub const RESERVE_PERCENT: u64 = 10;
+pub(crate) const RESERVE_PERCENT: u64 = 10;
 
 /// Why a probe file of a size cannot be filled on its filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,7 +58,11 @@ pub enum SpaceProblem {
 /// Checks that a probe file of `size` bytes at `path` fits its filesystem with the reserve. The
 /// file's own allocated blocks (a probe file already there) count as free. `path` or, when it
 /// does not exist, its parent directory is `statvfs`'ed; an error there is returned as is.
-pub fn check(path: &Path, size: u64, min_free: u64) -> std::io::Result<Result<(), SpaceProblem>> {
+pub(crate) fn check(
+    path: &Path,
+    size: u64,
+    min_free: u64,
+) -> std::io::Result<Result<(), SpaceProblem>> {
     check_known(
         path,
         std::fs::symlink_metadata(path).ok().as_ref(),
@@ -69,7 +73,7 @@ pub fn check(path: &Path, size: u64, min_free: u64) -> std::io::Result<Result<()
 
 /// [`check`] for a path whose metadata is known already (`None`: it does not exist), so that
 /// it is not stat'ed again.
-pub fn check_known(
+pub(crate) fn check_known(
     path: &Path,
     meta: Option<&std::fs::Metadata>,
     size: u64,
@@ -86,13 +90,13 @@ pub fn check_known(
 
 /// The bytes a fill must leave free on a filesystem of `fs_size` bytes: [`RESERVE_PERCENT`]% of
 /// it, or `min_free` where that is more.
-pub fn reserve(fs_size: u64, min_free: u64) -> u64 {
+pub(crate) fn reserve(fs_size: u64, min_free: u64) -> u64 {
     (fs_size / 100 * RESERVE_PERCENT).max(min_free)
 }
 
 /// The check of [`check`] over figures: `held` bytes already allocated to the file, a filesystem
 /// of `fs_size` bytes with `available` free, `min_free` bytes to leave free beside the 10%.
-pub fn judge(
+pub(crate) fn judge(
     size: u64,
     held: u64,
     fs_size: u64,
@@ -121,12 +125,12 @@ pub fn judge(
 
 /// Fills that ran out of space, by path: the size they were filling and the free space that
 /// would have let them finish. Process-wide, as a probe file is (one path, one file).
-pub struct Backoff {
+pub(crate) struct Backoff {
     failed: Mutex<BTreeMap<PathBuf, (u64, u64)>>,
 }
 
 /// The agent's fills that ran out of space.
-pub static BACKOFF: Backoff = Backoff::new();
+pub(crate) static BACKOFF: Backoff = Backoff::new();
 
 impl Backoff {
     const fn new() -> Backoff {
@@ -137,7 +141,7 @@ impl Backoff {
 
     /// Records that the fill of `path` at `size` ran out of space: it would have needed `wanted`
     /// bytes free when it started.
-    pub fn record(&self, path: &Path, size: u64, wanted: u64) {
+    pub(crate) fn record(&self, path: &Path, size: u64, wanted: u64) {
         if let Ok(mut failed) = self.failed.lock() {
             failed.insert(path.to_owned(), (size, wanted));
         }
@@ -146,7 +150,12 @@ impl Backoff {
     /// Whether a fill of `path` at `size` may start with `available` bytes free: not while an
     /// earlier fill at the same size ran out of space and less than it wanted is free. A size
     /// change or the space's return clears the record.
-    pub fn admits(&self, path: &Path, size: u64, available: u64) -> Result<(), SpaceProblem> {
+    pub(crate) fn admits(
+        &self,
+        path: &Path,
+        size: u64,
+        available: u64,
+    ) -> Result<(), SpaceProblem> {
         let Ok(mut failed) = self.failed.lock() else {
             return Ok(());
         };

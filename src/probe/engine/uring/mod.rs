@@ -53,5 +53,4 @@ mod completion_poll;
 mod ring;
 mod run;
 
-pub use ring::setup;
 pub(crate) use run::run;

@@ -61,7 +61,7 @@ const ENTER_GETEVENTS: u32 = 1;
 /// Sets up a ring with `entries` submission entries and the flags fio 3.33 sets: single issuer
 /// and deferred task running (kernel 6.1+: completions are run when the thread asks for them, no
 /// interrupts) and cooperative task running (5.19+), dropping what an older kernel rejects.
-pub fn setup(entries: u32) -> io::Result<IoUring> {
+pub(crate) fn setup(entries: u32) -> io::Result<IoUring> {
     let mut last = None;
     for (single_issuer_defer, coop) in [(true, true), (false, true), (false, false)] {
         let mut builder = IoUring::builder();
