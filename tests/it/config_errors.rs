@@ -848,9 +848,57 @@ fn durability_keys_mean_fios_options() {
     assert_eq!(pasted, p[4]);
 }
 
+/// `--config.check` resolves what a start resolves and does nothing a start does: no state
+/// directory (the embedded default's, one `$STATE_DIRECTORY` names, one for a configuration
+/// that keeps state), no probe file, no listener (an address in use passes).
+fn config_check_creates_nothing_and_binds_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nonexistent");
+    let state = missing.join("state");
+    let config = tmp.path().join("keeps_state.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[targets]]\nname = \"file\"\npath = \"{}\"\nsize = \"4MiB\"\n",
+            missing.join("probe.dat").display()
+        ),
+    )
+    .unwrap();
+    let in_use = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("--web.listen-address={}", in_use.local_addr().unwrap());
+    let state_flag = format!("--state.dir={}", state.display());
+    let config_flag = format!("--config.file={}", config.display());
+    for (args, env_state) in [
+        (vec![state_flag.as_str()], None),
+        (vec![state_flag.as_str(), config_flag.as_str()], None),
+        (vec![config_flag.as_str()], Some(&state)),
+        (vec![], Some(&state)),
+        (vec![state_flag.as_str(), address.as_str()], None),
+    ] {
+        let mut command = Command::new(common::binary());
+        command.arg("--config.check").args(&args);
+        if let Some(dir) = env_state {
+            command.env("STATE_DIRECTORY", dir);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !missing.exists(),
+            "{args:?} (STATE_DIRECTORY={env_state:?}) made {}",
+            missing.display()
+        );
+    }
+}
+
 crate::tests! {
     every_bad_config_is_located,
     config_check_exit_codes,
+    config_check_creates_nothing_and_binds_nothing,
     cohort_is_inherited_from_defaults_and_set_per_target_and_rule,
     example_config_loads_and_means_the_defaults,
     embedded_default_probes_a_scratch_file_with_the_gentle_profiles,
