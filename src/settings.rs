@@ -67,7 +67,12 @@ impl Settings {
             .or_else(|| crate::state_dir::default_dir().ok());
         let config = match &cli.config_file {
             Some(path) => Config::load(path)?,
-            None => Config::embedded_default(state_dir_of(state_dir.as_deref())?),
+            None => {
+                // Where its scratch file goes must be a disk (checked again when it is made).
+                let dir = state_dir_of(state_dir.as_deref())?;
+                crate::state_dir::check_on_disk(dir, &cli.procfs)?;
+                Config::embedded_default(dir)
+            }
         };
         let web = match &cli.web_config_file {
             Some(path) => WebSecurity::load(path)?,
