@@ -24,11 +24,12 @@ use crate::scheduler::target_devices::TargetDevices;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
+use crate::state_dir::StateDirError;
 use crate::web_config::{WebConfigError, WebSecurity};
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -36,22 +37,76 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a shutdown waits for the probe tasks to stop (their runs are cancelled and drain
 /// their I/O) while in-flight scrapes finish.
-pub(crate) const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
+pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
-/// Confines the agent ([`crate::sandbox::confine`]) for `settings`. Call from `main` before any
-/// thread starts. The embedded default's state directory is made first: the ruleset is attached
-/// to directories that exist.
-pub fn sandbox(settings: &Settings) -> Result<Arc<Sandbox>, confinement::RequiredError> {
-    if settings.config_file.is_none() && settings.sandbox != confinement::Mode::Off {
-        // Errors are reported by `run`, which prepares it again.
-        let _ = settings
-            .state_dir()
-            .map(|dir| crate::state_dir::prepare(dir, &settings.roots.procfs));
+/// The state directory as the agent made it at start ([`prepare`]), for the files it keeps
+/// there.
+#[derive(Debug, Default)]
+pub struct StateFiles {
+    /// The state directory; none (the files are kept in memory only) when there is none or it
+    /// could not be made.
+    dir: Option<PathBuf>,
+    /// Whether the configuration at start keeps files there ([`Settings::keeps_state`]): the
+    /// sandbox grants the directory then.
+    kept: bool,
+}
+
+impl StateFiles {
+    /// Where the targets block rules lose are kept: in the state directory.
+    fn lost_targets_file(&self) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
     }
-    confinement::confine(&settings.sandbox_inputs(), &settings.config)
+
+    /// The state directory, when the configuration at start keeps state there.
+    fn kept_dir(&self) -> Option<&Path> {
+        self.dir.as_deref().filter(|_| self.kept)
+    }
+}
+
+/// The effects of a start on the file system, once, before the sandbox (its rules name
+/// directories that exist): the embedded default's state directory is made and checked
+/// ([`crate::state_dir::prepare`]; an error ends the start); where the configuration keeps
+/// state, the state directory is made (an error is a warning: those files are kept in memory
+/// only).
+pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
+    const KEPT: &str = "lost discovered targets and the last devices of configured targets are kept in memory only";
+    let dir = match settings.state_dir() {
+        Ok(dir) => dir,
+        Err(err) if settings.config_file.is_none() => return Err(err),
+        Err(err) => {
+            if settings.keeps_state {
+                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: {KEPT}");
+            }
+            return Ok(StateFiles::default());
+        }
+    };
+    if settings.config_file.is_none() {
+        let prepared = crate::state_dir::prepare(dir, &settings.roots.procfs)?;
+        tracing::info!(state_dir = %prepared.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
+    } else if settings.keeps_state
+        && let Err(err) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
+        return Ok(StateFiles::default());
+    }
+    Ok(StateFiles {
+        dir: Some(dir.to_owned()),
+        kept: settings.keeps_state,
+    })
+}
+
+/// Confines the agent ([`crate::sandbox::confine`]) for `settings`, with the state directory
+/// `state` made at start. Call from `main` before any thread starts.
+pub fn sandbox(
+    settings: &Settings,
+    state: &StateFiles,
+) -> Result<Arc<Sandbox>, confinement::RequiredError> {
+    confinement::confine(&settings.sandbox_inputs(state.kept_dir()), &settings.config)
 }
 
 /// Connections the kernel may hold for the agent to accept (capped by `net.core.somaxconn`).
@@ -61,7 +116,7 @@ pub const LISTEN_BACKLOG: u32 = 1024;
 
 /// Binds `address` with [`LISTEN_BACKLOG`]; an empty host binds every interface (IPv6 and IPv4
 /// where available).
-pub(crate) async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
+pub async fn bind(address: &ListenAddress) -> std::io::Result<TcpListener> {
     if address.host.is_empty() {
         match listen(std::net::SocketAddr::from((
             std::net::Ipv6Addr::UNSPECIFIED,
@@ -230,13 +285,17 @@ impl ReloadFiles {
     }
 }
 
-/// Runs the agent until SIGTERM or SIGINT, confined by `sandbox`. Returns an error for startup
-/// failures.
-pub async fn run(settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()> {
+/// Runs the agent for `settings` until SIGTERM or SIGINT, with the state directory made at
+/// start ([`prepare`]), confined by `sandbox`. Returns an error for startup failures.
+pub async fn run(
+    settings: &Settings,
+    state: &StateFiles,
+    sandbox: Arc<Sandbox>,
+) -> anyhow::Result<()> {
     // Register signals first: SIGHUP's default action would otherwise kill us.
     let mut signals = signal_hook_tokio::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let shutdown = CancellationToken::new();
-    let mut agent = Agent::start(settings, sandbox, &shutdown).await?;
+    let mut agent = Agent::start(settings, state, sandbox, &shutdown).await?;
     agent.serve(&mut signals).await;
     signals.handle().close();
     // One token stops discovery, the probes (in-flight I/O is cancelled and drained) and the
@@ -248,8 +307,11 @@ pub async fn run(settings: Settings, sandbox: Arc<Sandbox>) -> anyhow::Result<()
 }
 
 /// The running agent: what the signal loop, a reload and the shutdown touch.
-pub(crate) struct Agent {
-    settings: Settings,
+pub struct Agent {
+    /// `--config.file`, read again by a reload.
+    config_file: Option<PathBuf>,
+    /// `--web.config.file`, read again by a reload.
+    web_config_file: Option<PathBuf>,
     sandbox: Arc<Sandbox>,
     /// The configuration in force.
     current: Config,
@@ -259,31 +321,23 @@ pub(crate) struct Agent {
     reload: Arc<ReloadStatus>,
     reloaded: Reloaded,
     server: tokio::task::JoinHandle<()>,
-    #[cfg(test)]
     local: std::net::SocketAddr,
 }
 
 impl Agent {
-    /// Starts the scheduler, discovery and the server for `settings`, all stopped by
-    /// `shutdown` (then call [`Agent::stopped`]).
-    pub(crate) async fn start(
-        mut settings: Settings,
+    /// Starts the scheduler, discovery and the server for `settings`, with the state directory
+    /// made at start, all stopped by `shutdown` (then call [`Agent::stopped`]).
+    pub async fn start(
+        settings: &Settings,
+        state: &StateFiles,
         sandbox: Arc<Sandbox>,
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Agent> {
-        let address = settings.listen_address.clone();
-        if settings.config_file.is_none() {
-            let dir = crate::state_dir::prepare(settings.state_dir()?, &settings.roots.procfs)?;
-            tracing::info!(state_dir = %dir.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
-        }
-        let lost_targets_file = settings.lost_targets_file();
+        let config = &settings.config;
         // The last devices of configured targets, kept in the state directory where the
         // configuration at start keeps state (the sandbox grants it then).
-        let known = Arc::new(TargetDevices::load(settings.kept_state_dir()));
-        known.configure(&settings.config.targets, &settings.config.retired);
-        // The configurations move into the parts that run them; `settings` keeps the flags.
-        let config = std::mem::take(&mut settings.config);
-        let web = std::mem::take(&mut settings.web);
+        let known = Arc::new(TargetDevices::load(state.kept_dir()));
+        known.configure(&config.targets, &config.retired);
         let reload = Arc::new(ReloadStatus::loaded_now());
         let series = Arc::new(SeriesStore::new());
         series.set_histogram_layout(&config.histograms.classic_buckets);
@@ -299,16 +353,18 @@ impl Agent {
         let discovery = Discovery::start(
             settings.roots.clone(),
             settings.devfs.clone(),
-            Plan::new(&config),
+            Plan::new(config),
             discovered.clone(),
-            lost_targets_file,
+            state.lost_targets_file(),
             shutdown.child_token(),
         );
         let (registry, reloaded) =
-            collectors(&settings, &config, &series, discovered, &reload, &sandbox);
+            collectors(settings, config, &series, discovered, &reload, &sandbox);
+        let web = settings.web.clone();
         reloaded.cert.set(web.cert_not_after);
 
-        let listener = bind(&address)
+        let address = &settings.listen_address;
+        let listener = bind(address)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
         let local = listener.local_addr()?;
@@ -318,7 +374,7 @@ impl Agent {
             telemetry_path: settings.telemetry_path.clone(),
             max_connections: settings.max_connections,
             series,
-            web: std::sync::RwLock::new(Arc::new(web)),
+            web: std::sync::RwLock::new(web),
         });
         let server = tokio::spawn(server::run(
             listener,
@@ -326,23 +382,22 @@ impl Agent {
             shutdown.child_token().cancelled_owned(),
         ));
         Ok(Agent {
-            settings,
+            config_file: settings.config_file.clone(),
+            web_config_file: settings.web_config_file.clone(),
             sandbox,
-            current: config,
+            current: config.clone(),
             scheduler,
             discovery,
             app,
             reload,
             reloaded,
             server,
-            #[cfg(test)]
             local,
         })
     }
 
-    #[cfg(test)]
     /// The address the server listens on.
-    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
+    pub fn local_addr(&self) -> std::net::SocketAddr {
         self.local
     }
 
@@ -359,10 +414,8 @@ impl Agent {
             };
             match signal {
                 Some(SIGHUP) => {
-                    let files = ReloadFiles::read(
-                        self.settings.config_file.clone(),
-                        self.settings.web_config_file.clone(),
-                    );
+                    let files =
+                        ReloadFiles::read(self.config_file.clone(), self.web_config_file.clone());
                     tokio::pin!(files);
                     // SIGTERM while the files are read ends the agent at once.
                     let files = loop {
@@ -425,7 +478,7 @@ impl Agent {
     /// Once the token given to [`Agent::start`] is cancelled: waits for discovery to stop, the
     /// probe tasks (for at most [`PROBE_STOP_PATIENCE`]) and the server (in-flight scrapes
     /// finish). Returns whether the probe tasks and the server stopped cleanly.
-    pub(crate) async fn stopped(self) -> bool {
+    pub async fn stopped(self) -> bool {
         let (probes, server, ()) = tokio::join!(
             self.scheduler.shutdown(PROBE_STOP_PATIENCE),
             self.server,
@@ -541,9 +594,12 @@ mod tests {
             "--sandbox.landlock=off",
         ])
         .unwrap();
-        let sandbox = sandbox(&settings).unwrap();
+        let state = prepare(&settings).unwrap();
+        let sandbox = sandbox(&settings, &state).unwrap();
         let shutdown = CancellationToken::new();
-        let agent = Agent::start(settings, sandbox, &shutdown).await.unwrap();
+        let agent = Agent::start(&settings, &state, sandbox, &shutdown)
+            .await
+            .unwrap();
         let addr = agent.local_addr();
         assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
         // The run has started once its file is laid out (within the first-cycle delay); it

@@ -27,9 +27,17 @@ fn main() -> ExitCode {
         println!("{}: configuration is valid", settings.config_source());
         return ExitCode::SUCCESS;
     }
-    // Before any thread starts: below Landlock ABI 8 a ruleset binds only the calling thread and
-    // the threads it starts afterwards.
-    let sandbox = match agent::sandbox(&settings) {
+    // The start's effects on the file system, once; then, before any thread starts, the
+    // sandbox: below Landlock ABI 8 a ruleset binds only the calling thread and the threads it
+    // starts afterwards.
+    let state = match agent::prepare(&settings) {
+        Ok(state) => state,
+        Err(err) => {
+            tracing::error!(err = %format!("{:#}", anyhow::Error::from(err)), "fatal");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sandbox = match agent::sandbox(&settings, &state) {
         Ok(sandbox) => sandbox,
         Err(err) => {
             tracing::error!(%err, "cannot confine the agent");
@@ -54,7 +62,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(agent::run(settings, sandbox));
+    let result = runtime.block_on(agent::run(&settings, &state, sandbox));
     // Do not wait for blocking work (a scrape stuck on an unresponsive file) beyond this.
     runtime.shutdown_timeout(BLOCKING_WORK_PATIENCE);
     match result {

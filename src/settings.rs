@@ -1,21 +1,23 @@
 //! Settings resolved once: the command-line flags ([`Cli`]), the configuration file and the web
 //! configuration become one [`Settings`] value, every flag-against-configuration precedence
-//! (listen address, telemetry path, state directory) worked out here. Besides `main.rs` this is
-//! the only module that reads [`Cli`]; [`crate::agent`] wires the parts together from what a
-//! `Settings` holds.
+//! (listen address, telemetry path, state directory) worked out here. Resolving reads files and
+//! has no effect: it creates no directory, binds nothing and confines nothing, so that
+//! `--config.check` resolves all a start resolves. The effects are the agent's, once at start
+//! ([`crate::agent::prepare`]). Besides `main.rs` this is the only module that reads [`Cli`];
+//! [`crate::agent`] wires the parts together from what a `Settings` holds.
 
 use crate::cli::Cli;
 use crate::config::discover::RuleSource;
 use crate::config::{self, Config, ListenAddress};
-use crate::discovery;
 use crate::host::Roots;
 use crate::sandbox as confinement;
 use crate::state_dir::StateDirError;
 use crate::web_config::WebSecurity;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Arc;
 
-/// What the agent runs with: the flags, the configuration and the web configuration, resolved.
+/// What the agent runs with: the flags, the configuration and the web configuration, resolved;
+/// plain data, not changed once resolved.
 #[derive(Debug)]
 pub struct Settings {
     /// `--config.file`, or none for the embedded default.
@@ -27,7 +29,7 @@ pub struct Settings {
     /// The configuration at start (the file, or the embedded default).
     pub config: Config,
     /// The web configuration at start.
-    pub web: WebSecurity,
+    pub web: Arc<WebSecurity>,
     /// The address to listen on: `--web.listen-address`, then `[web] listen_address`, then the
     /// default.
     pub listen_address: ListenAddress,
@@ -44,12 +46,13 @@ pub struct Settings {
     pub cloud_stats_pages: Option<PathBuf>,
     /// `--sandbox.landlock`.
     pub sandbox: confinement::Mode,
-    /// `--state.dir`, or the default one; none when no default can be derived.
-    state_dir: Option<PathBuf>,
-    /// The state directory for the files the agent keeps there (the targets block rules lose,
-    /// the last devices of configured targets), worked out (and made, where the configuration
-    /// at start keeps state there) once.
-    state_files: OnceLock<Option<PathBuf>>,
+    /// `--state.dir`, or the default one; none when no default can be derived
+    /// ([`Settings::state_dir`] says why).
+    pub state_dir: Option<PathBuf>,
+    /// Whether the configuration at start keeps files in the state directory: the targets a
+    /// block rule that keeps lost targets loses ([`crate::discovery::lost_file`]), and the last
+    /// device under each configured target ([`crate::scheduler::target_devices`]).
+    pub keeps_state: bool,
 }
 
 impl Settings {
@@ -64,7 +67,12 @@ impl Settings {
             .or_else(|| crate::state_dir::default_dir().ok());
         let config = match &cli.config_file {
             Some(path) => Config::load(path)?,
-            None => Config::embedded_default(state_dir_of(state_dir.as_deref())?),
+            None => {
+                // Where its scratch file goes must be a disk (checked again when it is made).
+                let dir = state_dir_of(state_dir.as_deref())?;
+                crate::state_dir::check_on_disk(dir, &cli.procfs)?;
+                Config::embedded_default(dir)
+            }
         };
         let web = match &cli.web_config_file {
             Some(path) => WebSecurity::load(path)?,
@@ -85,8 +93,9 @@ impl Settings {
             config_file: cli.config_file,
             config_check: cli.config_check,
             web_config_file: cli.web_config_file,
+            keeps_state: keeps_state(&config),
             config,
-            web,
+            web: Arc::new(web),
             listen_address,
             telemetry_path,
             max_connections: cli.max_connections,
@@ -98,7 +107,6 @@ impl Settings {
             cloud_stats_pages: cli.cloud_stats_pages,
             sandbox: cli.sandbox,
             state_dir,
-            state_files: OnceLock::new(),
         })
     }
 
@@ -118,35 +126,17 @@ impl Settings {
     }
 
     /// The state directory named by `--state.dir`, or the default one.
-    pub(crate) fn state_dir(&self) -> Result<&Path, StateDirError> {
+    pub fn state_dir(&self) -> Result<&Path, StateDirError> {
         state_dir_of(self.state_dir.as_deref())
     }
 
-    /// The state directory the agent keeps its files in, which is created (the first time
-    /// this is asked) when the configuration at start keeps state there ([`keeps_state`]).
-    /// `None` (in memory only, with a warning) when there is no state directory or it cannot
-    /// be created.
-    pub(crate) fn state_files_dir(&self) -> Option<&Path> {
-        self.state_files
-            .get_or_init(|| state_files_dir(self.state_dir(), &self.config))
-            .as_deref()
-    }
-
-    /// Where the targets block rules lose are kept: in the state directory.
-    pub(crate) fn lost_targets_file(&self) -> Option<PathBuf> {
-        self.state_files_dir()
-            .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
-    }
-
-    /// The state directory, when the agent keeps state there at start ([`keeps_state`]); made by
-    /// this call.
-    pub(crate) fn kept_state_dir(&self) -> Option<&Path> {
-        self.state_files_dir().filter(|_| keeps_state(&self.config))
-    }
-
-    /// What the sandbox's ruleset is built from ([`confinement::confine`]). Makes the state
-    /// directory where the agent keeps state in it: rules name directories that exist.
-    pub(crate) fn sandbox_inputs(&self) -> confinement::Inputs<'_> {
+    /// What the sandbox's ruleset is built from ([`confinement::confine`]), with `state_dir`, the
+    /// state directory where the agent keeps state in it (made: rules name directories that
+    /// exist).
+    pub(crate) fn sandbox_inputs<'a>(
+        &'a self,
+        state_dir: Option<&'a Path>,
+    ) -> confinement::Inputs<'a> {
         confinement::Inputs {
             mode: self.sandbox,
             procfs: &self.roots.procfs,
@@ -157,7 +147,7 @@ impl Settings {
             web_config_file: self.web_config_file.as_deref(),
             web_files: &self.web.files,
             listen: Some(&self.listen_address),
-            state_dir: self.kept_state_dir(),
+            state_dir,
         }
     }
 }
@@ -167,34 +157,11 @@ fn state_dir_of(dir: Option<&Path>) -> Result<&Path, StateDirError> {
     dir.ok_or(StateDirError::NoDefault)
 }
 
-/// Whether the agent keeps state in the state directory for `config`: the targets a block rule
-/// that keeps lost targets loses ([`discovery::lost_file`]), and the last device under each
-/// configured target ([`crate::scheduler::target_devices`]).
-pub(crate) fn keeps_state(config: &Config) -> bool {
+/// [`Settings::keeps_state`] for `config`.
+fn keeps_state(config: &Config) -> bool {
     !config.targets.is_empty()
         || config
             .discover
             .iter()
             .any(|r| matches!(&r.source, RuleSource::Block(b) if !b.lost_retention.is_zero()))
-}
-
-/// [`Settings::state_files_dir`], worked out.
-fn state_files_dir(state_dir: Result<&Path, StateDirError>, config: &Config) -> Option<PathBuf> {
-    const KEPT: &str = "lost discovered targets and the last devices of configured targets are kept in memory only";
-    let dir = match state_dir {
-        Ok(dir) => dir,
-        Err(err) => {
-            if keeps_state(config) {
-                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: {KEPT}");
-            }
-            return None;
-        }
-    };
-    if keeps_state(config)
-        && let Err(err) = std::fs::create_dir_all(dir)
-    {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
-        return None;
-    }
-    Some(dir.to_owned())
 }

@@ -26,7 +26,7 @@ pub(crate) const MEMORY_FILESYSTEMS: &[&str] = &["tmpfs", "ramfs"];
 
 /// Why the state directory cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StateDirError {
+pub enum StateDirError {
     /// It could not be created.
     #[error("cannot create state directory {path}: {source}")]
     Create {
@@ -154,7 +154,7 @@ pub(crate) fn default_dir() -> Result<PathBuf, StateDirError> {
         .ok_or(StateDirError::NoDefault)
 }
 
-/// Creates `dir` if needed and checks that it is not in memory (using `<procfs>/self/mountinfo`).
+/// Creates `dir` if needed and checks that it is not in memory ([`check_on_disk`]).
 pub(crate) fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirError> {
     std::fs::create_dir_all(dir).map_err(|source| StateDirError::Create {
         path: dir.to_owned(),
@@ -164,13 +164,45 @@ pub(crate) fn prepare(dir: &Path, procfs: &Path) -> Result<PathBuf, StateDirErro
         path: dir.to_owned(),
         source,
     })?;
-    if let Ok(mountinfo) = std::fs::read_to_string(procfs.join("self/mountinfo"))
-        && let Some(fstype) = fstype_of(&mountinfo, &dir)
-        && MEMORY_FILESYSTEMS.contains(&fstype.as_str())
-    {
-        return Err(StateDirError::MemoryFilesystem { path: dir, fstype });
-    }
+    check_on_disk(&dir, procfs)?;
     Ok(dir)
+}
+
+/// Refuses `dir`, which need not exist yet, when it is (or, made, would be) on a filesystem
+/// that is memory, by `<procfs>/self/mountinfo` (a mount table that cannot be read refuses
+/// nothing). Reads only: what does not exist of `dir` is taken to be made under its nearest
+/// ancestor that does, resolved through links.
+pub(crate) fn check_on_disk(dir: &Path, procfs: &Path) -> Result<(), StateDirError> {
+    let Ok(mountinfo) = std::fs::read_to_string(procfs.join("self/mountinfo")) else {
+        return Ok(());
+    };
+    let dir = resolved(dir);
+    match fstype_of(&mountinfo, &dir) {
+        Some(fstype) if MEMORY_FILESYSTEMS.contains(&fstype.as_str()) => {
+            Err(StateDirError::MemoryFilesystem { path: dir, fstype })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `dir` as [`std::fs::canonicalize`] would give it once made: its nearest existing ancestor
+/// resolved, the rest appended (as it is where that cannot be worked out).
+fn resolved(dir: &Path) -> PathBuf {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let mut existing = dir.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest.iter().rev().fold(real, |path, name| path.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return dir,
+        }
+    }
 }
 
 /// Whether the directory `dir` is on devtmpfs, by the agent's mount table
@@ -293,5 +325,35 @@ mod tests {
             prepare(&dir, &procfs).unwrap(),
             std::fs::canonicalize(&dir).unwrap()
         );
+    }
+
+    #[test]
+    fn a_directory_yet_to_be_made_is_checked_where_it_would_be_made_and_not_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let procfs = tmp.path().join("proc");
+        std::fs::create_dir_all(procfs.join("self")).unwrap();
+        let real = std::fs::canonicalize(tmp.path()).unwrap();
+        let memory = real.join("memory");
+        std::fs::create_dir(&memory).unwrap();
+        std::os::unix::fs::symlink(&memory, tmp.path().join("link")).unwrap();
+        std::fs::write(
+            procfs.join("self/mountinfo"),
+            format!(
+                "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 0:2 / {} rw - tmpfs tmpfs rw\n",
+                memory.display()
+            ),
+        )
+        .unwrap();
+        let through_link = tmp.path().join("link/a/b");
+        match check_on_disk(&through_link, &procfs) {
+            Err(StateDirError::MemoryFilesystem { path, fstype }) => {
+                assert_eq!(path, memory.join("a/b"));
+                assert_eq!(fstype, "tmpfs");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!memory.join("a").exists(), "made nothing");
+        assert!(check_on_disk(&tmp.path().join("disk/a"), &procfs).is_ok());
+        assert!(!tmp.path().join("disk").exists(), "made nothing");
     }
 }

@@ -848,9 +848,96 @@ fn durability_keys_mean_fios_options() {
     assert_eq!(pasted, p[4]);
 }
 
+/// `--config.check` resolves what a start resolves and does nothing a start does: no state
+/// directory (the embedded default's, one `$STATE_DIRECTORY` names, one for a configuration
+/// that keeps state), no probe file, no listener (an address in use passes); a state directory
+/// a start refuses (the embedded default's, on tmpfs) it refuses too.
+fn config_check_resolves_what_a_start_does_and_creates_nothing_and_binds_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nonexistent");
+    let state = missing.join("state");
+    let config = tmp.path().join("keeps_state.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[targets]]\nname = \"file\"\npath = \"{}\"\nsize = \"4MiB\"\n",
+            missing.join("probe.dat").display()
+        ),
+    )
+    .unwrap();
+    let in_use = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("--web.listen-address={}", in_use.local_addr().unwrap());
+    let state_flag = format!("--state.dir={}", state.display());
+    let config_flag = format!("--config.file={}", config.display());
+    // Mount tables where the state directory is on a disk, and in memory.
+    let mount_table = |name: &str, fstype: &str| {
+        let procfs = tmp.path().join(name);
+        std::fs::create_dir_all(procfs.join("self")).unwrap();
+        std::fs::write(
+            procfs.join("self/mountinfo"),
+            format!("1 0 0:1 / / rw - {fstype} {fstype} rw\n"),
+        )
+        .unwrap();
+        format!("--path.procfs={}", procfs.display())
+    };
+    let on_disk = mount_table("proc_disk", "ext4");
+    for (args, env_state) in [
+        (vec![state_flag.as_str()], None),
+        (vec![state_flag.as_str(), config_flag.as_str()], None),
+        (vec![config_flag.as_str()], Some(&state)),
+        (vec![], Some(&state)),
+        (vec![state_flag.as_str(), address.as_str()], None),
+    ] {
+        let mut command = Command::new(common::binary());
+        command.args(["--config.check", &on_disk]).args(&args);
+        if let Some(dir) = env_state {
+            command.env("STATE_DIRECTORY", dir);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !missing.exists(),
+            "{args:?} (STATE_DIRECTORY={env_state:?}) made {}",
+            missing.display()
+        );
+    }
+    // The embedded default's state directory on a filesystem that is memory (by the mount table
+    // of --path.procfs) is refused by the check as by a start, and made by neither.
+    let in_memory = mount_table("proc_memory", "tmpfs");
+    let refused = std::fs::canonicalize(tmp.path())
+        .unwrap()
+        .join("nonexistent/state");
+    for extra in ["--config.check", "--web.listen-address=127.0.0.1:0"] {
+        let mut child = Command::new(common::binary())
+            .args([state_flag.as_str(), in_memory.as_str(), extra])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // An agent that accepted the directory would run on: stopped after 10 s.
+        let exit = common::wait_exit(&mut child, std::time::Duration::from_secs(10));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(exit.and_then(|e| e.code()), Some(2), "{extra}: {stderr}");
+        assert!(
+            stderr.contains(&format!("state directory {}", refused.display()))
+                && stderr.contains("is on tmpfs, which is memory"),
+            "{extra}: {stderr}"
+        );
+        assert!(!missing.exists(), "{extra} made {}", missing.display());
+    }
+}
+
 crate::tests! {
     every_bad_config_is_located,
     config_check_exit_codes,
+    config_check_resolves_what_a_start_does_and_creates_nothing_and_binds_nothing,
     cohort_is_inherited_from_defaults_and_set_per_target_and_rule,
     example_config_loads_and_means_the_defaults,
     embedded_default_probes_a_scratch_file_with_the_gentle_profiles,

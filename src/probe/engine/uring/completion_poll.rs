@@ -11,9 +11,8 @@
 //! So a wait polls for at most [`POLL_LIMIT`], and only while the waits before it found their
 //! first completion within that time (a running average of how long they took, whether they
 //! polled or slept); on a slower device it sleeps at once, as before. It polls only with at least
-//! [`POLL_MIN_IN_FLIGHT`] I/Os in flight: at QD1 on a tmpfs-backed loop device polling cost more
-//! CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`). Up to
-//! [`POLL_MAX_IN_FLIGHT`] it always polls (when completions come that quickly).
+//! [`POLL_MIN_IN_FLIGHT`] I/Os in flight (see there why). Up to [`POLL_MAX_IN_FLIGHT`] it always
+//! polls (when completions come that quickly).
 //!
 //! With more in flight, up to [`TRIAL_MAX_IN_FLIGHT`], whether polling pays depends on the machine
 //! more than on the device: the device has more queued through a wake-up, and what the wake-up
@@ -25,29 +24,35 @@
 //! at those depths alternate between sleeping and polling in epochs of at least [`TRIAL_EPOCH`] and
 //! [`TRIAL_EPOCH_IOS`] completions (sleep, poll, poll, sleep, twice: a drift of the machine's speed
 //! touches both alike), and the rest of the run polls only if the polling epochs took at most
-//! 100/[`TRIAL_GAIN_PERCENT`] of the sleeping epochs' time per completion: polling keeps the thread
-//! busy, so it must bring enough more I/O to pay for that CPU. The run's first 200 ms or so are
-//! measured half polling, half sleeping. Rate-capped runs, whose waits last as long as the cap
-//! says, do not try (they sleep), and deeper queues always sleep.
+//! 100/[`TRIAL_GAIN_PERCENT`] of the sleeping epochs' time per completion. The run's first
+//! epochs ([`TRIAL_EPOCH`]) are measured half polling, half sleeping. Rate-capped runs, whose
+//! waits last as long as the cap says, do not try (they sleep), and deeper queues always sleep.
 
 use std::time::{Duration, Instant};
 
-/// Longest a wait polls before it sleeps.
+/// Longest a wait polls before it sleeps: 40 µs. A wait polls only while the waits before it
+/// found their first completion within this time (a running average); on a slower device it
+/// sleeps at once.
 pub(super) const POLL_LIMIT: Duration = Duration::from_micros(40);
-/// Fewest I/Os in flight at which a wait polls first.
+/// Fewest I/Os in flight at which a wait polls first: 2. At QD1 on a tmpfs-backed loop device
+/// polling cost more CPU per I/O than sleeping and brought no IOPS (`bench/qd_sweep.sh`).
 pub(super) const POLL_MIN_IN_FLIGHT: usize = 2;
-/// Most I/Os in flight at which a wait always polls first.
+/// Most I/Os in flight at which a wait always polls first (when completions come within
+/// [`POLL_LIMIT`]): 8.
 pub(super) const POLL_MAX_IN_FLIGHT: usize = 8;
-/// Most I/Os in flight at which a wait polls first if the run's [`Trial`] found that it pays.
+/// Most I/Os in flight at which a wait polls first if the run's [`Trial`] found that it pays:
+/// 16. With more in flight the device has enough queued through a wake-up, and waits sleep.
 pub(super) const TRIAL_MAX_IN_FLIGHT: usize = 16;
-/// Shortest epoch of the trial.
+/// Shortest epoch of the trial: 25 ms, so that the eight epochs of [`TRIAL_ORDER`] take the
+/// run's first 200 ms or so.
 pub(super) const TRIAL_EPOCH: Duration = Duration::from_millis(25);
-/// Fewest completions in an epoch of the trial.
+/// Fewest completions in an epoch of the trial: 512.
 pub(super) const TRIAL_EPOCH_IOS: u64 = 512;
 /// Whether each epoch of the trial polls: twice sleep, poll, poll, sleep.
 const TRIAL_ORDER: [bool; 8] = [false, true, true, false, false, true, true, false];
 /// How many times faster than sleeping (time per completion) polling must complete I/O for the
-/// run to poll, in percent.
+/// run to poll, in percent: 120, 1.2 times. Polling keeps the thread busy, so it must bring
+/// enough more I/O to pay for that CPU.
 pub(super) const TRIAL_GAIN_PERCENT: u128 = 120;
 
 /// How long the last waits took to their first completion, and whether deeper waits poll.

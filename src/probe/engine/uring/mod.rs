@@ -19,19 +19,19 @@
 //!   ring and the buffers once the kernel has completed every I/O. `RingIo`'s `Drop` never
 //!   frees a buffer the kernel may still write into.
 //!
-//! Per I/O it does no allocation. With at most 4 I/Os in flight (shallow queues, and rate-capped
-//! deep ones, which keep few in flight) it uses the system calls fio's io_uring engine uses: one
-//! `io_uring_enter` submits, and only if no completion is ready a second one waits for one, so
-//! that at QD1 the kernel sees the same calls from us as from fio. From 5 to 64 in flight the
-//! same, the queued I/Os submitted in calls of at most 4; with more, one call submits and waits
-//! for one completion. With 2 to 8 in flight on a device whose completions
-//! come within 40 µs, a wait first asks for completions without sleeping, for at most that long
-//! (`completion_poll`: a sleep and the wake-up after it cost more); with 9 to 16 in flight, only
-//! if a trial at the start of the run found that polling brings at least 1.2× the completions per
-//! second of sleeping. Every wait returns as soon as one completion
-//! is there, and the time is taken once when it returns, for every completion it brings: each is
-//! stamped as close to its arrival as the kernel lets us see it (with deferred task running, when
-//! the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
+//! Per I/O it does no allocation. With at most `ring::SPLIT_MAX_DEPTH` I/Os in flight it uses the
+//! system calls fio's io_uring engine uses: one `io_uring_enter` submits, and only if no
+//! completion is ready a second one waits for one. Up to `ring::GROUP_MAX_DEPTH` in flight the
+//! same, the queued I/Os submitted in calls of at most `ring::GROUP_ENTRIES`; with more, one call
+//! submits and waits for one completion. With `completion_poll::POLL_MIN_IN_FLIGHT` to
+//! `POLL_MAX_IN_FLIGHT` in flight on a device whose completions come within `POLL_LIMIT`, a wait
+//! first asks for completions without sleeping, for at most that long (`completion_poll`: a sleep
+//! and the wake-up after it cost more); with more, up to `TRIAL_MAX_IN_FLIGHT`, only if a trial at
+//! the start of the run found that polling completes I/O at least `TRIAL_GAIN_PERCENT` percent as
+//! fast as sleeping (each figure is stated, with its reason, beside its constant). Every wait
+//! returns as soon as one completion is there, and the time is taken once when it returns, for
+//! every completion it brings: each is stamped as close to its arrival as the kernel lets us see
+//! it (with deferred task running, when the kernel runs the completion for us in that call). Waits carry no timeout argument: a timeout request in the ring (re-armed every
 //! [`CANCEL_POLL`](super::CANCEL_POLL), every `TICK` at shallow depth, or sooner for the hard timeout) ends any
 //! wait, so the runtime, the hard timeout and the cancellation flag are still watched. Only
 //! rate-capped runs wait with a timeout argument (the kernel's hrtimer, without timer slack), to

@@ -38,13 +38,15 @@ pub(super) const TICK_TAG: u64 = u64::MAX - 1;
 /// [`CANCEL_POLL`]), and rate-capped runs arm it for their next I/O's due time.
 pub(super) const TICK: Duration = Duration::from_millis(1);
 
-/// Most I/Os in flight for which submitting and waiting are separate system calls, as in fio.
+/// Most I/Os in flight for which submitting and waiting are separate system calls, as in fio,
+/// and what is queued is submitted in one call: 4 (shallow queues, and rate-capped deep ones,
+/// which keep few in flight), so that at QD1 the kernel sees the same calls from us as from fio.
 pub(super) const SPLIT_MAX_DEPTH: usize = 4;
-/// Most I/Os in flight for which what is queued is submitted in small groups before a wait, as
-/// fio's io_uring engine submits at its default `iodepth_batch_submit=1` (one I/O a call). Each
-/// call also runs the completions that are due (`GETEVENTS`), so the thread keeps finding
-/// completions without sleeping, and the device gets the first I/Os as soon as they are queued
-/// rather than the batch at the end. Beyond this depth the device is rarely idle and one call per
+/// Most I/Os in flight for which what is queued is submitted in small groups before a wait: 64.
+/// The groups are as fio's io_uring engine submits at its default `iodepth_batch_submit=1` (one
+/// I/O a call), but of [`GROUP_ENTRIES`]. Each call also runs the completions that are due
+/// (`GETEVENTS`), so the thread keeps finding completions without sleeping, and the device gets
+/// the first I/Os as soon as they are queued rather than the batch at the end. Beyond this depth the device is rarely idle and one call per
 /// batch costs less (`bench/qd_sweep.sh` on a loop device: 4k random I/O at QD 24–48 was slower
 /// than fio's batched).
 pub(super) const GROUP_MAX_DEPTH: usize = 64;
