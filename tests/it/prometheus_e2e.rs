@@ -53,6 +53,7 @@ use crate::common;
 use crate::common::loopdev;
 use crate::common::prometheus;
 
+use common::dashboards::{self, PanelQueries, Scenario};
 use common::engines::Engine;
 use common::rule_server::RuleServer;
 use common::victoria::Victoria;
@@ -72,9 +73,13 @@ use std::time::Duration;
 /// hourly groups' `interval: 1h` 5 s, the daily median's `[1d]` 1 min and its minimum history
 /// `offset 20h` 25 s, the best day `[7d:1d]` the best 10-second step of 10 min, the reads `[2h]`
 /// of hourly recordings 20 s, the peer windows `[6h]` and `[12h]` 1 min and their minimum history
-/// `offset 3h` 10 s, `[5m]` 15 s, every `for:` and `keep_firing_for:` 5 s.
+/// `offset 3h` 10 s, `[5m]` 15 s, every `for:` and `keep_firing_for:` 5 s; and targets probed
+/// less often than every 1.5 s (not 360 s) have the 3-hour current medians, so that the targets
+/// probed every 2 s (the cohort, the limited disk) show that branch of the dashboards.
 fn shortened_rules() -> String {
     prometheus::shortened_rules(&[
+        ("> 360)", "> 1.5)"),
+        ("<= 360\n", "<= 1.5\n"),
         ("interval: 5m", "interval: 1s"),
         ("interval: 30m", "interval: 2s"),
         ("[10m]", "[5s]"),
@@ -157,122 +162,63 @@ fn heatmap_query_is_classic(query: &str) -> bool {
     classic.is_match(query)
 }
 
-/// The queries of one panel or dashboard variable.
-struct PanelQueries {
-    /// Dashboard file and panel title or variable name.
-    what: String,
-    heatmap: bool,
-    /// Each query, and whether Grafana sends it as a range query.
-    queries: Vec<(String, bool)>,
-}
-
-/// The queries of each panel (panels with none are left out) and of each variable, with the
-/// dashboard's variables and Grafana's intervals substituted. A panel has data when one of its
-/// queries has.
-fn dashboard_queries(file: &str, vars: &[(&str, String)]) -> Vec<PanelQueries> {
-    let path = common::repo_root().join("grafana").join(file);
-    let d: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let mut vars: Vec<(&str, String)> = vars.to_vec();
-    vars.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
-    let substitute = |e: &str| {
-        let mut e = e
-            .replace("$__rate_interval", "15s")
-            .replace("$__interval", "15s");
-        for (k, v) in &vars {
-            e = e.replace(&format!("${k}"), v);
-        }
-        e
-    };
-    let mut out = Vec::new();
-    fn panels(v: &Value, out: &mut Vec<Value>) {
-        for p in v.as_array().into_iter().flatten() {
-            out.push(p.clone());
-            panels(&p["panels"], out);
-        }
-    }
-    let mut all = Vec::new();
-    panels(&d["panels"], &mut all);
-    for p in &all {
-        let queries: Vec<(String, bool)> = p["targets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| {
-                let instant = t["instant"] == true && t["range"] != true;
-                Some((substitute(t["expr"].as_str()?), !instant))
-            })
-            .collect();
-        if !queries.is_empty() {
-            out.push(PanelQueries {
-                what: format!("{file}: panel {:?}", p["title"]),
-                heatmap: p["type"] == "heatmap",
-                queries,
-            });
-        }
-    }
-    for v in d["templating"]["list"].as_array().into_iter().flatten() {
-        let Some(def) = v["query"]["query"].as_str() else {
-            continue;
-        };
-        // label_values(SELECTOR, LABEL) has data when `count by (LABEL) (SELECTOR)` has.
-        let inner = def
-            .strip_prefix("label_values(")
-            .and_then(|s| s.strip_suffix(')'))
-            .expect("label_values query");
-        let (selector, label) = inner.rsplit_once(',').unwrap();
-        out.push(PanelQueries {
-            what: format!("{file}: variable {:?}", v["name"]),
-            heatmap: false,
-            queries: vec![(
-                substitute(&format!(
-                    "count by ({}) ({})",
-                    label.trim(),
-                    selector.trim()
-                )),
-                false,
-            )],
-        });
-    }
-    out
-}
-
-/// What is wrong with the dashboards on a server of `setup`: panels and variables without
-/// data, rejected queries, heatmaps drawn from the other kind of histogram, recording rules
-/// without data. `var_sets` holds one set of dashboard variable values per target the
-/// dashboards are looked at for: a query has data when it has for one of them. Also returns how
-/// many panels and variables were checked.
+/// What is wrong with the dashboards on a server of `setup`: panels without data in their
+/// scenario ([`PANELS`]), variables without data, rejected queries, table rows without the
+/// labels their links read, heatmaps drawn from the other kind of histogram, recording rules
+/// without data. `scenarios` holds the dashboard variable values of each scenario this test
+/// runs: a panel of another scenario ([`Scenario::Cloud`]) must only have its queries accepted.
+/// Also returns how many panels and variables were checked.
 fn dashboard_problems(
     prom: &dyn RuleServer,
     setup: Histograms,
-    var_sets: &[&[(&str, String)]],
+    scenarios: &[(Scenario, &[(&str, String)])],
 ) -> (Vec<String>, usize) {
-    let mut problems = Vec::new();
+    let mut problems = dashboards::list_problems();
     let mut checked = 0;
     let mut recorded = std::collections::BTreeSet::new();
     let rule_name = regex::Regex::new(r"diskprobe(_cohort)?:[a-zA-Z0-9_:]+").unwrap();
-    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
-        let per_set: Vec<Vec<PanelQueries>> = var_sets
+    for file in dashboards::FILES {
+        let per_scenario: Vec<(Scenario, Vec<PanelQueries>)> = scenarios
             .iter()
-            .map(|vars| dashboard_queries(file, vars))
+            .map(|(s, vars)| (*s, dashboards::panel_queries(file, vars)))
             .collect();
-        for (i, panel) in per_set[0].iter().enumerate() {
+        for (i, panel) in per_scenario[0].1.iter().enumerate() {
             checked += 1;
-            let what = format!("{}: {}", prom.name(), panel.what);
-            // Whether each query of the panel has data for one of the variable sets.
-            let mut data = vec![false; panel.queries.len()];
-            for set in &per_set {
-                for (j, (q, range)) in set[i].queries.iter().enumerate() {
-                    recorded.extend(rule_name.find_iter(q).map(|m| m.as_str().to_owned()));
-                    let (ok, result) = query_checked(prom, q, *range);
-                    if !ok {
+            let what = format!("{}: {file}: {:?}", prom.name(), panel.title);
+            let Some(scenario) = panel.scenario() else {
+                continue;
+            };
+            let Some((_, mine)) = per_scenario.iter().find(|(s, _)| *s == scenario) else {
+                // Another test's scenario: its queries are accepted here.
+                for (q, range) in &panel.queries {
+                    if !query_checked(prom, q, *range).0 {
                         problems.push(format!("{what}: rejected: {q}"));
                     }
-                    data[j] |= has_data(&result);
+                }
+                continue;
+            };
+            let panel = &mine[i];
+            let mut data = vec![false; panel.queries.len()];
+            for (j, (q, range)) in panel.queries.iter().enumerate() {
+                recorded.extend(rule_name.find_iter(q).map(|m| m.as_str().to_owned()));
+                let (ok, result) = query_checked(prom, q, *range);
+                if !ok {
+                    problems.push(format!("{what}: rejected: {q}"));
+                }
+                data[j] = has_data(&result);
+                for field in &panel.link_fields {
+                    if data[j] && !result.iter().all(|r| r["metric"].get(field).is_some()) {
+                        problems.push(format!(
+                            "{what}: a row without the label {field} its link reads: {q}"
+                        ));
+                    }
                 }
             }
-            let cloud_only = panel.queries.iter().all(|(q, _)| q.contains("cloud_"));
-            if !data.contains(&true) && !cloud_only {
-                problems.push(format!("{what}: no data from {:?}", panel.queries));
+            if !data.contains(&true) {
+                problems.push(format!(
+                    "{what}: no data in its scenario {scenario:?} from {:?}",
+                    panel.queries
+                ));
             }
             if panel.heatmap {
                 for ((q, _), has) in panel.queries.iter().zip(&data) {
@@ -302,6 +248,35 @@ fn dashboard_problems(
         }
     }
     (problems, checked)
+}
+
+/// The annotations of both dashboards that have no data in `prom` (for the probed target's
+/// variables `vars`), or whose query it rejects, of those named in `expected`.
+fn annotation_problems(
+    prom: &dyn RuleServer,
+    vars: &[(&str, String)],
+    expected: &[&str],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for file in dashboards::FILES {
+        let marks = dashboards::annotation_queries(file, vars);
+        assert_eq!(marks.len(), 3, "{file}: {marks:?}");
+        for (name, q) in marks {
+            let (ok, result) = query_checked(prom, &q, true);
+            if !ok {
+                problems.push(format!(
+                    "{}: {file}: annotation {name}: rejected: {q}",
+                    prom.name()
+                ));
+            } else if expected.contains(&name.as_str()) && !has_data(&result) {
+                problems.push(format!(
+                    "{}: {file}: annotation {name}: no data from {q}",
+                    prom.name()
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// The state of alert `name` of target `e2e`, pending or firing, if it is either.
@@ -465,6 +440,19 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
             });
         }
     }
+    // The baselines have been there for longer than one step of the dashboards' queries (15 s,
+    // at which the rankings' subqueries are aligned: a series younger than the last aligned step
+    // is not ranked yet).
+    for (_, prom) in &proms {
+        for q in [
+            "diskprobe:probe_latency_p99:baseline_7d{target=\"e2e\"} offset 20s",
+            "diskprobe_cohort:probe_latency_p99:baseline_7d{cohort=\"e2e-peers\"} offset 20s",
+        ] {
+            wait_for(&format!("{q} in {}", prom.name()), within(60), || {
+                !prom.query(q, None).is_empty()
+            });
+        }
+    }
     // Each keeps the kind of histogram it is meant to keep, and only that (`count` counts native
     // histograms too, in PromQL, and MetricsQL has no `histogram_count`).
     for (setup, prom) in &proms {
@@ -515,17 +503,38 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
         ("profile", "randread-4k-qd1-gentle".to_owned()),
         ("device", peers[0].name.clone()),
     ];
+    // A reload (the same configuration), for the dashboards' reload marks: after the first
+    // 10 s of the agent's life, which are its start's.
+    agent.signal("HUP");
+    agent.expect_log("configuration reloaded", Duration::from_secs(10));
+    let scenarios: [(Scenario, &[(&str, String)]); 4] = [
+        (Scenario::Probe, &vars),
+        (Scenario::Sync, &sync_vars),
+        (Scenario::Limited, &limited_vars),
+        (Scenario::Peer, &peer_vars),
+    ];
     let mut problems = Vec::new();
     for (setup, prom) in &proms {
-        let (found, checked) = dashboard_problems(
-            prom.as_ref(),
-            *setup,
-            &[&vars, &sync_vars, &limited_vars, &peer_vars],
-        );
+        let (found, checked) = dashboard_problems(prom.as_ref(), *setup, &scenarios);
         assert!(checked >= 25, "only {checked} panels and variables found");
         problems.extend(found);
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The restart and reload marks (the reload once the servers have scraped it).
+    for (_, prom) in &proms {
+        wait_for(
+            &format!("the reload mark in {}", prom.name()),
+            within(30),
+            || {
+                annotation_problems(
+                    prom.as_ref(),
+                    &vars,
+                    &["Agent restarts", "Configuration reloads"],
+                )
+                .is_empty()
+            },
+        );
+    }
     for (_, prom) in &proms {
         assert_eq!(
             alert_state(prom.as_ref(), "DiskprobeLatencyRegression"),
@@ -580,6 +589,11 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
                     == Some("firing")
             },
         );
+    }
+    // The firing alert is marked on both dashboards.
+    for (_, prom) in &proms {
+        let problems = annotation_problems(prom.as_ref(), &vars, &["Alerts firing"]);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
     // The normal cap again, and the alert resolves.
     group.throttle_read_iops(&dev, NORMAL_IOPS);

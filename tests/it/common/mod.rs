@@ -14,6 +14,7 @@
 //! - [`tls`], [`seccomp`]: certificates, and the binary with a system call blocked;
 //! - [`loopdev`]: loop devices, filesystems on them, blkio throttles ([`loopdev::ready`]);
 //! - [`fuse`]: a FUSE filesystem served by the test, to hang or slow I/O for real;
+//! - [`dashboards`]: the bundled dashboards' queries, and the scenario each panel shows data in;
 //! - [`engines`]: the rule engines (Prometheus 2.42 from Debian 12, Prometheus 3.5 LTS from
 //!   `tests/install-engines.sh`) and where their binaries are;
 //! - [`prometheus`]: a real Prometheus scraping an agent; [`victoria`]: a real VictoriaMetrics
@@ -24,6 +25,7 @@
 use std::path::PathBuf;
 
 pub mod agent;
+pub mod dashboards;
 pub mod engines;
 pub mod exposition;
 pub mod fuse;

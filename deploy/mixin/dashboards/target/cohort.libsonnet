@@ -1,5 +1,6 @@
 // The target dashboard's cohort row: the disk against the disks that should perform alike (its
-// cohort, rules/fleet.libsonnet), as DiskprobeSlowerThanPeers sees it. Recording rules only.
+// cohort, rules/fleet.libsonnet). Recording rules only; the scores DiskprobeSlowerThanPeers
+// decides on are in the "why it fired" row (why.libsonnet).
 local g = import '../../lib/dashboards.libsonnet';
 
 function(c)
@@ -38,15 +39,6 @@ function(c)
         g.query('C', read('diskprobe:probe_latency_p99:peer_ratio_p80_12h'), '{{profile}} p80, %s' % c.peerWindow),
       ],
     ) + g.unit('short') + line(c.peerRatio) + { interval: '5m' },
-    g.panel(
-      53, 'timeseries', 'Peer score',
-      "How unusual this disk's ratios are among its cohort's disks: the modified z-score 0.6745 (x - median) / MAD of its median and 80th-percentile ratio over %s (an outlier above %g)." % [c.peerWindow, c.peerScore],
-      12, 8,
-      [
-        g.query('A', read('diskprobe:probe_latency_p99:peer_score_median_12h'), '{{profile}} score of the median ratio'),
-        g.query('B', read('diskprobe:probe_latency_p99:peer_score_p80_12h'), '{{profile}} score of the p80 ratio'),
-      ],
-    ) + g.unit('short') + line(c.peerScore) + { interval: '30m' },
     g.panel(
       54, 'timeseries', 'Workload against its peers',
       "Reads and writes per second of the disk under the target (diskstats) divided by its cohort's median: a disk %gx busier than its peers in a fifth of its samples over %s leaves the cohort's reference and is not paged as slower than its peers." % [c.peerBusyRatio, c.peerWindow],

@@ -109,5 +109,5 @@ function(c)
         g.query('A', s.panel('diskprobe_target_info', target), instant=true, format='table'),
         g.query('B', s.panel('diskprobe_target_interval_seconds', target), instant=true, format='table'),
       ],
-    ) + g.mergedTable({ B: ['interval', 's'] }, ['Time', 'Value #A', '__name__']) + g.targetLink(c, ['instance', 'target', 'device']),
+    ) + g.mergedTable({ B: ['interval', 's'] }, ['Time', 'Value #A', '__name__']) + g.targetLink(c, ['instance', 'target'], carry=['device']),
   ]
