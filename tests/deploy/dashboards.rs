@@ -272,19 +272,50 @@ fn unit_problems(panel: &Value) -> Vec<String> {
     }
 }
 
-/// What is wrong with a table's link to the target dashboard (uid `uid`).
-fn link_problems(panel: &Value, uid: &str) -> Vec<String> {
-    let links: Vec<&str> = panel["fieldConfig"]["defaults"]["links"]
+/// The links of a panel's rows: the column a link is on (`None`: the whole row) and its URL.
+fn panel_links(panel: &Value) -> Vec<(Option<&str>, &str)> {
+    fn urls(links: &Value) -> Vec<&str> {
+        links
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["url"].as_str())
+            .collect()
+    }
+    let mut out: Vec<(Option<&str>, &str)> = urls(&panel["fieldConfig"]["defaults"]["links"])
+        .into_iter()
+        .map(|u| (None, u))
+        .collect();
+    for o in panel["fieldConfig"]["overrides"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|l| l["url"].as_str())
-        .filter(|u| u.starts_with(&format!("/d/{uid}/")))
+    {
+        for p in o["properties"].as_array().into_iter().flatten() {
+            if p["id"] == "links" {
+                let on = o["matcher"]["options"].as_str();
+                out.extend(urls(&p["value"]).into_iter().map(|u| (on, u)));
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with a table's link to the target dashboard (uid `uid`).
+fn link_problems(panel: &Value, uid: &str) -> Vec<String> {
+    let links: Vec<(Option<&str>, &str)> = panel_links(panel)
+        .into_iter()
+        .filter(|(_, u)| u.starts_with(&format!("/d/{uid}/")))
         .collect();
-    let Some(url) = links.first() else {
+    let Some((on, url)) = links.first() else {
         return vec![format!("no link to /d/{uid}/")];
     };
     let mut problems = Vec::new();
+    if let Some(on) = on
+        && hidden(panel).contains(on)
+    {
+        problems.push(format!("links on column {on}, which the table hides"));
+    }
     let field = Regex::new(r"\$\{__data\.fields\.([a-z_]+)\}").unwrap();
     for c in field.captures_iter(url) {
         if hidden(panel).contains(&&c[1]) {

@@ -15,8 +15,10 @@
 //! - A real Prometheus, with the bundled rules (`[5m]` shortened to 15 s), scraping the agent
 //!   over an EBS page that grows (reads in one latency bin, half of the time over the volume's
 //!   IOPS): the recorded share of time over the limit, `DiskprobeThrottled` firing with the
-//!   scope that decided it and for that volume only, the cloud-side p99 in its bin, the
-//!   dashboards' cloud panels accepted (the overview's with data), no rule failing to evaluate.
+//!   scope that decided it and for that volume only, the cloud-side p99 in its bin, every cloud
+//!   panel of the dashboards with data (their scenario in [`common::dashboards::PANELS`]) for a
+//!   probe target on the volume (a loop device the fixture's sysfs names nvme1n1; needs root),
+//!   no rule failing to evaluate.
 //!   On Debian's Prometheus 2.42 (classic buckets) in every `cargo test`; on Prometheus 3.5 LTS
 //!   as a long test (`LONG`; `.ci/run` runs it), with two servers: native histograms and
 //!   protobuf scrapes, where the cloud's histogram (classic buckets only) stays classic, and the
@@ -28,6 +30,7 @@
 use crate::common;
 use crate::common::loopdev::{self, LoopDev};
 
+use common::dashboards::{self, Scenario};
 use common::engines::Engine;
 use common::prometheus::{Histograms, Prometheus};
 use common::rule_server::RuleServer;
@@ -299,32 +302,6 @@ fn growing_page(dir: &Path, stop: std::sync::Arc<std::sync::atomic::AtomicBool>)
     }
 }
 
-/// The panel queries of a rendered dashboard whose titles say they are the cloud's, with the
-/// variables filled in.
-fn cloud_panel_queries(file: &str, instance: &str) -> Vec<(String, String, bool)> {
-    let path = common::repo_root().join("grafana").join(file);
-    let d: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    for p in d["panels"].as_array().unwrap() {
-        let title = p["title"].as_str().unwrap_or("");
-        if !title.contains("loud") {
-            continue;
-        }
-        for t in p["targets"].as_array().into_iter().flatten() {
-            let expr = t["expr"]
-                .as_str()
-                .unwrap()
-                .replace("$cluster", ".*")
-                .replace("$instance", instance)
-                .replace("$target", ".*")
-                .replace("$profile", ".*");
-            out.push((title.to_owned(), expr, t["instant"] == true));
-        }
-    }
-    out
-}
-
 fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit() {
     real_prometheus(Engine::Prometheus2, &[Histograms::Classic]);
 }
@@ -335,7 +312,7 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_pr
 
 /// The test, with a Prometheus of `engine` per way of keeping histograms in `setups`, side by side.
 fn real_prometheus(engine: Engine, setups: &[Histograms]) {
-    if !common::prometheus::engine_ready(engine) {
+    if !common::prometheus::engine_ready(engine) || !loopdev::ready() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -350,12 +327,36 @@ fn real_prometheus(engine: Engine, setups: &[Histograms]) {
         let (pages, stop) = (pages.clone(), stop.clone());
         std::thread::spawn(move || growing_page(&pages, stop))
     };
-    let tree = fixtures().join("tree");
+    // A probe target on the EBS volume nvme1n1: a loop device that the fixture's sysfs (a copy)
+    // names nvme1n1, so that the target dashboard's cloud row has a target to show.
+    let dev = LoopDev::tmpfs(8 << 20);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join("tree"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tree = tmp.path().join("tree");
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:00/0000:00:11.0/nvme/nvme1/block/nvme1n1",
+        tree.join(format!("sys/dev/block/{}:{}", dev.major, dev.minor)),
+    )
+    .unwrap();
+    let config = common::config_flag(
+        tmp.path(),
+        &format!(
+            "[cloud_stats]\nenabled = true\n[[targets]]\nname = \"ebs\"\npath = \"{}\"\n\
+             profiles = [\"randread-4k-qd1\"]\ninterval = \"1s\"\nruntime = \"100ms\"\n\
+             max_duty_cycle = 0.5\n",
+            dev.path.display()
+        ),
+    );
     let agent = Agent::start(&[
         &format!("--path.sysfs={}", tree.join("sys").display()),
         &format!("--path.procfs={}", tree.join("proc").display()),
         &format!("--path.cloud-stats-pages={}", pages.display()),
-        &config(tmp.path(), false),
+        &config,
     ]);
     let rules = common::prometheus::shortened_rules(&[("[5m]", "[15s]")]);
     let proms: Vec<(Histograms, Prometheus)> = setups
@@ -431,31 +432,61 @@ fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
         )
         .unwrap_or_else(|| panic!("{setup:?}: no cloud-side p99 of reads"));
     assert!((0.000256..=0.000512).contains(&p99), "{setup:?}: p99 {p99}");
-    // The dashboards' cloud panels: accepted, and the overview's have data (the target
-    // dashboard's need a probe target on an EBS volume, which these machines have none of).
-    let at = agent.addr.to_string();
-    for file in ["diskprobe-overview.json", "diskprobe-target.json"] {
-        let queries = cloud_panel_queries(file, &at);
-        assert!(!queries.is_empty(), "{file} has no cloud panels");
-        for (title, expr, _instant) in queries {
-            let answer = prom
-                .get_json(&format!(
-                    "/api/v1/query?query={}",
-                    common::prometheus::urlencode(&expr)
-                ))
-                .unwrap();
-            assert_eq!(
-                answer["status"], "success",
-                "{setup:?}: {file} {title}: {expr}: {answer}"
-            );
-            if file == "diskprobe-overview.json" {
-                assert!(
-                    !prom.query(&expr, None).is_empty(),
-                    "{setup:?}: {file} {title}: no data from {expr}"
-                );
+    // The dashboards' cloud panels (their scenario in common/dashboards.rs): every query
+    // accepted, each panel with data for the target on the volume, and its table rows with the
+    // labels their links read.
+    let vars = [
+        ("cluster", ".*".to_owned()),
+        ("instance", agent.addr.to_string()),
+        ("target", "ebs".to_owned()),
+        ("profile", "randread-4k-qd1".to_owned()),
+        ("device", "nvme1n1".to_owned()),
+    ];
+    let mut cloud_panels = 0;
+    for file in dashboards::FILES {
+        for panel in dashboards::panel_queries(file, &vars) {
+            if panel.scenario() != Some(Scenario::Cloud) {
+                continue;
             }
+            cloud_panels += 1;
+            let what = format!("{setup:?}: {file}: {:?}", panel.title);
+            let mut data = false;
+            for (expr, _) in &panel.queries {
+                let answer = prom
+                    .get_json(&format!(
+                        "/api/v1/query?query={}",
+                        common::prometheus::urlencode(expr)
+                    ))
+                    .unwrap();
+                assert_eq!(answer["status"], "success", "{what}: {expr}: {answer}");
+                let result = answer["data"]["result"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                data |= !result.is_empty();
+                let problems = panel.link_problems(&result);
+                assert!(
+                    problems.is_empty(),
+                    "{what}: {expr}: {}",
+                    problems.join("\n")
+                );
+                // The volume under the probe target has its target (a link to follow).
+                if panel.link_fields.iter().any(|f| f == "target") {
+                    assert!(
+                        result.iter().any(|r| r["metric"]["device"] == "nvme1n1"
+                            && r["metric"]["target"] == "ebs"),
+                        "{what}: no row of nvme1n1 with its target: {result:?}"
+                    );
+                }
+            }
+            assert!(data, "{what}: no data from {:?}", panel.queries);
         }
     }
+    let listed = dashboards::PANELS
+        .iter()
+        .filter(|(_, _, s)| *s == Scenario::Cloud)
+        .count();
+    assert_eq!(cloud_panels, listed, "cloud panels found and listed");
     let problems = prom.rule_problems();
     assert!(problems.is_empty(), "{setup:?}: {}", problems.join("\n"));
 }
@@ -465,6 +496,6 @@ crate::tests! {
     per_size_histograms_are_behind_their_option,
     without_cap_sys_admin_the_agent_runs_on_and_says_why,
     a_loop_device_posing_as_ebs_answers_einval: [LOOP],
-    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit,
-    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_prometheus3: [LONG],
+    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit: [LOOP],
+    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_prometheus3: [LONG, LOOP],
 }

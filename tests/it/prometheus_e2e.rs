@@ -14,20 +14,20 @@
 //! the first. The body is one function of the servers ([`RuleServer`]); its waits allow for the
 //! seconds VictoriaMetrics and vmalert take to show a moment ([`RuleServer::lag`]). In each
 //! server:
-//! - every Grafana dashboard panel (and every dashboard variable) has a query that returns data
-//!   (a number, or a histogram with observations) for the probed target, for a second one
-//!   running etcd-wal on a probe file in /dev/shm (the durability row), for a third probing
-//!   another loop device with the gentle profile, capacity runs, an `iops_limit` and a node
-//!   ceiling (the headroom row and panels), or for one of a cohort of five more loop devices
-//!   named by the `cohort` key (the cohort row and the overview's peer panels), and no query is
-//!   rejected;
+//! - every Grafana dashboard panel has a query that returns data (a number, or a histogram with
+//!   observations) in its scenario, as [`dashboards::PANELS`] lists it for every panel: the
+//!   probed target (`Probe`), a second one running etcd-wal on a probe file in /dev/shm
+//!   (`Sync`), a third probing another loop device with the gentle profile, capacity runs, an
+//!   `iops_limit` and a node ceiling (`Limited`), or one of a cohort of five more loop devices
+//!   named by the `cohort` key (`Peer`); every dashboard variable has data, and no query is
+//!   rejected; the rows of a table carry the labels its links to the target dashboard read;
+//! - the panels of the `Cloud` scenario (what only EC2's statistics feed) must only be
+//!   accepted here: `cloud_stats.rs` gives them data, over fixture pages;
 //! - each latency heatmap gets its data from its native query with native histograms and from
 //!   its classic query with classic buckets, never from the other;
 //! - every recording rule the dashboards read has data;
-//! - except what only EC2's statistics feed (`diskprobe_cloud_*`, `diskprobe:cloud_*`: the
-//!   target dashboard's cloud row, the overview's cloud panels): no EBS volume is reachable
-//!   here, so those queries must only be accepted; `cloud_stats.rs` runs them against a
-//!   Prometheus scraping the agent over fixture pages that change;
+//! - the dashboards' marks of agent restarts and configuration reloads (after a SIGHUP) have
+//!   data, and the firing-alert mark once DiskprobeLatencyRegression fires;
 //! - one run at a ten times lower cap between normal runs does not make the bundled
 //!   DiskprobeLatencyRegression alert fire; the lower cap kept in place does, and restoring the
 //!   cap resolves it;
@@ -206,12 +206,8 @@ fn dashboard_problems(
                     problems.push(format!("{what}: rejected: {q}"));
                 }
                 data[j] = has_data(&result);
-                for field in &panel.link_fields {
-                    if data[j] && !result.iter().all(|r| r["metric"].get(field).is_some()) {
-                        problems.push(format!(
-                            "{what}: a row without the label {field} its link reads: {q}"
-                        ));
-                    }
+                for p in panel.link_problems(&result) {
+                    problems.push(format!("{what}: {p}: {q}"));
                 }
             }
             if !data.contains(&true) {
@@ -622,7 +618,15 @@ fn dashboards_and_the_latency_alert(engine: Engine) {
     drop(peers);
 }
 
+/// Every dashboard panel has its scenario in [`dashboards::PANELS`], and every entry a panel
+/// (without a server: the end-to-end tests find the same, later).
+fn every_dashboard_panel_has_a_scenario() {
+    let problems = dashboards::list_problems();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 crate::tests! {
+    every_dashboard_panel_has_a_scenario,
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts,
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_prometheus3: [LONG],
     dashboards_have_data_and_the_latency_alert_fires_only_when_the_slowdown_lasts_on_victoriametrics: [LONG],

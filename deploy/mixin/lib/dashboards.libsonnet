@@ -106,7 +106,8 @@
 
   // `expr` (series of a disk, told apart by `keys`: device or serial) with the `target` label of
   // one target on that disk (diskprobe_target_disk_info, one per disk by construction), so that
-  // its table row can link to the target dashboard; series of disks under no target as they are.
+  // its table row can link to the target dashboard (`targetLink` with `on='target'`); series of
+  // disks under no target as they are.
   withTarget(c, expr, keys)::
     local s = (import 'selectors.libsonnet')(c);
     local on = s.by(['job', 'instance'] + keys);
@@ -117,14 +118,22 @@
   // A table's rows link to the target dashboard (`c`'s uid prefix), with the data source, the
   // cluster variable and the time range of this one, and a variable per field in `fields` (the
   // row's label of that name), then the current values of this dashboard's variables `carry`.
-  targetLink(c, fields, carry=[]):: { fieldConfig+: { defaults+: { links: [{
-    title: 'Open in the target dashboard',
-    url: '/d/%starget/?${datasource:queryparam}&${cluster:queryparam}%s%s&${__url_time_range}' % [
-      c.dashboardUIDPrefix,
-      std.join('', ['&var-%s=${__data.fields.%s}' % [f, f] for f in fields]),
-      std.join('', ['&${%s:queryparam}' % v for v in carry]),
-    ],
-  }] } } },
+  // With `on`, the link is that column's only, so that a row without it (a disk under no
+  // target) has nothing to follow.
+  targetLink(c, fields, carry=[], on=null)::
+    local link = {
+      title: 'Open in the target dashboard',
+      url: '/d/%starget/?${datasource:queryparam}&${cluster:queryparam}%s%s&${__url_time_range}' % [
+        c.dashboardUIDPrefix,
+        std.join('', ['&var-%s=${__data.fields.%s}' % [f, f] for f in fields]),
+        std.join('', ['&${%s:queryparam}' % v for v in carry]),
+      ],
+    };
+    if on == null then { fieldConfig+: { defaults+: { links: [link] } } }
+    else { fieldConfig+: { overrides+: [{
+      matcher: { id: 'byName', options: on },
+      properties: [{ id: 'links', value: [link] }],
+    }] } },
 
   // A table of several queries as one: merged on their labels, each query's value a column with
   // its unit (`columns`: refId -> [name, unit]; a refId left out is hidden, as `exclude` are).

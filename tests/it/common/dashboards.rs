@@ -115,9 +115,36 @@ pub struct PanelQueries {
     pub queries: Vec<(String, bool)>,
     /// The fields (labels) its table rows' links read (`${__data.fields.NAME}`).
     pub link_fields: Vec<String>,
+    /// The column the links are on (a row without it has no link), or `None` for whole rows.
+    pub link_on: Option<String>,
 }
 
 impl PanelQueries {
+    /// What is wrong with the rows of `result` (a query's) for the links of this panel: a row
+    /// that has a link (all rows, or those with the link's column) without a field the link
+    /// reads.
+    pub fn link_problems(&self, result: &[Value]) -> Vec<String> {
+        let mut problems = Vec::new();
+        for r in result {
+            let labels = &r["metric"];
+            if self
+                .link_on
+                .as_ref()
+                .is_some_and(|on| labels.get(on).is_none())
+            {
+                continue;
+            }
+            for field in &self.link_fields {
+                if labels.get(field).is_none() {
+                    problems.push(format!(
+                        "a row without the label {field} its link reads: {labels}"
+                    ));
+                }
+            }
+        }
+        problems
+    }
+
     /// The scenario of this panel in [`PANELS`]; variables and annotations are
     /// [`Scenario::Probe`]'s; `None` for a panel not listed.
     pub fn scenario(&self) -> Option<Scenario> {
@@ -174,10 +201,28 @@ pub fn panel_queries(file: &'static str, vars: &[(&str, String)]) -> Vec<PanelQu
                 Some((substitute(t["expr"].as_str()?), !instant))
             })
             .collect();
-        let link_fields = p["fieldConfig"]["defaults"]["links"]
+        // Links of whole rows, or of one column (an override's).
+        let mut links: Vec<(Option<String>, &Value)> =
+            vec![(None, &p["fieldConfig"]["defaults"]["links"])];
+        for o in p["fieldConfig"]["overrides"]
             .as_array()
             .into_iter()
             .flatten()
+        {
+            for prop in o["properties"].as_array().into_iter().flatten() {
+                if prop["id"] == "links" {
+                    let on = o["matcher"]["options"].as_str().map(str::to_owned);
+                    links.push((on, &prop["value"]));
+                }
+            }
+        }
+        let link_on = links
+            .iter()
+            .find(|(_, l)| l.as_array().is_some_and(|a| !a.is_empty()))
+            .and_then(|(on, _)| on.clone());
+        let link_fields = links
+            .iter()
+            .flat_map(|(_, l)| l.as_array().into_iter().flatten())
             .filter_map(|l| l["url"].as_str())
             .flat_map(|u| field.captures_iter(u).map(|c| c[1].to_owned()))
             .collect();
@@ -188,6 +233,7 @@ pub fn panel_queries(file: &'static str, vars: &[(&str, String)]) -> Vec<PanelQu
                 heatmap: p["type"] == "heatmap",
                 queries,
                 link_fields,
+                link_on,
             });
         }
     }
@@ -214,6 +260,7 @@ pub fn panel_queries(file: &'static str, vars: &[(&str, String)]) -> Vec<PanelQu
                 false,
             )],
             link_fields: Vec::new(),
+            link_on: None,
         });
     }
     out

@@ -12,7 +12,7 @@ function(c)
       "The 20 volumes (EBS; instance-store devices) that spent the largest share of the last 5 minutes over a limit, by scope: the volume's own provisioned IOPS or throughput (volume) or its instance's (instance), as their statistics (log page 0xD0) count it; DiskprobeThrottled fires at %g%% for %s. One recorded sample per volume and scope." % [c.cloudThrottledShare * 100, c.headroomThrottledFor],
       12, 9,
       [g.query('A', 'topk(20, %s)' % g.withTarget(c, sel('diskprobe:cloud_throttled:ratio_rate5m'), ['serial']), instant=true, format='table')],
-    ) + g.unit('percentunit') + g.organize(['Time', '__name__'], 'over') + g.targetLink(c, ['instance', 'target', 'device']),
+    ) + g.unit('percentunit') + g.organize(['Time', '__name__'], 'over') + g.targetLink(c, ['instance', 'target', 'device'], on='target'),
     g.panel(
       34, 'stat', 'Volumes throttled (cloud)',
       'Volumes whose statistics say they spent %g%% or more of the last 5 minutes over a limit, theirs or their instance\'s.' % (c.cloudThrottledShare * 100),

@@ -11,7 +11,7 @@ function(c)
       "The 20 disks whose workload (diskstats without the probes' own I/O, over 2 minutes) uses the largest share of a limit they are sold with, declared (source config) or measured (source probe); DiskprobeNearLimit fires at %g%% of a declared limit for %s. One recorded sample per disk and limit, with a target on the disk." % [c.headroomNearLimitShare * 100, c.headroomNearLimitFor],
       12, 9,
       [g.query('A', 'topk(20, %s)' % g.withTarget(c, sel('diskprobe:disk_limit_consumed:ratio_rate4m'), ['device']), instant=true, format='table')],
-    ) + g.unit('percentunit') + g.organize(['Time', '__name__'], 'used') + g.targetLink(c, ['instance', 'target', 'device']),
+    ) + g.unit('percentunit') + g.organize(['Time', '__name__'], 'used') + g.targetLink(c, ['instance', 'target', 'device'], on='target'),
     g.panel(
       31, 'stat', 'Throttled disks',
       "Disks at %g%% or more of a limit whose gentle probe's p99 is above its throttled level (diskprobe:disk_throttled:bool)." % (c.headroomNearLimitShare * 100),
