@@ -155,48 +155,39 @@ fn substitute(expr: &str) -> String {
 /// subquery (or range) evaluated `@ end()`.
 fn per_step_rankings(expr: &str) -> Vec<String> {
     use promql_parser::parser::{AtModifier, Expr};
-    let ast = match promql_parser::parser::parse(&substitute(expr)) {
-        Ok(ast) => ast,
-        Err(e) => return vec![format!("does not parse ({e})")],
-    };
-    let at_end = |e: &Expr| match e {
-        Expr::Subquery(s) => s.at == Some(AtModifier::End),
-        Expr::MatrixSelector(m) => m.vs.at == Some(AtModifier::End),
-        _ => false,
-    };
-    let mut found = Vec::new();
-    let mut stack = vec![&ast];
-    while let Some(e) = stack.pop() {
-        match e {
-            Expr::Aggregate(a) => {
+    use promql_parser::util::{ExprVisitor, walk_expr};
+    struct Rankings(Vec<String>);
+    impl ExprVisitor for Rankings {
+        type Error = std::convert::Infallible;
+        fn pre_visit(&mut self, e: &Expr) -> Result<bool, Self::Error> {
+            let at_end = |e: &Expr| match e {
+                Expr::Subquery(s) => s.at == Some(AtModifier::End),
+                Expr::MatrixSelector(m) => m.vs.at == Some(AtModifier::End),
+                _ => false,
+            };
+            if let Expr::Aggregate(a) = e {
                 let op = a.op.to_string();
-                if op == "topk" || op == "bottomk" {
-                    let once = match a.expr.as_ref() {
-                        Expr::Call(c) => {
-                            c.func.name.ends_with("_over_time")
-                                && c.args.args.iter().any(|x| at_end(x))
-                        }
-                        _ => false,
-                    };
-                    if !once {
-                        found.push(format!("{op} ranks at every step"));
+                let once = match a.expr.as_ref() {
+                    Expr::Call(c) => {
+                        c.func.name.ends_with("_over_time") && c.args.args.iter().any(|x| at_end(x))
                     }
+                    _ => false,
+                };
+                if (op == "topk" || op == "bottomk") && !once {
+                    self.0.push(format!("{op} ranks at every step"));
                 }
-                stack.push(&a.expr);
-                stack.extend(a.param.as_deref());
             }
-            Expr::Binary(b) => {
-                stack.push(&b.lhs);
-                stack.push(&b.rhs);
-            }
-            Expr::Paren(p) => stack.push(&p.expr),
-            Expr::Unary(u) => stack.push(&u.expr),
-            Expr::Subquery(s) => stack.push(&s.expr),
-            Expr::Call(c) => stack.extend(c.args.args.iter().map(|a| a.as_ref())),
-            _ => {}
+            Ok(true)
         }
     }
-    found
+    match promql_parser::parser::parse(&substitute(expr)) {
+        Ok(ast) => {
+            let mut found = Rankings(Vec::new());
+            let Ok(_) = walk_expr(&mut found, &ast);
+            found.0
+        }
+        Err(e) => vec![format!("does not parse ({e})")],
+    }
 }
 
 /// The names a table's `organize` transformation hides.
