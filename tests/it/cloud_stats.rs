@@ -23,7 +23,8 @@
 //!   as a long test (`LONG`; `.ci/run` runs it), with two servers: native histograms and
 //!   protobuf scrapes, where the cloud's histogram (classic buckets only) stays classic, and the
 //!   same converting it to a native histogram with custom buckets and keeping no classic series
-//!   ([`Histograms::Nhcb`]): the cloud rules read it either way.
+//!   ([`Histograms::Nhcb`]): the cloud rules read it either way; and on VictoriaMetrics with
+//!   vmalert (classic buckets) as a long test.
 //!
 //! No EBS volume is reachable from the machines these tests run on.
 
@@ -34,6 +35,7 @@ use common::dashboards::{self, Scenario};
 use common::engines::Engine;
 use common::prometheus::{Histograms, Prometheus};
 use common::rule_server::RuleServer;
+use common::victoria::Victoria;
 use common::{Agent, check_golden};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -310,11 +312,18 @@ fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_pr
     real_prometheus(Engine::Prometheus3, &[Histograms::Native, Histograms::Nhcb]);
 }
 
-/// The test, with a Prometheus of `engine` per way of keeping histograms in `setups`, side by side.
+fn a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_victoriametrics() {
+    real_prometheus(Engine::VictoriaMetrics, &[Histograms::Classic]);
+}
+
+/// The test, with a server of `engine` per way of keeping histograms in `setups`, side by side
+/// (VictoriaMetrics, with vmalert: the classic buckets).
 fn real_prometheus(engine: Engine, setups: &[Histograms]) {
-    if !common::prometheus::engine_ready(engine) || !loopdev::ready() {
+    if !common::rule_server::ready(engine) || !loopdev::ready() {
         return;
     }
+    // vmalert's queries, one per rule, load the machine (prometheus_e2e.rs).
+    let _machine = (engine == Engine::VictoriaMetrics).then(common::shared);
     let tmp = tempfile::tempdir().unwrap();
     let pages = tmp.path().join("pages");
     std::fs::create_dir(&pages).unwrap();
@@ -359,30 +368,41 @@ fn real_prometheus(engine: Engine, setups: &[Histograms]) {
         &config,
     ]);
     let rules = common::prometheus::shortened_rules(&[("[5m]", "[15s]")]);
-    let proms: Vec<(Histograms, Prometheus)> = setups
+    let proms: Vec<(Histograms, Box<dyn RuleServer>)> = setups
         .iter()
         .map(|&setup| {
             let home = tmp
                 .path()
                 .join(format!("prometheus-{setup:?}").to_lowercase());
             std::fs::create_dir(&home).unwrap();
-            let prom = Prometheus::start_with_rules(engine, &home, agent.addr, Some(&rules), setup);
+            let prom: Box<dyn RuleServer> = match engine {
+                Engine::VictoriaMetrics => Box::new(Victoria::start(&home, agent.addr, &rules)),
+                _ => Box::new(Prometheus::start_with_rules(
+                    engine,
+                    &home,
+                    agent.addr,
+                    Some(&rules),
+                    setup,
+                )),
+            };
             (setup, prom)
         })
         .collect();
     for (setup, prom) in &proms {
-        check_prometheus(*setup, prom, &agent);
+        check_prometheus(*setup, prom.as_ref(), &agent);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
 }
 
-/// The checks of [`real_prometheus`] on one Prometheus, which keeps histograms as `setup` says.
-fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
+/// The checks of [`real_prometheus`] on one server, which keeps histograms as `setup` says; its
+/// waits allow for the time the server takes to show a moment ([`RuleServer::lag`]).
+fn check_prometheus(setup: Histograms, prom: &dyn RuleServer, agent: &Agent) {
+    let within = Duration::from_secs(60) + prom.lag();
     let share = r#"diskprobe:cloud_throttled:ratio_rate5m{device="nvme1n1",scope="volume"}"#;
     common::prometheus::wait_for(
         &format!("{setup:?}: the volume's share of time over its limit near 0.5"),
-        Duration::from_secs(60),
+        within,
         || {
             prom.value(share, None)
                 .is_some_and(|v| (0.35..0.65).contains(&v))
@@ -394,7 +414,8 @@ fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
         None,
     );
     let native = prom.value(
-        r#"count(histogram_count(diskprobe_cloud_io_latency_seconds{device="nvme1n1"}))"#,
+        // `count` counts native histograms in PromQL; MetricsQL has no `histogram_count`.
+        r#"count(diskprobe_cloud_io_latency_seconds{device="nvme1n1"})"#,
         None,
     );
     let kept = match setup {
@@ -411,7 +432,7 @@ fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
     assert_eq!(prom.value(instance, None), Some(0.0));
     common::prometheus::wait_for(
         &format!("{setup:?}: DiskprobeThrottled firing for the volume's own limit"),
-        Duration::from_secs(60),
+        within,
         || {
             prom.value(
                 r#"ALERTS{alertname="DiskprobeThrottled",alertstate="firing",device="nvme1n1",scope="volume",volume_id="vol-0123456789abcdef0"}"#,
@@ -454,8 +475,9 @@ fn check_prometheus(setup: Histograms, prom: &Prometheus, agent: &Agent) {
             for (expr, _) in &panel.queries {
                 let answer = prom
                     .get_json(&format!(
-                        "/api/v1/query?query={}",
-                        common::prometheus::urlencode(expr)
+                        "/api/v1/query?query={}&time={:.3}",
+                        common::prometheus::urlencode(expr),
+                        prom.view_time()
                     ))
                     .unwrap();
                 assert_eq!(answer["status"], "success", "{what}: {expr}: {answer}");
@@ -498,4 +520,5 @@ crate::tests! {
     a_loop_device_posing_as_ebs_answers_einval: [LOOP],
     a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit: [LOOP],
     a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_prometheus3: [LONG, LOOP],
+    a_real_prometheus_records_the_throttling_and_the_alert_says_which_limit_on_victoriametrics: [LONG, LOOP],
 }
