@@ -23,6 +23,7 @@
 //! buckets and one that keeps only the native histogram.
 
 use crate::common;
+use crate::common::dashboards::{self, dashboard, panels};
 use crate::tools::GRAFANA_SDK;
 
 use regex::Regex;
@@ -30,7 +31,6 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
-const DASHBOARDS: [&str; 2] = ["diskprobe-overview.json", "diskprobe-target.json"];
 /// Two probe intervals at the default interval (5 minutes).
 const MIN_WINDOW: Duration = Duration::from_secs(600);
 /// Series that change once per probe run: counters and histograms.
@@ -55,23 +55,6 @@ const HISTOGRAMS: &[&str] = &[
     "diskprobe_io_latency_seconds",
     "diskprobe_sync_latency_seconds",
 ];
-
-fn dashboard(file: &str) -> Value {
-    let path = common::repo_root().join("grafana").join(file);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("dashboard JSON")
-}
-
-fn panels(d: &Value) -> Vec<&Value> {
-    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
-        for p in v.as_array().into_iter().flatten() {
-            out.push(p);
-            walk(&p["panels"], out);
-        }
-    }
-    let mut out = Vec::new();
-    walk(&d["panels"], &mut out);
-    out
-}
 
 fn targets(panel: &Value) -> impl Iterator<Item = &Value> {
     panel["targets"].as_array().into_iter().flatten()
@@ -125,7 +108,7 @@ fn dashboards_pass_grafanas_schema() {
     let out = Command::new("python3")
         .arg(common::repo_root().join("grafana/check_schema.py"))
         .args(
-            DASHBOARDS
+            dashboards::FILES
                 .iter()
                 .chain(&["diskprobe-runbook.json"])
                 .map(|f| common::repo_root().join("grafana").join(f)),
@@ -263,38 +246,9 @@ fn unit_problems(panel: &Value) -> Vec<String> {
     }
 }
 
-/// The links of a panel's rows: the column a link is on (`None`: the whole row) and its URL.
-fn panel_links(panel: &Value) -> Vec<(Option<&str>, &str)> {
-    fn urls(links: &Value) -> Vec<&str> {
-        links
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|l| l["url"].as_str())
-            .collect()
-    }
-    let mut out: Vec<(Option<&str>, &str)> = urls(&panel["fieldConfig"]["defaults"]["links"])
-        .into_iter()
-        .map(|u| (None, u))
-        .collect();
-    for o in panel["fieldConfig"]["overrides"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        for p in o["properties"].as_array().into_iter().flatten() {
-            if p["id"] == "links" {
-                let on = o["matcher"]["options"].as_str();
-                out.extend(urls(&p["value"]).into_iter().map(|u| (on, u)));
-            }
-        }
-    }
-    out
-}
-
 /// What is wrong with a table's link to the target dashboard (uid `uid`).
 fn link_problems(panel: &Value, uid: &str) -> Vec<String> {
-    let links: Vec<(Option<&str>, &str)> = panel_links(panel)
+    let links: Vec<(Option<&str>, &str)> = dashboards::links(panel)
         .into_iter()
         .filter(|(_, u)| u.starts_with(&format!("/d/{uid}/")))
         .collect();
@@ -333,7 +287,7 @@ fn link_problems(panel: &Value, uid: &str) -> Vec<String> {
 }
 
 fn dashboards_pass_our_lints() {
-    let problems: Vec<String> = DASHBOARDS
+    let problems: Vec<String> = dashboards::FILES
         .iter()
         .flat_map(|file| lint(file, &dashboard(file)))
         .collect();
@@ -531,7 +485,7 @@ fn the_lints_catch_the_old_mistakes() {
 /// Both dashboards share the crosshair and mark firing alerts (from `ALERTS`), agent restarts
 /// and configuration reloads (from the agent's own series), each of the selected instances.
 fn both_dashboards_share_the_crosshair_and_mark_alerts_restarts_and_reloads() {
-    for file in DASHBOARDS {
+    for file in dashboards::FILES {
         let d = dashboard(file);
         assert!(
             d["graphTooltip"] == 1 || d["graphTooltip"] == 2,

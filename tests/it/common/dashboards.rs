@@ -158,10 +158,53 @@ impl PanelQueries {
     }
 }
 
-/// One dashboard, parsed.
+/// One dashboard of `grafana/`, parsed.
 pub fn dashboard(file: &str) -> Value {
     let path = super::repo_root().join("grafana").join(file);
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("dashboard JSON")
+}
+
+/// Every panel of a dashboard, those inside rows included.
+pub fn panels(d: &Value) -> Vec<&Value> {
+    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+        for p in v.as_array().into_iter().flatten() {
+            out.push(p);
+            walk(&p["panels"], out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&d["panels"], &mut out);
+    out
+}
+
+/// The links of a panel's rows: the column a link is on (an override's; `None`: the whole row)
+/// and its URL.
+pub fn links(panel: &Value) -> Vec<(Option<&str>, &str)> {
+    fn urls(links: &Value) -> Vec<&str> {
+        links
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["url"].as_str())
+            .collect()
+    }
+    let mut out: Vec<(Option<&str>, &str)> = urls(&panel["fieldConfig"]["defaults"]["links"])
+        .into_iter()
+        .map(|u| (None, u))
+        .collect();
+    for o in panel["fieldConfig"]["overrides"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        for p in o["properties"].as_array().into_iter().flatten() {
+            if p["id"] == "links" {
+                let on = o["matcher"]["options"].as_str();
+                out.extend(urls(&p["value"]).into_iter().map(|u| (on, u)));
+            }
+        }
+    }
+    out
 }
 
 /// The queries of each panel of `file` (panels with none are left out), of each variable and of
@@ -183,15 +226,7 @@ pub fn panel_queries(file: &'static str, vars: &[(&str, String)]) -> Vec<PanelQu
     };
     let field = regex::Regex::new(r"\$\{__data\.fields\.([a-z_]+)\}").unwrap();
     let mut out = Vec::new();
-    fn panels(v: &Value, out: &mut Vec<Value>) {
-        for p in v.as_array().into_iter().flatten() {
-            out.push(p.clone());
-            panels(&p["panels"], out);
-        }
-    }
-    let mut all = Vec::new();
-    panels(&d["panels"], &mut all);
-    for p in &all {
+    for p in panels(&d) {
         let queries: Vec<(String, bool)> = p["targets"]
             .as_array()
             .into_iter()
@@ -201,30 +236,11 @@ pub fn panel_queries(file: &'static str, vars: &[(&str, String)]) -> Vec<PanelQu
                 Some((substitute(t["expr"].as_str()?), !instant))
             })
             .collect();
-        // Links of whole rows, or of one column (an override's).
-        let mut links: Vec<(Option<String>, &Value)> =
-            vec![(None, &p["fieldConfig"]["defaults"]["links"])];
-        for o in p["fieldConfig"]["overrides"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for prop in o["properties"].as_array().into_iter().flatten() {
-                if prop["id"] == "links" {
-                    let on = o["matcher"]["options"].as_str().map(str::to_owned);
-                    links.push((on, &prop["value"]));
-                }
-            }
-        }
-        let link_on = links
-            .iter()
-            .find(|(_, l)| l.as_array().is_some_and(|a| !a.is_empty()))
-            .and_then(|(on, _)| on.clone());
+        let links = links(p);
+        let link_on = links.first().and_then(|(on, _)| on.map(str::to_owned));
         let link_fields = links
             .iter()
-            .flat_map(|(_, l)| l.as_array().into_iter().flatten())
-            .filter_map(|l| l["url"].as_str())
-            .flat_map(|u| field.captures_iter(u).map(|c| c[1].to_owned()))
+            .flat_map(|(_, u)| field.captures_iter(u).map(|c| c[1].to_owned()))
             .collect();
         if !queries.is_empty() {
             out.push(PanelQueries {
