@@ -175,7 +175,7 @@ fn collectors(
                 config.diskstats.filter.clone(),
             )
             .with_probe_targets(series.clone())
-            .with_devfs(settings.devfs.clone()),
+            .with_devfs(settings.roots.devfs.clone()),
         ),
         limits: Arc::new(LimitsCollector::new(
             series.clone(),
@@ -187,7 +187,7 @@ fn collectors(
             match &settings.cloud_stats_pages {
                 Some(dir) => crate::cloud_stats::Pages::Files { dir: dir.clone() },
                 None => crate::cloud_stats::Pages::Devices {
-                    devfs: settings.devfs.clone(),
+                    devfs: settings.roots.devfs.clone(),
                 },
             },
             config.cloud_stats,
@@ -352,7 +352,7 @@ impl Agent {
         let discovered = Arc::new(discovery::Status::default());
         let discovery = Discovery::start(
             settings.roots.clone(),
-            settings.devfs.clone(),
+            settings.roots.devfs.clone(),
             Plan::new(config),
             discovered.clone(),
             state.lost_targets_file(),

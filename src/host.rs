@@ -15,6 +15,8 @@ pub struct Roots {
     pub procfs: PathBuf,
     /// sysfs mountpoint.
     pub sysfs: PathBuf,
+    /// Where the device nodes are (`--path.devfs`).
+    pub devfs: PathBuf,
 }
 
 /// How long a cycle waits for the stat of its target's path, and discovery for a scan, before

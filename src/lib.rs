@@ -19,6 +19,7 @@
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
 //!   device, the write-safety check).
+//! - [`swaps`]: pure `/proc/swaps` parser (the write-safety check).
 //! - [`device_filter`]: device include/exclude regexes.
 //! - [`discovery`]: `[[discover]]` rules: block devices and mounts found by rescans become targets;
 //!   the targets a block rule loses (their disk gone) stay reported for a while.
@@ -115,5 +116,6 @@ pub mod server;
 pub mod settings;
 mod state_dir;
 mod status_page;
+mod swaps;
 pub mod units;
 pub mod web_config;

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     let mut cli = Cli::parse();
     diskprobe_exporter::logging::init(cli.log_level, cli.log_format);
     if let Some(Command::Probe(args)) = cli.command.take() {
-        return diskprobe_exporter::probe::oneshot::run(args, &cli.procfs, &cli.sysfs);
+        return diskprobe_exporter::probe::oneshot::run(args, &cli.procfs, &cli.sysfs, &cli.devfs);
     }
     let settings = match Settings::load(cli) {
         Ok(settings) => settings,

@@ -49,7 +49,7 @@ fn parse_line(line: &str) -> Option<MountEntry> {
 }
 
 /// Undoes the kernel's octal escapes (`\040` → space); anything else is kept as written.
-fn unescape(field: &str) -> String {
+pub(crate) fn unescape(field: &str) -> String {
     if !field.contains('\\') {
         return field.to_owned();
     }

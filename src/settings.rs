@@ -38,10 +38,8 @@ pub struct Settings {
     pub telemetry_path: String,
     /// `--web.max-connections`.
     pub max_connections: usize,
-    /// `--path.procfs` and `--path.sysfs`.
+    /// `--path.procfs`, `--path.sysfs` and `--path.devfs`.
     pub roots: Roots,
-    /// `--path.devfs`.
-    pub devfs: PathBuf,
     /// `--path.cloud-stats-pages`: fixture pages, read instead of the devices.
     pub cloud_stats_pages: Option<PathBuf>,
     /// `--sandbox.landlock`.
@@ -102,8 +100,8 @@ impl Settings {
             roots: Roots {
                 procfs: cli.procfs,
                 sysfs: cli.sysfs,
+                devfs: cli.devfs,
             },
-            devfs: cli.devfs,
             cloud_stats_pages: cli.cloud_stats_pages,
             sandbox: cli.sandbox,
             state_dir,
@@ -141,7 +139,7 @@ impl Settings {
             mode: self.sandbox,
             procfs: &self.roots.procfs,
             sysfs: &self.roots.sysfs,
-            devfs: &self.devfs,
+            devfs: &self.roots.devfs,
             cloud_stats_pages: self.cloud_stats_pages.as_deref(),
             config_file: self.config_file.as_deref(),
             web_config_file: self.web_config_file.as_deref(),

@@ -4,7 +4,8 @@
 //! the one mapping between kernel names and sysfs names ([`kname`], [`sysfs_name`]), a whole
 //! disk's counters and queue limits ([`counters`]: `stat`, `inflight`, `queue/max_sectors_kb`,
 //! `queue/max_segments`), and what a cloud calls a disk ([`cloud`]: from sysfs, and from the
-//! vendor-specific areas of NVMe identify data).
+//! vendor-specific areas of NVMe identify data), what a write to a device reaches beneath and
+//! beside it ([`stack`]), and what makes a device the disk it is ([`identity`]).
 //!
 //! Every other module asks this one: discovery (what rules match and name targets by), the
 //! diskstats collector (`diskprobe_disk_info`), target facts (the device under a path), the
@@ -16,6 +17,8 @@
 
 pub(crate) mod cloud;
 pub mod counters;
+pub mod identity;
+pub(crate) mod stack;
 pub(crate) mod sysfs;
 
 use std::path::Path;

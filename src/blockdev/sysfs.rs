@@ -317,27 +317,141 @@ fn controller_id(sysfs: &Path, device: &Path) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-/// `MAJ:MIN` of the partitions of device `major:minor`; an error when its directory, or a
-/// partition's `dev` in it, cannot be read.
-pub(crate) fn partitions(sysfs: &Path, major: u32, minor: u32) -> io::Result<Vec<String>> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir(dev_dir(sysfs, major, minor))? {
-        let dir = entry?.path();
-        if dir.join("partition").exists() {
-            found.push(fs::read_to_string(dir.join("dev"))?.trim().to_owned());
-        }
+/// A block device by number, with its kernel name: a node of the stack [`super::stack`] walks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct DevNode {
+    /// Major number.
+    pub(crate) major: u32,
+    /// Minor number.
+    pub(crate) minor: u32,
+    /// Kernel name.
+    pub(crate) kname: String,
+}
+
+impl DevNode {
+    /// `MAJ:MIN`.
+    pub(crate) fn number(&self) -> (u32, u32) {
+        (self.major, self.minor)
     }
+}
+
+/// How device `major:minor` is stacked, as sysfs says: what its bytes live on (the whole disk
+/// of a partition, the members of a device-mapper or md volume, the backing file of a loop
+/// device) and what is built on it (its partitions, its holders).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Links {
+    /// The device itself.
+    pub(crate) node: DevNode,
+    /// For a partition, its whole disk.
+    pub(crate) whole: Option<DevNode>,
+    /// Its partitions.
+    pub(crate) partitions: Vec<DevNode>,
+    /// The devices under a device-mapper or md volume (`slaves/`).
+    pub(crate) slaves: Vec<DevNode>,
+    /// The volumes built on it (`holders/`: device-mapper, md, bcache).
+    pub(crate) holders: Vec<DevNode>,
+}
+
+/// [`Links`] of device `major:minor`; an error when its directory, or the `dev` of a partition,
+/// member or holder cannot be read, or `holders/` or `slaves/` cannot be listed (nothing is
+/// taken for absent that might be there). Where `holders/` or `slaves/` is not there, nothing
+/// can be listed in it (a partition has no `slaves/`).
+pub(crate) fn links(sysfs: &Path, major: u32, minor: u32) -> io::Result<Links> {
+    let dir = fs::canonicalize(dev_dir(sysfs, major, minor))?;
+    let name = |d: &Path| {
+        d.file_name()
+            .map(|n| kname(&n.to_string_lossy()))
+            .ok_or_else(|| io::Error::other(format!("{}: no name", d.display())))
+    };
+    let node_of = |d: &Path| -> io::Result<DevNode> {
+        let (major, minor) = parse_dev(&fs::read_to_string(d.join("dev"))?).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}/dev", d.display()))
+        })?;
+        Ok(DevNode {
+            major,
+            minor,
+            kname: name(d)?,
+        })
+    };
+    let listed = |sub: &str| -> io::Result<Vec<DevNode>> {
+        let entries = match fs::read_dir(dir.join(sub)) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        let mut nodes = Vec::new();
+        for entry in entries {
+            nodes.push(node_of(&fs::canonicalize(entry?.path())?)?);
+        }
+        nodes.sort();
+        Ok(nodes)
+    };
+    let whole = match partition_parent(&dir) {
+        Some((_, parent)) => Some(node_of(&parent)?),
+        None => None,
+    };
+    let mut partitions = Vec::new();
+    for sub in partition_dirs(&dir) {
+        partitions.push(node_of(&sub)?);
+    }
+    partitions.sort();
+    Ok(Links {
+        node: DevNode {
+            major,
+            minor,
+            kname: name(&dir)?,
+        },
+        slaves: listed("slaves")?,
+        holders: listed("holders")?,
+        whole,
+        partitions,
+    })
+}
+
+/// The loop devices in `<sysfs>/block` bound to a file or device (their `loop/backing_file`
+/// exists), with it as sysfs names it; an error when `<sysfs>/block` or the `dev` of one of
+/// them cannot be read.
+pub(crate) fn bound_loops(sysfs: &Path) -> io::Result<Vec<(DevNode, String)>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(sysfs.join("block"))? {
+        let dir = entry?.path();
+        let Ok(file) = fs::read_to_string(dir.join("loop/backing_file")) else {
+            continue;
+        };
+        let (major, minor) = parse_dev(&fs::read_to_string(dir.join("dev"))?).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}/dev", dir.display()))
+        })?;
+        let name = dir
+            .file_name()
+            .map(|n| kname(&n.to_string_lossy()))
+            .unwrap_or_default();
+        found.push((
+            DevNode {
+                major,
+                minor,
+                kname: name,
+            },
+            file.trim_end_matches('\n').to_owned(),
+        ));
+    }
+    found.sort();
     Ok(found)
 }
 
-/// Whether `<sysfs>/dev/block/<dev>/holders` (`dev` is `MAJ:MIN`) lists anything; an error when
-/// it cannot be read.
-pub(crate) fn has_holders(sysfs: &Path, dev: &str) -> io::Result<bool> {
-    Ok(
-        fs::read_dir(sysfs.join(format!("dev/block/{dev}/holders")))?
-            .next()
-            .is_some(),
-    )
+/// The disk sequence number of device `major:minor` (its disk's, for a partition: `diskseq`,
+/// Linux 5.15), and for a partition its first sector (`start`).
+pub(crate) fn sequence_and_start(
+    sysfs: &Path,
+    major: u32,
+    minor: u32,
+) -> (Option<u64>, Option<u64>) {
+    let dir = dev_dir(sysfs, major, minor);
+    let real = fs::canonicalize(&dir).unwrap_or(dir);
+    let (disk, start) = match partition_parent(&real) {
+        Some((_, disk)) => (disk, text(&real.join("start")).parse().ok()),
+        None => (real, None),
+    };
+    (text(&disk.join("diskseq")).parse().ok(), start)
 }
 
 /// Whether device `major:minor` (or the disk of a partition) is a loop device without direct I/O

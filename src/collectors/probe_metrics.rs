@@ -240,6 +240,16 @@ const FAMILIES: &[Row] = &[
         SampleSource::Target(target_info),
     ),
     row(
+        "diskprobe_target_write_refused",
+        "1 per target whose last write run was refused by a write-safety rule, by reason: not_the_pinned_disk (the path names another disk than the one the target was pinned to), mounted, swap, held, in_use (a device the write reaches is mounted, a swap area, held by a volume outside it, or claimed by another opener), cannot_check (what lies over or under the target cannot be read), no_opt_in, foreign_file; absent while writes are allowed.",
+        MetricKind::Gauge,
+        SampleSource::Target(|name, target, _, family| {
+            if let Some(reason) = target.write_refused {
+                family.push(&labels(&[("target", name), ("reason", reason)]), 1.0);
+            }
+        }),
+    ),
+    row(
         "diskprobe_target_interval_seconds",
         "Configured time between the starts of the target's probe cycles.",
         MetricKind::Gauge,

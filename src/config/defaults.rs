@@ -193,10 +193,11 @@ fn duty_cycle_check(table: &ProbeTable<'_>, settings: &ProbeSettings) -> Result<
 }
 
 /// A write profile on a block device: needs [`Writes::Device`], space of its own to preallocate
-/// is a probe file's only, and the device (device number `rdev`) may be neither mounted nor held,
-/// nor have a partition that is: a run would refuse it, so loading and `--config.check` do. The
-/// agent's own mount table and sysfs (`/proc/self/mountinfo`, `/sys`) are asked: the paths of a
-/// configuration are those the agent sees.
+/// is a probe file's only, and nothing the write reaches (the device, its partitions, what lies
+/// beneath it, every other view of its bytes: [`crate::blockdev::stack`]) may be mounted, a swap
+/// area in use or held: a run would refuse it, so loading and `--config.check` do. The agent's
+/// own mount table, swap areas, sysfs and device nodes (`/proc/self/mountinfo`, `/proc/swaps`,
+/// `/sys`, `/dev`) are asked: the paths of a configuration are those the agent sees.
 fn device_write_check(
     key: &str,
     span: Range<usize>,
@@ -207,11 +208,12 @@ fn device_write_check(
 ) -> Result<(), SpannedError> {
     let name = &p.name;
     let in_use = || {
-        crate::probe::io_target::block::mounted_or_held(
+        crate::probe::io_target::block::in_use(
             path,
             rdev,
             Path::new("/proc"),
             Path::new("/sys"),
+            Path::new("/dev"),
         )
     };
     let message = if !writes.to_device() {

@@ -6,8 +6,11 @@
 //! it. A block `[[discover]]` rule drops the lost targets it names and records none of them
 //! again ([`crate::discovery::lost`]); a configured target forgets its last device when the list
 //! names it or its disk ([`crate::scheduler`]'s last devices), so that `DiskprobeDiskLost` and
-//! `DiskprobeTargetVanished` end. Applied at start and at every reload; a retired disk that is
-//! present is probed as before.
+//! `DiskprobeTargetVanished` end. A configured target with device writes drops its pin when the
+//! list names the disk it was pinned to (by serial, WWN, volume id or the id its refusal gives;
+//! not by target name, which would drop every pin anew at each reload), so that its next write
+//! run may go to the disk at its path then. Applied at start and at every reload; a retired
+//! disk that is present is probed as before.
 
 use super::raw::RawConfig;
 use super::spanned::{SpannedError, invalid};
@@ -41,9 +44,12 @@ impl Retired {
     /// Whether the list names the disk a target called `target` probed, whose serial, WWN and
     /// cloud volume id are `ids` (empty ones never match).
     pub(crate) fn names(&self, target: &str, ids: [&str; 3]) -> bool {
-        std::iter::once(target)
-            .chain(ids)
-            .any(|id| !id.is_empty() && self.disks.contains(id))
+        std::iter::once(target).chain(ids).any(|id| self.lists(id))
+    }
+
+    /// Whether the list has the entry `id` (an empty one is never listed).
+    pub(crate) fn lists(&self, id: &str) -> bool {
+        !id.is_empty() && self.disks.contains(id)
     }
 }
 

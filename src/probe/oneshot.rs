@@ -279,7 +279,7 @@ fn probe_once(
 }
 
 /// Runs the one-shot probe.
-pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
+pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCode {
     let profiles = match checked_profiles(&args) {
         Ok(p) => p,
         Err(err) => {
@@ -305,6 +305,9 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path) -> ExitCode {
         min_free: 0,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
+        devfs: devfs.to_owned(),
+        // One run: nothing to pin it to.
+        pinned: None,
     };
     let opts = RunOptions {
         engine: args.engine,

@@ -12,13 +12,22 @@
 //! detached loop device, a drive without media). A stat that finds no device while the last one
 //! is there forgets it (the target moved off it).
 //!
+//! The same file keeps the disk each configured target with device writes was pinned to
+//! ([`Pin`]): what made the device at its path that disk when a write run was first allowed
+//! there ([`DiskIdentity`]). A write run checks the device against it and is refused when the
+//! path names another disk. A pin is dropped when its target is no longer configured at that
+//! path, or when `[retired] disks` names its disk (by serial, WWN, volume id, or the id the
+//! refusal gives) at start or at a reload: the next write run pins the disk found then. A pin
+//! made in another boot is renewed by the first run that finds the same disk.
+//!
 //! What the file gives back is not trusted: it is read only as a regular file (no link) of at
 //! most [`MAX_FILE_BYTES`]; an entry is kept only for a target configured now, with the same path;
 //! one per target (the last); its target name one the name check accepts, every other text
-//! printable and at most [`MAX_TEXT`] bytes, lists of at most [`MAX_LIST`]. The file is written only when a target's last device changes, atomically
-//! ([`StateDir::replace`]).
+//! printable and at most [`MAX_TEXT`] bytes, lists of at most [`MAX_LIST`]. The file is written
+//! only when a target's last device or pin changes, atomically ([`StateDir::replace`]).
 
 use crate::blockdev;
+use crate::blockdev::identity::DiskIdentity;
 use crate::bounded_read::BoundedReadError;
 use crate::config::{Retired, TargetSpec, target_name};
 use crate::probe::io_target::TargetKind;
@@ -55,10 +64,35 @@ pub(crate) struct LastDevice {
     pub info: TargetInfo,
 }
 
+/// The disk a configured target with device writes was pinned to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Pin {
+    /// The target's name.
+    pub target: String,
+    /// Its configured path then.
+    pub path: String,
+    /// What made the device there that disk.
+    pub disk: DiskIdentity,
+}
+
 #[derive(Serialize, Deserialize)]
 struct DevicesFile {
     version: u32,
     targets: Vec<LastDevice>,
+    /// Absent from files written before pins were kept.
+    #[serde(default)]
+    pins: Vec<Pin>,
+}
+
+/// What a target devices file holds that is well formed.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Contents {
+    /// The last devices.
+    pub last: Vec<LastDevice>,
+    /// The pins.
+    pub pins: Vec<Pin>,
+    /// How many entries were not well formed (and left out).
+    pub refused: usize,
 }
 
 /// Why bytes are not a target devices file.
@@ -80,40 +114,55 @@ impl std::fmt::Display for DevicesParseError {
 }
 
 /// The entries of a target devices file's `bytes` (pure: no I/O) that are well formed
-/// ([`well_formed`]), and how many were not.
-pub(crate) fn parse(bytes: &[u8]) -> Result<(Vec<LastDevice>, usize), DevicesParseError> {
+/// ([`well_formed`], [`pin_well_formed`]), and how many were not.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Contents, DevicesParseError> {
     let contents: DevicesFile = serde_json::from_slice(bytes).map_err(DevicesParseError::Format)?;
     if contents.version != VERSION {
         return Err(DevicesParseError::Version(contents.version));
     }
-    let count = contents.targets.len();
-    let kept: Vec<LastDevice> = contents.targets.into_iter().filter(well_formed).collect();
-    let refused = count - kept.len();
-    Ok((kept, refused))
+    let count = contents.targets.len() + contents.pins.len();
+    let last: Vec<LastDevice> = contents.targets.into_iter().filter(well_formed).collect();
+    let pins: Vec<Pin> = contents.pins.into_iter().filter(pin_well_formed).collect();
+    let refused = count - last.len() - pins.len();
+    Ok(Contents {
+        last,
+        pins,
+        refused,
+    })
+}
+
+/// Whether every text in `v` is printable (no control characters, nor Unicode line or
+/// paragraph separators) and at most [`MAX_TEXT`] bytes, and every list at most [`MAX_LIST`]
+/// long, walked generically so that a field added later is checked too.
+fn texts_ok(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => {
+            s.len() <= MAX_TEXT
+                && !s
+                    .chars()
+                    .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+        }
+        serde_json::Value::Array(a) => a.len() <= MAX_LIST && a.iter().all(texts_ok),
+        serde_json::Value::Object(o) => o.values().all(texts_ok),
+        _ => true,
+    }
 }
 
 /// Whether an entry read back can be used as labels: a target name the name check accepts, a
-/// device, and every text in it printable (no control characters, nor Unicode line or paragraph
-/// separators) and at most [`MAX_TEXT`] bytes, walked generically so that a field added later is
-/// checked too.
+/// device, and every text in it printable ([`texts_ok`]).
 fn well_formed(entry: &LastDevice) -> bool {
-    fn texts_ok(v: &serde_json::Value) -> bool {
-        match v {
-            serde_json::Value::String(s) => {
-                s.len() <= MAX_TEXT
-                    && !s
-                        .chars()
-                        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
-            }
-            serde_json::Value::Array(a) => a.len() <= MAX_LIST && a.iter().all(texts_ok),
-            serde_json::Value::Object(o) => o.values().all(texts_ok),
-            _ => true,
-        }
-    }
     target_name::check(&entry.target).is_ok()
         && entry.info.device.is_some()
         && entry.info.path == entry.path
         && serde_json::to_value(entry).is_ok_and(|v| texts_ok(&v))
+}
+
+/// Whether a pin read back can be used: a target name the name check accepts, a disk with a
+/// kernel name, and every text in it printable ([`texts_ok`]).
+fn pin_well_formed(pin: &Pin) -> bool {
+    target_name::check(&pin.target).is_ok()
+        && !pin.disk.kname.is_empty()
+        && serde_json::to_value(pin).is_ok_and(|v| texts_ok(&v))
 }
 
 /// What the agent keeps for one configured target.
@@ -128,6 +177,8 @@ struct Kept {
 #[derive(Debug, Default)]
 struct Remembered {
     kept: BTreeMap<String, Kept>,
+    /// The pins of configured targets, by name.
+    pins: BTreeMap<String, Pin>,
     /// The configured targets now, by name: their paths.
     configured: BTreeMap<String, String>,
     retired: Retired,
@@ -237,17 +288,21 @@ impl TargetDevices {
             }
         };
         let mut kept = BTreeMap::new();
+        let mut pins = BTreeMap::new();
         match read(&dir) {
-            Ok((entries, refused)) => {
-                if refused > 0 {
+            Ok(contents) => {
+                if contents.refused > 0 {
                     tracing::warn!(
                         file = %dir.path().join(FILE_NAME).display(),
-                        refused,
+                        refused = contents.refused,
                         "entries with a text the name check refuses, or no device, dropped"
                     );
                 }
-                for last in entries {
+                for last in contents.last {
                     kept.insert(last.target.clone(), Kept { last, held: None });
+                }
+                for pin in contents.pins {
+                    pins.insert(pin.target.clone(), pin);
                 }
             }
             Err(err) => {
@@ -257,6 +312,7 @@ impl TargetDevices {
         TargetDevices {
             state: Mutex::new(Remembered {
                 kept,
+                pins,
                 ..Remembered::default()
             }),
             dir: Some(dir),
@@ -306,10 +362,71 @@ impl TargetDevices {
             }
             false
         });
-        if st.kept.len() != before {
+        let pins_before = st.pins.len();
+        let Remembered {
+            pins, configured, ..
+        } = &mut *st;
+        pins.retain(|name, pin| {
+            if configured.get(name) != Some(&pin.path) {
+                return false;
+            }
+            let disk = &pin.disk;
+            let id = disk.id();
+            let named = [&disk.serial, &disk.wwn, &disk.volume_id, &id]
+                .iter()
+                .any(|i| retired.lists(i));
+            if named {
+                tracing::info!(target = %name, disk = %disk, "the disk the target was pinned to is retired ([retired] disks): its next write run pins the disk at its path then");
+            }
+            !named
+        });
+        if st.kept.len() != before || st.pins.len() != pins_before {
             self.save(&mut st);
         }
         replaced
+    }
+
+    /// The disk the configured target of `spec` was pinned to, if any (from memory, no I/O).
+    pub(crate) fn pinned(&self, spec: &TargetSpec) -> Option<DiskIdentity> {
+        let st = self.lock();
+        let path = spec.path.display().to_string();
+        st.pins
+            .get(&spec.name)
+            .filter(|p| p.path == path && st.configured.get(&spec.name) == Some(&path))
+            .map(|p| p.disk.clone())
+    }
+
+    /// Pins the configured target of `spec` to `disk`, where a write run was just allowed (or
+    /// renews the pin: a new boot); saves when that changed it. Call on the probe thread: it may
+    /// write the state directory.
+    pub(crate) fn pin(&self, spec: &TargetSpec, disk: &DiskIdentity) {
+        let mut st = self.lock();
+        let path = spec.path.display().to_string();
+        // A late run of a target that a reload removed or moved pins nothing.
+        if st.configured.get(&spec.name) != Some(&path) {
+            return;
+        }
+        let old = st.pins.get(&spec.name).map(|p| p.disk.clone());
+        if old.as_ref() == Some(disk) {
+            return;
+        }
+        match &old {
+            None => {
+                tracing::info!(target = %spec.name, disk = %disk, "write probes pinned to the disk at the target's path: they are refused once it names another")
+            }
+            Some(old) => {
+                tracing::info!(target = %spec.name, was = %old, now = %disk, "the target's pin renewed (the same disk, seen anew)")
+            }
+        }
+        st.pins.insert(
+            spec.name.clone(),
+            Pin {
+                target: spec.name.clone(),
+                path,
+                disk: disk.clone(),
+            },
+        );
+        self.save(&mut st);
     }
 
     /// What to record for the configured target of `spec` after a stat of its path found
@@ -411,6 +528,7 @@ impl TargetDevices {
         let contents = DevicesFile {
             version: VERSION,
             targets: st.kept.values().map(|k| k.last.clone()).collect(),
+            pins: st.pins.values().cloned().collect(),
         };
         let written = serde_json::to_vec_pretty(&contents)
             .map_err(std::io::Error::other)
@@ -442,10 +560,10 @@ impl std::error::Error for DevicesParseError {}
 
 /// The well-formed entries of the state directory's file (none when it does not exist), and how
 /// many were not.
-fn read(dir: &StateDir) -> Result<(Vec<LastDevice>, usize), DevicesReadError> {
+fn read(dir: &StateDir) -> Result<Contents, DevicesReadError> {
     let bytes = match dir.read(FILE_NAME, MAX_FILE_BYTES) {
         Ok(bytes) => bytes,
-        Err(e) if e.is_not_found() => return Ok((Vec::new(), 0)),
+        Err(e) if e.is_not_found() => return Ok(Contents::default()),
         Err(e) => return Err(e.into()),
     };
     parse(&bytes).map_err(|error| DevicesReadError::Parse {
@@ -651,10 +769,11 @@ mod tests {
                 other_path,
                 good.clone(),
             ],
+            pins: Vec::new(),
         })
         .unwrap();
-        let (kept, refused) = parse(&text).unwrap();
-        assert_eq!((kept, refused), (vec![good.clone()], 5));
+        let contents = parse(&text).unwrap();
+        assert_eq!((contents.last, contents.refused), (vec![good.clone()], 5));
         // A path may be longer than a name.
         let mut long_path = good;
         long_path.path = format!("/dev/disk/by-path/{}", "p".repeat(300));
@@ -662,9 +781,10 @@ mod tests {
         let text = serde_json::to_vec(&DevicesFile {
             version: VERSION,
             targets: vec![long_path],
+            pins: Vec::new(),
         })
         .unwrap();
-        assert_eq!(parse(&text).unwrap().1, 0);
+        assert_eq!(parse(&text).unwrap().refused, 0);
         assert!(matches!(
             parse(b"{\"version\": 2, \"targets\": []}"),
             Err(DevicesParseError::Version(2))

@@ -222,6 +222,7 @@ mod tests {
         let roots = Roots {
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
+            devfs: "/dev".into(),
         };
         let mut scheduler = Scheduler::new(Arc::new(SeriesStore::new()), roots, &config(4));
         let shared = scheduler.shared.clone();

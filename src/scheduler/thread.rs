@@ -7,15 +7,17 @@
 use super::log;
 use super::probe_slots::GlobalSlot;
 use super::shared::{Counted, Shared};
+use super::target_devices::TargetDevices;
 use crate::blockdev::BlockDevice;
 use crate::blockdev::counters::DiskReader;
+use crate::blockdev::identity::DiskIdentity;
 use crate::config::TargetSpec;
 use crate::contention::{OwnIo, Watch, WatchReport};
 use crate::host::Roots;
 use crate::probe::engine::{self, DrainingHook, RunOptions};
-use crate::probe::io_target::{self, TargetOptions};
+use crate::probe::io_target::{self, TargetError, TargetOptions};
 use crate::probe::profile::{ProbeClass, Profile};
-use crate::series::{RunCost, RunOutcome};
+use crate::series::{RunCost, RunOutcome, SeriesStore};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -64,13 +66,20 @@ pub(super) async fn run_on_thread(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let job_spec = spec.clone();
     let job_profile = profile.clone();
-    let roots = shared.roots.clone();
     let job_cancel = cancel.clone();
+    let pins = (spec.rule.is_none() && profile.rw.is_write() && spec.settings.writes.to_device())
+        .then(|| shared.known.clone());
+    let opening = Opening {
+        roots: shared.roots.clone(),
+        pinned: pins.as_ref().and_then(|known| known.pinned(spec)),
+        pins,
+        series: shared.series.clone(),
+    };
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(thread_name("probe", &spec.name))
         .spawn(move || {
-            let done = probe_thread(&job_spec, &job_profile, &roots, job_cancel, &tx);
+            let done = probe_thread(&job_spec, &job_profile, &opening, job_cancel, &tx);
             // Counted out before the scheduler hears of the end, which may start the next run.
             drop(counted);
             if let Some((outcome, busy)) = done {
@@ -150,15 +159,28 @@ pub(super) fn thread_name(what: &str, target: &str) -> String {
     name
 }
 
+/// What a probe thread opens its target with, and where it records what the open found.
+struct Opening {
+    roots: Roots,
+    /// For a configured target's write run on a block device: where its pin is kept (the
+    /// device opened is pinned to, or checked against, the disk it was allowed on).
+    pins: Option<Arc<TargetDevices>>,
+    /// The disk it was pinned to (from `pins`), if it was.
+    pinned: Option<DiskIdentity>,
+    /// Where a write run records why it was refused.
+    series: Arc<SeriesStore>,
+}
+
 /// Opens the target and runs the profile, reporting progress on `tx`. Returns the outcome and
 /// the engine time to charge, or `None` when the scheduler gave up on the run during the open.
 fn probe_thread(
-    spec: &TargetSpec,
+    spec: &Arc<TargetSpec>,
     profile: &Profile,
-    roots: &Roots,
+    opening: &Opening,
     cancel: Arc<AtomicBool>,
     tx: &tokio::sync::mpsc::UnboundedSender<FromThread>,
 ) -> Option<(RunOutcome, Duration)> {
+    let roots = &opening.roots;
     crate::sandbox::check_on_this_thread();
     let started = Instant::now();
     let fail = |error: String| {
@@ -178,13 +200,26 @@ fn probe_thread(
         min_free: spec.settings.min_free,
         procfs: roots.procfs.clone(),
         sysfs: roots.sysfs.clone(),
+        devfs: roots.devfs.clone(),
+        pinned: opening.pinned.clone(),
     };
     // A fill goes on while the scheduler still waits for this run and it is not cancelled.
     let filled = || tx.send(FromThread::Filled).is_ok() && !cancel.load(Ordering::Relaxed);
     let opened = match io_target::open_reporting(&spec.path, &options, &filled) {
         Ok(t) => t,
-        Err(err) => return fail(err.to_string()),
+        Err(err) => {
+            if let TargetError::WriteRefused { reason, .. } = &err {
+                opening.series.set_write_refused(spec, Some(reason.label()));
+            }
+            return fail(err.to_string());
+        }
     };
+    if options.write {
+        opening.series.set_write_refused(spec, None);
+    }
+    if let (Some(pins), Some(disk)) = (&opening.pins, &opened.identity) {
+        pins.pin(spec, disk);
+    }
     let _ = tx.send(FromThread::Opened);
     if tx.is_closed() {
         // The scheduler gave up on this run while the target was being opened: the probe would

@@ -236,6 +236,9 @@ pub struct TargetSeries {
     /// The device under it is gone (a configured target's last device, held): its runs are left
     /// out of the recent runs.
     pub gone: bool,
+    /// Why its last write run was refused by a write-safety rule (the `reason` label of
+    /// `diskprobe_target_write_refused`); `None` when it was not, or no write run has tried.
+    pub write_refused: Option<&'static str>,
 }
 
 impl TargetSeries {
@@ -246,6 +249,7 @@ impl TargetSeries {
             info: None,
             profiles: Vec::new(),
             gone: false,
+            write_refused: None,
         }
     }
 
@@ -465,6 +469,7 @@ impl SeriesStore {
                         .map(|p| (p.name.clone(), ProfileSeries::new(&layout, p.syncs())))
                         .collect(),
                     gone: false,
+                    write_refused: None,
                 };
                 if let Some(old) = changed.remove(&spec.name) {
                     fresh.keep_recent_runs_of(old);
@@ -500,6 +505,18 @@ impl SeriesStore {
             .filter(|t| Arc::ptr_eq(&t.spec, spec))
         {
             t.gone = gone;
+        }
+    }
+
+    /// Records why the last write run of the target of `spec` was refused by a write-safety rule
+    /// (`None`: its target was opened for writing).
+    pub(crate) fn set_write_refused(&self, spec: &Arc<TargetSpec>, reason: Option<&'static str>) {
+        if let Some(t) = self
+            .lock()
+            .get_mut(&spec.name)
+            .filter(|t| Arc::ptr_eq(&t.spec, spec))
+        {
+            t.write_refused = reason;
         }
     }
 

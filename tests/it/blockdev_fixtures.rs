@@ -54,6 +54,7 @@ fn roots(name: &str) -> Roots {
     Roots {
         procfs: tree(name).join("proc"),
         sysfs: tree(name).join("sys"),
+        devfs: "/dev".into(),
     }
 }
 

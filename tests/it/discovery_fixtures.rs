@@ -26,6 +26,7 @@ fn fixture_scan() -> Scan {
         &Roots {
             procfs: fixtures().join("proc"),
             sysfs: fixtures().join("sys"),
+            devfs: "/dev".into(),
         },
         Path::new("/dev"),
         true,
@@ -112,6 +113,7 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
     let roots = Roots {
         procfs: proc.path().to_owned(),
         sysfs: fixtures().join("sys"),
+        devfs: "/dev".into(),
     };
     let s = scan(&roots, Path::new("/dev"), true).unwrap();
     assert_eq!(s.mounts.len(), 1);
@@ -120,6 +122,7 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
     let none = Roots {
         procfs: proc.path().to_owned(),
         sysfs: proc.path().join("nonexistent"),
+        devfs: "/dev".into(),
     };
     let err = scan(&none, Path::new("/dev"), true).unwrap_err();
     assert!(err.to_string().contains("nonexistent/block"), "{err}");
@@ -487,6 +490,7 @@ fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_sourc
     let roots = Roots {
         procfs: fixtures().join("proc"),
         sysfs: fixtures().join("sys"),
+        devfs: "/dev".into(),
     };
     let s = scan(&roots, dev.path(), true).unwrap();
     assert_eq!(

@@ -150,6 +150,8 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
             min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
+            devfs: "/dev".into(),
+            pinned: None,
         },
     )
     .expect("open");

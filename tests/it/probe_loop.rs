@@ -39,6 +39,8 @@ fn open(
             min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
+            devfs: "/dev".into(),
+            pinned: None,
         },
     )?)
 }
@@ -321,6 +323,8 @@ fn write_safety_refuses_mounted_or_held_devices() {
         min_free: 0,
         procfs: procfs.to_owned(),
         sysfs: sysfs.to_owned(),
+        devfs: "/dev".into(),
+        pinned: None,
     };
     // Without the separate device opt-in, writes to a block device are refused before any check.
     let no_opt_in = TargetOptions {
@@ -339,12 +343,20 @@ fn write_safety_refuses_mounted_or_held_devices() {
     };
     io_target::open(&dev.path, &read).expect("read probes may run on a mounted device");
 
-    // A sysfs where the device has a holder.
+    // A sysfs where the device has a holder: a device-mapper volume over it.
     let sysfs = root.path().join("sys");
-    std::fs::create_dir_all(sysfs.join(format!("dev/block/{}/holders/dm-0", dev.majmin())))
-        .unwrap();
+    let device_dir = sysfs.join(format!("devices/virtual/block/{}", dev.name));
+    let dm = sysfs.join("devices/virtual/block/dm-0");
+    std::fs::create_dir_all(device_dir.join("holders")).unwrap();
+    std::fs::create_dir_all(&dm).unwrap();
+    std::fs::write(device_dir.join("dev"), format!("{}\n", dev.majmin())).unwrap();
+    std::fs::write(dm.join("dev"), "253:0\n").unwrap();
+    std::os::unix::fs::symlink(&dm, device_dir.join("holders/dm-0")).unwrap();
+    std::fs::create_dir_all(sysfs.join("dev/block")).unwrap();
+    std::fs::create_dir_all(sysfs.join("block")).unwrap();
+    std::os::unix::fs::symlink(&device_dir, sysfs.join("dev/block").join(dev.majmin())).unwrap();
     let err = io_target::open(&dev.path, &opts_with(Path::new("/proc"), &sysfs)).expect_err("held");
-    assert!(err.to_string().contains("has holders"), "{err}");
+    assert!(err.to_string().contains("is held by dm-0"), "{err}");
 
     // A device someone else holds exclusively: O_EXCL fails.
     let first = io_target::open(&dev.path, &opts_with(Path::new("/proc"), Path::new("/sys")))

@@ -111,6 +111,8 @@ fn opts(size: u64) -> TargetOptions {
         min_free: 0,
         procfs: PathBuf::from("/proc"),
         sysfs: PathBuf::from("/sys"),
+        devfs: PathBuf::from("/dev"),
+        pinned: None,
     }
 }
 

@@ -21,6 +21,7 @@ async fn start(text: &str) -> (Scheduler, Arc<SeriesStore>) {
     let roots = Roots {
         procfs: "/proc".into(),
         sysfs: "/sys".into(),
+        devfs: "/dev".into(),
     };
     let mut scheduler = Scheduler::new(store.clone(), roots, &config.scheduler);
     scheduler.apply(&config.targets, &config.scheduler).await;

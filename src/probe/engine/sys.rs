@@ -201,3 +201,101 @@ pub(crate) fn add_status_flags(file: &File, flags: libc::c_int) -> io::Result<()
     }
     Ok(())
 }
+
+/// `BLKGETDISKSEQ` = `_IOR(0x12, 128, __u64)` (Linux 5.15).
+#[cfg(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+))]
+const BLKGETDISKSEQ: libc::Ioctl = 0x4008_1280;
+/// `BLKGETDISKSEQ` = `_IOR(0x12, 128, __u64)` (Linux 5.15).
+#[cfg(not(any(
+    target_arch = "powerpc",
+    target_arch = "powerpc64",
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "sparc64"
+)))]
+const BLKGETDISKSEQ: libc::Ioctl = 0x8008_1280;
+
+/// The disk sequence number of the block device open as `file` (`BLKGETDISKSEQ`, Linux 5.15): a
+/// number the kernel gives each disk it attaches (a loop device at every attach), never the same
+/// twice within one boot. A partition answers its disk's.
+pub(crate) fn disk_seq(file: &File) -> io::Result<u64> {
+    let mut seq: u64 = 0;
+    // SAFETY: BLKGETDISKSEQ writes one u64 through the pointer, which points to a live local.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETDISKSEQ, &mut seq as *mut u64) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(seq)
+}
+
+/// `LOOP_GET_STATUS64` (linux/loop.h).
+const LOOP_GET_STATUS64: libc::Ioctl = 0x4C05;
+
+/// `struct loop_info64` (linux/loop.h), as the kernel fills it.
+#[repr(C)]
+// The kernel fills every field; the agent reads five.
+#[allow(dead_code)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<LoopInfo64>() == 232);
+
+/// What a bound loop device reads and writes, as `LOOP_GET_STATUS64` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoopStatus {
+    /// `st_dev` of the backing file (of its node, for a block device), in the kernel's encoding.
+    pub device: u64,
+    /// Its inode.
+    pub inode: u64,
+    /// `st_rdev` of the backing file: the block device's number when it is one, else 0.
+    pub rdevice: u64,
+    /// Where the loop device starts in it, in bytes.
+    pub offset: u64,
+    /// How much of it the loop device covers (0: up to its end).
+    pub sizelimit: u64,
+}
+
+/// What the loop device open as `file` is backed by (`LOOP_GET_STATUS64`); `ENXIO` when it is
+/// not bound to a file.
+pub(crate) fn loop_status(file: &File) -> io::Result<LoopStatus> {
+    // SAFETY: an all-zero loop_info64 is a valid value of this plain C struct.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: LOOP_GET_STATUS64 writes one struct loop_info64 through the pointer, which points
+    // to a live local of that layout (repr(C), the fields of linux/loop.h in order).
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            LOOP_GET_STATUS64,
+            &mut info as *mut LoopInfo64,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(LoopStatus {
+        device: info.lo_device,
+        inode: info.lo_inode,
+        rdevice: info.lo_rdevice,
+        offset: info.lo_offset,
+        sizelimit: info.lo_sizelimit,
+    })
+}

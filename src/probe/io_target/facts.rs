@@ -217,14 +217,6 @@ pub(super) fn mount_source(mountinfo: &str, mount_id: u64) -> Option<String> {
         .map(|m| m.source)
 }
 
-/// The devices (`MAJ:MIN`) of the filesystems mounted in a mountinfo text.
-pub(crate) fn mounted_devices(mountinfo: &str) -> Vec<String> {
-    mountinfo::parse(mountinfo)
-        .iter()
-        .map(|m| format!("{}:{}", m.major, m.minor))
-        .collect()
-}
-
 /// Filesystem type name from a statfs magic number.
 fn fstype_name(magic: i64) -> String {
     match magic {
@@ -264,7 +256,6 @@ mod tests {
         let text = "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\
                     30 22 0:25 / /dev/shm rw - tmpfs tmpfs rw\n\
                     41 22 0:48 /@home /home rw,relatime shared:9 - btrfs /dev/sda2 rw,subvol=/@home\n";
-        assert_eq!(mounted_devices(text), vec!["254:1", "0:25", "0:48"]);
         assert_eq!(mount_source(text, 41).as_deref(), Some("/dev/sda2"));
         assert_eq!(mount_source(text, 30).as_deref(), Some("tmpfs"));
         assert_eq!(mount_source(text, 99), None);

@@ -110,6 +110,8 @@ pub(crate) mod tests {
             min_free: 0,
             procfs: "/proc".into(),
             sysfs: "/sys".into(),
+            devfs: "/dev".into(),
+            pinned: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::facts::{Cache, TargetKind};
 use crate::blockdev::BlockDevice;
+use crate::blockdev::identity::DiskIdentity;
 use std::fs::File;
 use std::path::PathBuf;
 
@@ -31,6 +32,12 @@ pub struct TargetOptions {
     pub procfs: PathBuf,
     /// Root of sysfs (`/sys`).
     pub sysfs: PathBuf,
+    /// Where the device nodes are (`/dev`): the nodes of loop devices asked what they are backed
+    /// by, and of the devices a write to a block device claims.
+    pub devfs: PathBuf,
+    /// For writes to a block device, the disk the target was pinned to: a device at its path
+    /// that is not that disk is refused.
+    pub pinned: Option<DiskIdentity>,
 }
 
 /// A target opened with O_DIRECT, ready for an engine.
@@ -61,6 +68,12 @@ pub struct OpenTarget {
     pub writable: bool,
     /// Whether the probe file was created or refilled by this open.
     pub filled: bool,
+    /// For a block device opened for writing, what makes it the disk it is (what a configured
+    /// target is pinned to).
+    pub identity: Option<DiskIdentity>,
+    /// The other devices the write reaches that are claimed for the run (exclusive opens, held
+    /// until the target is dropped).
+    pub(super) _claims: Vec<File>,
 }
 
 impl OpenTarget {

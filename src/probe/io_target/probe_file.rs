@@ -334,6 +334,8 @@ pub(super) fn open_file(
         warnings,
         writable: opts.write,
         filled: ready.filled,
+        identity: None,
+        _claims: Vec::new(),
     })
 }
 

@@ -2,6 +2,7 @@
 //! path and what is wrong.
 
 use super::opened::OWNER_XATTR;
+use crate::blockdev::identity::{DiskIdentity, Mismatch};
 use crate::probe::engine::buffer::BufferError;
 use std::io;
 use std::path::PathBuf;
@@ -170,7 +171,9 @@ pub enum Refusal {
     )]
     NoDeviceOptIn,
     /// Someone else has claimed the device (the `O_EXCL` open failed with EBUSY).
-    #[error("the device is in use (O_EXCL open failed with EBUSY)")]
+    #[error(
+        "the device is in use: its exclusive open failed with EBUSY (mounted, also in another mount namespace, a swap area, a btrfs or md member, another program's exclusive open; for a partition, also its whole disk mounted)"
+    )]
     InUse,
     /// The mount table could not be read, so the device cannot be known to be unmounted.
     #[error("cannot read {mountinfo} to check for mounts: {source}")]
@@ -181,8 +184,19 @@ pub enum Refusal {
         #[source]
         source: io::Error,
     },
-    /// Sysfs could not be read, so the device cannot be known to have no partitions or holders.
-    #[error("cannot read {sysfs} to check for partitions and holders: {source}")]
+    /// `/proc/swaps` could not be read, so no device can be known not to be a swap area.
+    #[error("cannot read {swaps} to check for swap areas: {source}")]
+    SwapsUnknown {
+        /// `<procfs>/swaps`.
+        swaps: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Sysfs could not be read, so what lies over and under the device cannot be known.
+    #[error(
+        "cannot read {sysfs} to follow the devices over and under the target (partitions, holders, members, loop devices): {source}"
+    )]
     HoldersUnknown {
         /// The sysfs root.
         sysfs: PathBuf,
@@ -190,28 +204,98 @@ pub enum Refusal {
         #[source]
         source: io::Error,
     },
-    /// The device (or one of its partitions, `MAJ:MIN`) is mounted.
-    #[error("{} {dev} is mounted", if *.partition { "partition" } else { "the device" })]
-    Mounted {
-        /// `MAJ:MIN`.
-        dev: String,
-        /// Whether it is a partition of the target.
-        partition: bool,
-    },
-    /// The device (or one of its partitions) has holders (device-mapper, md).
+    /// A loop device's backing could not be told: it could be over a device the write reaches.
     #[error(
-        "{} {dev} has holders (device-mapper, md, ...)",
-        if *.partition { "partition" } else { "the device" }
+        "cannot tell what loop device {device} is backed by ({why}); it could be over the target"
     )]
+    LoopUnknown {
+        /// Its kernel name.
+        device: String,
+        /// Why.
+        why: String,
+    },
+    /// A device the write reaches is mounted.
+    #[error("{layer} is mounted")]
+    Mounted {
+        /// Which, and how it relates to the target ([`crate::blockdev::stack::Layer`]).
+        layer: String,
+    },
+    /// A device the write reaches is a swap area in use.
+    #[error("{layer} is a swap area in use")]
+    Swap {
+        /// Which, and how it relates to the target.
+        layer: String,
+    },
+    /// A device the write reaches has a holder outside what the write reaches (device-mapper,
+    /// md, ...).
+    #[error("{layer} is held by {holder} (device-mapper, md, ...)")]
     Held {
-        /// `MAJ:MIN`.
-        dev: String,
-        /// Whether it is a partition of the target.
-        partition: bool,
+        /// Which, and how it relates to the target.
+        layer: String,
+        /// The holder's kernel name.
+        holder: String,
+    },
+    /// Another view of the bytes the write reaches is claimed by someone else.
+    #[error(
+        "{layer} is in use: its exclusive open failed with EBUSY (mounted, also in another mount namespace, a swap area, a btrfs or md member, another program's exclusive open)"
+    )]
+    Claimed {
+        /// Which, and how it relates to the target.
+        layer: String,
+    },
+    /// Another view of the bytes the write reaches could not be claimed for the run.
+    #[error("cannot claim {layer} for the run ({node}): {source}")]
+    ClaimFailed {
+        /// Which, and how it relates to the target.
+        layer: String,
+        /// Its device node.
+        node: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The devices over and under the target changed while they were being claimed.
+    #[error(
+        "the devices over and under the target changed while the write-safety check ran (a loop device set up or detached); the next run checks again"
+    )]
+    StackChanged,
+    /// The device at the path is not the disk the target was pinned to.
+    #[error(
+        "not the disk the target was allowed on: {why}; pinned to {pinned}, found {found}; if the disk was replaced on purpose, add {:?} to [retired] disks and reload",
+        pinned.id()
+    )]
+    NotThePinnedDisk {
+        /// The disk the target was pinned to.
+        pinned: Box<DiskIdentity>,
+        /// The disk at its path now.
+        found: Box<DiskIdentity>,
+        /// What differs.
+        why: Mismatch,
     },
     /// A write probe on a file this agent did not create.
     #[error(
         "the file was not created by diskprobe_exporter (no {OWNER_XATTR} attribute); write probes only use probe files they created"
     )]
     ForeignFile,
+}
+
+impl Refusal {
+    /// The `reason` label of `diskprobe_target_write_refused`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Refusal::NoDeviceOptIn => "no_opt_in",
+            Refusal::InUse | Refusal::Claimed { .. } => "in_use",
+            Refusal::Mounted { .. } => "mounted",
+            Refusal::Swap { .. } => "swap",
+            Refusal::Held { .. } => "held",
+            Refusal::NotThePinnedDisk { .. } => "not_the_pinned_disk",
+            Refusal::ForeignFile => "foreign_file",
+            Refusal::MountsUnknown { .. }
+            | Refusal::SwapsUnknown { .. }
+            | Refusal::HoldersUnknown { .. }
+            | Refusal::LoopUnknown { .. }
+            | Refusal::ClaimFailed { .. }
+            | Refusal::StackChanged => "cannot_check",
+        }
+    }
 }
