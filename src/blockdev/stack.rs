@@ -383,7 +383,7 @@ impl Walk<'_> {
     }
 
     /// Queues what lies under the device of `links` and what else shows its bytes.
-    fn follow(&mut self, links: &sysfs::Links, role: Role) {
+    fn follow(&mut self, links: &sysfs::Stacking, role: Role) {
         let me = links.node.kname.clone();
         let mut next = Vec::new();
         if let Some(whole) = &links.whole {
@@ -433,9 +433,9 @@ mod tests {
     use std::path::PathBuf;
 
     /// Loop backings from a table, by kernel name; a name missing from it cannot be told.
-    struct Table(BTreeMap<&'static str, LoopBacking>);
+    struct LoopTable(BTreeMap<&'static str, LoopBacking>);
 
-    impl LoopReader for Table {
+    impl LoopReader for LoopTable {
         fn backing(&self, node: &DevNode, _file: &str) -> Result<LoopBacking, String> {
             self.0
                 .get(node.kname.as_str())
@@ -444,8 +444,8 @@ mod tests {
         }
     }
 
-    fn none() -> Table {
-        Table(BTreeMap::new())
+    fn none() -> LoopTable {
+        LoopTable(BTreeMap::new())
     }
 
     fn fixture(name: &str) -> PathBuf {
@@ -592,7 +592,7 @@ mod tests {
             offset: 0,
             sizelimit: 0,
         };
-        let table = Table(BTreeMap::from([
+        let table = LoopTable(BTreeMap::from([
             ("loop0", file(11)),
             ("loop1", file(11)),
             ("loop2", device(0)),
@@ -636,7 +636,7 @@ mod tests {
             "loop4 (7:4), a loop device over loop3,"
         );
         // A loop device whose backing cannot be told is listed: it could be over the target.
-        let partial = Table(BTreeMap::from([("loop3", file(12))]));
+        let partial = LoopTable(BTreeMap::from([("loop3", file(12))]));
         let fp = footprint(sys, 7, 3, &partial).unwrap();
         assert_eq!(fp.unknown_loops.len(), 4);
         assert!(

@@ -339,7 +339,7 @@ impl DevNode {
 /// of a partition, the members of a device-mapper or md volume, the backing file of a loop
 /// device) and what is built on it (its partitions, its holders).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Links {
+pub(crate) struct Stacking {
     /// The device itself.
     pub(crate) node: DevNode,
     /// For a partition, its whole disk.
@@ -352,11 +352,11 @@ pub(crate) struct Links {
     pub(crate) holders: Vec<DevNode>,
 }
 
-/// [`Links`] of device `major:minor`; an error when its directory, or the `dev` of a partition,
+/// [`Stacking`] of device `major:minor`; an error when its directory, or the `dev` of a partition,
 /// member or holder cannot be read, or `holders/` or `slaves/` cannot be listed (nothing is
 /// taken for absent that might be there). Where `holders/` or `slaves/` is not there, nothing
 /// can be listed in it (a partition has no `slaves/`).
-pub(crate) fn links(sysfs: &Path, major: u32, minor: u32) -> io::Result<Links> {
+pub(crate) fn links(sysfs: &Path, major: u32, minor: u32) -> io::Result<Stacking> {
     let dir = fs::canonicalize(dev_dir(sysfs, major, minor))?;
     let name = |d: &Path| {
         d.file_name()
@@ -395,7 +395,7 @@ pub(crate) fn links(sysfs: &Path, major: u32, minor: u32) -> io::Result<Links> {
         partitions.push(node_of(&sub)?);
     }
     partitions.sort();
-    Ok(Links {
+    Ok(Stacking {
         node: DevNode {
             major,
             minor,

@@ -86,7 +86,7 @@ struct DevicesFile {
 
 /// What a target devices file holds that is well formed.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) struct Contents {
+pub(crate) struct SavedDevices {
     /// The last devices.
     pub last: Vec<LastDevice>,
     /// The pins.
@@ -115,7 +115,7 @@ impl std::fmt::Display for DevicesParseError {
 
 /// The entries of a target devices file's `bytes` (pure: no I/O) that are well formed
 /// ([`well_formed`], [`pin_well_formed`]), and how many were not.
-pub(crate) fn parse(bytes: &[u8]) -> Result<Contents, DevicesParseError> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<SavedDevices, DevicesParseError> {
     let contents: DevicesFile = serde_json::from_slice(bytes).map_err(DevicesParseError::Format)?;
     if contents.version != VERSION {
         return Err(DevicesParseError::Version(contents.version));
@@ -124,7 +124,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Contents, DevicesParseError> {
     let last: Vec<LastDevice> = contents.targets.into_iter().filter(well_formed).collect();
     let pins: Vec<Pin> = contents.pins.into_iter().filter(pin_well_formed).collect();
     let refused = count - last.len() - pins.len();
-    Ok(Contents {
+    Ok(SavedDevices {
         last,
         pins,
         refused,
@@ -560,10 +560,10 @@ impl std::error::Error for DevicesParseError {}
 
 /// The well-formed entries of the state directory's file (none when it does not exist), and how
 /// many were not.
-fn read(dir: &StateDir) -> Result<Contents, DevicesReadError> {
+fn read(dir: &StateDir) -> Result<SavedDevices, DevicesReadError> {
     let bytes = match dir.read(FILE_NAME, MAX_FILE_BYTES) {
         Ok(bytes) => bytes,
-        Err(e) if e.is_not_found() => return Ok(Contents::default()),
+        Err(e) if e.is_not_found() => return Ok(SavedDevices::default()),
         Err(e) => return Err(e.into()),
     };
     parse(&bytes).map_err(|error| DevicesReadError::Parse {

@@ -674,8 +674,9 @@ fn a_mounted_block_device_as_a_write_target_is_refused_at_load() {
     assert_eq!(
         err.to_string(),
         format!(
-            "bad.toml:6:13: targets[0].profiles: profile \"randwrite-4k-qd1\" writes and {}: the device {} is mounted; write probes need a device that is neither mounted nor in use",
+            "bad.toml:6:13: targets[0].profiles: profile \"randwrite-4k-qd1\" writes and {}: the device {} ({}) is mounted; write probes need a device that is neither mounted nor in use",
             dev.path.display(),
+            dev.name,
             dev.majmin()
         )
     );

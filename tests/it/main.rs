@@ -70,6 +70,7 @@ mod series_budget;
 mod signals;
 mod status_page;
 mod web_tls;
+mod write_safety;
 
 fn main() {
     common::registry::run(
@@ -109,6 +110,7 @@ fn main() {
             recent_runs::tests(),
             rule_joins::tests(),
             sandbox::tests(),
+            write_safety::tests(),
             scheduler_runs::tests(),
             series_budget::tests(),
             signals::tests(),

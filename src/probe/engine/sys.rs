@@ -1,5 +1,6 @@
 //! The system calls the probes make that the standard library does not wrap (block-device
-//! ioctls, `statx`, `statfs`, extended attributes, `fallocate`), each behind a safe function: with
+//! ioctls, among them a disk's sequence number and a loop device's backing for the write-safety
+//! checks, `statx`, `statfs`, extended attributes, `fallocate`), each behind a safe function: with
 //! the ring and its buffers (`uring::ring`), the aligned buffers ([`super::buffer`]) and the timer
 //! slack ([`super::schedule`]), the only `unsafe` of the agent, each block with its `// SAFETY:`.
 

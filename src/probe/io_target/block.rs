@@ -12,7 +12,7 @@ use super::opened::{OpenTarget, TargetOptions};
 use super::target_error::{Refusal, TargetError};
 use crate::blockdev::identity::DiskIdentity;
 use crate::blockdev::stack::{self, Footprint};
-use crate::blockdev::{self, BlockDevice, Kind};
+use crate::blockdev::{self, BlockDevice, Kind, sysfs};
 use crate::probe::engine::sys;
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -36,7 +36,7 @@ pub(super) fn open_block_device(
     // Writes: the devices beneath and beside the target checked, and those that nothing else
     // claims claimed for the run, before the target itself is opened exclusively.
     let guard = if opts.write {
-        Some(WriteGuard::before_open(path, major, minor, opts)?)
+        Some(WriteGuard::before_open(path, &device, opts)?)
     } else {
         None
     };
@@ -51,8 +51,8 @@ pub(super) fn open_block_device(
     }
     let (identity, claims) = match guard {
         Some(guard) => {
-            let identity = guard.after_open(path, &file, &device, opts)?;
-            (Some(identity), guard.claims)
+            let (identity, claims) = guard.after_open(path, &file, opts)?;
+            (Some(identity), claims)
         }
         None => (None, Vec::new()),
     };
@@ -103,56 +103,81 @@ pub(super) fn open_block_device(
 }
 
 /// What a write to a block device holds from its checks until its target is open: the
-/// footprint it checked, and the devices it claimed.
+/// footprint it checked, the devices it claimed, and the disk it found at the path.
 struct WriteGuard {
     footprint: Footprint,
     claims: Vec<File>,
+    identity: DiskIdentity,
 }
 
 impl WriteGuard {
-    /// The checks of [`check_block_write_safety`], then [`claim`].
+    /// The checks of [`check_block_write_safety`], then [`claim`]; then what makes the device at
+    /// `path` (`device`) the disk it is, read through a read-only open of the path, checked
+    /// against the disk the target was pinned to, if it was.
     fn before_open(
         path: &Path,
-        major: u32,
-        minor: u32,
-        opts: &TargetOptions,
-    ) -> Result<WriteGuard, TargetError> {
-        let footprint = check_block_write_safety(path, major, minor, opts)?;
-        let claims = claim(path, &footprint, &opts.devfs)?;
-        Ok(WriteGuard { footprint, claims })
-    }
-
-    /// Once the target is open as `file` (`device`): the footprint walked again must be the one
-    /// checked (a loop device set up over the target, or its file, while the others were being
-    /// claimed is not claimed), and the device must be the disk the target was pinned to, if it
-    /// was. Returns what makes it the disk it is.
-    fn after_open(
-        &self,
-        path: &Path,
-        file: &File,
         device: &BlockDevice,
         opts: &TargetOptions,
-    ) -> Result<DiskIdentity, TargetError> {
+    ) -> Result<WriteGuard, TargetError> {
         let refuse = |reason| TargetError::WriteRefused {
             path: path.to_owned(),
             reason,
         };
-        let number = self.footprint.layers[0].node.number();
-        let after = check_block_write_safety(path, number.0, number.1, opts)?;
-        if after.shape() != self.footprint.shape() {
-            return Err(refuse(Refusal::StackChanged));
-        }
-        let now = identity_of(file, device, opts);
+        let footprint = check_block_write_safety(path, device.major, device.minor, opts)?;
+        let claims = claim(path, &footprint, &opts.devfs)?;
+        let node = sysfs::DevNode {
+            major: device.major,
+            minor: device.minor,
+            kname: device.kname.clone(),
+        };
+        let read_only = stack::open_node(path, &node, false).map_err(|source| TargetError::Io {
+            path: path.to_owned(),
+            what: "open read-only to tell which disk it is",
+            source,
+        })?;
+        let identity = identity_of(&read_only, device, opts);
         if let Some(pinned) = &opts.pinned
-            && let Err(why) = pinned.same_disk(&now)
+            && let Err(why) = pinned.same_disk(&identity)
         {
             return Err(refuse(Refusal::NotThePinnedDisk {
                 pinned: Box::new(pinned.clone()),
-                found: Box::new(now),
+                found: Box::new(identity),
                 why,
             }));
         }
-        Ok(now)
+        Ok(WriteGuard {
+            footprint,
+            claims,
+            identity,
+        })
+    }
+
+    /// Once the target is open as `file`: the footprint walked again must be the one checked (a
+    /// loop device set up over the target, or its file, while the others were being claimed is
+    /// not claimed), and the descriptor's disk sequence number the one checked (no other disk
+    /// attached at the node in between). Returns what makes it the disk it is.
+    fn after_open(
+        self,
+        path: &Path,
+        file: &File,
+        opts: &TargetOptions,
+    ) -> Result<(DiskIdentity, Vec<File>), TargetError> {
+        let number = self.footprint.layers[0].node.number();
+        let after = check_block_write_safety(path, number.0, number.1, opts)?;
+        if after.shape() != self.footprint.shape() {
+            return Err(TargetError::WriteRefused {
+                path: path.to_owned(),
+                reason: Refusal::StackChanged,
+            });
+        }
+        if let (Ok(now), Some(checked)) = (sys::disk_seq(file), self.identity.diskseq)
+            && now != checked
+        {
+            return Err(TargetError::DeviceChanged {
+                path: path.to_owned(),
+            });
+        }
+        Ok((self.identity, self.claims))
     }
 }
 

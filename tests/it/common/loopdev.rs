@@ -271,6 +271,19 @@ impl LoopDev {
         }
     }
 
+    /// `losetup -d`, leaving the device node in place for another file to be attached at (as
+    /// `losetup -d` does outside the tests): the device that is attached there next owns it.
+    pub fn detach_keeping_node(&mut self) {
+        let status = Command::new("losetup")
+            .arg("-d")
+            .arg(&self.path)
+            .status()
+            .expect("run losetup -d");
+        assert!(status.success(), "losetup -d {}", self.path.display());
+        self.attached = false;
+        self.numbered = false;
+    }
+
     /// `LOOP_CTL_REMOVE`, retried while the device is still open (busy), for up to 20 s.
     fn remove_node(&mut self) {
         const LOOP_CTL_REMOVE: libc::c_ulong = 0x4C81;
@@ -496,6 +509,14 @@ impl Mount {
         Mount {
             dir: dir.to_owned(),
             _temp: None,
+        }
+    }
+
+    /// A mount the test made on `dir` itself (a directory of its own), unmounted on drop.
+    pub fn adopt(dir: tempfile::TempDir) -> Mount {
+        Mount {
+            dir: dir.path().to_owned(),
+            _temp: Some(dir),
         }
     }
 
