@@ -296,10 +296,13 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCo
     let size = args
         .size
         .or_else(|| profiles.iter().filter_map(|p| p.size).max());
+    // The probe file may be refilled only where write profiles run (with --allow-writes).
+    let rewrite = profiles.iter().any(|p| p.rw.is_write());
     let options = |write: bool| TargetOptions {
         size,
         offset: args.offset,
         write,
+        rewrite,
         // One-shot mode has a single opt-in: --allow-writes (checked above) covers devices.
         device_writes: write,
         min_free: 0,

@@ -192,17 +192,7 @@ fn probe_thread(
             Duration::ZERO,
         ))
     };
-    let options = TargetOptions {
-        size: spec.settings.size,
-        offset: spec.offset,
-        write: profile.rw.is_write(),
-        device_writes: spec.settings.writes.to_device(),
-        min_free: spec.settings.min_free,
-        procfs: roots.procfs.clone(),
-        sysfs: roots.sysfs.clone(),
-        devfs: roots.devfs.clone(),
-        pinned: opening.pinned.clone(),
-    };
+    let options = target_options(spec, profile, opening);
     // A fill goes on while the scheduler still waits for this run and it is not cancelled.
     let filled = || tx.send(FromThread::Filled).is_ok() && !cancel.load(Ordering::Relaxed);
     let opened = match io_target::open_reporting(&spec.path, &options, &filled) {
@@ -266,6 +256,24 @@ fn probe_thread(
             Some((outcome, busy))
         }
         Err(err) => fail(err.to_string()),
+    }
+}
+
+/// How the run of `profile` on the target of `spec` opens it.
+fn target_options(spec: &TargetSpec, profile: &Profile, opening: &Opening) -> TargetOptions {
+    let roots = &opening.roots;
+    TargetOptions {
+        size: spec.settings.size,
+        offset: spec.offset,
+        write: profile.rw.is_write(),
+        rewrite: spec.settings.writes.allowed()
+            && spec.settings.profiles.iter().any(|p| p.rw.is_write()),
+        device_writes: spec.settings.writes.to_device(),
+        min_free: spec.settings.min_free,
+        procfs: roots.procfs.clone(),
+        sysfs: roots.sysfs.clone(),
+        devfs: roots.devfs.clone(),
+        pinned: opening.pinned.clone(),
     }
 }
 

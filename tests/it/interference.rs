@@ -146,6 +146,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
             size: None,
             offset: 0,
             write: false,
+            rewrite: false,
             device_writes: false,
             min_free: 0,
             procfs: "/proc".into(),

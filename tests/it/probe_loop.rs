@@ -34,6 +34,7 @@ fn open(
             size,
             offset,
             write,
+            rewrite: write,
             // These tests write to loop devices they created.
             device_writes: write,
             min_free: 0,
@@ -319,6 +320,7 @@ fn write_safety_refuses_mounted_or_held_devices() {
         size: None,
         offset: 0,
         write: true,
+        rewrite: true,
         device_writes: true,
         min_free: 0,
         procfs: procfs.to_owned(),

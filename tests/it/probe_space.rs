@@ -107,6 +107,7 @@ fn opts(size: u64) -> TargetOptions {
         size: Some(size),
         offset: 0,
         write: false,
+        rewrite: true,
         device_writes: false,
         min_free: 0,
         procfs: PathBuf::from("/proc"),

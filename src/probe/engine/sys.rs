@@ -134,6 +134,27 @@ pub(crate) fn dio_alignment(file: &File) -> Option<(u64, u64)> {
     ))
 }
 
+/// The birth time of `file` (`statx` `STATX_BTIME`: seconds and nanoseconds), when the kernel
+/// and filesystem report one.
+pub(crate) fn birth_time(file: &File) -> Option<(i64, u32)> {
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: the fd is open, the path is an empty NUL-terminated string used with
+    // AT_EMPTY_PATH, and `stx` is a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BTIME,
+            &mut stx,
+        )
+    };
+    (rc == 0 && stx.stx_mask & libc::STATX_BTIME != 0)
+        .then_some((stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec))
+}
+
 /// The value of the extended attribute `name` of `file` (up to 128 bytes), if it has one.
 pub(crate) fn get_xattr(file: &File, name: &str) -> Option<Vec<u8>> {
     let name = CString::new(name).ok()?;

@@ -10,8 +10,10 @@
 //!   `O_DSYNC`, `O_SYNC`).
 //! - [`fresh_space`]: the space `etcd-wal` preallocates beyond a probe file's region for a run.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
-//!   marked as ours with the extended attribute [`OWNER_XATTR`](opened::OWNER_XATTR) and reused across restarts while
-//!   intact (same size, no holes, filling finished); writes only to files carrying that mark.
+//!   marked as ours ([`mark`]: the extended attribute [`OWNER_XATTR`](opened::OWNER_XATTR), bound
+//!   to the file's inode and birth time) and reused across restarts while intact (same size, no
+//!   holes, filling finished); writes only to files carrying that mark, refills only for a
+//!   target that may write.
 //!
 //! Read probes open the target read-only. Everything is opened with `O_DIRECT`, but for the
 //! descriptors of durability profiles that write through the page cache.
@@ -20,6 +22,7 @@ pub(crate) mod block;
 mod direct;
 pub(crate) mod facts;
 pub(crate) mod fresh_space;
+mod mark;
 mod opened;
 pub(crate) mod probe_file;
 pub(crate) mod reopen;
@@ -88,6 +91,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let opts = TargetOptions {
             write: true,
+            rewrite: true,
             ..file_opts(Some(1 << 20))
         };
         match open(&dir.path().join("probe.dat"), &opts) {
@@ -106,6 +110,7 @@ pub(crate) mod tests {
             size,
             offset: 0,
             write: false,
+            rewrite: false,
             device_writes: false,
             min_free: 0,
             procfs: "/proc".into(),

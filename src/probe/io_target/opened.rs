@@ -23,6 +23,11 @@ pub struct TargetOptions {
     pub offset: u64,
     /// Open for writing (write probes). Needs the safety rules to pass.
     pub write: bool,
+    /// The target may write its probe file (it has a write profile, and writes are allowed):
+    /// only then is an existing probe file refilled (or an earlier version's mark bound to it);
+    /// a target that may not never truncates or rewrites a file, whatever its mark says (it
+    /// only finishes a fill the agent started on a file it made).
+    pub rewrite: bool,
     /// Writes to a block device are allowed: a separate opt-in on top of `write`, checked here
     /// so that every caller goes through the same gate.
     pub device_writes: bool,

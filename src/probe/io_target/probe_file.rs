@@ -1,10 +1,12 @@
 //! Probe files: created at the requested size and filled with random data before they are ever
-//! read, marked as ours with the extended attribute [`OWNER_XATTR`], reused across restarts while
-//! intact, and written to only when they carry that mark (or were created by this process).
+//! read, marked as ours with the extended attribute [`OWNER_XATTR`] bound to the file
+//! ([`super::mark`]), reused across restarts while intact, written to only when they carry that
+//! mark (or were created by this process), and refilled only by a target that may write them.
 
 use super::direct::{DirectOpen, check_aligned, fstat, open_direct, set_direct};
 use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
+use super::mark::{self, Binding, Fill, Mark, Owner};
 use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use super::space;
 use super::target_error::{Refusal, TargetError};
@@ -23,6 +25,12 @@ fn get_xattr(file: &File) -> Option<Vec<u8>> {
 
 fn set_xattr(file: &File, value: &[u8]) -> io::Result<()> {
     sys::set_xattr(file, OWNER_XATTR, value)
+}
+
+/// Marks `file` as the agent's probe file of `size` bytes, filled as far as `fill` says, bound
+/// to it.
+fn set_mark(file: &File, fill: Fill, size: u64) -> io::Result<()> {
+    set_xattr(file, &Mark::new(fill, size, Binding::of(file)?).render())
 }
 
 /// The probe file at `path` opened for writes with O_DIRECT, and checked to be the file `checked`
@@ -54,34 +62,19 @@ fn same_file(path: &Path, checked: &fs::Metadata, file: &File) -> Result<(), Tar
     Ok(())
 }
 
-/// Fails unless the file behind `file` carries the mark of a probe file filled to `size`: the one
-/// just filled through its path, not another put in its place.
+/// Fails unless the file behind `file` carries the agent's mark of a probe file filled to
+/// `size`, bound to it: the one just filled through its path, not another put in its place.
 fn check_filled(path: &Path, file: &File, size: u64) -> Result<(), TargetError> {
-    if get_xattr(file) == Some(complete_marker(size)) {
-        return Ok(());
+    match mark::owner(get_xattr(file).as_deref(), file) {
+        Owner::Agent(m)
+            if m.fill == Fill::Complete && m.size == size && m.binding != Binding::Legacy =>
+        {
+            Ok(())
+        }
+        _ => Err(TargetError::ReplacedDuringFill {
+            path: path.to_owned(),
+        }),
     }
-    Err(TargetError::ReplacedDuringFill {
-        path: path.to_owned(),
-    })
-}
-
-fn complete_marker(size: u64) -> Vec<u8> {
-    format!("probe-file v1 size={size}").into_bytes()
-}
-
-/// The mark of a fill in progress: names the size being filled, so that a fill that was stopped
-/// is finished at that size (not at the size it had reached).
-fn filling_marker(size: u64) -> Vec<u8> {
-    format!("filling size={size}").into_bytes()
-}
-
-/// The size a mark names (finished or in progress), if any; marks of an older version name none.
-fn marked_size(mark: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(mark).ok()?;
-    let size = text
-        .strip_prefix("probe-file v1 size=")
-        .or_else(|| text.strip_prefix("filling size="))?;
-    size.parse().ok().filter(|&n| n > 0)
 }
 
 /// Bytes written per system call while filling a probe file; progress is reported after each.
@@ -113,7 +106,9 @@ fn fill_probe_file(
             source,
         }
     };
-    let mark_filling = |file: &File| match set_xattr(file, &filling_marker(size)) {
+    // The mark of a fill in progress names the size being filled, so that a fill that was
+    // stopped is finished at that size (not at the size it had reached).
+    let mark_filling = |file: &File| match set_mark(file, Fill::Filling, size) {
         Ok(()) => true,
         Err(err) => {
             tracing::warn!(path = %path.display(), %err, "cannot mark the probe file as ours (no user xattrs); write probes will refuse it after a restart");
@@ -193,7 +188,7 @@ fn fill_probe_file(
     }
     file.sync_all().map_err(io_err("sync the probe file"))?;
     if marked {
-        set_xattr(&file, &complete_marker(size)).map_err(io_err("mark the probe file"))?;
+        set_mark(&file, Fill::Complete, size).map_err(io_err("mark the probe file"))?;
     }
     Ok((marked, fstat(path, &file)?))
 }
@@ -339,6 +334,18 @@ pub(super) fn open_file(
     })
 }
 
+/// Binds the mark of an intact probe file an earlier version made (of `size` bytes) to it.
+fn bind_legacy_mark(path: &Path, file: &File, size: u64) {
+    match set_mark(file, Fill::Complete, size) {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "a probe file an earlier version made: its mark is bound to it")
+        }
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot bind the mark of a probe file an earlier version made")
+        }
+    }
+}
+
 /// A probe file opened for probing.
 struct Ready {
     /// The descriptor to probe.
@@ -382,8 +389,9 @@ fn create(
     })
 }
 
-/// Opens the existing file at `path`: ours is refilled unless intact; a foreign one is only
-/// read, whole or as far as the configured size.
+/// Opens the existing file at `path`: ours is refilled unless intact (by a target that may
+/// write it: [`TargetOptions::rewrite`]); a foreign one is only read, whole or as far as the
+/// configured size.
 fn open_existing(
     path: &Path,
     opts: &TargetOptions,
@@ -402,42 +410,54 @@ fn open_existing(
         },
     )?;
     let meta = fstat(path, &probe)?;
-    let marker = get_xattr(&probe);
+    let owner = mark::owner(get_xattr(&probe).as_deref(), &probe);
     // Without a configured size, a probe file keeps the size its mark names (that of a finished
     // fill, or of one that was stopped); a foreign file is probed whole.
-    let wanted = opts.size.unwrap_or_else(|| match &marker {
-        Some(m) => marked_size(m).unwrap_or(DEFAULT_FILE_SIZE),
-        None => meta.len(),
+    let wanted = opts.size.unwrap_or(match &owner {
+        Owner::Agent(m) => m.size,
+        Owner::Foreign(_) => meta.len(),
     });
     let mut filled = false;
-    match marker {
-        Some(m) => {
+    let mut unbound = false;
+    match owner {
+        Owner::Agent(m) => {
             // A file longer than its region holds space a durability run preallocated and
             // did not give back (the agent stopped during the run): intact all the same, and
             // truncated back below when opened for writing.
-            let intact = m == complete_marker(wanted)
+            let intact = m.fill == Fill::Complete
+                && m.size == wanted
                 && meta.len() >= wanted
                 && meta.blocks().saturating_mul(512) >= meta.len();
+            // A fill the agent started on a file it made (a bound `filling` mark) is finished
+            // as its creation would have been; anything else is refilled only by a target that
+            // may write the file.
+            let unfinished = m.fill == Fill::Filling && m.binding != Binding::Legacy;
+            if !intact && !opts.rewrite && !unfinished {
+                return Err(TargetError::NotRefilled {
+                    path: path.to_owned(),
+                });
+            }
             if !intact {
                 tracing::info!(path = %path.display(), size = wanted, "probe file is incomplete or has another size; refilling it with random data");
                 fill_probe_file(path, wanted, opts.min_free, Some(&meta), fstype, progress)?;
                 filled = true;
             }
+            unbound = m.binding == Binding::Legacy;
         }
-        None if opts.write => {
+        Owner::Foreign(why) if opts.write => {
             return Err(TargetError::WriteRefused {
                 path: path.to_owned(),
-                reason: Refusal::ForeignFile,
+                reason: Refusal::ForeignFile { why },
             });
         }
-        None if wanted > meta.len() => {
+        Owner::Foreign(_) if wanted > meta.len() => {
             return Err(TargetError::TooSmall {
                 path: path.to_owned(),
                 available: meta.len(),
                 wanted,
             });
         }
-        None => {}
+        Owner::Foreign(_) => {}
     }
     let file = if opts.write {
         let file = open_checked_for_writes(path, &meta, fstype)?;
@@ -455,6 +475,8 @@ fn open_existing(
     };
     if filled {
         check_filled(path, &file, wanted)?;
+    } else if unbound && opts.rewrite {
+        bind_legacy_mark(path, &file, wanted);
     }
     Ok(Ready {
         file,
@@ -474,7 +496,10 @@ mod tests {
     fn creates_fills_and_reuses_a_probe_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
-        let opts = file_opts(Some(1 << 20));
+        let opts = TargetOptions {
+            rewrite: true,
+            ..file_opts(Some(1 << 20))
+        };
         let chunks = std::cell::Cell::new(0);
         let count = || {
             chunks.set(chunks.get() + 1);
@@ -498,6 +523,14 @@ mod tests {
             size: Some(2 << 20),
             ..opts.clone()
         };
+        // A target that may not write the file never refills it.
+        let read_only = TargetOptions {
+            rewrite: false,
+            ..opts2.clone()
+        };
+        let err = open(&path, &read_only).unwrap_err();
+        assert!(matches!(err, TargetError::NotRefilled { .. }), "{err}");
+        assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
         let t = open_reporting(&path, &opts2, &count).unwrap();
         assert!(t.filled, "a size change refills");
         assert_eq!(chunks.get(), 3);
@@ -517,7 +550,10 @@ mod tests {
     fn a_stopped_fill_is_finished_at_the_size_it_was_filling() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.dat");
-        let opts = file_opts(Some(3 << 20));
+        let opts = TargetOptions {
+            rewrite: true,
+            ..file_opts(Some(3 << 20))
+        };
         // A fill of a file it created that is stopped (the target removed mid-fill) leaves
         // nothing behind.
         match open_reporting(&path, &opts, &|| false) {
@@ -534,18 +570,19 @@ mod tests {
         }
         assert_eq!(fs::metadata(&path).unwrap().len(), 1 << 20);
         // Opened again without a size (the embedded default, a one-shot run without --size):
-        // the fill is finished at the size it was started with, not at the 1 MiB it reached.
-        let unsized_opts = TargetOptions { size: None, ..opts };
+        // the fill is finished at the size it was started with, not at the 1 MiB it reached;
+        // also by a target that may not write (a fill the agent started on a file it made).
+        let unsized_opts = TargetOptions {
+            size: None,
+            rewrite: false,
+            ..opts
+        };
         let t = open(&path, &unsized_opts).unwrap();
         assert!(t.filled);
         assert_eq!(t.region_len, 3 << 20);
         assert_eq!(fs::metadata(&path).unwrap().len(), 3 << 20);
         drop(t);
         assert!(!open(&path, &unsized_opts).unwrap().filled, "then reused");
-        // A mark of an older version names no size (the default size is then filled).
-        assert_eq!(marked_size(b"filling"), None);
-        assert_eq!(marked_size(b"probe-file v1 size=0"), None);
-        assert_eq!(marked_size(b"filling size=4096"), Some(4096));
     }
 
     #[test]
@@ -638,6 +675,82 @@ mod tests {
         let created = dir.path().join("probe.dat");
         open(&created, &opts).unwrap();
         assert!(created.exists());
+    }
+
+    /// A file whose mark is not one the agent writes, or one written on another file, is
+    /// foreign: never truncated, refilled or written, whatever the target; a mark an earlier
+    /// version wrote is the agent's, reused as it is and bound to the file by a target that may
+    /// write it.
+    #[test]
+    fn only_files_the_agent_made_are_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = TargetOptions {
+            write: true,
+            rewrite: true,
+            ..file_opts(Some(1 << 20))
+        };
+        let reader = file_opts(Some(1 << 20));
+        let made = dir.path().join("made.dat");
+        match open(&made, &writer) {
+            Err(TargetError::NoDirectIo { .. }) => return no_direct_io_here(),
+            other => drop(other.unwrap()),
+        }
+        // A stray value of the attribute (another tool, a hand-made test): foreign.
+        let stray = dir.path().join("stray.dat");
+        fs::write(&stray, vec![7u8; 8 << 20]).unwrap();
+        set_xattr(&File::open(&stray).unwrap(), b"x").unwrap();
+        for opts in [&reader, &writer] {
+            let result = open(&stray, opts);
+            if opts.write {
+                let err = result.unwrap_err();
+                assert!(
+                    err.to_string().contains("is not one the agent writes"),
+                    "{err}"
+                );
+            } else {
+                assert!(!result.unwrap().filled, "read as it is");
+            }
+            assert_eq!(fs::read(&stray).unwrap(), vec![7u8; 8 << 20]);
+        }
+        // A copy of the agent's file with its attributes: its mark names another file.
+        let copy = dir.path().join("copy.dat");
+        fs::copy(&made, &copy).unwrap();
+        let value = get_xattr(&File::open(&made).unwrap()).unwrap();
+        set_xattr(&File::open(&copy).unwrap(), &value).unwrap();
+        let before = fs::read(&copy).unwrap();
+        let err = open(&copy, &writer).unwrap_err();
+        assert!(err.to_string().contains("another file"), "{err}");
+        let bigger = TargetOptions {
+            size: Some(2 << 20),
+            ..reader.clone()
+        };
+        assert!(matches!(
+            open(&copy, &bigger).unwrap_err(),
+            TargetError::TooSmall { .. }
+        ));
+        assert_eq!(fs::read(&copy).unwrap(), before, "the copy is untouched");
+        // The file as an earlier version left it: reused, not refilled; bound by a writer.
+        let legacy = dir.path().join("legacy.dat");
+        fs::copy(&made, &legacy).unwrap();
+        set_xattr(&File::open(&legacy).unwrap(), b"probe-file v1 size=1048576").unwrap();
+        let data = fs::read(&legacy).unwrap();
+        assert!(!open(&legacy, &reader).unwrap().filled);
+        assert_eq!(
+            get_xattr(&File::open(&legacy).unwrap()).unwrap(),
+            b"probe-file v1 size=1048576",
+            "a reader leaves the mark as it is"
+        );
+        assert!(!open(&legacy, &writer).unwrap().filled, "reused");
+        let bound = get_xattr(&File::open(&legacy).unwrap()).unwrap();
+        assert!(bound.starts_with(b"diskprobe_exporter v2 complete size=1048576 ino="));
+        assert!(matches!(
+            mark::owner(Some(&bound), &File::open(&legacy).unwrap()),
+            Owner::Agent(_)
+        ));
+        assert!(!open(&legacy, &writer).unwrap().filled, "and reused again");
+        // Reads and writes of the same data: nothing refilled it.
+        let after = fs::read(&legacy).unwrap();
+        assert_eq!(after.len(), data.len());
     }
 
     #[test]

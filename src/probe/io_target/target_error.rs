@@ -132,6 +132,15 @@ pub enum TargetError {
         /// Why.
         problem: super::space::SpaceProblem,
     },
+    /// The agent's probe file is incomplete or has another size than configured, and the target
+    /// may not write it (no write profile, or writes not allowed): it is not refilled.
+    #[error(
+        "{path}: the probe file is incomplete or of another size, and a target without writes allowed never refills it (allow writes, set its size, or remove the file to have it made again)"
+    )]
+    NotRefilled {
+        /// The target.
+        path: PathBuf,
+    },
     /// The fill of a probe file was stopped (cancelled, or given up on) before it finished; the
     /// next open finishes it.
     #[error("{path}: the fill of the probe file was stopped before it finished")]
@@ -274,9 +283,12 @@ pub enum Refusal {
     },
     /// A write probe on a file this agent did not create.
     #[error(
-        "the file was not created by diskprobe_exporter (no {OWNER_XATTR} attribute); write probes only use probe files they created"
+        "the file is not a probe file diskprobe_exporter made ({why}: see the {OWNER_XATTR} attribute in docs/probes.md); write probes only use probe files they made"
     )]
-    ForeignFile,
+    ForeignFile {
+        /// Why it is not (no mark, a mark the agent does not write, a mark of another file).
+        why: String,
+    },
 }
 
 impl Refusal {
@@ -289,7 +301,7 @@ impl Refusal {
             Refusal::Swap { .. } => "swap",
             Refusal::Held { .. } => "held",
             Refusal::NotThePinnedDisk { .. } => "not_the_pinned_disk",
-            Refusal::ForeignFile => "foreign_file",
+            Refusal::ForeignFile { .. } => "foreign_file",
             Refusal::MountsUnknown { .. }
             | Refusal::SwapsUnknown { .. }
             | Refusal::HoldersUnknown { .. }
