@@ -311,6 +311,8 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCo
         devfs: devfs.to_owned(),
         // One run: nothing to pin it to.
         pinned: None,
+        // One-shot mode runs unconfined.
+        confined: false,
     };
     let opts = RunOptions {
         engine: args.engine,

@@ -166,6 +166,11 @@ pub(crate) enum Refused {
 /// are started deep inside the scheduler.
 static IN_FORCE: OnceLock<Arc<Sandbox>> = OnceLock::new();
 
+/// Whether a Landlock ruleset confines this process.
+pub(crate) fn confined() -> bool {
+    IN_FORCE.get().is_some()
+}
+
 /// Runs the check ([`check`]) on the calling thread the first time any thread calls this while a
 /// ruleset is in force; otherwise does nothing. Probe threads call it before they open a target.
 pub(crate) fn check_on_this_thread() {

@@ -274,6 +274,7 @@ fn target_options(spec: &TargetSpec, profile: &Profile, opening: &Opening) -> Ta
         sysfs: roots.sysfs.clone(),
         devfs: roots.devfs.clone(),
         pinned: opening.pinned.clone(),
+        confined: crate::sandbox::confined(),
     }
 }
 

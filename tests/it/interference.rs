@@ -153,6 +153,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
             sysfs: "/sys".into(),
             devfs: "/dev".into(),
             pinned: None,
+            confined: false,
         },
     )
     .expect("open");

@@ -42,6 +42,7 @@ fn open(
             sysfs: "/sys".into(),
             devfs: "/dev".into(),
             pinned: None,
+            confined: false,
         },
     )?)
 }
@@ -327,6 +328,7 @@ fn write_safety_refuses_mounted_or_held_devices() {
         sysfs: sysfs.to_owned(),
         devfs: "/dev".into(),
         pinned: None,
+        confined: false,
     };
     // Without the separate device opt-in, writes to a block device are refused before any check.
     let no_opt_in = TargetOptions {

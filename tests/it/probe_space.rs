@@ -114,6 +114,7 @@ fn opts(size: u64) -> TargetOptions {
         sysfs: PathBuf::from("/sys"),
         devfs: PathBuf::from("/dev"),
         pinned: None,
+        confined: false,
     }
 }
 

@@ -268,8 +268,9 @@ fn a_write_target_whose_node_comes_to_name_another_image_is_not_written() {
     assert_ne!(hash(&second.content()), before, "accepted, it is written");
 
     // A disk replaced as the kernel replaces one (its node removed and made anew, as udev does
-    // for /dev/sdX): refused for the same reason, and accepted by a restart (confined by
-    // Landlock, the agent writes only to the node it was started with).
+    // for /dev/sdX): refused for the same reason; retired at a reload, refused by the sandbox
+    // (confined by Landlock, the agent writes only to the node it was started with), which says
+    // so; accepted by a restart.
     let second_id = backing_id(&second);
     second.detach();
     drop(second);
@@ -285,8 +286,20 @@ fn a_write_target_whose_node_comes_to_name_another_image_is_not_written() {
         "the third image was written"
     );
     assert_eq!(refused(&m, "data", "not_the_pinned_disk"), 1.0, "{m:?}");
-    drop(agent);
     common::config_flag(ws.path(), &with_retired(&[&id, &second_id]));
+    agent.signal("HUP");
+    if common::sum(&m, "diskprobe_sandbox_info", &["enforced=\"full\""]) == 1.0 {
+        agent.expect_log(
+            "Landlock sandbox: the agent may write only to the device nodes its targets named when it started",
+            Duration::from_secs(30),
+        );
+    }
+    assert_eq!(
+        hash(&third.content()),
+        before,
+        "the third image was written"
+    );
+    drop(agent);
     let agent = Agent::start(&[&flags[0], &flags[1]]);
     wait_until(&agent, Duration::from_secs(30), "writes again", |m| {
         runs(m, "data", "success") >= 1.0

@@ -78,12 +78,10 @@ pub(crate) fn open_direct(path: &Path, how: DirectOpen<'_>) -> Result<File, Targ
                 path: path.to_owned(),
                 reason: Refusal::InUse,
             }
-        } else if excl && err.raw_os_error() == Some(libc::EACCES) {
-            // Landlock allows writes to the device node the path named when the agent started
-            // (by inode): a node the kernel made since (a disk replaced) is outside its rules.
+        } else if excl {
             TargetError::Io {
                 path: path.to_owned(),
-                what: "open for writing with O_DIRECT (no permission to write the device; or, confined by Landlock, its node was made after the agent started, as when a disk is replaced: restart the agent)",
+                what: super::target_error::WRITE_OPEN,
                 source: err,
             }
         } else {

@@ -53,6 +53,15 @@ pub fn open_reporting(
     opts: &TargetOptions,
     progress: &dyn Fn() -> bool,
 ) -> Result<OpenTarget, TargetError> {
+    open_any(path, opts, progress).map_err(|e| e.in_sandbox(opts.confined))
+}
+
+/// [`open_reporting`], its errors as the kernel gave them.
+fn open_any(
+    path: &Path,
+    opts: &TargetOptions,
+    progress: &dyn Fn() -> bool,
+) -> Result<OpenTarget, TargetError> {
     let io_err = |what: &'static str| {
         move |source: io::Error| TargetError::Io {
             path: path.to_owned(),
@@ -117,6 +126,7 @@ pub(crate) mod tests {
             sysfs: "/sys".into(),
             devfs: "/dev".into(),
             pinned: None,
+            confined: false,
         }
     }
 

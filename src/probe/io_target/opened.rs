@@ -43,6 +43,9 @@ pub struct TargetOptions {
     /// For writes to a block device, the disk the target was pinned to: a device at its path
     /// that is not that disk is refused.
     pub pinned: Option<DiskIdentity>,
+    /// The agent is confined by Landlock: a permission refused where its rules should allow is
+    /// said to be the sandbox's ([`TargetError::in_sandbox`](super::TargetError)).
+    pub confined: bool,
 }
 
 /// A target opened with O_DIRECT, ready for an engine.

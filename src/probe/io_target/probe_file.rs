@@ -125,7 +125,7 @@ fn fill_probe_file(
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
-                .map_err(io_err("create the probe file"))?;
+                .map_err(io_err(super::target_error::CREATE))?;
             // Ours from the start: a fill that fails below leaves a file marked as unfinished.
             let marked = mark_filling(&file);
             (file, Some(marked))

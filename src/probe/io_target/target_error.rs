@@ -157,6 +157,16 @@ pub enum TargetError {
         #[source]
         source: BufferError,
     },
+    /// The agent's Landlock ruleset refused what a target needs (EACCES while it is confined).
+    #[error("{path}: {what}: refused by the agent's Landlock sandbox: {why}")]
+    Sandboxed {
+        /// The target.
+        path: PathBuf,
+        /// What was refused.
+        what: &'static str,
+        /// What that means, and what to do.
+        why: &'static str,
+    },
     /// Size, offset or block size violate the direct-I/O alignment.
     #[error("{path}: {what} {value} is not a multiple of the direct-I/O alignment {align}")]
     Alignment {
@@ -170,6 +180,35 @@ pub enum TargetError {
         align: u64,
     },
 }
+
+impl TargetError {
+    /// This error as the Landlock sandbox explains it, when the agent is `confined` and it is
+    /// EACCES from creating a probe file or opening a device for writing; itself otherwise.
+    pub(crate) fn in_sandbox(self, confined: bool) -> TargetError {
+        let TargetError::Io { path, what, source } = self else {
+            return self;
+        };
+        let why = match what {
+            _ if !confined || source.raw_os_error() != Some(libc::EACCES) => None,
+            CREATE => Some(
+                "its directory is not one the agent may create files in: its rules name the directories of the probe files as they were when it started (a filesystem mounted or unmounted there since makes it another directory) and the directories of the mount rules' mountpoints; restart the agent once the directory is what it should be",
+            ),
+            WRITE_OPEN => Some(
+                "the agent may write only to the device nodes its targets named when it started, and this node was made since (a disk replaced, or attached again); restart the agent",
+            ),
+            _ => None,
+        };
+        match why {
+            Some(why) => TargetError::Sandboxed { path, what, why },
+            None => TargetError::Io { path, what, source },
+        }
+    }
+}
+
+/// What [`TargetError::Io`] names the creation of a probe file.
+pub(crate) const CREATE: &str = "create the probe file";
+/// What [`TargetError::Io`] names the open of a block device for writing.
+pub(crate) const WRITE_OPEN: &str = "open for writing with O_DIRECT";
 
 /// Which write-safety rule refused a write probe.
 #[derive(Debug, thiserror::Error)]
