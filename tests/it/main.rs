@@ -54,6 +54,7 @@ mod interference;
 mod metrics_docs;
 mod native_histograms_e2e;
 mod probe_cli;
+mod probe_files;
 mod probe_loop;
 mod probe_space;
 mod probe_throttle;
@@ -111,6 +112,7 @@ fn main() {
             rule_joins::tests(),
             sandbox::tests(),
             write_safety::tests(),
+            probe_files::tests(),
             scheduler_runs::tests(),
             series_budget::tests(),
             signals::tests(),
