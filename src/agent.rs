@@ -80,7 +80,7 @@ pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
         Err(err) if settings.config_file.is_none() => return Err(err),
         Err(err) => {
             if settings.keeps_state {
-                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: {KEPT}");
+                tracing::warn!(err = %crate::logging::error_chain(&err), "no state directory: {KEPT}");
             }
             return Ok(StateFiles::default());
         }

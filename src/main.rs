@@ -3,6 +3,7 @@
 use clap::Parser;
 use diskprobe_exporter::agent::{self, EXIT_CONFIG};
 use diskprobe_exporter::cli::{Cli, Command};
+use diskprobe_exporter::logging::error_chain;
 use diskprobe_exporter::settings::Settings;
 use std::process::ExitCode;
 
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
     let settings = match Settings::load(cli) {
         Ok(settings) => settings,
         Err(err) => {
-            eprintln!("{err:#}");
+            eprintln!("{}", error_chain(err.as_ref()));
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -33,7 +34,7 @@ fn main() -> ExitCode {
     let state = match agent::prepare(&settings) {
         Ok(state) => state,
         Err(err) => {
-            tracing::error!(err = %format!("{:#}", anyhow::Error::from(err)), "fatal");
+            tracing::error!(err = %error_chain(&err), "fatal");
             return ExitCode::FAILURE;
         }
     };
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(err = %format!("{err:#}"), "fatal");
+            tracing::error!(err = %error_chain(err.as_ref()), "fatal");
             ExitCode::FAILURE
         }
     }
