@@ -8,7 +8,8 @@
 //! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
 //! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
 //! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
-//! stat'ed once at load) and [`discover`] (`[[discover]]` rules). [`retired`]: `[retired]`, the
+//! stat'ed once at load), `target_files` (one target per file) and [`discover`] (`[[discover]]`
+//! rules). [`retired`]: `[retired]`, the
 //! disks gone for good.
 
 mod defaults;
@@ -22,6 +23,7 @@ mod profiles;
 pub(crate) mod raw;
 pub(crate) mod retired;
 mod spanned;
+mod target_files;
 pub mod target_name;
 pub(crate) mod targets;
 
@@ -36,6 +38,7 @@ use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+pub use target_files::TargetFile;
 pub(crate) use targets::SchedulerConfig;
 pub use targets::TargetSpec;
 
@@ -71,6 +74,9 @@ pub struct Config {
     pub cloud_stats: CloudStatsConfig,
     /// `[retired]`: disks gone for good.
     pub retired: Retired,
+    /// Where each `[[targets]]` entry's file is, in `targets` order: a target a `[[discover]]`
+    /// rule finds there is left to it.
+    pub(crate) target_files: Vec<TargetFile>,
 }
 
 /// Validated `[cloud_stats]`: whether EC2's NVMe performance statistics (log page 0xD0) of EBS
@@ -243,7 +249,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
         (None, None) => DeviceFilter::default_exclude(),
     };
-    let (targets, scheduler) = targets::validate(&raw)?;
+    let (targets, target_files, scheduler) = targets::validate(&raw)?;
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
     let node_limits = limits::node(raw.limits.as_ref())?;
@@ -264,6 +270,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
             size_histograms: raw.cloud_stats.size_histograms.unwrap_or(false),
         },
         retired,
+        target_files,
     })
 }
 

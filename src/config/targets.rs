@@ -1,6 +1,7 @@
 //! `[[targets]]` entries and `[scheduler]`, validated into [`TargetSpec`]s the scheduler can
 //! run as they are: a target's name, path and writes, its probe settings over `[defaults]`
-//! ([`super::defaults`]), and what its path says at load: a write target that is not a regular
+//! ([`super::defaults`]), one target per file ([`super::target_files`]), and what its path says
+//! at load: a write target that is not a regular
 //! file or a block device, and a probe file whose size does not fit its filesystem with the
 //! reserve, are refused (with the location of the offending value).
 
@@ -9,6 +10,7 @@ use super::path_stat::{PathStat, SPACE_CHECK_WAIT, with_deadline};
 use super::probe_settings::{ProbeSettings, Writes, or, positive, size};
 use super::raw::{RawConfig, RawTarget};
 use super::spanned::{SpannedError, invalid};
+use super::target_files::TargetFile;
 use std::path::PathBuf;
 use toml::Spanned;
 
@@ -42,10 +44,11 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`.
+/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`; also returns where
+/// each target's file is, one target per file ([`super::target_files`]).
 pub(super) fn validate(
     raw: &RawConfig,
-) -> Result<(Vec<TargetSpec>, SchedulerConfig), SpannedError> {
+) -> Result<(Vec<TargetSpec>, Vec<TargetFile>, SchedulerConfig), SpannedError> {
     let defaults = Defaults::from_raw(raw)?;
     let scheduler = SchedulerConfig {
         max_concurrent_probes: match &raw.scheduler.max_concurrent_probes {
@@ -54,6 +57,7 @@ pub(super) fn validate(
         },
     };
     let mut targets: Vec<TargetSpec> = Vec::new();
+    let mut files: Vec<TargetFile> = Vec::new();
     for (i, t) in raw.targets.iter().enumerate() {
         let spec = target(&format!("targets[{i}]"), t, &defaults)?;
         if targets.iter().any(|other| other.name == spec.name) {
@@ -65,9 +69,39 @@ pub(super) fn validate(
                 ),
             ));
         }
+        let file = TargetFile::look(&spec.name, &spec.path);
+        let shares = |j: usize| {
+            files[j].identity == file.identity
+                && (file.rdev.is_none() || regions_overlap(&targets[j], &spec))
+        };
+        if let Some(j) = (0..files.len()).find(|&j| shares(j)) {
+            let first = &targets[j];
+            return Err(invalid(
+                &t.get_ref().path,
+                format!(
+                    "targets[{i}].path: target {:?} and target {:?} (targets[{j}]) probe one file ({}); a file belongs to one target, or each would refill it to its own size in turn: give {:?} a path of its own",
+                    spec.name,
+                    first.name,
+                    file.sameness(&first.path, &spec.path),
+                    spec.name,
+                ),
+            ));
+        }
         targets.push(spec);
+        files.push(file);
     }
-    Ok((targets, scheduler))
+    Ok((targets, files, scheduler))
+}
+
+/// Whether the regions two targets on one block device probe overlap: from `offset`, `size`
+/// bytes (to the device's end where `size` is not set).
+fn regions_overlap(a: &TargetSpec, b: &TargetSpec) -> bool {
+    let end = |t: &TargetSpec| {
+        t.settings
+            .size
+            .map_or(u64::MAX, |s| t.offset.saturating_add(s))
+    };
+    a.offset < end(b) && b.offset < end(a)
 }
 
 /// A target with write profiles writes to a regular file (its probe file, made where the path does
@@ -216,4 +250,30 @@ fn target(
         rule: None,
         settings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_on_one_device_may_share_it_by_regions_that_do_not_overlap() {
+        let spec = |keys: &str| {
+            let config = crate::config::Config::from_toml(
+                &format!("[[targets]]\nname = \"t\"\npath = \"/dev/x\"\n{keys}\n"),
+                std::path::Path::new("t.toml"),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            config.targets[0].clone()
+        };
+        let halves = (spec("size = \"32MiB\""), spec("offset = \"32MiB\""));
+        assert!(!regions_overlap(&halves.0, &halves.1));
+        assert!(!regions_overlap(&halves.1, &halves.0));
+        let whole = spec("");
+        assert!(regions_overlap(&whole, &halves.1));
+        assert!(regions_overlap(&whole, &whole));
+        let inside = spec("offset = \"16MiB\"\nsize = \"4MiB\"");
+        assert!(regions_overlap(&halves.0, &inside));
+        assert!(!regions_overlap(&halves.1, &inside));
+    }
 }

@@ -814,6 +814,102 @@ fn min_free_is_checked_at_load_and_by_config_check() {
     assert!(!probe.exists());
 }
 
+/// Two targets on one file are refused at load and by `--config.check` (exit 2) at the second
+/// one's `path`, whatever their sizes, naming both: one path twice, a hard link, a symbolic link,
+/// a path through `..`, a file yet to be made in a directory reached through a link, and (as
+/// root) a bind mount of the directory; two files are fine.
+fn two_targets_on_one_file_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("probe.dat"), b"").unwrap();
+    std::fs::hard_link(dir.join("probe.dat"), dir.join("hard.dat")).unwrap();
+    std::os::unix::fs::symlink(dir.join("probe.dat"), dir.join("soft.dat")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink(dir.join("sub"), dir.join("linked")).unwrap();
+    let config = |first: &Path, second: &Path| {
+        format!(
+            "[[targets]]\nname = \"small\"\npath = \"{}\"\nsize = \"4MiB\"\n\
+             [[targets]]\nname = \"large\"\npath = \"{}\"\nsize = \"8MiB\"\n",
+            first.display(),
+            second.display()
+        )
+    };
+    let probe = dir.join("probe.dat");
+    let bind = dir.join("bind");
+    let bound = common::is_root().then(|| {
+        std::fs::create_dir(&bind).unwrap();
+        crate::common::loopdev::Mount::at(&["--bind", dir.join("sub").to_str().unwrap()], &bind)
+    });
+    let mut cases = vec![
+        (probe.clone(), probe.clone(), "the same path".to_owned()),
+        (
+            probe.clone(),
+            dir.join("hard.dat"),
+            format!(
+                "{} and {} are one file",
+                probe.display(),
+                dir.join("hard.dat").display()
+            ),
+        ),
+        (
+            probe.clone(),
+            dir.join("soft.dat"),
+            "are one file".to_owned(),
+        ),
+        (
+            probe.clone(),
+            dir.join("sub/../probe.dat"),
+            "are one file".to_owned(),
+        ),
+        (
+            dir.join("sub/new.dat"),
+            dir.join("linked/new.dat"),
+            "are one file".to_owned(),
+        ),
+    ];
+    if bound.is_some() {
+        cases.push((
+            dir.join("sub/new.dat"),
+            bind.join("new.dat"),
+            "are one file".to_owned(),
+        ));
+    }
+    for (first, second, how) in &cases {
+        let err = Config::from_toml(&config(first, second), Path::new("bad.toml"))
+            .expect_err(&format!("{} and {}", first.display(), second.display()))
+            .to_string();
+        assert!(
+            err.starts_with(
+                "bad.toml:7:8: targets[1].path: target \"large\" and target \"small\" (targets[0]) probe one file ("
+            ) && err.contains(how.as_str())
+                && err.ends_with("give \"large\" a path of its own"),
+            "{err}"
+        );
+    }
+    Config::from_toml(
+        &config(&probe, &dir.join("other.dat")),
+        Path::new("ok.toml"),
+    )
+    .expect("two files");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, config(&probe, &probe)).unwrap();
+    let out = Command::new(common::binary())
+        .arg("--config.check")
+        .arg(format!("--config.file={}", bad.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:7:8: targets[1].path: target \"large\" and target \"small\" (targets[0]) probe one file (the same path)",
+            bad.display()
+        )),
+        "{stderr}"
+    );
+    drop(bound);
+}
+
 /// The durability keys of a [profiles.NAME] table mean what fio's options of the same names mean.
 fn durability_keys_mean_fios_options() {
     use diskprobe_exporter::probe::profile::{OpenSync, SyncCall, SyncEvery};
@@ -946,5 +1042,6 @@ crate::tests! {
     a_mounted_block_device_as_a_write_target_is_refused_at_load: [LOOP],
     write_targets_that_are_not_regular_files_are_refused,
     min_free_is_checked_at_load_and_by_config_check,
+    two_targets_on_one_file_are_refused_naming_both,
     durability_keys_mean_fios_options,
 }
