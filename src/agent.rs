@@ -24,7 +24,7 @@ use crate::scheduler::target_devices::TargetDevices;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
-use crate::state_dir::StateDirError;
+use crate::state_dir::{StateDirError, StateLock};
 use crate::web_config::{WebConfigError, WebSecurity};
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -43,7 +43,7 @@ pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 pub const EXIT_CONFIG: u8 = 2;
 
 /// The state directory as the agent made it at start ([`prepare`]), for the files it keeps
-/// there.
+/// there; its lock is held while this lives.
 #[derive(Debug, Default)]
 pub struct StateFiles {
     /// The state directory; none (the files are kept in memory only) when there is none or it
@@ -52,13 +52,15 @@ pub struct StateFiles {
     /// Whether the configuration at start keeps files there ([`Settings::keeps_state`]): the
     /// sandbox grants the directory then.
     kept: bool,
+    /// The directory's lock, where this agent uses the directory: one agent per state directory.
+    _lock: Option<StateLock>,
 }
 
 impl StateFiles {
-    /// Where the targets block rules lose are kept: in the state directory.
+    /// Where the targets block rules lose are kept: in the state directory, when the
+    /// configuration at start keeps state there.
     fn lost_targets_file(&self) -> Option<PathBuf> {
-        self.dir
-            .as_ref()
+        self.kept_dir()
             .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
     }
 
@@ -69,10 +71,11 @@ impl StateFiles {
 }
 
 /// The effects of a start on the file system, once, before the sandbox (its rules name
-/// directories that exist): the embedded default's state directory is made and checked
-/// ([`crate::state_dir::prepare`]; an error ends the start); where the configuration keeps
-/// state, the state directory is made (an error is a warning: those files are kept in memory
-/// only).
+/// directories that exist) and before anything is written there: the embedded default's state
+/// directory is made, checked ([`crate::state_dir::prepare`]) and locked ([`StateLock`]); an
+/// error ends the start. Where the configuration keeps state, the state directory is made and
+/// locked (an error is a warning: those files are kept in memory only). A directory another
+/// agent holds ends the start either way ([`StateDirError::InUse`]), nothing written.
 pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
     const KEPT: &str = "lost discovered targets and the last devices of configured targets are kept in memory only";
     let dir = match settings.state_dir() {
@@ -85,18 +88,29 @@ pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
             return Ok(StateFiles::default());
         }
     };
+    let mut lock = None;
     if settings.config_file.is_none() {
         let prepared = crate::state_dir::prepare(dir, &settings.roots.procfs)?;
+        lock = Some(StateLock::take(&prepared)?);
         tracing::info!(state_dir = %prepared.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
-    } else if settings.keeps_state
-        && let Err(err) = std::fs::create_dir_all(dir)
-    {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
-        return Ok(StateFiles::default());
+    } else if settings.keeps_state {
+        if let Err(err) = std::fs::create_dir_all(dir) {
+            tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
+            return Ok(StateFiles::default());
+        }
+        match StateLock::take(dir) {
+            Ok(held) => lock = Some(held),
+            Err(err @ StateDirError::InUse { .. }) => return Err(err),
+            Err(err) => {
+                tracing::warn!(err = %crate::logging::error_chain(&err), "{KEPT}");
+                return Ok(StateFiles::default());
+            }
+        }
     }
     Ok(StateFiles {
         dir: Some(dir.to_owned()),
         kept: settings.keeps_state,
+        _lock: lock,
     })
 }
 

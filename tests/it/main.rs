@@ -68,6 +68,7 @@ mod sandbox;
 mod scheduler_runs;
 mod series_budget;
 mod signals;
+mod state_lock;
 mod status_page;
 mod web_tls;
 
@@ -112,6 +113,7 @@ fn main() {
             scheduler_runs::tests(),
             series_budget::tests(),
             signals::tests(),
+            state_lock::tests(),
             status_page::tests(),
             web_tls::tests(),
         ]
