@@ -348,6 +348,7 @@ impl Agent {
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Agent> {
         let config = &settings.config;
+        warn_machine_findings(config);
         // The last devices of configured targets, kept in the state directory where the
         // configuration at start keeps state (the sandbox grants it then).
         let known = Arc::new(TargetDevices::load(state.kept_dir()));
@@ -505,6 +506,14 @@ impl Agent {
     }
 }
 
+/// Logs what the machine's state says against `config`'s targets (at start and at a reload):
+/// the targets run all the same, and their runs fail with the reason while it holds.
+fn warn_machine_findings(config: &Config) {
+    for finding in &config.findings {
+        tracing::warn!(%finding, "a target cannot run as the machine is now; it is scheduled all the same, and its runs fail with this reason while that holds");
+    }
+}
+
 /// Applies the configuration read again (`None`: no `--config.file`) only when it is valid as
 /// a whole and the sandbox allows what it needs.
 // One argument per part a reload touches; grouping them would only move the list.
@@ -550,6 +559,7 @@ async fn reload_config(
                 );
             }
             series.set_histogram_layout(&new.histograms.classic_buckets);
+            warn_machine_findings(&new);
             // Configured targets no longer configured, or whose disk is now retired, forget their
             // last devices; one whose device was gone takes what its path shows now.
             for (name, info) in scheduler

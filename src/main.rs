@@ -25,7 +25,20 @@ fn main() -> ExitCode {
         }
     };
     if settings.config_check {
-        println!("{}: configuration is valid", settings.config_source());
+        // What the machine's state says against targets does not make the configuration
+        // invalid: a start runs them (their runs fail with the reason while it holds).
+        for finding in &settings.config.findings {
+            eprintln!(
+                "warning: {finding} (the machine's state: the target loads, and its runs fail with this reason while it holds)"
+            );
+        }
+        match settings.config.findings.len() {
+            0 => println!("{}: configuration is valid", settings.config_source()),
+            n => println!(
+                "{}: configuration is valid; {n} warning(s) about the machine's state",
+                settings.config_source()
+            ),
+        }
         return ExitCode::SUCCESS;
     }
     // The start's effects on the file system, once; then, before any thread starts, the

@@ -2,7 +2,9 @@
 //!
 //! Everything is checked here, once, so the rest of the agent receives typed values (compiled
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
-//! column, the key and what was expected ([`ConfigError`]).
+//! column, the key and what was expected ([`ConfigError`]). Only a configuration wrong in itself
+//! is an error: what the machine's state says against a target at load (a full filesystem, a
+//! device in use) is a [`MachineFinding`], located the same way, and the configuration loads.
 //!
 //! The probing part, by concern: [`probe_settings`] (the probe keys of a table and their
 //! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
@@ -77,6 +79,38 @@ pub struct Config {
     /// Where each `[[targets]]` entry's file is, in `targets` order: a target a `[[discover]]`
     /// rule finds there is left to it.
     pub(crate) target_files: Vec<TargetFile>,
+    /// What the machine's state at load says against targets: they load all the same, and their
+    /// runs fail with the reason while the machine stays so.
+    pub findings: Vec<MachineFinding>,
+}
+
+/// What the machine's state says against a target at load (its probe file does not fit its
+/// filesystem with the reserve, a device it would write to is mounted or held): not an error of
+/// the configuration, which loads; reported by `--config.check` (which still exits 0), logged
+/// at start and at a reload, and the target's runs fail with the reason while it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineFinding {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// 1-based line of the value it is about.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What the machine's state says, starting with the key.
+    pub message: String,
+}
+
+impl fmt::Display for MachineFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            self.line,
+            self.column,
+            self.message
+        )
+    }
 }
 
 /// Validated `[cloud_stats]`: whether EC2's NVMe performance statistics (log page 0xD0) of EBS
@@ -212,11 +246,27 @@ impl Config {
             };
             located(e.span(), message)
         })?;
-        validate(raw).map_err(|e| located(Some(e.span), e.message))
+        let mut findings = Vec::new();
+        let mut config =
+            validate(raw, &mut findings).map_err(|e| located(Some(e.span), e.message))?;
+        config.findings = findings
+            .into_iter()
+            .map(|f| {
+                let (line, column) = line_column(text, f.span.start);
+                MachineFinding {
+                    path: path.to_owned(),
+                    line,
+                    column,
+                    message: f.message,
+                }
+            })
+            .collect();
+        Ok(config)
     }
 }
 
-fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
+/// Validates `raw`; what the machine's state says against it goes to `findings`.
+fn validate(raw: raw::RawConfig, findings: &mut Vec<SpannedError>) -> Result<Config, SpannedError> {
     let listen_address = raw
         .web
         .listen_address
@@ -249,7 +299,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
         (None, None) => DeviceFilter::default_exclude(),
     };
-    let (targets, target_files, scheduler) = targets::validate(&raw)?;
+    let (targets, target_files, scheduler) = targets::validate(&raw, findings)?;
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
     let node_limits = limits::node(raw.limits.as_ref())?;
@@ -271,6 +321,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         },
         retired,
         target_files,
+        findings: Vec::new(),
     })
 }
 

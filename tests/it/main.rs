@@ -51,6 +51,7 @@ mod http;
 mod http_burst;
 mod http_flood;
 mod interference;
+mod machine_state;
 mod metrics_docs;
 mod native_histograms_e2e;
 mod probe_cli;
@@ -98,6 +99,7 @@ fn main() {
             http_burst::tests(),
             http_flood::tests(),
             interference::tests(),
+            machine_state::tests(),
             metrics_docs::tests(),
             native_histograms_e2e::tests(),
             probe_cli::tests(),
