@@ -615,6 +615,7 @@ mod tests {
         let settings = Settings::from_args(&[
             "diskprobe_exporter",
             &format!("--config.file={}", config.display()),
+            &format!("--state.dir={}", tmp.path().join("state").display()),
             "--sandbox.landlock=off",
         ])
         .unwrap();
