@@ -11,8 +11,7 @@
 //! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
 //! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
 //! stat'ed once at load), `target_files` (one target per file) and [`discover`] (`[[discover]]`
-//! rules). [`retired`]: `[retired]`, the
-//! disks gone for good.
+//! rules). [`retired`]: `[retired]`, the disks gone for good.
 
 mod defaults;
 pub mod discover;

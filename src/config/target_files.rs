@@ -62,10 +62,9 @@ impl TargetFile {
     /// Looks at `path` (absolute) on a thread given up after the load's stat patience
     /// ([`with_deadline`]): a hung filesystem makes it [`FileIdentity::Path`].
     pub(crate) fn look(name: &str, path: &Path) -> TargetFile {
-        let lexical = lexical(path);
-        let owned = lexical.clone();
+        let owned = path.to_owned();
         let (identity, resolved) = with_deadline(move || (identity(&owned), resolved(&owned)))
-            .unwrap_or_else(|| (FileIdentity::Path(lexical.clone()), lexical));
+            .unwrap_or_else(|| (FileIdentity::Path(lexical(path)), lexical(path)));
         let rdev = match identity {
             FileIdentity::Device { rdev } => Some(rdev),
             _ => None,
@@ -78,7 +77,7 @@ impl TargetFile {
         }
     }
 
-    /// How `self` and `other`, the same file, are so, in words.
+    /// How `path` and `other_path`, found to be one file with this identity, are so, in words.
     pub(crate) fn sameness(&self, path: &Path, other_path: &Path) -> String {
         match &self.identity {
             _ if path == other_path => "the same path".to_owned(),
@@ -96,7 +95,8 @@ impl TargetFile {
     }
 }
 
-/// `path` with `.` and `..` worked out, without asking the filesystem.
+/// `path` with `.` and `..` worked out, without asking the filesystem (where the filesystem
+/// cannot say).
 fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
@@ -111,7 +111,7 @@ fn lexical(path: &Path) -> PathBuf {
     out
 }
 
-/// The [`FileIdentity`] of `path` now.
+/// The [`FileIdentity`] of `path` now: what the kernel resolves it to (`..` after a link included).
 fn identity(path: &Path) -> FileIdentity {
     match std::fs::metadata(path) {
         Ok(meta) if meta.file_type().is_block_device() => {
@@ -129,26 +129,27 @@ fn identity(path: &Path) -> FileIdentity {
                     ino: dir.ino(),
                     name: name.to_owned(),
                 },
-                _ => FileIdentity::Path(path.to_owned()),
+                _ => FileIdentity::Path(lexical(path)),
             }
         }
     }
 }
 
-/// `path` with its nearest existing ancestor resolved through links, the rest appended.
+/// `path` with its nearest existing ancestor resolved through links, the rest appended (its
+/// `.` and `..` worked out where they are in that rest).
 fn resolved(path: &Path) -> PathBuf {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
         if let Ok(real) = std::fs::canonicalize(existing) {
-            return rest.iter().rev().fold(real, |p, name| p.join(name));
+            return lexical(&rest.iter().rev().fold(real, |p, name| p.join(name)));
         }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last.as_os_str().to_owned());
                 existing = parent;
             }
-            _ => return path.to_owned(),
+            _ => return lexical(path),
         }
     }
 }
@@ -170,6 +171,12 @@ mod tests {
         assert_eq!(id("a.dat"), id("hard.dat"));
         assert_eq!(id("a.dat"), id("soft.dat"));
         assert_eq!(id("a.dat"), id("sub/../a.dat"));
+        // `..` after a link to a directory is the link's target's parent, as the kernel has it.
+        std::fs::create_dir_all(dir.join("deep/er")).unwrap();
+        std::fs::write(dir.join("deep/x.dat"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.join("deep/er"), dir.join("shortcut")).unwrap();
+        assert_eq!(id("shortcut/../x.dat"), id("deep/x.dat"));
+        assert_ne!(id("shortcut/../x.dat"), id("x.dat"));
         assert_ne!(id("a.dat"), id("b.dat"));
         // Files yet to be made: by their directory and name.
         assert_eq!(id("sub/new.dat"), id("linked/new.dat"));
