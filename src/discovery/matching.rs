@@ -110,9 +110,9 @@ fn place_of(mounts: &[MountEntry], path: &Path) -> Option<FilePlace> {
 fn owner<'a>(c: &Candidate, scan: &Scan, configured: &'a [TargetFile]) -> Option<&'a TargetFile> {
     configured.iter().find(|t| match &c.file {
         Some(file) => place_of(&scan.mounts, &t.resolved).as_ref() == Some(file),
-        None => t.rdev.is_some_and(|rdev| {
-            (libc::major(rdev), libc::minor(rdev)) == c.key && c.path.starts_with(&scan.dev_dir)
-        }),
+        None => t
+            .rdev
+            .is_some_and(|rdev| (libc::major(rdev), libc::minor(rdev)) == c.key),
     })
 }
 
