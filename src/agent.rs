@@ -24,7 +24,7 @@ use crate::scheduler::target_devices::TargetDevices;
 use crate::series::SeriesStore;
 use crate::server::{self, App};
 use crate::settings::Settings;
-use crate::state_dir::StateDirError;
+use crate::state_dir::{StateDirError, StateLock};
 use crate::web_config::{WebConfigError, WebSecurity};
 use futures_util::StreamExt;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -43,7 +43,7 @@ pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 pub const EXIT_CONFIG: u8 = 2;
 
 /// The state directory as the agent made it at start ([`prepare`]), for the files it keeps
-/// there.
+/// there; its lock is held while this lives.
 #[derive(Debug, Default)]
 pub struct StateFiles {
     /// The state directory; none (the files are kept in memory only) when there is none or it
@@ -52,13 +52,15 @@ pub struct StateFiles {
     /// Whether the configuration at start keeps files there ([`Settings::keeps_state`]): the
     /// sandbox grants the directory then.
     kept: bool,
+    /// The directory's lock, where this agent uses the directory: one agent per state directory.
+    _lock: Option<StateLock>,
 }
 
 impl StateFiles {
-    /// Where the targets block rules lose are kept: in the state directory.
+    /// Where the targets block rules lose are kept: in the state directory, when the
+    /// configuration at start keeps state there.
     fn lost_targets_file(&self) -> Option<PathBuf> {
-        self.dir
-            .as_ref()
+        self.kept_dir()
             .map(|dir| dir.join(discovery::lost_file::FILE_NAME))
     }
 
@@ -69,10 +71,11 @@ impl StateFiles {
 }
 
 /// The effects of a start on the file system, once, before the sandbox (its rules name
-/// directories that exist): the embedded default's state directory is made and checked
-/// ([`crate::state_dir::prepare`]; an error ends the start); where the configuration keeps
-/// state, the state directory is made (an error is a warning: those files are kept in memory
-/// only).
+/// directories that exist) and before anything is written there: the embedded default's state
+/// directory is made, checked ([`crate::state_dir::prepare`]) and locked ([`StateLock`]); an
+/// error ends the start. Where the configuration keeps state, the state directory is made and
+/// locked (an error is a warning: those files are kept in memory only). A directory another
+/// agent holds ends the start either way ([`StateDirError::InUse`]), nothing written.
 pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
     const KEPT: &str = "lost discovered targets and the last devices of configured targets are kept in memory only";
     let dir = match settings.state_dir() {
@@ -80,23 +83,34 @@ pub fn prepare(settings: &Settings) -> Result<StateFiles, StateDirError> {
         Err(err) if settings.config_file.is_none() => return Err(err),
         Err(err) => {
             if settings.keeps_state {
-                tracing::warn!(err = %format!("{:#}", anyhow::Error::from(err)), "no state directory: {KEPT}");
+                tracing::warn!(err = %crate::logging::error_chain(&err), "no state directory: {KEPT}");
             }
             return Ok(StateFiles::default());
         }
     };
+    let mut lock = None;
     if settings.config_file.is_none() {
         let prepared = crate::state_dir::prepare(dir, &settings.roots.procfs)?;
+        lock = Some(StateLock::take(&prepared)?);
         tracing::info!(state_dir = %prepared.display(), "no --config.file: running the embedded default (diskstats and a scratch-file probe)");
-    } else if settings.keeps_state
-        && let Err(err) = std::fs::create_dir_all(dir)
-    {
-        tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
-        return Ok(StateFiles::default());
+    } else if settings.keeps_state {
+        if let Err(err) = std::fs::create_dir_all(dir) {
+            tracing::warn!(state_dir = %dir.display(), %err, "cannot create the state directory: {KEPT}");
+            return Ok(StateFiles::default());
+        }
+        match StateLock::take(dir) {
+            Ok(held) => lock = Some(held),
+            Err(err @ StateDirError::InUse { .. }) => return Err(err),
+            Err(err) => {
+                tracing::warn!(err = %crate::logging::error_chain(&err), "{KEPT}");
+                return Ok(StateFiles::default());
+            }
+        }
     }
     Ok(StateFiles {
         dir: Some(dir.to_owned()),
         kept: settings.keeps_state,
+        _lock: lock,
     })
 }
 
@@ -334,6 +348,7 @@ impl Agent {
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Agent> {
         let config = &settings.config;
+        warn_machine_findings(config);
         // The last devices of configured targets, kept in the state directory where the
         // configuration at start keeps state (the sandbox grants it then).
         let known = Arc::new(TargetDevices::load(state.kept_dir()));
@@ -491,6 +506,14 @@ impl Agent {
     }
 }
 
+/// Logs what the machine's state says against `config`'s targets (at start and at a reload):
+/// the targets run all the same, and their runs fail with the reason while it holds.
+fn warn_machine_findings(config: &Config) {
+    for finding in &config.findings {
+        tracing::warn!(%finding, "a target cannot run as the machine is now; it is scheduled all the same, and its runs fail with this reason while that holds");
+    }
+}
+
 /// Applies the configuration read again (`None`: no `--config.file`) only when it is valid as
 /// a whole and the sandbox allows what it needs.
 // One argument per part a reload touches; grouping them would only move the list.
@@ -536,6 +559,7 @@ async fn reload_config(
                 );
             }
             series.set_histogram_layout(&new.histograms.classic_buckets);
+            warn_machine_findings(&new);
             // Configured targets no longer configured, or whose disk is now retired, forget their
             // last devices; one whose device was gone takes what its path shows now.
             for (name, info) in scheduler
@@ -591,6 +615,7 @@ mod tests {
         let settings = Settings::from_args(&[
             "diskprobe_exporter",
             &format!("--config.file={}", config.display()),
+            &format!("--state.dir={}", tmp.path().join("state").display()),
             "--sandbox.landlock=off",
         ])
         .unwrap();

@@ -88,6 +88,15 @@ pub(crate) fn bcrypt_cost(hash: &str) -> Option<u32> {
     (4..=31).contains(&cost).then_some(cost)
 }
 
+/// The base64 credentials of an `Authorization` header value of the Basic scheme: the scheme's
+/// name in any case (RFC 7617 after RFC 7235: `basic` is `Basic`), then spaces, then the token.
+fn basic_credentials(authorization: &str) -> Option<&str> {
+    let (scheme, credentials) = authorization.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("basic")
+        .then(|| credentials.trim_start_matches(' '))
+}
+
 /// The keyed hash of a user's credentials and bcrypt hash: 128 bits of SipHash under keys
 /// drawn at start, so that what is remembered neither holds a password nor can be matched by
 /// chosen input.
@@ -150,7 +159,7 @@ impl Credentials {
             return Precheck::Decided(Auth::Allowed);
         }
         let denied = Precheck::Decided(Auth::Denied);
-        let Some(encoded) = authorization.and_then(|h| h.strip_prefix("Basic ")) else {
+        let Some(encoded) = authorization.and_then(basic_credentials) else {
             return denied;
         };
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
@@ -427,10 +436,28 @@ mod tests {
             c.check_cached(Some(&header("nobody:x"))),
             Precheck::UnknownUser(_)
         ));
+        // The scheme's name is case-insensitive (RFC 7617, RFC 7235), and spaces may follow it.
+        for scheme in ["basic", "BASIC", "bAsIc"] {
+            let spelt = header("prom:s3cret").replacen("Basic", scheme, 1);
+            assert!(
+                matches!(
+                    c.check_cached(Some(&spelt)),
+                    Precheck::Decided(Auth::Allowed)
+                ),
+                "{spelt}"
+            );
+        }
+        let spaced = header("prom:s3cret").replacen("Basic ", "Basic   ", 1);
+        assert!(matches!(
+            c.check_cached(Some(&spaced)),
+            Precheck::Decided(Auth::Allowed)
+        ));
         for malformed in [
             None,
             Some("Bearer x"),
             Some("Basic !!"),
+            Some("Basic"),
+            Some("Basicx cHJvbTpzM2NyZXQ="),
             Some(&*header("nocolon")),
         ] {
             assert!(matches!(

@@ -71,6 +71,24 @@ pub enum BoundedReadError {
 }
 
 impl BoundedReadError {
+    /// The file.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            BoundedReadError::Open { path, .. }
+            | BoundedReadError::NotRegular { path, .. }
+            | BoundedReadError::TooLarge { path, .. }
+            | BoundedReadError::Read { path, .. }
+            | BoundedReadError::NotText { path } => path,
+        }
+    }
+
+    /// What is wrong, without the file's name: for a message that names the file already.
+    pub(crate) fn problem(&self) -> String {
+        let text = self.to_string();
+        let named = format!("{}: ", self.path().display());
+        text.strip_prefix(&named).map(str::to_owned).unwrap_or(text)
+    }
+
     /// Whether the file does not exist.
     pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, BoundedReadError::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
@@ -190,6 +208,10 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
         let err = read(&zero, 5, Links::Follow).unwrap_err();
         assert!(err.to_string().contains("character device"), "{err}");
+        assert_eq!(
+            err.problem(),
+            "is a character device, not a regular file; refused"
+        );
         assert!(matches!(
             read(dir.path(), 5, Links::Follow),
             Err(BoundedReadError::NotRegular {

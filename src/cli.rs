@@ -11,7 +11,8 @@ pub struct Cli {
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,
 
-    /// Validate the configuration and exit: 0 when valid, 2 when not.
+    /// Validate the configuration and exit: 0 when valid, 2 when not. What the machine's state
+    /// says against a target (a full filesystem, a device in use) is printed as a warning: exit 0.
     #[arg(long = "config.check")]
     pub config_check: bool,
 

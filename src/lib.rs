@@ -13,7 +13,8 @@
 //!   host.
 //! - [`settings`]: the flags, the configuration file and the web configuration, resolved once
 //!   into what the agent runs with.
-//! - [`config`]: TOML configuration, raw (serde) → validated, with located errors.
+//! - [`config`]: TOML configuration, raw (serde) → validated, with located errors (and located
+//!   findings about the machine's state, which never stop the agent); one target per file.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), computed from the counters [`blockdev::counters`] reads.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
@@ -40,7 +41,7 @@
 //! - [`web_config`]: `--web.config.file` (TLS, basic auth), in the exporter-toolkit format.
 //! - [`basic_auth`]: basic authentication's bcrypt checks, bounded per client and overall.
 //! - [`agent`]: the daemon: startup, signals, reload, shutdown.
-//! - [`logging`]: tracing setup (logfmt or JSON).
+//! - [`logging`]: tracing setup (logfmt or JSON); an error with its causes, each said once.
 //! - [`probe`]: direct-I/O probes (engine, profiles, targets) and the one-shot `probe` command.
 //! - [`scheduler`]: runs each target's profiles every interval (jitter, one probe per device,
 //!   concurrency limit, duty-cycle budget, busy skip, hard timeouts) on dedicated threads; in
@@ -52,7 +53,7 @@
 //!   histogram, the outcomes of the last runs), written by the scheduler, read by the probes
 //!   collector and the status page.
 //! - [`state_dir`]: where the embedded default keeps its scratch probe file (and block discovery
-//!   rules their lost targets).
+//!   rules their lost targets), locked by one agent at a time.
 //! - [`status_page`]: the landing page with each target's last results and SVG latency charts.
 //! - [`units`]: sizes (`4k`, `1MiB`, `1G`, binary as in fio) and durations (`500ms`, `1m`).
 //!

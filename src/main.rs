@@ -3,6 +3,7 @@
 use clap::Parser;
 use diskprobe_exporter::agent::{self, EXIT_CONFIG};
 use diskprobe_exporter::cli::{Cli, Command};
+use diskprobe_exporter::logging::error_chain;
 use diskprobe_exporter::settings::Settings;
 use std::process::ExitCode;
 
@@ -19,12 +20,25 @@ fn main() -> ExitCode {
     let settings = match Settings::load(cli) {
         Ok(settings) => settings,
         Err(err) => {
-            eprintln!("{err:#}");
+            eprintln!("{}", error_chain(err.as_ref()));
             return ExitCode::from(EXIT_CONFIG);
         }
     };
     if settings.config_check {
-        println!("{}: configuration is valid", settings.config_source());
+        // What the machine's state says against targets does not make the configuration
+        // invalid: a start runs them (their runs fail with the reason while it holds).
+        for finding in &settings.config.findings {
+            eprintln!(
+                "warning: {finding} (the machine's state: the target loads, and its runs fail with this reason while it holds)"
+            );
+        }
+        match settings.config.findings.len() {
+            0 => println!("{}: configuration is valid", settings.config_source()),
+            n => println!(
+                "{}: configuration is valid; {n} warning(s) about the machine's state",
+                settings.config_source()
+            ),
+        }
         return ExitCode::SUCCESS;
     }
     // The start's effects on the file system, once; then, before any thread starts, the
@@ -33,7 +47,7 @@ fn main() -> ExitCode {
     let state = match agent::prepare(&settings) {
         Ok(state) => state,
         Err(err) => {
-            tracing::error!(err = %format!("{:#}", anyhow::Error::from(err)), "fatal");
+            tracing::error!(err = %error_chain(&err), "fatal");
             return ExitCode::FAILURE;
         }
     };
@@ -68,7 +82,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(err = %format!("{err:#}"), "fatal");
+            tracing::error!(err = %error_chain(err.as_ref()), "fatal");
             ExitCode::FAILURE
         }
     }

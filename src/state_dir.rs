@@ -9,6 +9,10 @@
 //! real filesystem: tmpfs and ramfs are refused, because a direct-I/O probe there would measure
 //! memory, not a disk.
 //!
+//! One agent uses a state directory at a time: it holds the directory's [`StateLock`] (an
+//! exclusive `flock` on [`LOCK_FILE`], which names its process id) for as long as it runs, and a
+//! second agent on the same directory finds it held and refuses to start, writing nothing.
+//!
 //! Files the agent keeps there go through a [`StateDir`]: the directory opened once, its files
 //! opened relative to it, never through a symbolic link, new files created only where no file
 //! of that name is (so that a link or file planted in the directory is neither followed nor
@@ -48,6 +52,107 @@ pub enum StateDirError {
     /// No default could be derived.
     #[error("no state directory: pass --state.dir (HOME is not set)")]
     NoDefault,
+    /// Another agent holds its lock.
+    #[error(
+        "state directory {path} is in use by another agent ({holder}, holding {LOCK_FILE} there); one agent per state directory: give each its own --state.dir"
+    )]
+    InUse {
+        /// The directory.
+        path: PathBuf,
+        /// Who holds it: `pid N` where the lock file says, or what is known.
+        holder: String,
+    },
+    /// Its lock file could not be made or locked.
+    #[error("cannot lock state directory {path} ({LOCK_FILE}): {source}")]
+    Lock {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The lock file in the state directory: locked (`flock`, exclusive) by the agent that uses the
+/// directory for as long as it runs, with its process id written in it.
+pub(crate) const LOCK_FILE: &str = "agent.lock";
+
+/// The most of the lock file read to name the agent that holds it.
+const LOCK_FILE_BYTES: u64 = 64;
+
+/// The state directory's lock, held until dropped (the kernel releases it when the process ends,
+/// however it ends).
+#[derive(Debug)]
+pub(crate) struct StateLock {
+    _file: std::fs::File,
+}
+
+impl StateLock {
+    /// Locks the state directory `dir` (made already) for this process: its [`LOCK_FILE`] is
+    /// opened (created where missing; never through a symbolic link, refused unless a regular
+    /// file), locked without waiting and, once locked, made to hold this process's id. Where
+    /// another process holds the lock, nothing is written: the error names it by the pid the
+    /// file holds.
+    pub(crate) fn take(dir: &Path) -> Result<StateLock, StateDirError> {
+        let failed = |source: std::io::Error| StateDirError::Lock {
+            path: dir.to_owned(),
+            source,
+        };
+        let state = StateDir::open(dir).map_err(failed)?;
+        let open = |access: OFlags| {
+            rustix::fs::openat(
+                &state.dir,
+                LOCK_FILE,
+                access | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+        };
+        // A lock file another user made, which this one may only read, still tells who holds it.
+        let (fd, writable) = match open(OFlags::RDWR) {
+            Err(rustix::io::Errno::ACCESS) => (open(OFlags::RDONLY), false),
+            other => (other, true),
+        };
+        let mut file = std::fs::File::from(fd.map_err(|e| failed(e.into()))?);
+        let meta = file.metadata().map_err(failed)?;
+        if !meta.is_file() {
+            return Err(failed(std::io::Error::other(format!(
+                "{} is a {}, not a regular file",
+                LOCK_FILE,
+                bounded_read::kind_name(&meta.file_type())
+            ))));
+        }
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StateDirError::InUse {
+                    path: dir.to_owned(),
+                    holder: holder(&mut file),
+                });
+            }
+            Err(std::fs::TryLockError::Error(err)) => return Err(failed(err)),
+        }
+        if !writable {
+            return Err(failed(std::io::Error::from(
+                std::io::ErrorKind::PermissionDenied,
+            )));
+        }
+        file.set_len(0)
+            .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
+            .map_err(failed)?;
+        Ok(StateLock { _file: file })
+    }
+}
+
+/// Who holds a lock file, by the process id written in it.
+fn holder(file: &mut std::fs::File) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = Read::by_ref(file)
+        .take(LOCK_FILE_BYTES)
+        .read_to_string(&mut text);
+    match read.ok().and_then(|_| text.trim().parse::<u32>().ok()) {
+        Some(pid) => format!("pid {pid}"),
+        None => "its pid not written yet".to_owned(),
+    }
 }
 
 /// The state directory, opened once: the files the agent keeps there are opened relative to it.
@@ -286,6 +391,40 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["f.json", "g.json"], "no temporary file left behind");
+    }
+
+    #[test]
+    fn one_lock_holder_at_a_time_and_the_second_writes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = StateLock::take(tmp.path()).unwrap();
+        let lock_file = tmp.path().join(LOCK_FILE);
+        let written = std::fs::read_to_string(&lock_file).unwrap();
+        assert_eq!(written, format!("{}\n", std::process::id()));
+        let before = std::fs::metadata(&lock_file).unwrap().modified().unwrap();
+        match StateLock::take(tmp.path()) {
+            Err(StateDirError::InUse { path, holder }) => {
+                assert_eq!(path, tmp.path());
+                assert_eq!(holder, format!("pid {}", std::process::id()));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), written);
+        assert_eq!(
+            std::fs::metadata(&lock_file).unwrap().modified().unwrap(),
+            before
+        );
+        drop(first);
+        let _again = StateLock::take(tmp.path()).unwrap();
+        // A link in the lock file's place is neither followed nor replaced.
+        let other = tempfile::tempdir().unwrap();
+        let outside = other.path().join("outside");
+        std::fs::write(&outside, "precious").unwrap();
+        std::os::unix::fs::symlink(&outside, other.path().join(LOCK_FILE)).unwrap();
+        assert!(matches!(
+            StateLock::take(other.path()),
+            Err(StateDirError::Lock { .. })
+        ));
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl WebSecurity {
             files: Vec::new(),
         };
         let text = bounded_read::read_to_string(path, MAX_WEB_CONFIG_BYTES, Links::Follow)
-            .map_err(|e| err(format!("cannot read: {e}")))?;
+            .map_err(|e| err(format!("cannot read: {}", e.problem())))?;
         let raw: RawWebConfig = if text.trim().is_empty() {
             RawWebConfig::default()
         } else {
@@ -229,7 +229,8 @@ fn client_verifier(
         format!("tls_server_config.client_ca_file {}: {e}", ca.display())
     };
     let mut roots = rustls::RootCertStore::empty();
-    let pem = bounded_read::read(ca, MAX_TLS_FILE_BYTES, Links::Follow).map_err(|e| failed(&e))?;
+    let pem = bounded_read::read(ca, MAX_TLS_FILE_BYTES, Links::Follow)
+        .map_err(|e| failed(&e.problem()))?;
     for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| failed(&e))?;
         roots.add(cert).map_err(|e| failed(&e))?;

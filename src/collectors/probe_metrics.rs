@@ -15,7 +15,7 @@
 use super::{CollectError, Collector};
 use crate::config::name_template;
 use crate::exposition::{Family, Labels, MetricKind, Value, labels};
-use crate::probe::measurement::{LatencySummary, RunStatus, SkipReason};
+use crate::probe::measurement::{ErrorReason, LatencySummary, RunStatus, SkipReason};
 use crate::series::recent::FINISHED;
 use crate::series::{LastRun, ProfileSeries, SeriesStore, TargetInfo, TargetSeries};
 use std::collections::BTreeSet;
@@ -32,6 +32,10 @@ static FINISHED_VALUES: LazyLock<[Arc<str>; 3]> =
 /// `reason` label values in [`SkipReason::ALL`] order.
 static REASON_VALUES: LazyLock<[Arc<str>; 5]> =
     LazyLock::new(|| SkipReason::ALL.map(|r| Arc::from(r.as_str())));
+
+/// `reason` label values in [`ErrorReason::ALL`] order.
+static ERROR_REASON_VALUES: LazyLock<[Arc<str>; 6]> =
+    LazyLock::new(|| ErrorReason::ALL.map(|r| Arc::from(r.as_str())));
 
 /// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
 static STAT_VALUES: LazyLock<[Arc<str>; 8]> = LazyLock::new(|| {
@@ -52,6 +56,8 @@ enum SampleSource {
     RecentRuns,
     /// When the profile's runs were last skipped: one per `reason` that has happened.
     LastSkips,
+    /// When the profile's runs last failed: one per `reason` that has happened.
+    LastErrors,
     /// The profile's last run, once there is one; `None`: none.
     LastRun(fn(&LastRun) -> Option<f64>),
     /// A statistic per `stat` label of a latency summary of the profile's last run.
@@ -148,6 +154,12 @@ const FAMILIES: &[Row] = &[
         "When a run of the profile on the target was last skipped since the agent started, by reason: in_flight (an earlier run or stat had not returned), budget (duty-cycle budget used up), busy (other processes kept the disk busy), held_by_kernel (I/Os of an earlier run still held: a hung device) or yielded (a capacity run stopped early for other processes' I/O).",
         MetricKind::Gauge,
         SampleSource::LastSkips,
+    ),
+    row(
+        "diskprobe_probe_last_error_timestamp_seconds",
+        "When a run of the profile on the target last failed (result error) since the agent started, by reason: no_space (the probe file does not fit its filesystem with the reserve, or its fill ran out of space), missing (the path, its directory or its device is not there: a missing mount, a vanished device), refused (a write-safety rule), unsupported (the target cannot be probed as configured: no direct I/O, alignment, size), io (the run's I/O or a system call on the target failed) or other.",
+        MetricKind::Gauge,
+        SampleSource::LastErrors,
     ),
     row(
         "diskprobe_probe_recent_io_error_runs",
@@ -343,6 +355,13 @@ impl Row {
             }
             SampleSource::LastSkips => {
                 for (value, at) in REASON_VALUES.iter().zip(s.last_skips) {
+                    if let Some(at) = at {
+                        family.push(&with(l, "reason", value), at);
+                    }
+                }
+            }
+            SampleSource::LastErrors => {
+                for (value, at) in ERROR_REASON_VALUES.iter().zip(s.last_errors) {
                     if let Some(at) = at {
                         family.push(&with(l, "reason", value), at);
                     }

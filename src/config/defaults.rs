@@ -2,7 +2,9 @@
 //! [`Defaults`] merges `[defaults]` over the built-in values once and holds the custom profiles;
 //! [`Defaults::settings`] merges a [`ProbeTable`]'s keys (a `[[targets]]` entry or a
 //! `[[discover]]` rule) over that and resolves its profiles, checked against its writes
-//! ([`Writes`]; a block device also against its use), its timeout and its duty-cycle budget.
+//! ([`Writes`]), its timeout and its duty-cycle budget; [`Defaults::device_findings`] says what
+//! the machine's state says against writes to a block device (something a write would reach is
+//! mounted, a swap area in use or held: [`crate::blockdev::stack`]).
 
 use super::path_stat::PathStat;
 use super::probe_settings::{DEFAULT_PROFILES, DEFAULT_WRITE_PROFILES, ProbeSettings, Writes};
@@ -38,8 +40,9 @@ pub(super) struct ProbeTable<'a> {
     /// Where an error about its inherited interval points (the target's name, or the rule).
     pub(super) anchor: Range<usize>,
     /// The path it probes (a `[[targets]]` entry's; a rule's targets are found later): write
-    /// profiles need [`Writes::Device`] where it is a block device now, one that is neither
-    /// mounted nor held. It is stat'ed only when a check needs it, once ([`PathStat`]).
+    /// profiles need [`Writes::Device`] where it is a block device now (one that is neither
+    /// mounted nor held, or the machine's state is reported: [`Defaults::device_findings`]). It
+    /// is stat'ed only when a check needs it, once ([`PathStat`]).
     pub(super) path: Option<&'a PathStat>,
 }
 
@@ -137,8 +140,8 @@ impl<'a> Defaults<'a> {
                 .path
                 .filter(|_| p.rw.is_write())
                 .and_then(PathStat::block_device);
-            if let Some((device, rdev)) = device {
-                device_write_check(&key, span.clone(), &p, device, rdev, settings.writes)?;
+            if let Some((device, _)) = device {
+                device_write_check(&key, span.clone(), &p, device, settings.writes)?;
             }
             if p.runtime.is_none() && p.number_ios.is_none() {
                 p.runtime = Some(settings.runtime);
@@ -158,6 +161,48 @@ impl<'a> Defaults<'a> {
             profiles.push(p);
         }
         Ok(profiles)
+    }
+
+    /// What the machine's state says now against a table's write profiles on a block device
+    /// (`settings`, resolved for `table`): one per write profile while the device (device number
+    /// `rdev`), or a partition of it, is mounted or held. A finding, not an error: the target
+    /// loads and its runs are refused while it is so. The agent's own mount table and sysfs
+    /// (`/proc/self/mountinfo`, `/sys`) are asked: the paths of a configuration are those the
+    /// agent sees.
+    pub(super) fn device_findings(
+        &self,
+        table: &ProbeTable<'_>,
+        settings: &ProbeSettings,
+    ) -> Result<Vec<SpannedError>, SpannedError> {
+        let Some((path, rdev)) = table.path.and_then(PathStat::block_device) else {
+            return Ok(Vec::new());
+        };
+        if !settings.profiles.iter().any(|p| p.rw.is_write()) || !settings.writes.to_device() {
+            return Ok(Vec::new());
+        }
+        let Some(reason) = crate::probe::io_target::block::in_use(
+            path,
+            rdev,
+            Path::new("/proc"),
+            Path::new("/sys"),
+            Path::new("/dev"),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let key = format!("{}.profiles", table.prefix);
+        Ok(self
+            .names(table)?
+            .into_iter()
+            .zip(&settings.profiles)
+            .filter(|(_, p)| p.rw.is_write())
+            .map(|((name, span), _)| SpannedError {
+                span,
+                message: format!(
+                    "{key}: profile {name:?} writes and {}: {reason}; write probes need a device that is neither mounted nor in use",
+                    path.display()
+                ),
+            })
+            .collect())
     }
 }
 
@@ -192,30 +237,17 @@ fn duty_cycle_check(table: &ProbeTable<'_>, settings: &ProbeSettings) -> Result<
     })
 }
 
-/// A write profile on a block device: needs [`Writes::Device`], space of its own to preallocate
-/// is a probe file's only, and nothing the write reaches (the device, its partitions, what lies
-/// beneath it, every other view of its bytes: [`crate::blockdev::stack`]) may be mounted, a swap
-/// area in use or held: a run would refuse it, so loading and `--config.check` do. The agent's
-/// own mount table, swap areas, sysfs and device nodes (`/proc/self/mountinfo`, `/proc/swaps`,
-/// `/sys`, `/dev`) are asked: the paths of a configuration are those the agent sees.
+/// A write profile on a block device: needs [`Writes::Device`], and space of its own to
+/// preallocate is a probe file's only. (Whether the device is mounted or held is the machine's
+/// state: [`Defaults::device_findings`].)
 fn device_write_check(
     key: &str,
     span: Range<usize>,
     p: &Profile,
     path: &Path,
-    rdev: u64,
     writes: Writes,
 ) -> Result<(), SpannedError> {
     let name = &p.name;
-    let in_use = || {
-        crate::probe::io_target::block::in_use(
-            path,
-            rdev,
-            Path::new("/proc"),
-            Path::new("/sys"),
-            Path::new("/dev"),
-        )
-    };
     let message = if !writes.to_device() {
         format!(
             "{key}: profile {name:?} writes and {} is a block device; set allow_device_writes = true to let probes write to it (only while it is unmounted and unused)",
@@ -224,11 +256,6 @@ fn device_write_check(
     } else if p.durability.fresh_space {
         format!(
             "{key}: profile {name:?} writes into space it preallocates in a probe file, and {} is a block device (write-4k-qd1-fdatasync syncs on a device)",
-            path.display()
-        )
-    } else if let Some(reason) = in_use() {
-        format!(
-            "{key}: profile {name:?} writes and {}: {reason}; write probes need a device that is neither mounted nor in use",
             path.display()
         )
     } else {

@@ -2,14 +2,16 @@
 //!
 //! Everything is checked here, once, so the rest of the agent receives typed values (compiled
 //! regexes, parsed addresses) and never re-validates. Every error names the file, the line and
-//! column, the key and what was expected ([`ConfigError`]).
+//! column, the key and what was expected ([`ConfigError`]). Only a configuration wrong in itself
+//! is an error: what the machine's state says against a target at load (a full filesystem, a
+//! device in use) is a [`MachineFinding`], located the same way, and the configuration loads.
 //!
 //! The probing part, by concern: [`probe_settings`] (the probe keys of a table and their
 //! built-in values), `defaults` (`[defaults]`, and a table's settings resolved over it), `profiles`
 //! (`[profiles.NAME]`, made by [`crate::probe::profile::Profile::new`], the constructor fio strings
 //! go through too), [`targets`] (`[[targets]]` and `[scheduler]`), `path_stat` (a target's path,
-//! stat'ed once at load) and [`discover`] (`[[discover]]` rules). [`retired`]: `[retired]`, the
-//! disks gone for good.
+//! stat'ed once at load), `target_files` (one target per file) and [`discover`] (`[[discover]]`
+//! rules). [`retired`]: `[retired]`, the disks gone for good.
 
 mod defaults;
 pub mod discover;
@@ -22,6 +24,7 @@ mod profiles;
 pub(crate) mod raw;
 pub(crate) mod retired;
 mod spanned;
+mod target_files;
 pub mod target_name;
 pub(crate) mod targets;
 
@@ -36,6 +39,7 @@ use spanned::{SpannedError, invalid, regex};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+pub use target_files::TargetFile;
 pub(crate) use targets::SchedulerConfig;
 pub use targets::TargetSpec;
 
@@ -71,6 +75,41 @@ pub struct Config {
     pub cloud_stats: CloudStatsConfig,
     /// `[retired]`: disks gone for good.
     pub retired: Retired,
+    /// Where each `[[targets]]` entry's file is, in `targets` order: a target a `[[discover]]`
+    /// rule finds there is left to it.
+    pub(crate) target_files: Vec<TargetFile>,
+    /// What the machine's state at load says against targets: they load all the same, and their
+    /// runs fail with the reason while the machine stays so.
+    pub findings: Vec<MachineFinding>,
+}
+
+/// What the machine's state says against a target at load (its probe file does not fit its
+/// filesystem with the reserve, a device it would write to is mounted or held): not an error of
+/// the configuration, which loads; reported by `--config.check` (which still exits 0), logged
+/// at start and at a reload, and the target's runs fail with the reason while it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineFinding {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// 1-based line of the value it is about.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What the machine's state says, starting with the key.
+    pub message: String,
+}
+
+impl fmt::Display for MachineFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            self.line,
+            self.column,
+            self.message
+        )
+    }
 }
 
 /// Validated `[cloud_stats]`: whether EC2's NVMe performance statistics (log page 0xD0) of EBS
@@ -206,11 +245,27 @@ impl Config {
             };
             located(e.span(), message)
         })?;
-        validate(raw).map_err(|e| located(Some(e.span), e.message))
+        let mut findings = Vec::new();
+        let mut config =
+            validate(raw, &mut findings).map_err(|e| located(Some(e.span), e.message))?;
+        config.findings = findings
+            .into_iter()
+            .map(|f| {
+                let (line, column) = line_column(text, f.span.start);
+                MachineFinding {
+                    path: path.to_owned(),
+                    line,
+                    column,
+                    message: f.message,
+                }
+            })
+            .collect();
+        Ok(config)
     }
 }
 
-fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
+/// Validates `raw`; what the machine's state says against it goes to `findings`.
+fn validate(raw: raw::RawConfig, findings: &mut Vec<SpannedError>) -> Result<Config, SpannedError> {
     let listen_address = raw
         .web
         .listen_address
@@ -243,7 +298,7 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
         (None, Some(exclude)) => DeviceFilter::Exclude(compile("device_exclude", exclude)?),
         (None, None) => DeviceFilter::default_exclude(),
     };
-    let (targets, scheduler) = targets::validate(&raw)?;
+    let (targets, target_files, scheduler) = targets::validate(&raw, findings)?;
     let discover = discover::validate(&raw)?;
     let histograms = histograms::validate(&raw.histograms)?;
     let node_limits = limits::node(raw.limits.as_ref())?;
@@ -264,6 +319,8 @@ fn validate(raw: raw::RawConfig) -> Result<Config, SpannedError> {
             size_histograms: raw.cloud_stats.size_histograms.unwrap_or(false),
         },
         retired,
+        target_files,
+        findings: Vec::new(),
     })
 }
 

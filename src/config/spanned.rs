@@ -1,12 +1,14 @@
 //! A validation error before it is given a file name and line ([`SpannedError`]: the byte span
 //! of the offending value in the TOML text, and the message), and the checks every part of the
 //! configuration shares. [`super::Config::from_toml`] turns it into a located
-//! [`super::ConfigError`].
+//! [`super::ConfigError`] (or, for what the machine's state says, a located
+//! [`super::MachineFinding`]).
 
 use std::ops::Range;
 use toml::Spanned;
 
-/// A validation error before it is given a file name and line.
+/// A validation error (or a finding about the machine's state) before it is given a file name
+/// and line.
 pub(crate) struct SpannedError {
     /// Bytes of the offending key or value in the TOML text.
     pub(crate) span: Range<usize>,

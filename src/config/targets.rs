@@ -1,14 +1,18 @@
 //! `[[targets]]` entries and `[scheduler]`, validated into [`TargetSpec`]s the scheduler can
 //! run as they are: a target's name, path and writes, its probe settings over `[defaults]`
-//! ([`super::defaults`]), and what its path says at load: a write target that is not a regular
-//! file or a block device, and a probe file whose size does not fit its filesystem with the
-//! reserve, are refused (with the location of the offending value).
+//! ([`super::defaults`]), one target per file ([`super::target_files`]), and what its path says
+//! at load: a write target that is not a regular file or a block device is refused (with the
+//! location of the offending value). What the machine's state says against a target (a probe
+//! file whose size does not fit its filesystem with the reserve, a device to write that is
+//! mounted or held) is a finding at that value, not an error: the target loads, and its runs
+//! fail with the reason while the machine stays so.
 
 use super::defaults::{Defaults, ProbeTable};
 use super::path_stat::{PathStat, SPACE_CHECK_WAIT, with_deadline};
 use super::probe_settings::{ProbeSettings, Writes, or, positive, size};
 use super::raw::{RawConfig, RawTarget};
 use super::spanned::{SpannedError, invalid};
+use super::target_files::TargetFile;
 use std::path::PathBuf;
 use toml::Spanned;
 
@@ -42,10 +46,13 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`.
+/// Validates `[defaults]`, `[scheduler]`, `[profiles]` and `[[targets]]`; also returns where
+/// each target's file is, one target per file ([`super::target_files`]). What the machine's
+/// state says against the targets goes to `findings`.
 pub(super) fn validate(
     raw: &RawConfig,
-) -> Result<(Vec<TargetSpec>, SchedulerConfig), SpannedError> {
+    findings: &mut Vec<SpannedError>,
+) -> Result<(Vec<TargetSpec>, Vec<TargetFile>, SchedulerConfig), SpannedError> {
     let defaults = Defaults::from_raw(raw)?;
     let scheduler = SchedulerConfig {
         max_concurrent_probes: match &raw.scheduler.max_concurrent_probes {
@@ -54,8 +61,9 @@ pub(super) fn validate(
         },
     };
     let mut targets: Vec<TargetSpec> = Vec::new();
+    let mut files: Vec<TargetFile> = Vec::new();
     for (i, t) in raw.targets.iter().enumerate() {
-        let spec = target(&format!("targets[{i}]"), t, &defaults)?;
+        let spec = target(&format!("targets[{i}]"), t, &defaults, findings)?;
         if targets.iter().any(|other| other.name == spec.name) {
             return Err(invalid(
                 &t.get_ref().name,
@@ -65,9 +73,39 @@ pub(super) fn validate(
                 ),
             ));
         }
+        let file = TargetFile::look(&spec.name, &spec.path);
+        let shares = |j: usize| {
+            files[j].identity == file.identity
+                && (file.rdev.is_none() || regions_overlap(&targets[j], &spec))
+        };
+        if let Some(j) = (0..files.len()).find(|&j| shares(j)) {
+            let first = &targets[j];
+            return Err(invalid(
+                &t.get_ref().path,
+                format!(
+                    "targets[{i}].path: target {:?} and target {:?} (targets[{j}]) probe one file ({}); a file belongs to one target, or each would refill it to its own size in turn: give {:?} a path of its own",
+                    spec.name,
+                    first.name,
+                    file.sameness(&first.path, &spec.path),
+                    spec.name,
+                ),
+            ));
+        }
         targets.push(spec);
+        files.push(file);
     }
-    Ok((targets, scheduler))
+    Ok((targets, files, scheduler))
+}
+
+/// Whether the regions two targets on one block device probe overlap: from `offset`, `size`
+/// bytes (to the device's end where `size` is not set).
+fn regions_overlap(a: &TargetSpec, b: &TargetSpec) -> bool {
+    let end = |t: &TargetSpec| {
+        t.settings
+            .size
+            .map_or(u64::MAX, |s| t.offset.saturating_add(s))
+    };
+    a.offset < end(b) && b.offset < end(a)
 }
 
 /// A target with write profiles writes to a regular file (its probe file, made where the path does
@@ -102,23 +140,22 @@ fn kind_check(
     ))
 }
 
-/// A probe file's size must fit its filesystem with the reserve (the larger of 10% and
+/// Whether a probe file's size fits its filesystem with the reserve (the larger of 10% and
 /// `min_free`, [`crate::probe::io_target::space`]), checked where the path (or its directory)
 /// exists: a size beyond the filesystem, or one whose fill would leave less than the reserve free,
-/// is an error at the target's `size` (or `min_free`, or its name, where they are inherited). Only
-/// sizes that are set are checked: the default size is checked before each fill. The check runs
-/// [`with_deadline`].
+/// is a finding at the target's `size` (or `min_free`, or its name, where they are inherited):
+/// the machine's state, not the configuration's (the target loads, and each fill checks again).
+/// Only sizes that are set are checked: the default size is checked before each fill. The check
+/// runs [`with_deadline`].
 fn space_check(
     prefix: &str,
     r: &RawTarget,
     stat: &PathStat,
     settings: &ProbeSettings,
-) -> Result<(), SpannedError> {
-    let Some(size) = settings.size else {
-        return Ok(());
-    };
+) -> Option<SpannedError> {
+    let size = settings.size?;
     if r.offset.is_some() {
-        return Ok(());
+        return None;
     }
     let path = &stat.path;
     let min_free = settings.min_free;
@@ -126,7 +163,7 @@ fn space_check(
         Ok(meta) => meta.cloned(),
         Err(()) => {
             tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
-            return Ok(());
+            return None;
         }
     };
     let owned = path.clone();
@@ -134,7 +171,7 @@ fn space_check(
         crate::probe::io_target::space::check_known(&owned, known.as_ref(), size, min_free)
     }) else {
         tracing::warn!(path = %path.display(), "{prefix}.size: the filesystem did not answer the space check within {SPACE_CHECK_WAIT:?}; it is checked again before the fill");
-        return Ok(());
+        return None;
     };
     match answer {
         Ok(Err(problem)) => {
@@ -145,13 +182,13 @@ fn space_check(
                 (Some(s), _) => ("size", s.span()),
                 (None, _) => ("size", r.name.span()),
             };
-            Err(SpannedError {
+            Some(SpannedError {
                 span,
                 message: format!("{prefix}.{key}: {problem}"),
             })
         }
         // A path whose directory does not exist yet is checked before its fill.
-        Ok(Ok(())) | Err(_) => Ok(()),
+        Ok(Ok(())) | Err(_) => None,
     }
 }
 
@@ -171,11 +208,13 @@ fn target_writes(prefix: &str, r: &RawTarget) -> Result<Writes, SpannedError> {
     }
 }
 
-/// Validates one `[[targets]]` entry; `prefix` names it in messages (`targets[0]`).
+/// Validates one `[[targets]]` entry; `prefix` names it in messages (`targets[0]`). What the
+/// machine's state says against it goes to `findings`.
 fn target(
     prefix: &str,
     t: &Spanned<RawTarget>,
     defaults: &Defaults<'_>,
+    findings: &mut Vec<SpannedError>,
 ) -> Result<TargetSpec, SpannedError> {
     let r = t.get_ref();
     let name = r.name.get_ref().trim().to_owned();
@@ -197,16 +236,18 @@ fn target(
         ));
     }
     let stat = PathStat::new(&path);
-    let settings = defaults.settings(&ProbeTable {
+    let table = ProbeTable {
         prefix,
         keys: r.probe_keys(),
         writes: target_writes(prefix, r)?,
         span: t.span(),
         anchor: r.name.span(),
         path: Some(&stat),
-    })?;
+    };
+    let settings = defaults.settings(&table)?;
     kind_check(prefix, r, &stat, &settings)?;
-    space_check(prefix, r, &stat, &settings)?;
+    findings.extend(defaults.device_findings(&table, &settings)?);
+    findings.extend(space_check(prefix, r, &stat, &settings));
     Ok(TargetSpec {
         offset: or(r.offset.as_ref(), 0, |v| {
             size(&format!("{prefix}.offset"), v)
@@ -216,4 +257,30 @@ fn target(
         rule: None,
         settings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_on_one_device_may_share_it_by_regions_that_do_not_overlap() {
+        let spec = |keys: &str| {
+            let config = crate::config::Config::from_toml(
+                &format!("[[targets]]\nname = \"t\"\npath = \"/dev/x\"\n{keys}\n"),
+                std::path::Path::new("t.toml"),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            config.targets[0].clone()
+        };
+        let halves = (spec("size = \"32MiB\""), spec("offset = \"32MiB\""));
+        assert!(!regions_overlap(&halves.0, &halves.1));
+        assert!(!regions_overlap(&halves.1, &halves.0));
+        let whole = spec("");
+        assert!(regions_overlap(&whole, &halves.1));
+        assert!(regions_overlap(&whole, &whole));
+        let inside = spec("offset = \"16MiB\"\nsize = \"4MiB\"");
+        assert!(regions_overlap(&halves.0, &inside));
+        assert!(!regions_overlap(&halves.1, &inside));
+    }
 }

@@ -361,7 +361,7 @@ mod tests {
     /// One rescan of every rule over `devices` at `now`.
     fn rescan(t: &mut LostTracker, rules: &[DiscoverRule], devices: Vec<BlockDevice>, now: f64) {
         let s = scan(devices);
-        let found: Vec<_> = rules.iter().map(|r| Some(find(r, &s))).collect();
+        let found: Vec<_> = rules.iter().map(|r| Some(find(r, &s, &[]))).collect();
         let (targets, _, _) = assemble(rules, &found, &BTreeSet::new());
         t.after_rescan(&Rescan {
             rules,

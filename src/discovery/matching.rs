@@ -7,17 +7,18 @@
 //! `file`), or that the rule's name template names nothing (it needs a fact the device lacks, or
 //! the name is empty: counted as unnamed). Two mounts of one volume are one
 //! target, named after the first mountpoint in sort order; two matches named alike keep the
-//! first. The rest are sorted by name and the first `max_targets` kept, so that the same targets
+//! first; a match at the file or device of a configured target is that target's, not the rule's.
+//! The rest are sorted by name and the first `max_targets` kept, so that the same targets
 //! survive every rescan. Across rules ([`assemble`]): a name already used by a configured target
 //! or an earlier rule is not used again, and a block rule with `skip_claimed` leaves out the disks
 //! that a mount rule probes (a cloud volume mounted for a pod is probed once, as the mount rule's
 //! target, and is not also a disk of the block rule).
 
 use crate::blockdev::BlockDevice;
-use crate::config::TargetSpec;
 use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
 use crate::config::name_template::{NameTemplate, facts};
 use crate::config::target_name;
+use crate::config::{TargetFile, TargetSpec};
 use crate::device_filter::DeviceFilter;
 use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,10 +73,47 @@ struct Candidate {
     /// `None` when the template names nothing (the note that says why is made already).
     name: Option<String>,
     path: PathBuf,
+    /// Where its file lies, for a mount rule with `file`: the mount's device number and the
+    /// file's path inside the filesystem (what a bind mount of it shares).
+    file: Option<FilePlace>,
     /// The whole disks under it.
     disks: Vec<String>,
     /// Its `cohort` template with the rule regex's capture groups filled in.
     cohort: String,
+}
+
+/// A file by the mount table: the device number of the filesystem it is on, and its path from
+/// that filesystem's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FilePlace {
+    major: u32,
+    minor: u32,
+    inside: PathBuf,
+}
+
+/// Where `path` (resolved) lies by `mounts`: under the mount with the longest mountpoint that
+/// holds it (the last in the table of those, which is mounted over the others).
+fn place_of(mounts: &[MountEntry], path: &Path) -> Option<FilePlace> {
+    let (mount, rest) = mounts
+        .iter()
+        .filter_map(|m| Some((m, path.strip_prefix(&m.mountpoint).ok()?)))
+        .rev()
+        .max_by_key(|(m, _)| m.mountpoint.len())?;
+    Some(FilePlace {
+        major: mount.major,
+        minor: mount.minor,
+        inside: Path::new(&mount.root).join(rest),
+    })
+}
+
+/// The configured target that owns the candidate's file or device, if one does.
+fn owner<'a>(c: &Candidate, scan: &Scan, configured: &'a [TargetFile]) -> Option<&'a TargetFile> {
+    configured.iter().find(|t| match &c.file {
+        Some(file) => place_of(&scan.mounts, &t.resolved).as_ref() == Some(file),
+        None => t
+            .rdev
+            .is_some_and(|rdev| (libc::major(rdev), libc::minor(rdev)) == c.key),
+    })
 }
 
 /// `rule`'s cohort template with a match's capture groups filled in (its facts are the device's,
@@ -91,8 +129,9 @@ fn cohort(rule: &DiscoverRule, groups: &[Option<&str>]) -> String {
     )
 }
 
-/// What `rule` finds in `scan`.
-pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
+/// What `rule` finds in `scan`; a match at the file or device of a configured target
+/// (`configured`) is left to it.
+pub fn find(rule: &DiscoverRule, scan: &Scan, configured: &[TargetFile]) -> Found {
     let mut notes = Vec::new();
     let candidates = match &rule.source {
         RuleSource::Block(source) => block(rule, source, scan, &mut notes),
@@ -103,6 +142,18 @@ pub fn find(rule: &DiscoverRule, scan: &Scan) -> Found {
     let mut kept = Vec::new();
     let mut unnamed = 0;
     for c in candidates {
+        if let Some(owner) = owner(&c, scan, configured) {
+            notes.push(format!(
+                "rule {}: {} ({}) is the {} of the configured target {:?}; probed once, as {:?}",
+                rule.id,
+                c.what,
+                c.path.display(),
+                if c.file.is_some() { "file" } else { "device" },
+                owner.name,
+                owner.name
+            ));
+            continue;
+        }
         if let Some(first) = keys.get(&c.key) {
             notes.push(format!(
                 "rule {}: {} is the same volume as {first}; probed once, as {first}",
@@ -222,6 +273,7 @@ fn block(
             what: d.kname.clone(),
             name: checked(rule, &d.kname, name.ok(), notes),
             path: device_path(scan, d),
+            file: None,
             disks: d.disks.clone(),
             cohort: cohort(rule, &groups),
         });
@@ -304,6 +356,11 @@ fn mount(
             key: device.map_or((m.major, m.minor), |d| (d.major, d.minor)),
             what: m.mountpoint.clone(),
             name: checked(rule, &m.mountpoint, name.ok(), notes),
+            file: source.file.as_ref().map(|file| FilePlace {
+                major: m.major,
+                minor: m.minor,
+                inside: Path::new(&m.root).join(file),
+            }),
             path,
             disks: device.map(|d| d.disks.clone()).unwrap_or_default(),
             cohort: cohort(rule, &groups),
@@ -404,4 +461,56 @@ pub(crate) fn with_configured(
             .cloned(),
     );
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn mount(id: u64, minor: u32, root: &str, mountpoint: &str) -> MountEntry {
+        MountEntry {
+            id,
+            major: 8,
+            minor,
+            root: root.to_owned(),
+            mountpoint: mountpoint.to_owned(),
+            fstype: "ext4".to_owned(),
+            source: format!("/dev/sdb{minor}"),
+        }
+    }
+
+    /// A configured target's probe file found again by a mount rule, under its own mountpoint or
+    /// a bind mount of it, is the configured target's; another volume's file is the rule's.
+    #[test]
+    fn a_configured_targets_file_is_not_found_again() {
+        let config = Config::from_toml(
+            "[[discover]]\nid = \"vols\"\nkind = \"mount\"\nmountpoint_include = \"^/nonexistent-66/(.*)$\"\n\
+             name = \"vol-$1\"\nfile = \"probe.dat\"\nprofiles = [\"randread-4k-qd1\"]\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let scan = Scan {
+            dev_dir: PathBuf::from("/dev"),
+            devices: Vec::new(),
+            mounts: vec![
+                mount(1, 1, "/", "/nonexistent-66/a"),
+                mount(2, 1, "/", "/nonexistent-66/bind"),
+                mount(3, 2, "/", "/nonexistent-66/c"),
+            ],
+            sources: BTreeMap::new(),
+        };
+        let mine = TargetFile::look("mine", Path::new("/nonexistent-66/a/probe.dat"));
+        let found = find(&config.discover[0], &scan, &[mine]);
+        let names: Vec<&str> = found.targets.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["vol-c"]);
+        assert!(
+            found.notes.iter().any(|n| n
+                == "rule vols: /nonexistent-66/bind (/nonexistent-66/bind/probe.dat) is the file of the configured target \"mine\"; probed once, as \"mine\""),
+            "{:?}",
+            found.notes
+        );
+        let found = find(&config.discover[0], &scan, &[]);
+        assert_eq!(found.targets.len(), 2, "one volume, one target: {found:?}");
+    }
 }

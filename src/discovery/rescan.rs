@@ -10,7 +10,7 @@
 
 use super::lost::{LostTarget, LostTracker, Rescan};
 use super::matching::{self, Found, Scan};
-use crate::config::{Config, DiscoverRule, Retired, TargetSpec};
+use crate::config::{Config, DiscoverRule, Retired, TargetFile, TargetSpec};
 use crate::host::{Roots, unix_now};
 use crate::mountinfo;
 use std::collections::BTreeSet;
@@ -148,6 +148,8 @@ pub(crate) struct Plan {
     pub rules: Vec<DiscoverRule>,
     /// Names that configured targets use (discovered targets never take them).
     pub configured: BTreeSet<String>,
+    /// Where configured targets' files and devices are (discovered targets never probe them).
+    pub configured_files: Vec<TargetFile>,
     /// `[retired] disks`: lost targets of block rules that are gone for good.
     pub retired: Retired,
 }
@@ -158,6 +160,7 @@ impl Plan {
         Plan {
             rules: config.discover.clone(),
             configured: config.targets.iter().map(|t| t.name.clone()).collect(),
+            configured_files: config.target_files.clone(),
             retired: config.retired.clone(),
         }
     }
@@ -398,7 +401,11 @@ impl Task {
             Ok(scan) => {
                 let at = unix_now();
                 for &i in ready {
-                    rules.found[i] = Some(matching::find(&rules.plan.rules[i], &scan));
+                    rules.found[i] = Some(matching::find(
+                        &rules.plan.rules[i],
+                        &scan,
+                        &rules.plan.configured_files,
+                    ));
                     rules.scanned[i] = Some(at);
                 }
                 scanned_now = Some((scan, at));

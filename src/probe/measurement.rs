@@ -196,6 +196,53 @@ impl SkipReason {
     }
 }
 
+/// Why a run failed (`result="error"`): the `reason` label of
+/// `diskprobe_probe_last_error_timestamp_seconds`, so that rules and the on-call tell a full
+/// filesystem or a missing mount from a failing disk. Bounded: the run's own error text says the
+/// rest (the log, the status page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ErrorReason {
+    /// The probe file does not fit its filesystem with the reserve, or its fill ran out of space.
+    NoSpace,
+    /// The path, its directory or its device is not there (a missing mount, a vanished device, a
+    /// detached loop device).
+    Missing,
+    /// A write-safety rule refused the run (a device mounted, held or in use, a file the agent did
+    /// not make, a link, a file replaced under it).
+    Refused,
+    /// The target cannot be probed as configured (no direct I/O there, neither a file nor a block
+    /// device, alignment, a region beyond its end).
+    Unsupported,
+    /// The run's I/Os or syncs failed, or a system call on the target did.
+    Io,
+    /// Anything else (a thread or the engine could not be set up, a fill stopped).
+    Other,
+}
+
+impl ErrorReason {
+    /// All reasons, in label order.
+    pub(crate) const ALL: [ErrorReason; 6] = [
+        ErrorReason::NoSpace,
+        ErrorReason::Missing,
+        ErrorReason::Refused,
+        ErrorReason::Unsupported,
+        ErrorReason::Io,
+        ErrorReason::Other,
+    ];
+
+    /// The `reason` label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ErrorReason::NoSpace => "no_space",
+            ErrorReason::Missing => "missing",
+            ErrorReason::Refused => "refused",
+            ErrorReason::Unsupported => "unsupported",
+            ErrorReason::Io => "io",
+            ErrorReason::Other => "other",
+        }
+    }
+}
+
 /// What went wrong first in a run: a failed I/O or sync, a failed system call of the engine, or
 /// what the run left in the kernel. Its text is the run's error in the one-shot output, the
 /// status page and the log.

@@ -12,6 +12,7 @@ use super::thread::run_on_thread;
 use crate::blockdev::BlockDevice;
 use crate::config::TargetSpec;
 use crate::probe::io_target::TargetFacts;
+use crate::probe::measurement::ErrorReason;
 use crate::probe::profile::Profile;
 use crate::series::RunOutcome;
 use rand::Rng;
@@ -165,7 +166,12 @@ impl TargetTask {
                 self.record_all(&if timed_out {
                     RunOutcome::Abandoned { error, duration }
                 } else {
-                    RunOutcome::Failed { error, duration }
+                    // The stat's thread could not start, or ended without an answer.
+                    RunOutcome::Failed {
+                        error,
+                        duration,
+                        why: ErrorReason::Other,
+                    }
                 });
                 None
             }

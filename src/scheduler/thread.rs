@@ -15,7 +15,9 @@ use crate::config::TargetSpec;
 use crate::contention::{OwnIo, Watch, WatchReport};
 use crate::host::Roots;
 use crate::probe::engine::{self, DrainingHook, RunOptions};
+use crate::probe::error::ProbeError;
 use crate::probe::io_target::{self, TargetError, TargetOptions};
+use crate::probe::measurement::ErrorReason;
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::series::{RunCost, RunOutcome, SeriesStore};
 use std::sync::Arc;
@@ -92,6 +94,7 @@ pub(super) async fn run_on_thread(
             RunOutcome::Failed {
                 error,
                 duration: started.elapsed(),
+                why: ErrorReason::Other,
             },
             Duration::ZERO,
         );
@@ -137,6 +140,7 @@ pub(super) async fn run_on_thread(
                     RunOutcome::Failed {
                         error: "the probe thread ended without a result".to_owned(),
                         duration: started.elapsed(),
+                        why: ErrorReason::Other,
                     },
                     Duration::ZERO,
                 );
@@ -183,11 +187,12 @@ fn probe_thread(
     let roots = &opening.roots;
     crate::sandbox::check_on_this_thread();
     let started = Instant::now();
-    let fail = |error: String| {
+    let fail = |error: String, why: ErrorReason| {
         Some((
             RunOutcome::Failed {
                 error,
                 duration: started.elapsed(),
+                why,
             },
             Duration::ZERO,
         ))
@@ -201,7 +206,7 @@ fn probe_thread(
             if let TargetError::WriteRefused { reason, .. } = &err {
                 opening.series.set_write_refused(spec, Some(reason.label()));
             }
-            return fail(err.to_string());
+            return fail(err.to_string(), open_failure(&err));
         }
     };
     if options.write {
@@ -255,7 +260,48 @@ fn probe_thread(
             };
             Some((outcome, busy))
         }
-        Err(err) => fail(err.to_string()),
+        Err(err) => fail(err.to_string(), run_failure(&err)),
+    }
+}
+
+/// The `reason` of a run whose target could not be opened: the machine's state (a full
+/// filesystem, a missing mount or device), a safety rule, or what the target is.
+fn open_failure(err: &TargetError) -> ErrorReason {
+    match err {
+        TargetError::NoSpace { .. } => ErrorReason::NoSpace,
+        TargetError::Io { source, .. } => match source.kind() {
+            std::io::ErrorKind::NotFound => ErrorReason::Missing,
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                ErrorReason::NoSpace
+            }
+            _ => ErrorReason::Io,
+        },
+        TargetError::NoSuchDevice { .. }
+        | TargetError::GoneDeviceNode { .. }
+        | TargetError::EmptyDevice { .. } => ErrorReason::Missing,
+        TargetError::WriteRefused { .. }
+        | TargetError::NotRefilled { .. }
+        | TargetError::Sandboxed { .. }
+        | TargetError::Symlink { .. }
+        | TargetError::DeviceChanged { .. }
+        | TargetError::Replaced { .. }
+        | TargetError::ReplacedDuringFill { .. } => ErrorReason::Refused,
+        TargetError::OffsetOnFile { .. }
+        | TargetError::NoDirectIo { .. }
+        | TargetError::Kind { .. }
+        | TargetError::NoSpaceOfItsOwn { .. }
+        | TargetError::TooSmall { .. }
+        | TargetError::Alignment { .. } => ErrorReason::Unsupported,
+        TargetError::FillStopped { .. } | TargetError::FillBuffer { .. } => ErrorReason::Other,
+    }
+}
+
+/// The `reason` of a run whose engine could not run it.
+fn run_failure(err: &ProbeError) -> ErrorReason {
+    match err {
+        ProbeError::Target(err) => open_failure(err),
+        ProbeError::Profile(_) => ErrorReason::Unsupported,
+        _ => ErrorReason::Other,
     }
 }
 
@@ -297,6 +343,45 @@ fn watch_of(spec: &TargetSpec, profile: &Profile, roots: &Roots, device: &BlockD
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machines_state_is_told_from_the_rest() {
+        let path = std::path::PathBuf::from("/x/probe.dat");
+        let io = |kind: std::io::ErrorKind| TargetError::Io {
+            path: path.clone(),
+            what: "create",
+            source: kind.into(),
+        };
+        let cases = [
+            (
+                TargetError::NoSpace {
+                    path: path.clone(),
+                    problem: io_target::space::SpaceProblem::BeyondFilesystem {
+                        size: 2,
+                        fs_size: 1,
+                    },
+                },
+                ErrorReason::NoSpace,
+            ),
+            (io(std::io::ErrorKind::StorageFull), ErrorReason::NoSpace),
+            (io(std::io::ErrorKind::NotFound), ErrorReason::Missing),
+            (io(std::io::ErrorKind::PermissionDenied), ErrorReason::Io),
+            (
+                TargetError::GoneDeviceNode { path: path.clone() },
+                ErrorReason::Missing,
+            ),
+            (
+                TargetError::NoDirectIo {
+                    path: path.clone(),
+                    fstype: "tmpfs".into(),
+                },
+                ErrorReason::Unsupported,
+            ),
+        ];
+        for (err, why) in cases {
+            assert_eq!(open_failure(&err), why, "{err}");
+        }
+    }
 
     #[test]
     fn thread_names_hold_no_nul() {

@@ -20,7 +20,7 @@ use crate::config::TargetSpec;
 use crate::histogram::{ClassicBuckets, LatencyHistogram};
 use crate::host::unix_now;
 use crate::probe::io_target::{Cache, TargetKind};
-use crate::probe::measurement::{EngineKind, RunStatus, SkipReason, StuckIos};
+use crate::probe::measurement::{Ending, EngineKind, ErrorReason, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
 use recent::RecentRuns;
 use std::collections::BTreeMap;
@@ -164,6 +164,8 @@ pub struct ProfileSeries {
     pub recent: RecentRuns,
     /// When a run was last skipped, per reason in [`SkipReason::ALL`] order (Unix seconds).
     pub last_skips: [Option<f64>; 5],
+    /// When a run last failed, per reason in [`ErrorReason::ALL`] order (Unix seconds).
+    pub last_errors: [Option<f64>; 6],
 }
 
 /// The I/Os of a run that the kernel still held when the run returned, shared with the engine's
@@ -305,6 +307,8 @@ pub enum RunOutcome {
         error: String,
         /// Wall time spent.
         duration: Duration,
+        /// Why, for the `reason` label.
+        why: ErrorReason,
     },
     /// The run was given up on: it did not return within its timeout plus a grace period, or
     /// opening the target made no progress for that long.
@@ -349,6 +353,22 @@ impl RunOutcome {
                 Some(error.clone())
             }
             RunOutcome::Skipped { reason, .. } => Some(reason.clone()),
+        }
+    }
+
+    /// Why the run failed, when it did (`result="error"`): a run whose engine ran and failed
+    /// failed by its I/O, unless it was cancelled.
+    pub(crate) fn error_reason(&self) -> Option<ErrorReason> {
+        match self {
+            RunOutcome::Failed { why, .. } => Some(*why),
+            RunOutcome::Ran { result, .. } if result.status() == RunStatus::Error => {
+                Some(if result.ending == Ending::Cancelled {
+                    ErrorReason::Other
+                } else {
+                    ErrorReason::Io
+                })
+            }
+            _ => None,
         }
     }
 
@@ -573,6 +593,9 @@ impl SeriesStore {
         if let Some(why) = outcome.skip_reason() {
             series.last_skips[why as usize] = Some(now);
         }
+        if let Some(why) = outcome.error_reason() {
+            series.last_errors[why as usize] = Some(now);
+        }
         if let Some(last) = outcome.last_run(now) {
             if series.history.len() == HISTORY_LEN {
                 series.history.pop_front();
@@ -628,6 +651,43 @@ mod tests {
 
     fn store_with_target() -> (SeriesStore, Arc<TargetSpec>) {
         store_with("[[targets]]\nname = \"t\"\npath = \"/x\"\n")
+    }
+
+    #[test]
+    fn a_failed_run_keeps_its_time_by_its_reason() {
+        let (store, spec) = store_with_target();
+        let profile = "randread-4k-qd1-gentle";
+        store.record(
+            &spec,
+            profile,
+            &RunOutcome::Failed {
+                error: "/x: not filled: ...".into(),
+                duration: Duration::from_millis(1),
+                why: ErrorReason::NoSpace,
+            },
+        );
+        let s = store.read(|t| t["t"].profiles[0].1.clone());
+        assert_eq!(s.runs, [0, 1, 0, 0]);
+        let at = s.last_errors[ErrorReason::NoSpace as usize].expect("a no_space failure");
+        assert!((at - unix_now()).abs() < 60.0, "{at}");
+        assert_eq!(s.last_errors.iter().flatten().count(), 1);
+        // A run whose I/O failed fails by its I/O; one that succeeded has no reason.
+        let ran = |errors: u64| RunOutcome::Ran {
+            result: Box::new(Measurement {
+                ios: 10,
+                errors,
+                ending: Ending::Finished,
+                ..Measurement::empty(EngineKind::Psync)
+            }),
+            duration: Duration::from_millis(1),
+            cost: RunCost::default(),
+            yielded_to: None,
+        };
+        assert_eq!(ran(1).error_reason(), Some(ErrorReason::Io));
+        assert_eq!(ran(0).error_reason(), None);
+        store.record(&spec, profile, &ran(1));
+        let s = store.read(|t| t["t"].profiles[0].1.clone());
+        assert_eq!(s.last_errors.iter().flatten().count(), 2);
     }
 
     #[test]
@@ -697,6 +757,7 @@ mod tests {
             &RunOutcome::Failed {
                 error: "cancelled".into(),
                 duration: Duration::from_millis(5),
+                why: ErrorReason::Other,
             },
         );
         assert_eq!(store.read(|t| t["t"].profiles[0].1.runs), [0; 4]);
@@ -743,6 +804,7 @@ mod tests {
         let failed = || RunOutcome::Failed {
             error: "open: EIO".into(),
             duration: Duration::from_millis(1),
+            why: ErrorReason::Io,
         };
         store.record(&spec, "randread-4k-qd1", &failed());
         store.record(&spec, "randread-4k-qd32", &failed());

@@ -353,7 +353,8 @@ fn duty_cycle_budget_holds_for_two_targets_on_one_device() {
     let _guard = shared();
     let dev = LoopDev::tmpfs(64 << 20);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    // Each target alone uses 25% of the device; together they would need 50%, twice the budget.
+    // Each target (one on each half of the device) alone uses 25% of the device; together they
+    // would need 50%, twice the budget.
     // (The default, gentle, profile: a capacity profile would wait for the device's load to be
     // measured before each run. The psync engine: io_uring's pause before the first I/O holds
     // the device's lock for 250 ms more per run, and the turns of the two targets would then
@@ -373,9 +374,11 @@ max_concurrent_probes = 2
 [[targets]]
 name = "one"
 path = "{0}"
+size = "32MiB"
 [[targets]]
 name = "two"
 path = "{0}"
+offset = "32MiB"
 "#,
             dev.path.display()
         ),

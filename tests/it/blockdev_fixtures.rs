@@ -126,7 +126,7 @@ fn said(name: &str) -> Said {
     )
     .unwrap()
     .discover;
-    let found = find(&rules[0], &scanned);
+    let found = find(&rules[0], &scanned, &[]);
     let discovered = found
         .targets
         .iter()

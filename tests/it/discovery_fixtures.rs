@@ -129,7 +129,11 @@ fn the_mount_table_is_the_agents_own_where_inits_cannot_be_read() {
 }
 
 fn a_block_rule_takes_whole_disks_and_says_why_it_skips_the_rest() {
-    let found = find(&rule("[[discover]]\nkind = \"block\"\n"), &fixture_scan());
+    let found = find(
+        &rule("[[discover]]\nkind = \"block\"\n"),
+        &fixture_scan(),
+        &[],
+    );
     assert_eq!(
         targets(&found),
         pairs(&[
@@ -156,7 +160,7 @@ fn partitions_and_held_devices_on_request_memory_never_and_the_first_by_name_ove
         "[[discover]]\nid = \"all\"\nkind = \"block\"\ndevice_exclude = \"^$\"\n\
          include_partitions = true\ninclude_held = true\nmax_targets = 5\n",
     );
-    let found = find(&r, &fixture_scan());
+    let found = find(&r, &fixture_scan(), &[]);
     assert_eq!(
         targets(&found),
         pairs(&[
@@ -188,12 +192,12 @@ fn names_come_from_capture_groups_serials_and_wwns() {
         "[[discover]]\nkind = \"block\"\ndevice_include = \"^sd([a-z])$\"\nname = \"hdd-$1\"\n",
     );
     assert_eq!(
-        targets(&find(&by_group, &s)),
+        targets(&find(&by_group, &s, &[])),
         pairs(&[("hdd-a", "/dev/sda")])
     );
     let by_serial = rule("[[discover]]\nkind = \"block\"\nname = \"disk-{serial}\"\n");
     assert_eq!(
-        targets(&find(&by_serial, &s)),
+        targets(&find(&by_serial, &s, &[])),
         pairs(&[
             ("disk-S4EWNX0R123456", "/dev/nvme0n1"),
             ("disk-WD-WCC4N1234567", "/dev/sda"),
@@ -201,7 +205,7 @@ fn names_come_from_capture_groups_serials_and_wwns() {
         ])
     );
     let by_wwn = rule("[[discover]]\nkind = \"block\"\nname = \"{wwn}\"\n");
-    let found = find(&by_wwn, &s);
+    let found = find(&by_wwn, &s, &[]);
     assert_eq!(
         targets(&found),
         pairs(&[
@@ -218,7 +222,7 @@ fn names_come_from_capture_groups_serials_and_wwns() {
     );
     // A constant name: the first device in kernel-name order has it.
     let constant = rule("[[discover]]\nkind = \"block\"\nname = \"disk\"\n");
-    let found = find(&constant, &s);
+    let found = find(&constant, &s, &[]);
     assert_eq!(targets(&found), pairs(&[("disk", "/dev/nvme0n1")]));
     assert!(found.notes.contains(
         &"rule 0: sda would be named \"disk\", as nvme0n1 already is; not probed".to_owned()
@@ -232,7 +236,7 @@ fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
         "[[discover]]\nkind = \"block\"\ndevice_exclude = \"^$\"\ninclude_held = true\n\
          name = \"disk-{wwn|serial|kname}\"\n",
     );
-    let found = find(&r, &s);
+    let found = find(&r, &s, &[]);
     assert_eq!(
         targets(&found),
         pairs(&[
@@ -253,7 +257,7 @@ fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
     let r = rule(
         "[[discover]]\nkind = \"block\"\ndevice_exclude = \"^$\"\ninclude_held = true\nname = \"{serial|wwn}\"\n",
     );
-    let found = find(&r, &s);
+    let found = find(&r, &s, &[]);
     assert_eq!(
         targets(&found),
         pairs(&[
@@ -275,7 +279,7 @@ fn a_fallback_names_every_disk_and_a_name_that_stays_empty_is_counted() {
     // A name that renders empty is counted too.
     let r =
         rule("[[discover]]\nkind = \"block\"\ndevice_include = \"^sd(x?)[ab]$\"\nname = \"$1\"\n");
-    let found = find(&r, &s);
+    let found = find(&r, &s, &[]);
     assert!(found.targets.is_empty());
     assert_eq!(found.unnamed, 1, "sda (sdb is held): {:?}", found.notes);
 }
@@ -286,6 +290,7 @@ fn a_mount_rule_probes_each_volumes_device_once_under_its_name() {
             "[[discover]]\nid = \"pvc\"\nkind = \"mount\"\n{CSI}\nname = \"pv-$1\"\n"
         )),
         &fixture_scan(),
+        &[],
     );
     assert_eq!(
         targets(&found),
@@ -321,6 +326,7 @@ fn a_mount_rule_probes_each_volumes_device_once_under_its_name() {
             "[[discover]]\nkind = \"mount\"\n{CSI}\nfstype_include = \"^btrfs$\"\nname = \"pv-$1-{{kname}}\"\n"
         )),
         &s,
+        &[],
     );
     assert_eq!(
         targets(&found),
@@ -336,6 +342,7 @@ fn a_mount_rule_with_file_probes_a_file_inside_each_volume() {
             "[[discover]]\nkind = \"mount\"\n{CSI}\nfstype_include = \"^(ext4|xfs|nfs4)$\"\nname = \"pv-$1\"\nfile = \"diskprobe.dat\"\nsize = \"16MiB\"\n"
         )),
         &s,
+        &[],
     );
     let mount = |pod: &str, pv: &str| {
         format!("/var/lib/kubelet/pods/{pod}/volumes/kubernetes.io~csi/{pv}/mount/diskprobe.dat")
@@ -369,6 +376,7 @@ fn a_mount_rule_with_file_probes_a_file_inside_each_volume() {
             "[[discover]]\nkind = \"mount\"\n{CSI}\nfstype_include = \"^nfs4$\"\nfile = \"p\"\n"
         )),
         &s,
+        &[],
     );
     assert!(found.targets.is_empty());
     assert_eq!(found.notes.len(), 1);
@@ -386,11 +394,13 @@ fn escaped_mountpoints_and_slashed_kernel_names() {
             "[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/mnt/(.+)$\"\nname = \"$1\"\n",
         ),
         &s,
+        &[],
     );
     assert_eq!(targets(&found), pairs(&[("scratch disk", "/dev/loop1")]));
     let found = find(
         &rule("[[discover]]\nkind = \"mount\"\nmountpoint_include = \"^/srv/array$\"\n"),
         &s,
+        &[],
     );
     assert_eq!(targets(&found), pairs(&[("cciss/c0d0", "/dev/cciss/c0d0")]));
 }
@@ -404,7 +414,7 @@ fn a_block_rule_with_skip_claimed_leaves_out_the_disks_a_mount_rule_probes() {
         )
     };
     let names = |rules: &[DiscoverRule]| {
-        let found: Vec<Option<Found>> = rules.iter().map(|r| Some(find(r, &s))).collect();
+        let found: Vec<Option<Found>> = rules.iter().map(|r| Some(find(r, &s, &[]))).collect();
         let (all, counts, notes) = assemble(rules, &found, &BTreeSet::new());
         let names: Vec<String> = all.iter().map(|t| t.name.clone()).collect();
         (names, counts, notes)
@@ -444,7 +454,7 @@ fn names_are_used_once_across_rules_and_never_a_configured_targets() {
          [[discover]]\nid = \"second\"\nkind = \"mount\"\n{CSI}\nfstype_include = \"^ext4$\"\nname = \"pv-$1\"\n\
          [[discover]]\nid = \"disks\"\nkind = \"block\"\n"
     ));
-    let found: Vec<Option<Found>> = rules.iter().map(|r| Some(find(r, &s))).collect();
+    let found: Vec<Option<Found>> = rules.iter().map(|r| Some(find(r, &s, &[]))).collect();
     let configured: BTreeSet<String> = ["pv-pvc-2222".to_owned()].into();
     let (all, counts, notes) = assemble(&rules, &found, &configured);
     let names: Vec<(&str, &str)> = all
@@ -503,12 +513,14 @@ fn devices_are_probed_under_path_devfs_and_anonymous_mounts_found_by_their_sourc
             "[[discover]]\nkind = \"mount\"\n{CSI}\nfstype_include = \"^btrfs$\"\nname = \"pv-$1\"\n"
         )),
         &s,
+        &[],
     );
     let node = dev.path().join("loop1").display().to_string();
     assert_eq!(targets(&found), vec![("pv-pvc-btrfs".to_owned(), node)]);
     let found = find(
         &rule("[[discover]]\nkind = \"block\"\ndevice_include = \"^sda$\"\n"),
         &s,
+        &[],
     );
     assert_eq!(
         targets(&found),
@@ -524,7 +536,7 @@ fn a_rules_cohort_template_takes_its_capture_groups_and_the_disks_model() {
     let by_model = rule(
         "[[discover]]\nkind = \"block\"\ndevice_include = \"^(nvme|sd)[a-z0-9]+$\"\ncohort = \"$1-{model}\"\n",
     );
-    let found = find(&by_model, &s);
+    let found = find(&by_model, &s, &[]);
     let cohorts: Vec<(String, String)> = found
         .targets
         .iter()

@@ -612,8 +612,8 @@ fn enospc_eacces_and_no_o_direct_are_clear_per_target_errors() {
     }
     let _guard = shared();
     // No space: a 16 MiB ext4 on a loop device cannot hold the default 256 MiB probe file. (A
-    // size set in the file is refused at load: tests/it/probe_space.rs.) The fill is refused
-    // before it writes anything.
+    // size set in the file is also reported at load, as a warning: tests/it/machine_state.rs.)
+    // The fill is refused before it writes anything.
     let small = LoopDev::tmpfs(16 << 20);
     mkfs(&small, "ext4");
     let full = Mount::new(&[small.path.to_str().unwrap()]);
@@ -702,9 +702,10 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
         return;
     }
     let _guard = shared();
-    // A mounted ext4 loop device is refused for writes, visibly: at load, so the agent does not
-    // start with it (a device mounted after the load is refused by its run:
-    // probe_loop::write_safety_refuses_mounted_or_held_devices).
+    // A mounted ext4 loop device is refused for writes, visibly: by every run (reason refused;
+    // also a device mounted after the load: probe_loop::write_safety_refuses_mounted_or_held_devices),
+    // and at load as a warning: the machine's state does not stop the agent, whose other target
+    // writes its region meanwhile.
     let mounted = LoopDev::tmpfs(32 << 20);
     mkfs(&mounted, "ext4");
     let _mount = Mount::new(&[mounted.path.to_str().unwrap()]);
@@ -723,28 +724,21 @@ fn mounted_devices_are_refused_and_sigterm_mid_write_changes_nothing_outside_the
          interval = \"1m\"\nmax_duty_cycle = 0.5\n[scheduler]\nmax_concurrent_probes = 2\n",
         dev.path.display()
     );
-    let both = dir.path().join("both.toml");
-    std::fs::write(&both, format!("{mounted_target}{region_target}")).unwrap();
-    let refused = std::process::Command::new(common::binary())
-        .arg(format!("--config.file={}", both.display()))
-        .arg(format!(
-            "--state.dir={}",
-            dir.path().join("state").display()
-        ))
-        .arg("--web.listen-address=127.0.0.1:0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("is mounted"),
-        "the refusal says why: {stderr}"
-    );
-    let arg = common::config_flag(dir.path(), &region_target);
+    let arg = common::config_flag(dir.path(), &format!("{mounted_target}{region_target}"));
+    let start = dev.stats().writes;
     let mut agent = Agent::start(&[&arg]);
+    agent.expect_log("is mounted", Duration::from_secs(5));
+    // The mounted target's runs are refused (it starts first: targets start in name order).
+    wait_until(&agent, Duration::from_secs(30), "a refused run", |m| {
+        runs(m, "mounted", "error") >= 1.0
+            && common::sum(
+                m,
+                "diskprobe_probe_last_error_timestamp_seconds",
+                &["target=\"mounted\"", "reason=\"refused\""],
+            ) > 0.0
+    });
 
     // The region target is writing now (8 s run); SIGTERM in the middle.
-    let start = dev.stats().writes;
     common::wait_for("the write probe to start", Duration::from_secs(30), || {
         dev.stats().writes >= start + 100
     });

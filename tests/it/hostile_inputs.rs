@@ -1,7 +1,8 @@
 //! What the agent reads cannot be turned against its host (issue 58): a link planted where the
 //! state file's temporary copy goes is not followed; a FIFO, a `/dev/zero` link or a huge file
 //! as the state file, and a FIFO as the configuration at a reload, neither block start-up or
-//! SIGTERM nor grow the agent; the state file's entries are bounded (one per target, a rule's
+//! SIGTERM nor grow the agent; `/dev/zero` as the configuration, the web configuration or its
+//! client CA is refused in one message; the state file's entries are bounded (one per target, a rule's
 //! `max_targets`, nothing in the future); a bcrypt cost above the maximum is refused; a flood of
 //! wrong and unknown credentials from other addresses does not hold up a correct first login;
 //! a telemetry path no request can have is refused with the flag named.
@@ -194,6 +195,73 @@ fn a_dev_zero_link_and_a_200_mb_state_file_are_refused_within_50_mb() {
     }
 }
 
+/// `/dev/zero` (through a link) as the configuration, as the web configuration and as its client
+/// CA is refused by `--config.check` and by a start, exit 2, and the refusal is said once (with
+/// the file named once in it).
+fn a_dev_zero_configuration_is_refused_in_one_message() {
+    let ws = workspace();
+    let zero = ws.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let empty = ws.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let web = ws.path().join("web.yml");
+    common::write_tls_files(ws.path());
+    let (cert, key) = (ws.path().join("server.crt"), ws.path().join("server.key"));
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n  client_ca_file: {}\n  client_auth_type: RequireAndVerifyClientCert\n",
+            cert.display(),
+            key.display(),
+            zero.display()
+        ),
+    )
+    .unwrap();
+    let refusal = "is a character device, not a regular file; refused";
+    for flags in [
+        vec![format!("--config.file={}", zero.display())],
+        vec![
+            format!("--config.file={}", empty.display()),
+            format!("--web.config.file={}", zero.display()),
+        ],
+        vec![
+            format!("--config.file={}", empty.display()),
+            format!("--web.config.file={}", web.display()),
+        ],
+    ] {
+        for extra in ["--config.check", "--web.listen-address=127.0.0.1:0"] {
+            let mut child = Command::new(common::binary())
+                .args(&flags)
+                .arg(extra)
+                .arg(format!("--state.dir={}", ws.path().join("state").display()))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            // An agent that accepted the file would run on: stopped after 10 s.
+            let exit = common::wait_exit(&mut child, Duration::from_secs(10));
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                exit.and_then(|e| e.code()),
+                Some(2),
+                "{flags:?} {extra}: {stderr}"
+            );
+            assert_eq!(
+                stderr.matches(refusal).count(),
+                1,
+                "{flags:?} {extra}: said once: {stderr}"
+            );
+            assert_eq!(
+                stderr.matches(&*zero.display().to_string()).count(),
+                1,
+                "{flags:?} {extra}: the file named once: {stderr}"
+            );
+        }
+    }
+}
+
 fn duplicate_excess_and_future_entries_are_dropped_with_a_log_line() {
     let ws = workspace();
     let args = block_rule_agent_args(ws.path(), 2);
@@ -377,6 +445,7 @@ crate::tests! {
     a_fifo_as_the_configuration_at_a_reload_blocks_neither_scrapes_nor_sigterm: [PRLIMIT],
     a_dev_zero_link_and_a_200_mb_state_file_are_refused_within_50_mb: [PRLIMIT],
     duplicate_excess_and_future_entries_are_dropped_with_a_log_line: [PRLIMIT],
+    a_dev_zero_configuration_is_refused_in_one_message,
     a_bcrypt_cost_above_the_maximum_is_refused_by_config_check,
     a_correct_first_login_is_answered_within_1_s_during_a_flood_of_wrong_credentials,
     a_telemetry_path_no_request_can_have_exits_2_naming_the_flag,

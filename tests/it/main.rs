@@ -51,6 +51,7 @@ mod http;
 mod http_burst;
 mod http_flood;
 mod interference;
+mod machine_state;
 mod metrics_docs;
 mod native_histograms_e2e;
 mod probe_cli;
@@ -69,6 +70,7 @@ mod sandbox;
 mod scheduler_runs;
 mod series_budget;
 mod signals;
+mod state_lock;
 mod status_page;
 mod web_tls;
 mod write_safety;
@@ -99,6 +101,7 @@ fn main() {
             http_burst::tests(),
             http_flood::tests(),
             interference::tests(),
+            machine_state::tests(),
             metrics_docs::tests(),
             native_histograms_e2e::tests(),
             probe_cli::tests(),
@@ -116,6 +119,7 @@ fn main() {
             scheduler_runs::tests(),
             series_budget::tests(),
             signals::tests(),
+            state_lock::tests(),
             status_page::tests(),
             web_tls::tests(),
         ]

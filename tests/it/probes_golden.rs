@@ -14,7 +14,7 @@ use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
 use diskprobe_exporter::probe::io_target::{Cache, TargetKind};
-use diskprobe_exporter::probe::measurement::{Ending, EngineKind};
+use diskprobe_exporter::probe::measurement::{Ending, EngineKind, ErrorReason};
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 
@@ -106,6 +106,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         &RunOutcome::Failed {
             error: "open: permission denied".into(),
             duration: Duration::from_millis(1),
+            why: ErrorReason::Io,
         },
     );
     let mut h = new_latency_histogram();
@@ -181,8 +182,11 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
     }
     let mut out = Vec::new();
     ProbesCollector::new(store).collect(&mut out).unwrap();
-    // When a run ended is the one value that changes from run to run.
-    out.retain(|f| f.name != "diskprobe_probe_last_run_timestamp_seconds");
+    // When a run ended, and when one last failed, are the values that change from run to run.
+    out.retain(|f| {
+        f.name != "diskprobe_probe_last_run_timestamp_seconds"
+            && f.name != "diskprobe_probe_last_error_timestamp_seconds"
+    });
     out
 }
 

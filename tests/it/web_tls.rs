@@ -2,7 +2,8 @@
 //! checked with curl over loopback: the scrape works over TLS with the right password, 401
 //! without or with a wrong one, plain HTTP is not served, and min_version is enforced; a flood
 //! of wrong passwords does not hold up scrapes with verified credentials, nor does a reload during
-//! one (the verified credentials are kept when their hash did not change).
+//! one (the verified credentials are kept when their hash did not change); the scheme's name
+//! (`basic`, `BASIC`) is case-insensitive.
 
 use crate::common;
 
@@ -206,6 +207,33 @@ fn a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes() {
     assert!(scraped < last_denied, "the scrape waited behind bcrypt");
 }
 
+/// The scheme's name in an `Authorization` header is case-insensitive (RFC 7617 after RFC 7235):
+/// `basic` and `BASIC` authenticate as `Basic` does, a wrong password stays 401 in any case.
+fn the_basic_schemes_name_is_case_insensitive() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+    let agent = Agent::start(&[&format!("--web.config.file={}", web.display())]);
+    let encoded = |pair: &str| base64::engine::general_purpose::STANDARD.encode(pair);
+    let status = |auth: &str| {
+        common::http_request(agent.addr, "GET", "/metrics", &[("Authorization", auth)]).status
+    };
+    for scheme in ["basic", "BASIC", "Basic"] {
+        assert_eq!(
+            status(&format!("{scheme} {}", encoded("prom:s3cret"))),
+            200,
+            "{scheme}"
+        );
+        assert_eq!(
+            status(&format!("{scheme} {}", encoded("prom:wrong"))),
+            401,
+            "{scheme}"
+        );
+    }
+}
+
 fn a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials() {
     use base64::Engine as _;
     let _machine = common::exclusive();
@@ -372,5 +400,6 @@ crate::tests! {
     bad_web_configs_are_refused_at_startup_with_exit_2,
     a_flood_of_wrong_passwords_does_not_hold_up_verified_scrapes,
     a_reload_during_a_flood_of_wrong_passwords_keeps_the_verified_credentials,
+    the_basic_schemes_name_is_case_insensitive,
     expired_and_expiring_certificates_and_keys_readable_by_all_are_warned_about: [CURL],
 }

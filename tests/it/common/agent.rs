@@ -45,9 +45,25 @@ impl Agent {
     }
 
     /// Like [`Agent::start`], for a prepared command that runs the binary (for example inside a
-    /// cgroup); `--web.listen-address=127.0.0.1:0` is appended.
+    /// cgroup); `--web.listen-address=127.0.0.1:0` is appended, and without `--state.dir` among
+    /// its arguments a scratch state directory of its own (writable by all, for an agent run as
+    /// another user): one agent per state directory, and never the machine's own.
     pub fn start_command(mut cmd: std::process::Command) -> Agent {
         use std::io::BufRead;
+        use std::os::unix::fs::PermissionsExt;
+        let has_state_dir = cmd
+            .get_args()
+            .any(|a| a.to_string_lossy().starts_with("--state.dir"));
+        let scratch = (!has_state_dir).then(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
+                .expect("a scratch directory writable by all");
+            cmd.arg(format!(
+                "--state.dir={}",
+                dir.path().join("state").display()
+            ));
+            dir
+        });
         let mut child = cmd
             .arg("--web.listen-address=127.0.0.1:0")
             .stdout(std::process::Stdio::null())
@@ -90,7 +106,7 @@ impl Agent {
             child,
             addr,
             log,
-            _scratch: None,
+            _scratch: scratch,
         }
     }
 
