@@ -42,6 +42,11 @@ pub const PROBE_STOP_PATIENCE: Duration = Duration::from_secs(4);
 /// Exit code for an invalid configuration (`--config.check` and startup).
 pub const EXIT_CONFIG: u8 = 2;
 
+/// Exit code of `--config.check` for a valid configuration some of whose targets the machine's
+/// state refuses now (a probe file that does not fit, a device to write that is in use): a start
+/// runs them, and their runs fail with the reason while it holds.
+pub const EXIT_FINDINGS: u8 = 1;
+
 /// The state directory as the agent made it at start ([`prepare`]), for the files it keeps
 /// there; its lock is held while this lives.
 #[derive(Debug, Default)]

@@ -12,7 +12,8 @@ pub struct Cli {
     pub config_file: Option<PathBuf>,
 
     /// Validate the configuration and exit: 0 when valid, 2 when not. What the machine's state
-    /// says against a target (a full filesystem, a device in use) is printed as a warning: exit 0.
+    /// says against a target (a full filesystem, a device in use) is printed as a warning: exit 1
+    /// (valid, but the machine refuses those targets now).
     #[arg(long = "config.check")]
     pub config_check: bool,
 

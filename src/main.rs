@@ -1,7 +1,7 @@
 //! The `diskprobe_exporter` binary: parses flags and hands over to the library.
 
 use clap::Parser;
-use diskprobe_exporter::agent::{self, EXIT_CONFIG};
+use diskprobe_exporter::agent::{self, EXIT_CONFIG, EXIT_FINDINGS};
 use diskprobe_exporter::cli::{Cli, Command};
 use diskprobe_exporter::logging::error_chain;
 use diskprobe_exporter::settings::Settings;
@@ -32,14 +32,19 @@ fn main() -> ExitCode {
                 "warning: {finding} (the machine's state: the target loads, and its runs fail with this reason while it holds)"
             );
         }
-        match settings.config.findings.len() {
-            0 => println!("{}: configuration is valid", settings.config_source()),
-            n => println!(
-                "{}: configuration is valid; {n} warning(s) about the machine's state",
-                settings.config_source()
-            ),
-        }
-        return ExitCode::SUCCESS;
+        return match settings.config.findings.len() {
+            0 => {
+                println!("{}: configuration is valid", settings.config_source());
+                ExitCode::SUCCESS
+            }
+            n => {
+                println!(
+                    "{}: configuration is valid; the machine's state refuses targets now ({n} warning(s)): exit {EXIT_FINDINGS}",
+                    settings.config_source()
+                );
+                ExitCode::from(EXIT_FINDINGS)
+            }
+        };
     }
     // The start's effects on the file system, once; then, before any thread starts, the
     // sandbox: below Landlock ABI 8 a ruleset binds only the calling thread and the threads it

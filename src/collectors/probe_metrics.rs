@@ -30,11 +30,11 @@ static FINISHED_VALUES: LazyLock<[Arc<str>; 3]> =
     LazyLock::new(|| FINISHED.map(|r| Arc::from(r.as_str())));
 
 /// `reason` label values in [`SkipReason::ALL`] order.
-static REASON_VALUES: LazyLock<[Arc<str>; 5]> =
+static REASON_VALUES: LazyLock<[Arc<str>; SkipReason::ALL.len()]> =
     LazyLock::new(|| SkipReason::ALL.map(|r| Arc::from(r.as_str())));
 
 /// `reason` label values in [`ErrorReason::ALL`] order.
-static ERROR_REASON_VALUES: LazyLock<[Arc<str>; 6]> =
+static ERROR_REASON_VALUES: LazyLock<[Arc<str>; ErrorReason::ALL.len()]> =
     LazyLock::new(|| ErrorReason::ALL.map(|r| Arc::from(r.as_str())));
 
 /// `stat` label values in [`LatencySummary::stats`] order, shared by every scrape.
@@ -151,7 +151,7 @@ const FAMILIES: &[Row] = &[
     ),
     row(
         "diskprobe_probe_last_skip_timestamp_seconds",
-        "When a run of the profile on the target was last skipped since the agent started, by reason: in_flight (an earlier run or stat had not returned), budget (duty-cycle budget used up), busy (other processes kept the disk busy), held_by_kernel (I/Os of an earlier run still held: a hung device) or yielded (a capacity run stopped early for other processes' I/O).",
+        "When a run of the profile on the target was last skipped since the agent started, by reason: in_flight (an earlier run or stat had not returned), budget (duty-cycle budget used up), busy (other processes kept the disk busy), held_by_kernel (I/Os of an earlier run still held: a hung device), yielded (a capacity run stopped early for other processes' I/O) or wrong_filesystem (the probe file would be on another filesystem than its own: its volume unmounted).",
         MetricKind::Gauge,
         SampleSource::LastSkips,
     ),

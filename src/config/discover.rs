@@ -64,6 +64,7 @@ impl DiscoverRule {
             offset: 0,
             rule: Some(self.id.clone()),
             settings: self.settings.clone(),
+            mounted_at: None,
         }
     }
 }

@@ -41,7 +41,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 pub use target_files::TargetFile;
 pub(crate) use targets::SchedulerConfig;
-pub use targets::TargetSpec;
+pub use targets::{MountedAt, TargetSpec};
 
 /// The default `--web.listen-address`.
 pub(crate) const DEFAULT_LISTEN_ADDRESS: &str = ":9957";

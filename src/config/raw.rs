@@ -217,6 +217,8 @@ with_probe_keys!(probe_table {
         pub allow_writes: Option<Spanned<bool>>,
         /// Write profiles are allowed on this block device (also needs `allow_writes`).
         pub allow_device_writes: Option<Spanned<bool>>,
+        /// Probe files: the mountpoint of the filesystem the file belongs on.
+        pub mountpoint: Option<Spanned<String>>,
     }
 });
 

@@ -29,6 +29,19 @@ pub struct TargetSpec {
     pub rule: Option<String>,
     /// How it is probed.
     pub settings: ProbeSettings,
+    /// For a probe file, the filesystem it belongs on (a `[[targets]]` entry's `mountpoint`, or
+    /// the mount a `[[discover]]` rule found it in): a run whose file would be on another is
+    /// skipped, and no file is made there.
+    pub mounted_at: Option<MountedAt>,
+}
+
+/// The filesystem a probe file belongs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountedAt {
+    /// Its mountpoint.
+    pub mountpoint: PathBuf,
+    /// The device number of the mount a rule found (`None`: any filesystem mounted there).
+    pub device: Option<(u32, u32)>,
 }
 
 /// `[scheduler]`, validated.
@@ -246,6 +259,7 @@ fn target(
     };
     let settings = defaults.settings(&table)?;
     kind_check(prefix, r, &stat, &settings)?;
+    let mounted_at = mountpoint(prefix, r, &path, &stat)?;
     findings.extend(defaults.device_findings(&table, &settings)?);
     findings.extend(space_check(prefix, r, &stat, &settings));
     Ok(TargetSpec {
@@ -256,7 +270,52 @@ fn target(
         path,
         rule: None,
         settings,
+        mounted_at,
     })
+}
+
+/// `mountpoint` of a `[[targets]]` entry: an absolute path the target's path lies under, for a
+/// probe file (a block device has no filesystem).
+fn mountpoint(
+    prefix: &str,
+    r: &RawTarget,
+    path: &std::path::Path,
+    stat: &PathStat,
+) -> Result<Option<MountedAt>, SpannedError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Some(m) = &r.mountpoint else {
+        return Ok(None);
+    };
+    let mountpoint = PathBuf::from(m.get_ref());
+    let problem = if !mountpoint.is_absolute() {
+        Some(format!(
+            "expected an absolute path, found {:?}",
+            m.get_ref()
+        ))
+    } else if !path.starts_with(&mountpoint) || path == mountpoint {
+        Some(format!(
+            "{} is not under {}: mountpoint names the filesystem the probe file belongs on",
+            path.display(),
+            mountpoint.display()
+        ))
+    } else if stat
+        .meta()
+        .is_ok_and(|m| m.is_some_and(|m| m.file_type().is_block_device()))
+    {
+        Some(format!(
+            "{} is a block device: mountpoint applies to probe files",
+            path.display()
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(invalid(m, format!("{prefix}.mountpoint: {p}"))),
+        None => Ok(Some(MountedAt {
+            mountpoint,
+            device: None,
+        })),
+    }
 }
 
 #[cfg(test)]

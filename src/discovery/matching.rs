@@ -18,7 +18,7 @@ use crate::blockdev::BlockDevice;
 use crate::config::discover::{BlockSource, DiscoverRule, MountSource, RuleSource};
 use crate::config::name_template::{NameTemplate, facts};
 use crate::config::target_name;
-use crate::config::{TargetFile, TargetSpec};
+use crate::config::{MountedAt, TargetFile, TargetSpec};
 use crate::device_filter::DeviceFilter;
 use crate::mountinfo::MountEntry;
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +80,9 @@ struct Candidate {
     disks: Vec<String>,
     /// Its `cohort` template with the rule regex's capture groups filled in.
     cohort: String,
+    /// For a mount rule with `file`, the mount the file belongs in (its runs are skipped while
+    /// the path leads elsewhere).
+    mounted_at: Option<MountedAt>,
 }
 
 /// A file by the mount table: the device number of the filesystem it is on, and its path from
@@ -184,7 +187,7 @@ pub fn find(rule: &DiscoverRule, scan: &Scan, configured: &[TargetFile]) -> Foun
             continue;
         }
         names.insert(name.clone(), c.what.clone());
-        kept.push((name, c.path, c.disks, c.cohort));
+        kept.push((name, c.path, c.disks, c.cohort, c.mounted_at));
     }
     kept.sort_by(|a, b| a.0.cmp(&b.0));
     let dropped = kept
@@ -194,9 +197,10 @@ pub fn find(rule: &DiscoverRule, scan: &Scan, configured: &[TargetFile]) -> Foun
         .collect();
     let (targets, disks) = kept
         .into_iter()
-        .map(|(name, path, disks, cohort)| {
+        .map(|(name, path, disks, cohort, mounted_at)| {
             let mut target = rule.target(name, path);
             target.settings.cohort = cohort;
+            target.mounted_at = mounted_at;
             (target, disks)
         })
         .unzip();
@@ -274,6 +278,7 @@ fn block(
             name: checked(rule, &d.kname, name.ok(), notes),
             path: device_path(scan, d),
             file: None,
+            mounted_at: None,
             disks: d.disks.clone(),
             cohort: cohort(rule, &groups),
         });
@@ -360,6 +365,10 @@ fn mount(
                 major: m.major,
                 minor: m.minor,
                 inside: Path::new(&m.root).join(file),
+            }),
+            mounted_at: source.file.as_ref().map(|_| MountedAt {
+                mountpoint: PathBuf::from(&m.mountpoint),
+                device: Some((m.major, m.minor)),
             }),
             path,
             disks: device.map(|d| d.disks.clone()).unwrap_or_default(),

@@ -172,16 +172,20 @@ pub enum SkipReason {
     HeldByKernel,
     /// A capacity run stopped early to yield to other processes' I/O.
     Yielded,
+    /// The target's probe file would be on another filesystem than the one it is meant for
+    /// (its volume unmounted, another filesystem mounted there).
+    WrongFilesystem,
 }
 
 impl SkipReason {
     /// All reasons, in label order.
-    pub(crate) const ALL: [SkipReason; 5] = [
+    pub(crate) const ALL: [SkipReason; 6] = [
         SkipReason::InFlight,
         SkipReason::Budget,
         SkipReason::Busy,
         SkipReason::HeldByKernel,
         SkipReason::Yielded,
+        SkipReason::WrongFilesystem,
     ];
 
     /// The `reason` label value.
@@ -192,6 +196,7 @@ impl SkipReason {
             SkipReason::Busy => "busy",
             SkipReason::HeldByKernel => "held_by_kernel",
             SkipReason::Yielded => "yielded",
+            SkipReason::WrongFilesystem => "wrong_filesystem",
         }
     }
 }

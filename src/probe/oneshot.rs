@@ -313,6 +313,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCo
         pinned: None,
         // One-shot mode runs unconfined.
         confined: false,
+        filesystem: Default::default(),
     };
     let opts = RunOptions {
         engine: args.engine,

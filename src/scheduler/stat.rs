@@ -1,13 +1,14 @@
 //! The stat of a target's path that finds the device under it, made on a thread of its own (a
 //! hung filesystem must not block the runtime), and recorded as the target's info: the labels of
 //! its series (for a configured target, weighed against its last device:
-//! [`super::target_devices`]).
+//! [`super::target_devices`]; a probe file's path that leads onto another filesystem than its
+//! own finds nothing).
 
 use super::shared::{Counted, Shared};
 use super::target_devices::Labelled;
 use crate::config::TargetSpec;
 use crate::host::STAT_PATIENCE;
-use crate::probe::io_target::{self, TargetFacts};
+use crate::probe::io_target::{self, TargetFacts, filesystem};
 use crate::series::TargetInfo;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -44,7 +45,18 @@ async fn stat_target(
             let spec = spec_owned;
             let facts = io_target::facts(&spec.path, &roots.procfs, &roots.sysfs).ok();
             let path = spec.path.display().to_string();
-            let fresh = facts.as_ref().map(|f| target_info(path, f));
+            // A probe file's path that leads onto another filesystem than its own (its volume
+            // unmounted) says nothing of the target: its runs are skipped, and its labels are
+            // what they were.
+            let configured = spec.rule.is_none().then_some(&*known);
+            let expected = super::thread::expected_filesystem(&spec, configured);
+            let elsewhere = !expected.is_empty()
+                && filesystem::of(&spec.path, &roots.procfs)
+                    .is_ok_and(|f| expected.mismatch(&f).is_some());
+            let fresh = facts
+                .as_ref()
+                .filter(|_| !elsewhere)
+                .map(|f| target_info(path, f));
             let label = if spec.rule.is_none() {
                 known.label(&spec, fresh, &roots.sysfs)
             } else {

@@ -20,6 +20,11 @@
 //! refusal gives) at start or at a reload: the next write run pins the disk found then. A pin
 //! made in another boot is renewed by the first run that finds the same disk.
 //!
+//! It also keeps, for each configured target on a file, the filesystem its probe file was first
+//! probed on ([`FsRecord`]): a run whose file would be on another (its volume unmounted, or
+//! another filesystem mounted there) is skipped instead of making or opening a file there. A
+//! record is dropped as a pin is; it is renewed when the same filesystem is seen in another boot.
+//!
 //! What the file gives back is not trusted: it is read only as a regular file (no link) of at
 //! most [`MAX_FILE_BYTES`]; an entry is kept only for a target configured now, with the same path;
 //! one per target (the last); its target name one the name check accepts, every other text
@@ -31,6 +36,7 @@ use crate::blockdev::identity::DiskIdentity;
 use crate::bounded_read::BoundedReadError;
 use crate::config::{Retired, TargetSpec, target_name};
 use crate::probe::io_target::TargetKind;
+use crate::probe::io_target::filesystem::Filesystem;
 use crate::series::TargetInfo;
 use crate::state_dir::StateDir;
 use serde::{Deserialize, Serialize};
@@ -75,6 +81,17 @@ pub(crate) struct Pin {
     pub disk: DiskIdentity,
 }
 
+/// The filesystem a configured target's probe file was first probed on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FsRecord {
+    /// The target's name.
+    pub target: String,
+    /// Its configured path then.
+    pub path: String,
+    /// The filesystem.
+    pub filesystem: Filesystem,
+}
+
 #[derive(Serialize, Deserialize)]
 struct DevicesFile {
     version: u32,
@@ -82,6 +99,9 @@ struct DevicesFile {
     /// Absent from files written before pins were kept.
     #[serde(default)]
     pins: Vec<Pin>,
+    /// Absent from files written before filesystems were kept.
+    #[serde(default)]
+    filesystems: Vec<FsRecord>,
 }
 
 /// What a target devices file holds that is well formed.
@@ -91,6 +111,8 @@ pub(crate) struct SavedDevices {
     pub last: Vec<LastDevice>,
     /// The pins.
     pub pins: Vec<Pin>,
+    /// The filesystems.
+    pub filesystems: Vec<FsRecord>,
     /// How many entries were not well formed (and left out).
     pub refused: usize,
 }
@@ -120,13 +142,23 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<SavedDevices, DevicesParseError> {
     if contents.version != VERSION {
         return Err(DevicesParseError::Version(contents.version));
     }
-    let count = contents.targets.len() + contents.pins.len();
+    let count = contents.targets.len() + contents.pins.len() + contents.filesystems.len();
     let last: Vec<LastDevice> = contents.targets.into_iter().filter(well_formed).collect();
     let pins: Vec<Pin> = contents.pins.into_iter().filter(pin_well_formed).collect();
-    let refused = count - last.len() - pins.len();
+    let filesystems: Vec<FsRecord> = contents
+        .filesystems
+        .into_iter()
+        .filter(|r| {
+            target_name::check(&r.target).is_ok()
+                && !r.filesystem.mountpoint.is_empty()
+                && serde_json::to_value(r).is_ok_and(|v| texts_ok(&v))
+        })
+        .collect();
+    let refused = count - last.len() - pins.len() - filesystems.len();
     Ok(SavedDevices {
         last,
         pins,
+        filesystems,
         refused,
     })
 }
@@ -179,6 +211,8 @@ struct Remembered {
     kept: BTreeMap<String, Kept>,
     /// The pins of configured targets, by name.
     pins: BTreeMap<String, Pin>,
+    /// The filesystems configured targets' probe files were first probed on, by name.
+    filesystems: BTreeMap<String, FsRecord>,
     /// The configured targets now, by name: their paths.
     configured: BTreeMap<String, String>,
     retired: Retired,
@@ -289,6 +323,7 @@ impl TargetDevices {
         };
         let mut kept = BTreeMap::new();
         let mut pins = BTreeMap::new();
+        let mut filesystems = BTreeMap::new();
         match read(&dir) {
             Ok(contents) => {
                 if contents.refused > 0 {
@@ -304,6 +339,9 @@ impl TargetDevices {
                 for pin in contents.pins {
                     pins.insert(pin.target.clone(), pin);
                 }
+                for record in contents.filesystems {
+                    filesystems.insert(record.target.clone(), record);
+                }
             }
             Err(err) => {
                 tracing::warn!(%err, "cannot read the last devices of configured targets; starting without them");
@@ -313,6 +351,7 @@ impl TargetDevices {
             state: Mutex::new(Remembered {
                 kept,
                 pins,
+                filesystems,
                 ..Remembered::default()
             }),
             dir: Some(dir),
@@ -380,10 +419,67 @@ impl TargetDevices {
             }
             !named
         });
-        if st.kept.len() != before || st.pins.len() != pins_before {
+        let filesystems_before = st.filesystems.len();
+        let Remembered {
+            filesystems,
+            configured,
+            ..
+        } = &mut *st;
+        filesystems.retain(|name, record| {
+            if configured.get(name) != Some(&record.path) {
+                return false;
+            }
+            let named = retired.lists(&record.filesystem.id());
+            if named {
+                tracing::info!(target = %name, filesystem = %record.filesystem, "the filesystem the target was first probed on is retired ([retired] disks): its next run records the one at its path then");
+            }
+            !named
+        });
+        if st.kept.len() != before
+            || st.pins.len() != pins_before
+            || st.filesystems.len() != filesystems_before
+        {
             self.save(&mut st);
         }
         replaced
+    }
+
+    /// The filesystem the configured target of `spec` was first probed on, if recorded (from
+    /// memory, no I/O).
+    pub(crate) fn recorded_filesystem(&self, spec: &TargetSpec) -> Option<Filesystem> {
+        let st = self.lock();
+        let path = spec.path.display().to_string();
+        st.filesystems
+            .get(&spec.name)
+            .filter(|r| r.path == path && st.configured.get(&spec.name) == Some(&path))
+            .map(|r| r.filesystem.clone())
+    }
+
+    /// Records `filesystem` as the one the configured target of `spec` is on, where a run just
+    /// opened its probe file there (the first, or one in another boot); saves when that changed
+    /// the record. Call on the probe thread: it may write the state directory.
+    pub(crate) fn record_filesystem(&self, spec: &TargetSpec, filesystem: &Filesystem) {
+        let mut st = self.lock();
+        let path = spec.path.display().to_string();
+        if st.configured.get(&spec.name) != Some(&path) {
+            return;
+        }
+        let old = st.filesystems.get(&spec.name).map(|r| r.filesystem.clone());
+        if old.as_ref() == Some(filesystem) {
+            return;
+        }
+        if old.is_none() {
+            tracing::info!(target = %spec.name, filesystem = %filesystem, "the target's probe file lives on this filesystem: runs are skipped while its path is on another");
+        }
+        st.filesystems.insert(
+            spec.name.clone(),
+            FsRecord {
+                target: spec.name.clone(),
+                path,
+                filesystem: filesystem.clone(),
+            },
+        );
+        self.save(&mut st);
     }
 
     /// The disk the configured target of `spec` was pinned to, if any (from memory, no I/O).
@@ -529,6 +625,7 @@ impl TargetDevices {
             version: VERSION,
             targets: st.kept.values().map(|k| k.last.clone()).collect(),
             pins: st.pins.values().cloned().collect(),
+            filesystems: st.filesystems.values().cloned().collect(),
         };
         let written = serde_json::to_vec_pretty(&contents)
             .map_err(std::io::Error::other)
@@ -770,6 +867,7 @@ mod tests {
                 good.clone(),
             ],
             pins: Vec::new(),
+            filesystems: Vec::new(),
         })
         .unwrap();
         let contents = parse(&text).unwrap();
@@ -782,6 +880,7 @@ mod tests {
             version: VERSION,
             targets: vec![long_path],
             pins: Vec::new(),
+            filesystems: Vec::new(),
         })
         .unwrap();
         assert_eq!(parse(&text).unwrap().refused, 0);

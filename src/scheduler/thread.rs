@@ -16,8 +16,9 @@ use crate::contention::{OwnIo, Watch, WatchReport};
 use crate::host::Roots;
 use crate::probe::engine::{self, DrainingHook, RunOptions};
 use crate::probe::error::ProbeError;
-use crate::probe::io_target::{self, TargetError, TargetOptions};
-use crate::probe::measurement::ErrorReason;
+use crate::probe::io_target::filesystem::Expected;
+use crate::probe::io_target::{self, OpenTarget, TargetError, TargetOptions};
+use crate::probe::measurement::{ErrorReason, SkipReason};
 use crate::probe::profile::{ProbeClass, Profile};
 use crate::series::{RunCost, RunOutcome, SeriesStore};
 use std::sync::Arc;
@@ -69,14 +70,7 @@ pub(super) async fn run_on_thread(
     let job_spec = spec.clone();
     let job_profile = profile.clone();
     let job_cancel = cancel.clone();
-    let pins = (spec.rule.is_none() && profile.rw.is_write() && spec.settings.writes.to_device())
-        .then(|| shared.known.clone());
-    let opening = Opening {
-        roots: shared.roots.clone(),
-        pinned: pins.as_ref().and_then(|known| known.pinned(spec)),
-        pins,
-        series: shared.series.clone(),
-    };
+    let opening = Opening::for_run(spec, profile, shared);
     let counted = Counted::new(threads);
     let spawned = std::thread::Builder::new()
         .name(thread_name("probe", &spec.name))
@@ -166,13 +160,71 @@ pub(super) fn thread_name(what: &str, target: &str) -> String {
 /// What a probe thread opens its target with, and where it records what the open found.
 struct Opening {
     roots: Roots,
-    /// For a configured target's write run on a block device: where its pin is kept (the
-    /// device opened is pinned to, or checked against, the disk it was allowed on).
-    pins: Option<Arc<TargetDevices>>,
-    /// The disk it was pinned to (from `pins`), if it was.
+    /// For a configured target: where its pin and its probe file's filesystem are kept (a write
+    /// run on a block device pins the device it opens; a run on a probe file records the
+    /// filesystem it is on).
+    known: Option<Arc<TargetDevices>>,
+    /// For a write run on a block device, the disk it was pinned to, if it was.
     pinned: Option<DiskIdentity>,
+    /// The filesystem its probe file must be on.
+    filesystem: Expected,
     /// Where a write run records why it was refused.
     series: Arc<SeriesStore>,
+}
+
+impl Opening {
+    /// How a run of `profile` on the target of `spec` opens it.
+    fn for_run(spec: &TargetSpec, profile: &Profile, shared: &Shared) -> Opening {
+        let known = spec.rule.is_none().then(|| shared.known.clone());
+        let device_write = profile.rw.is_write() && spec.settings.writes.to_device();
+        Opening {
+            roots: shared.roots.clone(),
+            pinned: known
+                .as_ref()
+                .filter(|_| device_write)
+                .and_then(|k| k.pinned(spec)),
+            filesystem: expected_filesystem(spec, known.as_deref()),
+            known,
+            series: shared.series.clone(),
+        }
+    }
+
+    /// Records what an open of the target of `spec` with `options` found: that its writes are
+    /// allowed, the disk its write run pinned, the filesystem its probe file is on.
+    fn opened(&self, spec: &Arc<TargetSpec>, options: &TargetOptions, opened: &OpenTarget) {
+        if options.write {
+            self.series.set_write_refused(spec, None);
+        }
+        if let Some(known) = &self.known {
+            if let Some(disk) = &opened.identity {
+                known.pin(spec, disk);
+            }
+            if let Some(filesystem) = &opened.filesystem {
+                known.record_filesystem(spec, filesystem);
+            }
+        }
+    }
+
+    /// The outcome of a run of the target of `spec` whose open failed with `err` after
+    /// `duration`: skipped when its probe file would be on another filesystem (not a failure of
+    /// the disk: the target is not where it should be), failed otherwise (a write refused by a
+    /// safety rule recorded as such).
+    fn refused(&self, spec: &Arc<TargetSpec>, err: &TargetError, duration: Duration) -> RunOutcome {
+        if let TargetError::WrongFilesystem { .. } = err {
+            return RunOutcome::Skipped {
+                reason: err.to_string(),
+                why: SkipReason::WrongFilesystem,
+            };
+        }
+        if let TargetError::WriteRefused { reason, .. } = err {
+            self.series.set_write_refused(spec, Some(reason.label()));
+        }
+        RunOutcome::Failed {
+            error: err.to_string(),
+            duration,
+            why: open_failure(err),
+        }
+    }
 }
 
 /// Opens the target and runs the profile, reporting progress on `tx`. Returns the outcome and
@@ -203,18 +255,13 @@ fn probe_thread(
     let opened = match io_target::open_reporting(&spec.path, &options, &filled) {
         Ok(t) => t,
         Err(err) => {
-            if let TargetError::WriteRefused { reason, .. } = &err {
-                opening.series.set_write_refused(spec, Some(reason.label()));
-            }
-            return fail(err.to_string(), open_failure(&err));
+            return Some((
+                opening.refused(spec, &err, started.elapsed()),
+                Duration::ZERO,
+            ));
         }
     };
-    if options.write {
-        opening.series.set_write_refused(spec, None);
-    }
-    if let (Some(pins), Some(disk)) = (&opening.pins, &opened.identity) {
-        pins.pin(spec, disk);
-    }
+    opening.opened(spec, &options, &opened);
     let _ = tx.send(FromThread::Opened);
     if tx.is_closed() {
         // The scheduler gave up on this run while the target was being opened: the probe would
@@ -278,6 +325,7 @@ fn open_failure(err: &TargetError) -> ErrorReason {
         },
         TargetError::NoSuchDevice { .. }
         | TargetError::GoneDeviceNode { .. }
+        | TargetError::WrongFilesystem { .. }
         | TargetError::EmptyDevice { .. } => ErrorReason::Missing,
         TargetError::WriteRefused { .. }
         | TargetError::NotRefilled { .. }
@@ -305,6 +353,16 @@ fn run_failure(err: &ProbeError) -> ErrorReason {
     }
 }
 
+/// The filesystem the probe file of the target of `spec` must be on: for a configured target
+/// (`known` is where its records are kept), the one it was first probed on.
+pub(super) fn expected_filesystem(spec: &TargetSpec, known: Option<&TargetDevices>) -> Expected {
+    Expected {
+        mountpoint: spec.mounted_at.as_ref().map(|m| m.mountpoint.clone()),
+        device: spec.mounted_at.as_ref().and_then(|m| m.device),
+        recorded: known.and_then(|k| k.recorded_filesystem(spec)),
+    }
+}
+
 /// How the run of `profile` on the target of `spec` opens it.
 fn target_options(spec: &TargetSpec, profile: &Profile, opening: &Opening) -> TargetOptions {
     let roots = &opening.roots;
@@ -321,6 +379,7 @@ fn target_options(spec: &TargetSpec, profile: &Profile, opening: &Opening) -> Ta
         devfs: roots.devfs.clone(),
         pinned: opening.pinned.clone(),
         confined: crate::sandbox::confined(),
+        filesystem: opening.filesystem.clone(),
     }
 }
 

@@ -163,9 +163,9 @@ pub struct ProfileSeries {
     /// The outcomes of the last finished runs.
     pub recent: RecentRuns,
     /// When a run was last skipped, per reason in [`SkipReason::ALL`] order (Unix seconds).
-    pub last_skips: [Option<f64>; 5],
+    pub last_skips: [Option<f64>; SkipReason::ALL.len()],
     /// When a run last failed, per reason in [`ErrorReason::ALL`] order (Unix seconds).
-    pub last_errors: [Option<f64>; 6],
+    pub last_errors: [Option<f64>; ErrorReason::ALL.len()],
 }
 
 /// The I/Os of a run that the kernel still held when the run returned, shared with the engine's

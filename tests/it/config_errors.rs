@@ -657,7 +657,7 @@ fn write_profiles_on_a_block_device_are_checked_at_load() {
 
 /// A block device with write profiles (opted in) that is mounted is the machine's state, not the
 /// configuration's: the configuration loads with a finding at the profile, as a run would refuse
-/// the device, and `--config.check` reports it as a warning and exits 0; once unmounted, it
+/// the device, and `--config.check` reports it as a warning and exits 1; once unmounted, it
 /// loads without one. On a loop device with an ext4 this test makes and mounts; nothing ever
 /// writes to the device.
 fn a_mounted_block_device_as_a_write_target_is_reported_at_load() {
@@ -692,7 +692,7 @@ fn a_mounted_block_device_as_a_write_target_is_reported_at_load() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "warning: {}:6:13: targets[0].profiles: ",
@@ -774,7 +774,7 @@ fn write_targets_that_are_not_regular_files_are_refused() {
 /// `min_free` (per target, or inherited from `[defaults]`) is kept free beside the 10% reserve:
 /// a size whose fill would leave less than it free is reported at `min_free` (where it is set on
 /// the target) by loading and by `--config.check`, as the machine's state (the configuration
-/// loads, the check exits 0); a small one changes nothing.
+/// loads, the check exits 1); a small one changes nothing.
 fn min_free_is_checked_at_load_and_by_config_check() {
     let dir = tempfile::tempdir().unwrap();
     let probe = dir.path().join("probe.dat");
@@ -820,7 +820,7 @@ fn min_free_is_checked_at_load_and_by_config_check() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "warning: {}:5:12: targets[0].min_free: ",
@@ -829,8 +829,9 @@ fn min_free_is_checked_at_load_and_by_config_check() {
         "{stderr}"
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout)
-            .contains("configuration is valid; 1 warning(s) about the machine's state"),
+        String::from_utf8_lossy(&out.stdout).contains(
+            "configuration is valid; the machine's state refuses targets now (1 warning(s)): exit 1"
+        ),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );

@@ -154,6 +154,7 @@ fn an_engine_asked_to_yield_stops_issuing_and_drains() {
             devfs: "/dev".into(),
             pinned: None,
             confined: false,
+            filesystem: Default::default(),
         },
     )
     .expect("open");

@@ -113,13 +113,13 @@ fn a_full_filesystem_a_missing_mount_and_a_gone_device_fail_only_their_targets()
         full_before,
         "nothing made on the full filesystem"
     );
-    // The check reports the full filesystem and passes.
+    // The check reports the full filesystem: a valid configuration the machine refuses now.
     let out = Command::new(common::binary())
         .args(["--config.check", &flag])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("warning: ")
             && stderr.contains(":11:8: targets[0].size: a probe file of 16777216 bytes"),

@@ -7,13 +7,22 @@
 //! - A probe file the agent made is reused, not refilled, across a restart, and across the
 //!   upgrade of a mark an earlier version wrote (reused as it is by a read-only target, bound to
 //!   the file by one that may write it).
+//! - A mount rule's volume unmounted between rescans: its runs are skipped
+//!   (`reason="wrong_filesystem"`) and no probe file appears in the bare mountpoint.
+//! - A configured target restarted while its data filesystem is unmounted: skipped the same,
+//!   nothing made in the bare directory, its labels kept.
+//! - A target that declares its `mountpoint` makes no file before a filesystem is mounted there,
+//!   and is probed once one is (after a restart where Landlock confines the agent, which says
+//!   so: its rules name the directories as they were at start).
 //!
 //! Files live in directories of the test's own under /var/tmp (the root filesystem: O_DIRECT
 //! and user extended attributes).
 
 use crate::common;
+use crate::common::loopdev;
 
-use common::{Agent, runs, wait_until};
+use common::{Agent, Metrics, runs, wait_until};
+use loopdev::{LoopDev, Mount, mkfs};
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -177,7 +186,203 @@ fn a_probe_file_is_reused_across_a_restart_and_an_upgrade_of_its_mark() {
     );
 }
 
+/// Runs of `target` that were tried (succeeded, failed or skipped).
+fn tried(m: &Metrics, target: &str) -> f64 {
+    ["success", "error", "skipped"]
+        .iter()
+        .map(|r| runs(m, target, r))
+        .sum()
+}
+
+/// Whether `target`'s runs were skipped for a path on another filesystem than its own.
+fn skipped_elsewhere(m: &Metrics, target: &str) -> bool {
+    common::sum(
+        m,
+        "diskprobe_probe_last_skip_timestamp_seconds",
+        &[
+            &format!("target=\"{target}\""),
+            "reason=\"wrong_filesystem\"",
+        ],
+    ) > 0.0
+}
+
+/// The entries of directory `dir`.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Unmounts `mount` (dropping it), retrying while a run holds a file open there.
+fn unmount(mount: Mount) {
+    let dir = mount.path().to_owned();
+    drop(mount);
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(&format!(" {} ", dir.display()));
+    assert!(!mounted, "{} is still mounted", dir.display());
+}
+
+fn a_mount_rules_volume_unmounted_between_rescans_gets_no_probe_file_in_its_mountpoint() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let ws = workspace();
+    let dev = LoopDev::tmpfs(32 << 20);
+    mkfs(&dev, "ext4");
+    let mountpoint = ws.path().join("vol-alpha");
+    let volume = Mount::at(&[dev.path.to_str().unwrap()], &mountpoint);
+    // Rescans an hour apart: every run until then takes the volume to be where it was found.
+    // A TOML literal string: the regex as it is.
+    let pattern = format!(
+        "^{}/vol-(\\w+)$",
+        regex::escape(&ws.path().display().to_string())
+    );
+    let flags = flags(
+        ws.path(),
+        &format!(
+            "[[discover]]\nid = \"files\"\nkind = \"mount\"\nmountpoint_include = '{pattern}'\n\
+             fstype_include = \"^ext4$\"\nname = \"pv-$1\"\nfile = \"diskprobe.dat\"\nsize = \"4MiB\"\n\
+             rescan = \"1h\"\nprofiles = [\"randread-4k-qd1\"]\n"
+        ),
+    );
+    let agent = start(&flags);
+    wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "a run in the volume",
+        |m| runs(m, "pv-alpha", "success") >= 1.0,
+    );
+    assert!(entries(&mountpoint).contains(&"diskprobe.dat".to_owned()));
+
+    unmount(volume);
+    assert!(entries(&mountpoint).is_empty(), "a bare mountpoint");
+    let start = tried(&common::scrape(&agent), "pv-alpha");
+    let m = wait_until(&agent, Duration::from_secs(30), "three runs", |m| {
+        tried(m, "pv-alpha") >= start + 3.0
+    });
+    assert!(
+        entries(&mountpoint).is_empty(),
+        "a probe file was made in the bare mountpoint: {:?}",
+        entries(&mountpoint)
+    );
+    assert!(skipped_elsewhere(&m, "pv-alpha"), "{m:?}");
+    agent.expect_log(
+        "no probe file is made or opened there: it is on",
+        Duration::from_secs(5),
+    );
+    drop(agent);
+}
+
+fn a_configured_target_restarted_with_its_filesystem_unmounted_makes_no_file() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let ws = workspace();
+    let dev = LoopDev::tmpfs(32 << 20);
+    mkfs(&dev, "ext4");
+    let data = ws.path().join("data");
+    let volume = Mount::at(&[dev.path.to_str().unwrap()], &data);
+    let flags = flags(
+        ws.path(),
+        &format!(
+            "[[targets]]\nname = \"data\"\npath = \"{}\"\nsize = \"4MiB\"\nprofiles = [\"randread-4k-qd1\"]\n",
+            data.join("probe.dat").display(),
+        ),
+    );
+    let agent = start(&flags);
+    let m = wait_until(
+        &agent,
+        Duration::from_secs(30),
+        "a run on the filesystem",
+        |m| runs(m, "data", "success") >= 1.0,
+    );
+    let info = |m: &Metrics| {
+        m.keys()
+            .find(|k| k.starts_with("diskprobe_target_info{target=\"data\""))
+            .cloned()
+    };
+    let labels = info(&m).unwrap();
+    assert!(
+        labels.contains(&format!("device=\"{}\"", dev.name)),
+        "{labels}"
+    );
+    drop(agent);
+
+    // Restarted while its filesystem is unmounted.
+    unmount(volume);
+    let agent = start(&flags);
+    let m = wait_until(&agent, Duration::from_secs(30), "three runs", |m| {
+        tried(m, "data") >= 3.0
+    });
+    assert!(
+        entries(&data).is_empty(),
+        "a probe file was made on the root filesystem: {:?}",
+        entries(&data)
+    );
+    assert!(skipped_elsewhere(&m, "data"), "{m:?}");
+    assert_eq!(info(&m), Some(labels), "the labels of its own filesystem");
+    drop(agent);
+}
+
+fn a_target_that_declares_its_mountpoint_makes_no_file_before_its_filesystem_is_there() {
+    if !loopdev::ready() {
+        return;
+    }
+    let _guard = common::shared();
+    let ws = workspace();
+    let dir = ws.path().join("declared");
+    std::fs::create_dir(&dir).unwrap();
+    let flags = flags(
+        ws.path(),
+        &format!(
+            "[[targets]]\nname = \"declared\"\npath = \"{}\"\nsize = \"4MiB\"\nprofiles = [\"randread-4k-qd1\"]\n\
+             mountpoint = \"{}\"\n",
+            dir.join("probe.dat").display(),
+            dir.display()
+        ),
+    );
+    // Nothing mounted there yet (a volume mounted after the agent starts).
+    let agent = start(&flags);
+    let m = wait_until(&agent, Duration::from_secs(30), "two runs", |m| {
+        tried(m, "declared") >= 2.0
+    });
+    assert!(skipped_elsewhere(&m, "declared"), "{m:?}");
+    assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
+    // Mounted: probed there, once the agent may create files there. Confined by Landlock, it
+    // may only in the directories it started with, and a filesystem mounted since hides that
+    // one: it says so, and a restart lets it.
+    let dev = LoopDev::tmpfs(32 << 20);
+    mkfs(&dev, "ext4");
+    let volume = Mount::at(&[dev.path.to_str().unwrap()], &dir);
+    let agent = if common::sum(&m, "diskprobe_sandbox_info", &["enforced=\"full\""]) == 1.0 {
+        agent.expect_log(
+            "Landlock sandbox: its directory is not one the agent may create files in",
+            Duration::from_secs(30),
+        );
+        drop(agent);
+        start(&flags)
+    } else {
+        agent
+    };
+    wait_until(&agent, Duration::from_secs(30), "a run on it", |m| {
+        runs(m, "declared", "success") >= 1.0
+    });
+    assert!(entries(&dir).contains(&"probe.dat".to_owned()));
+    drop(agent);
+    unmount(volume);
+    assert!(entries(&dir).is_empty(), "nothing under the mount");
+}
+
 crate::tests! {
     a_file_with_a_foreign_mark_keeps_every_byte_under_a_read_only_target,
     a_probe_file_is_reused_across_a_restart_and_an_upgrade_of_its_mark,
+    a_mount_rules_volume_unmounted_between_rescans_gets_no_probe_file_in_its_mountpoint: [LOOP],
+    a_configured_target_restarted_with_its_filesystem_unmounted_makes_no_file: [LOOP],
+    a_target_that_declares_its_mountpoint_makes_no_file_before_its_filesystem_is_there: [LOOP],
 }

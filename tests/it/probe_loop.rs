@@ -43,6 +43,7 @@ fn open(
             devfs: "/dev".into(),
             pinned: None,
             confined: false,
+            filesystem: Default::default(),
         },
     )?)
 }
@@ -329,6 +330,7 @@ fn write_safety_refuses_mounted_or_held_devices() {
         devfs: "/dev".into(),
         pinned: None,
         confined: false,
+        filesystem: Default::default(),
     };
     // Without the separate device opt-in, writes to a block device are refused before any check.
     let no_opt_in = TargetOptions {

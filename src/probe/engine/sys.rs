@@ -88,6 +88,24 @@ pub(crate) fn statfs_magic(path: &Path) -> io::Result<i64> {
     Ok(buf.f_type as i64)
 }
 
+/// The id of the filesystem `path` is on (`statfs` `f_fsid`, as one 64-bit number): ext4 and
+/// btrfs derive it from the filesystem's UUID; others from its device, or 0.
+pub(crate) fn statfs_fsid(path: &Path) -> io::Result<u64> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `buf` a live, writable statfs.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fsid_t is two C ints (its field is private in the libc crate): 8 plain bytes,
+    // which any [u32; 2] may hold.
+    let halves: [u32; 2] = unsafe { std::mem::transmute(buf.f_fsid) };
+    Ok((u64::from(halves[0]) << 32) | u64::from(halves[1]))
+}
+
 /// The size of the filesystem `path` is on and the space on it that unprivileged writers may
 /// still take, in bytes (`statvfs`: `f_blocks` and `f_bavail` times `f_frsize`).
 pub(crate) fn fs_space(path: &Path) -> io::Result<(u64, u64)> {

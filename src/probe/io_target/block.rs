@@ -98,6 +98,7 @@ pub(super) fn open_block_device(
         writable: opts.write,
         filled: false,
         identity,
+        filesystem: None,
         _claims: claims,
     })
 }

@@ -9,6 +9,8 @@
 //! - [`reopen`]: for durability profiles, the target reopened with their flags (buffered,
 //!   `O_DSYNC`, `O_SYNC`).
 //! - [`fresh_space`]: the space `etcd-wal` preallocates beyond a probe file's region for a run.
+//! - [`filesystem`]: the filesystem a probe file lives on, and the check that it is the one the
+//!   target is meant for, before a probe file is made or opened.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
 //!   marked as ours ([`mark`]: the extended attribute [`OWNER_XATTR`](opened::OWNER_XATTR), bound
 //!   to the file's inode and birth time) and reused across restarts while intact (same size, no
@@ -21,6 +23,7 @@
 pub(crate) mod block;
 mod direct;
 pub(crate) mod facts;
+pub mod filesystem;
 pub(crate) mod fresh_space;
 mod mark;
 mod opened;
@@ -127,6 +130,7 @@ pub(crate) mod tests {
             devfs: "/dev".into(),
             pinned: None,
             confined: false,
+            filesystem: Default::default(),
         }
     }
 

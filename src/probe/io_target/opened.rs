@@ -2,6 +2,7 @@
 //! descriptor, the probe region, alignments, the device under it and the preflight warnings).
 
 use super::facts::{Cache, TargetKind};
+use super::filesystem::{Expected, Filesystem};
 use crate::blockdev::BlockDevice;
 use crate::blockdev::identity::DiskIdentity;
 use std::fs::File;
@@ -43,6 +44,9 @@ pub struct TargetOptions {
     /// For writes to a block device, the disk the target was pinned to: a device at its path
     /// that is not that disk is refused.
     pub pinned: Option<DiskIdentity>,
+    /// What filesystem a probe file must be on ([`Expected`]): a file that would be on another is
+    /// neither made nor opened.
+    pub filesystem: Expected,
     /// The agent is confined by Landlock: a permission refused where its rules should allow is
     /// said to be the sandbox's ([`TargetError::in_sandbox`](super::TargetError)).
     pub confined: bool,
@@ -79,6 +83,9 @@ pub struct OpenTarget {
     /// For a block device opened for writing, what makes it the disk it is (what a configured
     /// target is pinned to).
     pub identity: Option<DiskIdentity>,
+    /// For a probe file, the filesystem it is on (what a configured target records), when the
+    /// mount table says.
+    pub filesystem: Option<Filesystem>,
     /// The other devices the write reaches that are claimed for the run (exclusive opens, held
     /// until the target is dropped).
     pub(super) _claims: Vec<File>,

@@ -6,6 +6,7 @@
 use super::direct::{DirectOpen, check_aligned, fstat, open_direct, set_direct};
 use super::facts::TargetKind;
 use super::facts::{cache_of, dio_alignment, file_device, parent_dir, statfs_type};
+use super::filesystem;
 use super::mark::{self, Binding, Fill, Mark, Owner};
 use super::opened::{DEFAULT_FILE_SIZE, OWNER_XATTR, OpenTarget, TargetOptions};
 use super::space;
@@ -283,6 +284,9 @@ pub(super) fn open_file(
             path: path.to_owned(),
         });
     }
+    // The filesystem the file is (or would be) on must be the one the target is meant for,
+    // before anything is made or opened there.
+    let filesystem = filesystem::checked(path, &opts.procfs, &opts.filesystem)?;
     let fstype =
         statfs_type(if meta.is_some() { path } else { dir }).map_err(|source| TargetError::Io {
             path: path.to_owned(),
@@ -330,6 +334,7 @@ pub(super) fn open_file(
         writable: opts.write,
         filled: ready.filled,
         identity: None,
+        filesystem,
         _claims: Vec::new(),
     })
 }

@@ -114,6 +114,15 @@ pub enum TargetError {
         /// The target.
         path: PathBuf,
     },
+    /// The probe file would be on another filesystem than the one the target is meant for (its
+    /// volume unmounted, another filesystem mounted there): it is neither made nor opened.
+    #[error("{path}: no probe file is made or opened there: {why}")]
+    WrongFilesystem {
+        /// The target.
+        path: PathBuf,
+        /// What filesystem it is on, and which it should be on.
+        why: String,
+    },
     /// Nothing at a path whose directory is on devtmpfs (`/dev`): a device node that is gone (its
     /// disk left the kernel), in whose place no probe file is created.
     #[error(
