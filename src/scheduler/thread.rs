@@ -329,6 +329,7 @@ fn open_failure(err: &TargetError) -> ErrorReason {
         | TargetError::EmptyDevice { .. } => ErrorReason::Missing,
         TargetError::WriteRefused { .. }
         | TargetError::NotRefilled { .. }
+        | TargetError::FileInUse { .. }
         | TargetError::Sandboxed { .. }
         | TargetError::Symlink { .. }
         | TargetError::DeviceChanged { .. }

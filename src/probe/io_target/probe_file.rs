@@ -49,7 +49,40 @@ fn open_checked_for_writes(
         },
     )?;
     same_file(path, checked, &file)?;
+    lock_for_writes(path, &file)?;
     Ok(file)
+}
+
+/// How long a probe file's lock is waited for: a run that just ended may hold it a moment longer
+/// (the kernel drops an io_uring instance's file references in the background).
+const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Locks the probe file open as `file` for a fill or a write run (`flock`, exclusive, held until
+/// the descriptor is closed): another process that fills or writes it, such as another agent with
+/// another state directory configured on the same file, is refused rather than rewriting it in
+/// turn.
+fn lock_for_writes(path: &Path, file: &File) -> Result<(), TargetError> {
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_RELEASE_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(TargetError::FileInUse {
+                    path: path.to_owned(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(TargetError::Io {
+                    path: path.to_owned(),
+                    what: "lock the probe file",
+                    source,
+                });
+            }
+        }
+    }
 }
 
 /// Fails unless `file` is the file `checked` describes (device and inode).
@@ -127,6 +160,7 @@ fn fill_probe_file(
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
                 .map_err(io_err(super::target_error::CREATE))?;
+            lock_for_writes(path, &file)?;
             // Ours from the start: a fill that fails below leaves a file marked as unfinished.
             let marked = mark_filling(&file);
             (file, Some(marked))
@@ -383,6 +417,9 @@ fn create(
         },
     )?;
     same_file(path, &created, &file)?;
+    if opts.write {
+        lock_for_writes(path, &file)?;
+    }
     if marked {
         check_filled(path, &file, size)?;
     }
@@ -756,6 +793,23 @@ mod tests {
         // Reads and writes of the same data: nothing refilled it.
         let after = fs::read(&legacy).unwrap();
         assert_eq!(after.len(), data.len());
+    }
+
+    #[test]
+    fn a_probe_file_another_process_writes_is_refused() {
+        let Some((dir, held)) = crate::probe::io_target::tests::writable() else {
+            return;
+        };
+        let opts = TargetOptions {
+            write: true,
+            rewrite: true,
+            ..file_opts(Some(1 << 20))
+        };
+        // Another open file description holds the lock (as another agent would).
+        let err = open(&dir.path().join("probe.dat"), &opts).unwrap_err();
+        assert!(matches!(err, TargetError::FileInUse { .. }), "{err}");
+        drop(held);
+        open(&dir.path().join("probe.dat"), &opts).unwrap();
     }
 
     #[test]

@@ -101,6 +101,15 @@ pub enum TargetError {
         /// The target.
         path: PathBuf,
     },
+    /// Another process holds the probe file's lock: it fills or writes it (another agent with
+    /// another state directory, configured on the same file).
+    #[error(
+        "{path}: the probe file is in use by another process that fills or writes it (another agent configured on the same file?)"
+    )]
+    FileInUse {
+        /// The target.
+        path: PathBuf,
+    },
     /// Another file was put at the path while the probe file was being filled.
     #[error("{path}: the file was replaced while it was being filled")]
     ReplacedDuringFill {
