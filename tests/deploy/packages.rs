@@ -256,25 +256,30 @@ impl Installation {
             found.is_empty(),
             "files of {PACKAGE} are on the machine already: {found:?}"
         );
-        let mut installation = Installation {
-            aside: Vec::new(),
-            made_private: !exists(PRIVATE),
-        };
+        let mut aside: Vec<(PathBuf, PathBuf)> = Vec::new();
         for path in [STATE_LINK, STATE] {
             if exists(path) {
-                let aside = PathBuf::from(format!(
+                let moved = PathBuf::from(format!(
                     "{path}.aside-for-packages-test-{}",
                     std::process::id()
                 ));
-                std::fs::rename(path, &aside).unwrap();
+                if let Err(err) = std::fs::rename(path, &moved) {
+                    for (path, moved) in aside.iter().rev() {
+                        let _ = std::fs::rename(moved, path);
+                    }
+                    panic!("cannot move {path} aside: {err}");
+                }
                 eprintln!(
                     "{path} was there before the test: kept at {}",
-                    aside.display()
+                    moved.display()
                 );
-                installation.aside.push((PathBuf::from(path), aside));
+                aside.push((PathBuf::from(path), moved));
             }
         }
-        installation
+        Installation {
+            aside,
+            made_private: !exists(PRIVATE),
+        }
     }
 }
 
