@@ -93,6 +93,9 @@ const RPM_FILES: [&str; 15] = [
     "/usr/share/man/man1/diskprobe_exporter.1.gz",
 ];
 
+/// What a package that differs from the source means.
+const STALE: &str = "the packages are older than the source: run packaging/build";
+
 /// The packages of this version, built by `packaging/build`.
 pub const PACKAGES: Need = Need::check(
     "the .deb and .rpm of this version in $DISKPROBE_PACKAGES_DIR or target/packages (run \
@@ -408,7 +411,7 @@ fn check_installed_files() {
         if let Some(source) = source {
             assert!(
                 std::fs::read(path).unwrap() == repo_file(source),
-                "{path} is not {source}"
+                "{path} is not {source}: {STALE}"
             );
         }
     }
@@ -429,12 +432,7 @@ fn check_installed_files() {
             .stdout,
     )
     .unwrap();
-    assert_eq!(
-        help,
-        source_help,
-        "the packages in {} are not this source's: run packaging/build",
-        packages_dir().display()
-    );
+    assert_eq!(help, source_help, "{}: {STALE}", packages_dir().display());
     let page = gunzip("/usr/share/man/man1/diskprobe_exporter.1.gz");
     assert!(page.contains(".TH diskprobe_exporter 1"), "{page}");
     for flag in flags(&help) {
@@ -670,7 +668,7 @@ fn the_rpm_carries_the_debs_files_with_rpms_own_scripts() {
         assert_eq!(
             digest(path),
             sha256(&common::repo_root().join(source)),
-            "{path}"
+            "{path} is not {source}: {STALE}"
         );
     }
     assert_eq!(
