@@ -174,11 +174,18 @@ fn run(program: &str, args: &[&str]) -> String {
 
 /// dpkg with `args`, non-interactive, waiting while another dpkg or apt holds its lock.
 fn dpkg(args: &[&str]) -> Output {
+    // dpkg refuses to run without ldconfig and start-stop-daemon on PATH, which a user's PATH
+    // may lack.
+    let path = format!(
+        "{}:/usr/local/sbin:/usr/sbin:/sbin",
+        std::env::var("PATH").unwrap_or_default()
+    );
     let patience = Instant::now() + Duration::from_secs(300);
     loop {
         let out = Command::new("dpkg")
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
+            .env("PATH", &path)
             .stdin(Stdio::null())
             .output()
             .expect("run dpkg");
