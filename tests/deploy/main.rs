@@ -1,7 +1,7 @@
 //! The tests of the deploy artefacts, in a binary of their own: the mixin and what it renders
-//! (rules, dashboards), the Kubernetes variants and the other deployment files. They need
-//! jsonnet, kubectl, kubernetes-validate and grafana-foundation-sdk, which a change to the Rust
-//! code does not: `cargo test --test it` runs the agent's tests without them, `cargo test --test
+//! (rules, dashboards), the Kubernetes variants, the .deb and .rpm packages and the other
+//! deployment files. They need jsonnet, kubectl, kubernetes-validate, grafana-foundation-sdk,
+//! rpm and the packages `packaging/build` makes, which a change to the Rust code does not: `cargo test --test it` runs the agent's tests without them, `cargo test --test
 //! deploy` these, and `cargo test --locked` both.
 //!
 //! The harness is the integration tests' (`tests/it/common`), with the same runner: each module
@@ -20,6 +20,7 @@ mod deploy_discovery;
 mod deploy_files;
 mod kubernetes;
 mod mixin;
+mod packages;
 mod rule_stages;
 mod rule_windows;
 mod tools;
@@ -32,6 +33,7 @@ fn main() {
             deploy_files::tests(),
             kubernetes::tests(),
             mixin::tests(),
+            packages::tests(),
             rule_stages::tests(),
             rule_windows::tests(),
         ]

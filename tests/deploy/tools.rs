@@ -15,6 +15,15 @@ pub const KUBERNETES_VALIDATE: Need = Need::tool(
     "kubernetes-validate",
     "kubernetes-validate (PyPI; .ci/run installs it)",
 );
+/// dpkg and dpkg-deb, to install and unpack the .deb.
+pub const DPKG: Need = Need::tool("dpkg", "dpkg (Debian)");
+/// rpm, to read the .rpm.
+pub const RPM: Need = Need::tool("rpm", "rpm (Debian package rpm; .ci/run installs it)");
+/// systemd-analyze, to verify the installed unit.
+pub const SYSTEMD_ANALYZE: Need = Need::tool(
+    "systemd-analyze",
+    "systemd-analyze (Debian package systemd; .ci/run installs it)",
+);
 /// Grafana's dashboard schema (the Python package grafana-foundation-sdk).
 pub const GRAFANA_SDK: Need =
     Need::check("grafana-foundation-sdk (PyPI; .ci/run installs it)", || {

@@ -317,8 +317,11 @@ fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
     std::fs::write(&config, &base).unwrap();
     let config_arg = format!("--config.file={}", config.display());
 
+    // A state directory of the test's own: as root the default is the machine's
+    // /var/lib/diskprobe_exporter.
+    let state_arg = format!("--state.dir={}", ws.path().join("state").display());
     let mut cmd = without_landlock(ws.path(), python);
-    cmd.arg(&config_arg);
+    cmd.args([&config_arg, &state_arg]);
     let agent = Agent::start_command(cmd);
     let m = common::wait_until(&agent, Duration::from_secs(60), "a probe run", |m| {
         common::runs(m, "file", "success") >= 1.0
@@ -353,7 +356,7 @@ fn where_landlock_is_refused_the_agent_runs_unconfined_and_says_so() {
     // --sandbox.landlock=required does not start without it.
     let mut cmd = without_landlock(ws.path(), python);
     let out = cmd
-        .args([&config_arg, "--sandbox.landlock=required"])
+        .args([&config_arg, &state_arg, "--sandbox.landlock=required"])
         .arg("--web.listen-address=127.0.0.1:0")
         .output()
         .unwrap();
