@@ -1,4 +1,5 @@
-//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`):
+//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`, the
+//! rules' in `tests/rules`):
 //! `cargo test` runs them with the unit tests, `cargo test --test it` alone,
 //! `cargo test --test it faults::` one module. Each module is one
 //! concern; `common` is the harness they share (`common/mod.rs` says what is where).
@@ -61,10 +62,8 @@ mod probe_throttle;
 mod probes_golden;
 mod profile_info;
 mod prometheus_e2e;
-mod prometheus_rules;
 mod protobuf_codegen;
 mod recent_runs;
-mod rule_joins;
 mod sandbox;
 mod scheduler_runs;
 mod series_budget;
@@ -77,9 +76,8 @@ fn main() {
     common::registry::run(
         [
             // The runner starts tests in this order: the longest first, so that they overlap the
-            // rest (the promtool suites for minutes, at idle priority; a real Prometheus's rule
-            // windows). `cargo test --test it` prints the slowest tests after its summary.
-            prometheus_rules::tests(),
+            // rest (a real Prometheus's rule windows). `cargo test --test it` prints the slowest
+            // tests after its summary.
             prometheus_e2e::tests(),
             agent_probes::tests(),
             blockdev_fixtures::tests(),
@@ -109,7 +107,6 @@ fn main() {
             profile_info::tests(),
             protobuf_codegen::tests(),
             recent_runs::tests(),
-            rule_joins::tests(),
             sandbox::tests(),
             write_safety::tests(),
             probe_files::tests(),

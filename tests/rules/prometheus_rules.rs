@@ -4,7 +4,7 @@
 //! latter two from `tests/install-engines.sh`; the expected values are computed for each by the
 //! generator's `--engine`, the alerts, their labels and firing times the same for all three.
 //! vmalert-tool runs without `group_eval_order` (no rule depends on the order of its groups,
-//! tests/deploy/rule_stages.rs), logs at INFO so that an input refused as over its 32 MB insert
+//! `rule_stages`), logs at INFO so that an input refused as over its 32 MB insert
 //! limit fails the suite, and every suite asserts something that must fire. The suites: the
 //! one-target scenarios (every alert checked at every checkpoint), a small cohort without noise
 //! (the fleet alerts' annotations, exactly), and a week of a fleet of 41 disks for each of a set
@@ -23,7 +23,7 @@
 //! chaos seeds, and every suite on 3.5 and on vmalert-tool, are the long tests
 //! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool` and the `_3` and `_vmalert_tool`
 //! tests, minutes of CPU time more; the fleet weeks, whose input is over vmalert-tool's insert
-//! limit, run on VictoriaMetrics with vmalert's replay instead, tests/it/common/replay.rs), which
+//! limit, run on VictoriaMetrics with vmalert's replay instead, tests/rules/replay.rs), which
 //! run under
 //! `DISKPROBE_LONG_TESTS=1` or `DISKPROBE_TEST_STRICT=1` (as `.ci/run` sets) and are otherwise
 //! reported ignored with that reason; `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"`
@@ -167,7 +167,7 @@ fn generate_and_test(
         Runner::Replay => {
             let dir = path.with_extension("replay");
             std::fs::create_dir_all(&dir).unwrap();
-            common::replay::run_suite(path, &dir)
+            crate::replay::run_suite(path, &dir)
         }
     };
     (ok, out, generated, began.elapsed().as_secs_f64())
@@ -178,7 +178,7 @@ type Suite = (String, Vec<String>, String);
 
 /// What runs a suite: the engine's rule-test tool, or (VictoriaMetrics only) a real
 /// VictoriaMetrics with vmalert's replay, for suites whose input is over vmalert-tool's insert
-/// limit (tests/it/common/replay.rs).
+/// limit (tests/rules/replay.rs).
 #[derive(Clone, Copy, PartialEq)]
 enum Runner {
     Tool,
@@ -465,7 +465,7 @@ fn the_other_chaos_seeds_pass_vmalert_tool() {
 
 /// The week of a fleet for each fleet seed (or those of `DISKPROBE_FLEET_SEEDS`) passes on
 /// VictoriaMetrics 1.145 with vmalert's replay (a long test): their input, about 6 million
-/// samples a week, is over what vmalert-tool inserts of a test group (tests/it/common/replay.rs).
+/// samples a week, is over what vmalert-tool inserts of a test group (tests/rules/replay.rs).
 /// Each suite checks who ever fired, and how long, and runs runbook queries.
 fn the_fleet_weeks_pass_vmalert_replay() {
     let fleet = fleet_seeds();
