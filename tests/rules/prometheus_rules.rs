@@ -18,19 +18,20 @@
 //! the one the generator prints.
 //!
 //! The fleet seeds are a fixed set held out from the ones the rules were tuned on (1 to 21) and
-//! one tuning seed, so that a failure is reproducible. The one-target scenarios, the exact fleet
-//! and the first chaos seed run on 2.42 in every `cargo test`; the fleet weeks and the other
-//! chaos seeds, and every suite on 3.5 and on vmalert-tool, are the long tests
-//! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool` and the `_3` and `_vmalert_tool`
-//! tests, minutes of CPU time more; the fleet weeks, whose input is over vmalert-tool's insert
-//! limit, run on VictoriaMetrics with vmalert's replay instead, tests/rules/replay.rs), which
-//! run under
-//! `DISKPROBE_LONG_TESTS=1` or `DISKPROBE_TEST_STRICT=1` (as `.ci/run` sets) and are otherwise
-//! reported ignored with that reason; `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"`
-//! checks other seeds in it, `bench/fleet_seeds.sh` fresh random ones. The suites are generated
-//! and run as parallel processes at idle priority: minutes of CPU time that the other tests of
-//! the binary, running meanwhile, are not slowed by (this test is listed first so that it starts
-//! first).
+//! one tuning seed, so that a failure is reproducible. Every `cargo test` runs, on 2.42, the quick
+//! one-target suite (`generate.py one-target --quick`: the cheapest scenarios in which, together,
+//! every alert of the suite fires), the exact fleet and the first chaos seed: every alert fires
+//! and every kind of suite runs once. The long tests (`LONG`: `DISKPROBE_LONG_TESTS=1` or
+//! `DISKPROBE_TEST_STRICT=1`, as `.ci/run` sets; otherwise reported ignored with that reason) run
+//! the rest, minutes of CPU time more: every one-target scenario on 2.42
+//! (`every_one_target_scenario_passes_promtool`), the fleet weeks and the other chaos seeds
+//! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool`), and every suite on 3.5 and on
+//! vmalert-tool (the `_3` and `_vmalert_tool` tests; the fleet weeks, whose input is over
+//! vmalert-tool's insert limit, on VictoriaMetrics with vmalert's replay instead,
+//! `tests/rules/replay.rs`). `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"` checks other
+//! seeds, `bench/fleet_seeds.sh` fresh random ones. The suites are generated and run as parallel
+//! processes at idle priority: minutes of CPU time that the other tests running meanwhile are
+//! not slowed by (this module is listed first so that its tests start first).
 
 use crate::common;
 use crate::common::engines::Engine;
@@ -352,17 +353,36 @@ fn fleet_checks(exprs: &[&str]) -> usize {
         .count()
 }
 
-/// The rules pass `engine`'s rule check, and the one-target scenarios, the exact small fleet
-/// and the first chaos seed (a fleet scraped twice, rebooted, rolled out, ...) pass its rule
-/// tests, with expected values computed for it; every alert fires in one of
+/// Which of the one-target scenarios a test runs.
+#[derive(Clone, Copy, PartialEq)]
+enum OneTarget {
+    /// The cheapest in which, together, every alert of the suite fires (`generate.py one-target
+    /// --quick`): what every `cargo test` runs on 2.42.
+    Quick,
+    /// All of them.
+    All,
+}
+
+/// The one-target suite, its quick part or all of it.
+fn one_target_suite(which: OneTarget) -> Suite {
+    let mut args = vec!["one-target".to_owned()];
+    if which == OneTarget::Quick {
+        args.push("--quick".to_owned());
+    }
+    let name = match which {
+        OneTarget::Quick => "one-target scenarios (quick)",
+        OneTarget::All => "one-target scenarios",
+    };
+    (name.to_owned(), args, "one-target.json".to_owned())
+}
+
+/// The rules pass `engine`'s rule check, and the one-target scenarios (`which` of them), the
+/// exact small fleet and the first chaos seed (a fleet scraped twice, rebooted, rolled out, ...)
+/// pass its rule tests, with expected values computed for it; every alert fires in one of
 /// them, the chaos suite checks who ever fired, and runbook queries are run.
-fn every_scenario_passes(engine: Engine) {
+fn every_scenario_passes(engine: Engine, which: OneTarget) {
     let suites = vec![
-        (
-            "one-target scenarios".to_owned(),
-            vec!["one-target".to_owned()],
-            "one-target.json".to_owned(),
-        ),
+        one_target_suite(which),
         (
             "fleet, exact".to_owned(),
             vec!["fleet".to_owned(), "exact".to_owned()],
@@ -398,20 +418,27 @@ fn every_scenario_passes(engine: Engine) {
     );
 }
 
-/// [`every_scenario_passes`] on Debian 12's promtool 2.42.
+/// [`every_scenario_passes`] on Debian 12's promtool 2.42, with the quick one-target suite:
+/// every alert fires, every suite kind runs once.
 fn rules_pass_promtool_and_every_scenario() {
-    every_scenario_passes(Engine::Prometheus2);
+    every_scenario_passes(Engine::Prometheus2, OneTarget::Quick);
 }
 
-/// [`every_scenario_passes`] on promtool 3.5 LTS (a long test: the same scenarios as the 2.42
-/// test, on the second engine).
+/// Every one-target scenario passes promtool 2.42 (a long test: the quick ones run in
+/// [`rules_pass_promtool_and_every_scenario`]).
+fn every_one_target_scenario_passes_promtool() {
+    pass_rule_tests(Engine::Prometheus2, vec![one_target_suite(OneTarget::All)]);
+}
+
+/// [`every_scenario_passes`] on promtool 3.5 LTS (a long test: every scenario, on the second
+/// engine).
 fn rules_pass_promtool_3_and_every_scenario() {
-    every_scenario_passes(Engine::Prometheus3);
+    every_scenario_passes(Engine::Prometheus3, OneTarget::All);
 }
 
 /// [`every_scenario_passes`] on vmalert-tool 1.145 (a long test), without `group_eval_order`.
 fn rules_pass_vmalert_tool_and_every_scenario() {
-    every_scenario_passes(Engine::VictoriaMetrics);
+    every_scenario_passes(Engine::VictoriaMetrics, OneTarget::All);
 }
 
 /// The week of a fleet for each fleet seed (or those of `DISKPROBE_FLEET_SEEDS`) and the other
@@ -553,6 +580,7 @@ fn the_runbook_scenario_table_is_the_generated_one() {
 
 crate::tests! {
     rules_pass_promtool_and_every_scenario: [PROMTOOL],
+    every_one_target_scenario_passes_promtool: [PROMTOOL, LONG],
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool: [PROMTOOL, LONG],
     rules_pass_promtool_3_and_every_scenario: [LONG],
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3: [LONG],
