@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The jsonnet the committed files are rendered with (Debian bookworm's package).
 const JSONNET_VERSION: &str = "v0.18.0";
@@ -36,8 +37,23 @@ fn jsonnet_ready() -> bool {
 }
 
 /// The files `deploy/mixin/render.jsonnet` renders with `config` (jsonnet code overriding
-/// `_config`), by repository path: their content as a value.
+/// `_config`), by repository path: their content as a value. Rendered once per `config` in a
+/// run (each rendering is about 12 s of CPU time, and several tests read the same one); tests
+/// asking for one being rendered wait for it.
 fn render(config: &str) -> BTreeMap<String, Value> {
+    type Rendered = Arc<OnceLock<BTreeMap<String, Value>>>;
+    static RENDERED: Mutex<BTreeMap<String, Rendered>> = Mutex::new(BTreeMap::new());
+    let once = RENDERED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(config.to_owned())
+        .or_default()
+        .clone();
+    once.get_or_init(|| render_now(config)).clone()
+}
+
+/// [`render`], run now.
+fn render_now(config: &str) -> BTreeMap<String, Value> {
     let out = Command::new("jsonnet")
         .arg("--tla-code")
         .arg(format!("config={config}"))
