@@ -10,8 +10,7 @@
 //! - Wait for the condition it needs ([`common::wait_until`] on the agent's metrics,
 //!   [`common::Agent::expect_log`], [`common::wait_for`]), never for a fixed time.
 //! - Hold [`common::exclusive`] when it measures time or rates, [`common::shared`] when it loads
-//!   the machine (probes, fio, a browser), neither otherwise (nor for a load at idle priority,
-//!   such as promtool over the scenario suites): the lock's doc says which is which.
+//!   the machine (probes, fio, a browser), neither otherwise: the lock's doc says which is which.
 //! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
 //!   or of this process only for files of its own), never about names other tests share.
 //! - Make only what it names as its own: temporary directories, loop devices ([`common::loopdev`]

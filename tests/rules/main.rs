@@ -31,8 +31,8 @@ mod scenario_generator;
 fn main() {
     common::registry::run(
         [
-            // The runner starts tests in this order: the suites first (minutes of CPU time at
-            // idle priority), so that they overlap the rest.
+            // The runner starts tests in this order: the suites first (minutes of CPU time), so
+            // that they overlap the rest.
             prometheus_rules::tests(),
             exposition_facts::tests(),
             rule_joins::tests(),

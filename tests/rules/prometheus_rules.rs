@@ -30,8 +30,8 @@
 //! vmalert-tool's insert limit, on VictoriaMetrics with vmalert's replay instead,
 //! `tests/rules/replay.rs`). `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"` checks other
 //! seeds, `bench/fleet_seeds.sh` fresh random ones. The suites are generated and run as parallel
-//! processes at idle priority: minutes of CPU time that the other tests running meanwhile are
-//! not slowed by (this module is listed first so that its tests start first).
+//! processes (this module is listed first so that its tests start first, and the other tests of
+//! the binary, none of which measures time, run beside them).
 
 use crate::common;
 use crate::common::engines::Engine;
@@ -85,19 +85,6 @@ fn fleet_seeds() -> Vec<String> {
     }
 }
 
-/// `program` at idle priority (`chrt --idle 0`, SCHED_IDLE) where chrt is there: it gets only
-/// the CPU time no other process wants, so the tests that measure time beside it are not slowed.
-fn idle(program: &Path) -> Command {
-    match common::which("chrt") {
-        Some(chrt) => {
-            let mut cmd = Command::new(chrt);
-            cmd.args(["--idle", "0"]).arg(program);
-            cmd
-        }
-        None => Command::new(program),
-    }
-}
-
 /// What vmalert-tool's storage logs (at `--loggerLevel=INFO` only) when it refuses a test
 /// group's input series as larger than its `-maxInsertRequestSize` (32 MB): the group then runs
 /// on no data, and every expectation of silence passes.
@@ -109,11 +96,11 @@ const VM_INPUT_DROPPED: &str = "maxInsertRequestSize";
 /// ([`VM_INPUT_DROPPED`]).
 fn test_suite(engine: Engine, tool: &Path, path: &Path) -> (bool, String) {
     if engine != Engine::VictoriaMetrics {
-        let (ok, out) = run(idle(tool).args(["test", "rules"]).arg(path));
+        let (ok, out) = run(Command::new(tool).args(["test", "rules"]).arg(path));
         return (ok && out.contains("SUCCESS"), out);
     }
     let storage = tempfile::tempdir().unwrap();
-    let (ok, out) = run(idle(tool)
+    let (ok, out) = run(Command::new(tool)
         .env("TMPDIR", storage.path())
         .args([
             "unittest",
@@ -148,7 +135,7 @@ fn generate_and_test(
 ) -> (bool, String, f64, f64) {
     let began = Instant::now();
     let python = common::which("python3").expect("checked before");
-    let (ok, out) = run(idle(&python)
+    let (ok, out) = run(Command::new(&python)
         .arg(generator())
         .args(["--engine", engine.name()])
         .args(args)
@@ -238,10 +225,9 @@ fn asserts_a_firing(groups: &[serde_json::Value]) -> bool {
     })
 }
 
-/// Checks that the engine's rule-test tool is there (else the test is skipped) and, under the
-/// machine lock when there is no chrt to run it at idle priority, generates each suite for the
-/// engine and runs its rule check and rule tests on it, each suite in a thread of its own, side
-/// by side. Fails naming every suite that failed, or that asserts nothing that must fire;
+/// Checks that the engine's rule-test tool is there (else the test is skipped), generates each
+/// suite for the engine and runs its rule check and rule tests on it, each suite in a thread of
+/// its own, side by side. Fails naming every suite that failed, or that asserts nothing that must fire;
 /// returns every suite's test groups, or `None` when skipped.
 fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json::Value>> {
     pass_rule_tests_on(engine, suites, Runner::Tool)
@@ -253,13 +239,8 @@ fn pass_rule_tests_on(
     suites: Vec<Suite>,
     runner: Runner,
 ) -> Option<Vec<serde_json::Value>> {
-    // The rule tools evaluate the scenario suites: minutes of CPU time, at idle priority (no
-    // machine lock, see `idle`); without chrt it holds the machine as a test that loads it does.
-    // The suites of the other engines (as many again, the long tests) hold it so too: at idle
-    // priority they still share the two cores' caches with the tests that measure time, and
-    // those then run beside one engine's suites only.
-    let _guard =
-        (common::which("chrt").is_none() || engine != Engine::Prometheus2).then(common::shared);
+    // Minutes of CPU time, beside no test that measures time (this binary has none): the suites
+    // take the machine as they find it.
     let ready = engine.require()
         && common::require(common::which("python3").is_some(), "python3")
         && (runner == Runner::Tool || common::victoria::ready());
