@@ -75,9 +75,16 @@ fn main() {
     common::registry::run(
         [
             // The runner starts tests in this order: the longest first, so that they overlap the
-            // rest (a real Prometheus's rule windows). `cargo test --test it` prints the slowest
-            // tests after its summary.
+            // rest (a real Prometheus's rule windows), then those that load the machine longest
+            // (shared), which take the machine before the tests that hold it to themselves queue
+            // for it: started last, they would run after them, alone. `cargo test --test it`
+            // prints the slowest tests after its summary.
             prometheus_e2e::tests(),
+            series_budget::tests(),
+            sandbox::tests(),
+            recent_runs::tests(),
+            native_histograms_e2e::tests(),
+            scheduler_runs::tests(),
             agent_probes::tests(),
             blockdev_fixtures::tests(),
             cloud_stats::tests(),
@@ -97,7 +104,6 @@ fn main() {
             http_flood::tests(),
             interference::tests(),
             metrics_docs::tests(),
-            native_histograms_e2e::tests(),
             probe_cli::tests(),
             probe_loop::tests(),
             probe_space::tests(),
@@ -105,12 +111,8 @@ fn main() {
             probes_golden::tests(),
             profile_info::tests(),
             protobuf_codegen::tests(),
-            recent_runs::tests(),
-            sandbox::tests(),
             write_safety::tests(),
             probe_files::tests(),
-            scheduler_runs::tests(),
-            series_budget::tests(),
             signals::tests(),
             status_page::tests(),
             web_tls::tests(),
