@@ -25,7 +25,7 @@ else
 fi
 run_seed() {
   local seed=$1
-  python3 deploy/prometheus/scenarios/generate.py --fleet "$seed" "$WORK/$seed.json"
+  python3 deploy/prometheus/scenarios/generate.py fleet "$seed" "$WORK/$seed.json"
   if promtool test rules "$WORK/$seed.json" >"$WORK/$seed.out" 2>&1; then
     echo "seed $seed: pass"
   else

@@ -33,7 +33,7 @@ END=$((BASE + DAYS * 86400))
 promtool check rules "$RULES" >/dev/null
 
 echo "--- $DAYS days of $NODES nodes x 8 disks x 2 profiles, 1-minute scrapes"
-PAIRS=$(python3 deploy/prometheus/scenarios/fleet.py --openmetrics "$WORK/om" "$NODES" "$BASE" "$DAYS")
+PAIRS=$(python3 deploy/prometheus/scenarios/generate.py openmetrics "$WORK/om" --nodes "$NODES" --base "$BASE" --days "$DAYS")
 mkdir -p "$WORK/data"
 for f in "$WORK"/om/*.om; do
   promtool tsdb create-blocks-from openmetrics "$f" "$WORK/data" >/dev/null

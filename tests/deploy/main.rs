@@ -1,8 +1,10 @@
 //! The tests of the deploy artefacts, in a binary of their own: the mixin and what it renders
-//! (rules, dashboards), the Kubernetes variants, the .deb and .rpm packages and the other
-//! deployment files. They need jsonnet, kubectl, kubernetes-validate, grafana-foundation-sdk,
-//! rpm and the packages `packaging/build` makes, which a change to the Rust code does not: `cargo test --test it` runs the agent's tests without them, `cargo test --test
-//! deploy` these, and `cargo test --locked` both.
+//! (rules, dashboards, the runbook), the Kubernetes variants, the .deb and .rpm packages and the
+//! other deployment files. They need jsonnet, kubectl, kubernetes-validate,
+//! grafana-foundation-sdk, rpm and the packages `packaging/build` makes, which a change to the
+//! Rust code does not: `cargo test --test it` runs the agent's tests without them, `cargo test
+//! --test deploy` these, `cargo test --test rules` the rules' own checks and scenario suites, and
+//! `cargo test --locked` all of them.
 //!
 //! The harness is the integration tests' (`tests/it/common`), with the same runner: each module
 //! lists its tests with [`crate::tests!`] and what they need; a missing prerequisite makes a test
@@ -21,8 +23,6 @@ mod deploy_files;
 mod kubernetes;
 mod mixin;
 mod packages;
-mod rule_stages;
-mod rule_windows;
 mod tools;
 
 fn main() {
@@ -34,8 +34,6 @@ fn main() {
             kubernetes::tests(),
             mixin::tests(),
             packages::tests(),
-            rule_stages::tests(),
-            rule_windows::tests(),
         ]
         .into_iter()
         .flatten()

@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The jsonnet the committed files are rendered with (Debian bookworm's package).
 const JSONNET_VERSION: &str = "v0.18.0";
@@ -38,10 +39,43 @@ fn jsonnet_ready() -> bool {
 /// The files `deploy/mixin/render.jsonnet` renders with `config` (jsonnet code overriding
 /// `_config`), by repository path: their content as a value.
 fn render(config: &str) -> BTreeMap<String, Value> {
+    render_only(config, &[""])
+}
+
+/// The files of [`render`] whose path starts with one of `prefixes`: jsonnet evaluates only
+/// those (the runbook alone takes a second, everything about 12 s of CPU time). Rendered once
+/// per `config` and `prefixes` in a run, as several tests read the same rendering; tests asking
+/// for one being rendered wait for it.
+fn render_only(config: &str, prefixes: &[&str]) -> BTreeMap<String, Value> {
+    type Rendered = Arc<OnceLock<BTreeMap<String, Value>>>;
+    static RENDERED: Mutex<BTreeMap<(String, Vec<String>), Rendered>> = Mutex::new(BTreeMap::new());
+    let key = (
+        config.to_owned(),
+        prefixes.iter().map(|p| (*p).to_owned()).collect(),
+    );
+    let once = RENDERED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_default()
+        .clone();
+    once.get_or_init(|| render_now(config, prefixes)).clone()
+}
+
+/// [`render_only`], run now.
+fn render_now(config: &str, prefixes: &[&str]) -> BTreeMap<String, Value> {
+    let render = common::repo_root().join("deploy/mixin/render.jsonnet");
+    let prefixes: Vec<String> = prefixes.iter().map(|p| format!("{p:?}")).collect();
+    let expr = format!(
+        "local files = (import {:?})({config}); \
+         {{ [f]: files[f] for f in std.objectFields(files) \
+            if std.length([p for p in [{}] if std.startsWith(f, p)]) > 0 }}",
+        render.display().to_string(),
+        prefixes.join(", ")
+    );
     let out = Command::new("jsonnet")
-        .arg("--tla-code")
-        .arg(format!("config={config}"))
-        .arg(common::repo_root().join("deploy/mixin/render.jsonnet"))
+        .arg("-e")
+        .arg(expr)
         .output()
         .expect("run jsonnet");
     assert!(
@@ -466,9 +500,10 @@ fn every_alert_links_its_dashboard_and_its_runbook_section() {
         return;
     }
     let base = "https://grafana.test/sub";
-    let rendered = render(&format!(
-        "{{grafanaURL: '{base}', clusterLabel: 'k8s_cluster'}}"
-    ));
+    let rendered = render_only(
+        &format!("{{grafanaURL: '{base}', clusterLabel: 'k8s_cluster'}}"),
+        &["deploy/prometheus/rules.yml", "grafana/"],
+    );
     let dashboards: BTreeMap<&str, &Value> = rendered
         .iter()
         .filter(|(p, _)| p.starts_with("grafana/"))
@@ -779,8 +814,10 @@ fn the_runbook_and_the_design_document_say_the_configs_thresholds() {
     }
     let root = common::repo_root();
     let committed = std::fs::read_to_string(root.join("docs/runbook.md")).unwrap();
-    let other =
-        render("{peerRatio: 1.7, criticalKeepFiringFor: '2h', clusterLabel: 'k8s_cluster'}");
+    let other = render_only(
+        "{peerRatio: 1.7, criticalKeepFiringFor: '2h', clusterLabel: 'k8s_cluster'}",
+        &["docs/runbook.md"],
+    );
     let rendered = other["docs/runbook.md"].as_str().unwrap();
     assert_ne!(
         rendered, committed,
@@ -936,7 +973,7 @@ fn the_why_it_fired_row_draws_the_configs_thresholds() {
                    peerScore: 2.5, peerFastRatio: 7.5, peerBusyRatio: 3.5, \
                    headroomNearLimitShare: 0.85}";
     for (overrides, what) in [("{}", "the defaults"), (changed, "changed values")] {
-        let rendered = render(overrides);
+        let rendered = render_only(overrides, &["grafana/"]);
         let c = config(overrides);
         for (title, keys) in expected {
             let mut want: Vec<f64> = keys.iter().map(|k| c[k].as_f64().unwrap()).collect();

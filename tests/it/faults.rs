@@ -4,7 +4,9 @@
 //! byte/s), SIGINT during a one-shot fill and a reload during a fill, a target on a hung (FUSE)
 //! filesystem, io_uring blocked by a seccomp filter, ENOSPC while creating the probe file, EACCES
 //! on a device, a filesystem without O_DIRECT, a mounted device offered for writes, and SIGTERM in
-//! the middle of a write probe.
+//! the middle of a write probe. The stalled and hung devices beside a healthy one hold the machine
+//! for half a minute: a long test (`LONG`), of which the hung filesystem and the vanished device
+//! check the short forms in every `cargo test`.
 
 use crate::common;
 use crate::common::fuse;
@@ -894,7 +896,7 @@ fn reads_interrupted_by_a_cancellation_are_not_io_errors() {
 
 crate::tests! {
     a_vanished_device_fails_its_runs_and_recovers_when_it_returns: [LOOP],
-    dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule: [LOOP, BLKIO, ROOT, FUSE],
+    dead_devices_keep_one_ring_each_and_other_devices_keep_their_schedule: [LONG, LOOP, BLKIO, ROOT, FUSE],
     a_probe_file_fill_that_stalls_is_abandoned_and_other_targets_go_on: [LOOP, BLKIO],
     a_target_on_a_hung_filesystem_does_not_stall_the_agent: [LOOP, ROOT, FUSE],
     sigint_stops_a_one_shot_probe_file_fill: [LOOP, BLKIO],

@@ -5,9 +5,11 @@
 //! evaluating the bundled rules (deploy/prometheus/rules.yml, windows shortened by
 //! [`shortened_rules`]). Target `a` is the first disk and declares `iops_limit = 3000`; target `b`
 //! is the second disk's partition, declares the same and probes with the psync engine (see the
-//! configuration for why). It runs on each engine ([`Engine`]): Debian's Prometheus 2.42
-//! (text formats, classic buckets) in every `cargo test`; as long tests (`LONG`; `.ci/run` runs
-//! them), Prometheus 3.5 LTS with native histograms, protobuf scrapes and classic-only
+//! configuration for why). It runs on each engine ([`Engine`]), as long tests (`LONG`; `.ci/run`
+//! runs them; every `cargo test` checks the headroom rules in the quick scenario suite of the
+//! `rules` binary, and a real Prometheus with the agent in `prometheus_e2e`): Debian's
+//! Prometheus 2.42 (text formats, classic buckets), Prometheus 3.5 LTS with native histograms,
+//! protobuf scrapes and classic-only
 //! histograms converted to NHCB ([`Histograms::Nhcb`]), as a Prometheus 3 user may run it, and
 //! VictoriaMetrics scraping with vmalert evaluating ([`Victoria`]). The body is one function of
 //! the server ([`RuleServer`]); times are taken on the server's view ([`RuleServer::view_time`]:
@@ -410,7 +412,7 @@ fn print_rule_costs(prom: &dyn RuleServer) {
 }
 
 crate::tests! {
-    shares_alerts_throttling_and_measured_limits_on_capped_loop_devices: [LOOP, BLKIO, FIO, PARTX],
+    shares_alerts_throttling_and_measured_limits_on_capped_loop_devices: [LONG, LOOP, BLKIO, FIO, PARTX],
     shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_prometheus3: [LONG, LOOP, BLKIO, FIO, PARTX],
     shares_alerts_throttling_and_measured_limits_on_capped_loop_devices_on_victoriametrics: [LONG, LOOP, BLKIO, FIO, PARTX],
 }

@@ -1,8 +1,8 @@
 //! A burst of well-behaved clients up to `--web.max-connections`: N keep-alive connections
 //! opened at once, each asking for `/metrics` again and again for a few seconds, beside the
 //! test's own scraper on fresh connections (counted among the N), on a plain listener and on a
-//! TLS + basic auth one. Not one error: every connection is admitted and none is closed for
-//! another within the limit.
+//! TLS + basic auth one (a long test, `LONG`: every `cargo test` bursts the plain one). Not one
+//! error: every connection is admitted and none is closed for another within the limit.
 
 use crate::common;
 
@@ -116,5 +116,5 @@ fn a_burst_up_to_the_limit_on_a_tls_and_basic_auth_listener_gets_no_error() {
 
 crate::tests! {
     a_burst_up_to_the_limit_on_a_plain_listener_gets_no_error,
-    a_burst_up_to_the_limit_on_a_tls_and_basic_auth_listener_gets_no_error,
+    a_burst_up_to_the_limit_on_a_tls_and_basic_auth_listener_gets_no_error: [LONG],
 }

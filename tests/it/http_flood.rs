@@ -5,7 +5,9 @@
 //! auth listener (where the idle ones never start their handshake and the others get 401). Every
 //! one of the scraper's answers must be a 200 within a second. Beside it, what waits beyond the
 //! default limit (128): 300 idle sockets opened at once, or 130 clients pipelining requests,
-//! leave a scrape answered within 2 s.
+//! leave a scrape answered within 2 s. The flood on the TLS + basic auth listener is a long test
+//! (`LONG`): every `cargo test` floods the plain one, and checks TLS and basic auth under a flood
+//! of wrong passwords (`web_tls`, `hostile_inputs`).
 
 use crate::common;
 
@@ -362,7 +364,7 @@ fn pipelining_clients_beyond_the_limit_leave_scrapes_answered_within_2_s() {
 
 crate::tests! {
     a_flood_on_a_plain_listener_does_not_stop_the_scrapes,
-    a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes,
+    a_flood_on_a_tls_and_basic_auth_listener_does_not_stop_the_scrapes: [LONG],
     idle_sockets_beyond_the_limit_leave_a_scrape_answered_within_2_s,
     pipelining_clients_beyond_the_limit_leave_scrapes_answered_within_2_s,
 }

@@ -1,4 +1,5 @@
-//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`):
+//! The agent's integration tests, in one binary (the deploy artefacts' are in `tests/deploy`, the
+//! rules' in `tests/rules`):
 //! `cargo test` runs them with the unit tests, `cargo test --test it` alone,
 //! `cargo test --test it faults::` one module. Each module is one
 //! concern; `common` is the harness they share (`common/mod.rs` says what is where).
@@ -9,8 +10,7 @@
 //! - Wait for the condition it needs ([`common::wait_until`] on the agent's metrics,
 //!   [`common::Agent::expect_log`], [`common::wait_for`]), never for a fixed time.
 //! - Hold [`common::exclusive`] when it measures time or rates, [`common::shared`] when it loads
-//!   the machine (probes, fio, a browser), neither otherwise (nor for a load at idle priority,
-//!   such as promtool over the scenario suites): the lock's doc says which is which.
+//!   the machine (probes, fio, a browser), neither otherwise: the lock's doc says which is which.
 //! - Ask /proc about its own processes ([`common::process`] by the PID of the agent it started,
 //!   or of this process only for files of its own), never about names other tests share.
 //! - Make only what it names as its own: temporary directories, loop devices ([`common::loopdev`]
@@ -62,10 +62,8 @@ mod probe_throttle;
 mod probes_golden;
 mod profile_info;
 mod prometheus_e2e;
-mod prometheus_rules;
 mod protobuf_codegen;
 mod recent_runs;
-mod rule_joins;
 mod sandbox;
 mod scheduler_runs;
 mod series_budget;
@@ -79,10 +77,16 @@ fn main() {
     common::registry::run(
         [
             // The runner starts tests in this order: the longest first, so that they overlap the
-            // rest (the promtool suites for minutes, at idle priority; a real Prometheus's rule
-            // windows). `cargo test --test it` prints the slowest tests after its summary.
-            prometheus_rules::tests(),
+            // rest (a real Prometheus's rule windows), then those that load the machine longest
+            // (shared), which take the machine before the tests that hold it to themselves queue
+            // for it: started last, they would run after them, alone. `cargo test --test it`
+            // prints the slowest tests after its summary.
             prometheus_e2e::tests(),
+            series_budget::tests(),
+            sandbox::tests(),
+            recent_runs::tests(),
+            native_histograms_e2e::tests(),
+            scheduler_runs::tests(),
             agent_probes::tests(),
             blockdev_fixtures::tests(),
             cloud_stats::tests(),
@@ -103,7 +107,6 @@ fn main() {
             interference::tests(),
             machine_state::tests(),
             metrics_docs::tests(),
-            native_histograms_e2e::tests(),
             probe_cli::tests(),
             probe_loop::tests(),
             probe_space::tests(),
@@ -111,13 +114,8 @@ fn main() {
             probes_golden::tests(),
             profile_info::tests(),
             protobuf_codegen::tests(),
-            recent_runs::tests(),
-            rule_joins::tests(),
-            sandbox::tests(),
             write_safety::tests(),
             probe_files::tests(),
-            scheduler_runs::tests(),
-            series_budget::tests(),
             signals::tests(),
             state_lock::tests(),
             status_page::tests(),

@@ -28,13 +28,13 @@ happens, each on a node the seed draws:
 - silent: the node stops reporting for good (no markers, no `up`).
 - slow: a disk 3x slower than its peers from its first run (the one alert that must fire).
 
-    python3 chaos.py SEED OUT.json      # then: promtool test rules OUT.json
+    generate.py chaos SEED OUT.json      # then: promtool test rules OUT.json
 """
 
 import random
-import sys
 
-from common import GROUP_ORDER, JOB, RULES, Track, edge_free, labels_text
+import facts
+from common import GROUP_ORDER, JOB, RULES, Track, edge_free, labels_text, series_text
 
 SCRAPE = 60
 EVAL = 60
@@ -84,7 +84,7 @@ class Series:
             values = track.encode(self.n)
             if getattr(track, "unmarked", False):
                 values = values.replace("stale", "_")
-            out.append(dict(series=name + labels_text(dict(labels)), values=values))
+            out.append(dict(series=series_text(name, dict(labels)), values=values))
         return out
 
 
@@ -114,21 +114,21 @@ class Session:
         self.revision = revision or (lambda copy, t, disk: disk.model[1])
 
 
-def runs(put, i, pd, start, phase, interval, iops, p99):
+def runs(put, i, pd, start, phase, interval, iops, p99, block_size):
     """At scrape i, the series of a profile run every `interval` from `phase` seconds after its
-    agent started at `start`, each run reading `iops` at `p99`."""
+    agent started at `start`, each run reading `iops` of `block_size` bytes at `p99`."""
     n = max(0, int((i * SCRAPE - start - phase) // interval) + 1)
     for result in ("error", "timeout"):
         put("diskprobe_probe_recent_runs", dict(pd, result=result), i, 0)
     put("diskprobe_probe_recent_io_error_runs", pd, i, 0)
-    put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, min(n, 10))
+    put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, min(n, facts.get().recent_runs))
     put("diskprobe_probe_runs_total", dict(pd, result="success"), i, n)
     put("diskprobe_ios_total", pd, i, n * iops)
-    put("diskprobe_io_bytes_total", pd, i, n * iops * 4096)
+    put("diskprobe_io_bytes_total", pd, i, n * iops * block_size)
     if n:
         put("diskprobe_probe_latency_seconds", dict(pd, stat="p99"), i, float(f"{p99:.4g}"))
         put("diskprobe_probe_iops", pd, i, iops)
-        put("diskprobe_probe_throughput_bytes_per_second", pd, i, iops * 4096)
+        put("diskprobe_probe_throughput_bytes_per_second", pd, i, iops * block_size)
         put("diskprobe_probe_last_run_timestamp_seconds", pd, i, round(start + phase + (n - 1) * interval, 3))
 
 
@@ -168,8 +168,9 @@ def emit(series, instance, s, rng):
                 put("diskprobe_target_interval_seconds", target, i, INTERVAL)
                 put("diskprobe_target_disk_info", dict(target, **ident), i, 1)
                 pair = dict(target, profile=GENTLE)
-                put("diskprobe_profile_info", dict(pair, rw="randread", block_size="4096", iodepth="1", rate_iops="200"), i, 1)
-                runs(put, i, dict(pair, device=kname), s.start, phase[disk.target], INTERVAL, 200, P99 * disk.slow)
+                gentle = facts.get().profile(GENTLE)  # a built-in: as the agent labels it
+                put("diskprobe_profile_info", dict(pair, **gentle), i, 1)
+                runs(put, i, dict(pair, device=kname), s.start, phase[disk.target], INTERVAL, gentle["rate_iops"], P99 * disk.slow, gentle["block_size"])
             # The capacity target on /dev/nvme1n1: whatever disk has that name now.
             if "nvme1n1" in s.disks:
                 disk = s.disks["nvme1n1"]
@@ -178,8 +179,8 @@ def emit(series, instance, s, rng):
                 put("diskprobe_target_interval_seconds", target, i, CAPACITY_INTERVAL)
                 put("diskprobe_target_disk_info", dict(target, device="nvme1n1", serial=disk.serial, wwn=disk.wwn), i, 1)
                 pair = dict(target, profile=CAPACITY)
-                put("diskprobe_profile_info", dict(pair, rw="randread", block_size="4096", iodepth="32", rate_iops="0"), i, 1)
-                runs(put, i, dict(pair, device="nvme1n1"), s.start, cap_phase, CAPACITY_INTERVAL, CAPACITY_IOPS, 0.004)
+                put("diskprobe_profile_info", dict(pair, **facts.get().profile(CAPACITY)), i, 1)
+                runs(put, i, dict(pair, device="nvme1n1"), s.start, cap_phase, CAPACITY_INTERVAL, CAPACITY_IOPS, 0.004, facts.get().profile(CAPACITY)["block_size"])
     for key in keys:
         series.end(key, stop, s.marked)
     if s.down:
@@ -247,7 +248,7 @@ def volume_cohort():
     series = []
 
     def put(name, labels):
-        series.append(dict(series=name + labels_text(dict(base, **labels)), values="1x30"))
+        series.append(dict(series=series_text(name, dict(base, **labels)), values="1x30"))
 
     put("diskprobe_target_info", dict(target="vol", path="/dev/dm-0", device="dm-0", kind="block_device", cohort=""))
     put("diskprobe_target_info", dict(target="part", path="/dev/sdc1", device="sdc1", parent="sdc", kind="block_device", cohort=""))
@@ -316,18 +317,3 @@ def suite(seed):
             )
         ],
     )
-
-
-def main(argv):
-    import json
-
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    with open(argv[2], "w") as f:
-        json.dump(suite(int(argv[1])), f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

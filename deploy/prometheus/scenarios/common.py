@@ -18,6 +18,8 @@ import math
 import os
 import re
 
+import facts
+
 JOB = "diskprobe"
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES = os.path.abspath(os.path.join(HERE, "..", "rules.yml"))
@@ -26,7 +28,7 @@ RUNBOOK_FILE = os.path.abspath(os.path.join(HERE, "..", "..", "..", "docs", "run
 # The rule groups in the order of rules.yml (promtool's order is otherwise random; vmalert-tool
 # keeps the file's). Both tools evaluate every group at every step, so a rule sees the recordings
 # of the groups before it from the same step; no rule reads one of its own group or depends on
-# the order (tests/deploy/rule_stages.rs), since Prometheus and vmalert run groups apart.
+# the order (tests/rules/rule_stages.rs), since Prometheus and vmalert run groups apart.
 with open(RULES) as _rules:
     GROUP_ORDER = re.findall(r"^  - name: (\S+)$", _rules.read(), re.M)
 
@@ -72,6 +74,14 @@ def fmt(v):
 
 def labels_text(labels):
     return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if v != "") + "}"
+
+
+def series_text(name, labels):
+    """One input series in promtool's notation (`name{labels}`, empty labels left out), after
+    checking that the agent exports such a series (facts.py): a model cannot test the rules
+    against a family, a label or a bucket the agent never sends."""
+    facts.get().check(name, {k: v for k, v in labels.items() if v != ""})
+    return name + labels_text(labels)
 
 
 def encode(values):

@@ -16,17 +16,17 @@ the end and at none before its onset; each runbook query of each alert that fire
 A small deterministic cohort (no noise) checks the annotations of DiskprobeSlowerThanPeers and
 DiskprobeCohortSlowdown exactly.
 
-    python3 fleet.py SEED OUT.json       # one seed's suite; then: promtool test rules OUT.json
-    python3 fleet.py --openmetrics DIR [NODES [BASE [DAYS]]]   # bench/rules_cost.sh's fleet, a file per day
+    generate.py fleet SEED OUT.json      # one seed's suite; then: promtool test rules OUT.json
+    generate.py openmetrics DIR [--nodes N --base T --days D]   # bench/rules_cost.sh's fleet
 """
 
 import math
 import os
 import random
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import facts
 from common import (
     GROUP_ORDER,
     edge_free,
@@ -38,6 +38,7 @@ from common import (
     labels_text,
     quantile,
     runbook_tests,
+    series_text,
     severity,
 )
 
@@ -49,7 +50,6 @@ DAY = 24 * H
 DURATION = 7 * DAY
 INTERVAL = 300  # the probe interval (the default)
 PROFILE = "randread-4k-qd1-gentle"
-RATE = 200  # its rate cap
 
 
 @dataclass
@@ -450,12 +450,10 @@ class Exporter:
         self.f, self.rng = fleet, random.Random(seed * 7919 + 1)
         self.n = fleet.duration // SCRAPE + 1
         self.tracks = defaultdict(Track)
-        self.kinds = {}  # metric name -> gauge | counter
 
-    def put(self, name, labels, i, value, inc=0, kind="gauge"):
+    def put(self, name, labels, i, value, inc=0):
         if i >= self.n:
             return
-        self.kinds[name] = kind
         self.tracks[(name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != "")))].set(i, value, inc)
 
     def end(self, keys, i):
@@ -509,9 +507,9 @@ class Exporter:
             first, stop = math.ceil(start / SCRAPE), math.ceil(end / SCRAPE)
             keys = set()
 
-            def put(name, labels, i, value, inc=0, kind="gauge"):
+            def put(name, labels, i, value, inc=0):
                 labels = dict(base, **labels)
-                self.put(name, labels, max(i, first), value, inc, kind)
+                self.put(name, labels, max(i, first), value, inc)
                 keys.add((name, tuple(sorted((k, str(v)) for k, v in labels.items() if v != ""))))
 
             put("up", {}, first, 1)
@@ -568,21 +566,22 @@ class Exporter:
             # Busy time and queue (Little's law) at the disk's mean latency, in milliseconds.
             busy = min(SCRAPE * 1000, round(rate * disk.model.p99 / 2.5 * SCRAPE * 1000))
             queue = round(rate * disk.model.p99 / 2.5 * SCRAPE * 1000)
-            put("diskprobe_disk_reads_completed_total", dev, i, io[0], reads, kind="counter")
-            put("diskprobe_disk_writes_completed_total", dev, i, io[1], writes, kind="counter")
-            put("diskprobe_disk_io_time_seconds_total", dev, i, io[2] / 1000, busy / 1000, kind="counter")
-            put("diskprobe_disk_io_time_weighted_seconds_total", dev, i, io[3] / 1000, queue / 1000, kind="counter")
+            put("diskprobe_disk_reads_completed_total", dev, i, io[0], reads)
+            put("diskprobe_disk_writes_completed_total", dev, i, io[1], writes)
+            put("diskprobe_disk_io_time_seconds_total", dev, i, io[2] / 1000, busy / 1000)
+            put("diskprobe_disk_io_time_weighted_seconds_total", dev, i, io[3] / 1000, queue / 1000)
             if f.full:
-                put("diskprobe_disk_read_bytes_total", dev, i, io[0] * 4096, reads * 4096, kind="counter")
-                put("diskprobe_disk_written_bytes_total", dev, i, io[1] * 4096, writes * 4096, kind="counter")
+                put("diskprobe_disk_read_bytes_total", dev, i, io[0] * 4096, reads * 4096)
+                put("diskprobe_disk_written_bytes_total", dev, i, io[1] * 4096, writes * 4096)
             io[0] += reads * (j - i)
             io[1] += writes * (j - i)
             io[2] += busy * (j - i)
             io[3] += queue * (j - i)
         for name, profile in [(n, p) for n, _, _ in targets for p in f.profiles]:
             p = dict(target=name, profile=profile)
-            rw = "randwrite" if "write" in profile else "randread"
-            put("diskprobe_profile_info", dict(p, rw=rw, block_size=4096, iodepth=1, rate_iops=RATE), i0, 1)
+            settings = facts.get().profile(profile)  # a built-in: as the agent labels it
+            rate = settings["rate_iops"]
+            put("diskprobe_profile_info", dict(p, **settings), i0, 1)
             pd = dict(p, device=kname)
             put("diskprobe_probe_recent_runs", dict(pd, result="success"), i0, 0)
             put("diskprobe_probe_recent_runs", dict(pd, result="error"), i0, 0)
@@ -590,8 +589,8 @@ class Exporter:
             put("diskprobe_probe_recent_io_error_runs", pd, i0, 0)
             if f.full:
                 for result in ("error", "timeout", "skipped"):
-                    put("diskprobe_probe_runs_total", dict(pd, result=result), i0, 0, kind="counter")
-                put("diskprobe_io_errors_total", pd, i0, 0, kind="counter")
+                    put("diskprobe_probe_runs_total", dict(pd, result=result), i0, 0)
+                put("diskprobe_io_errors_total", pd, i0, 0)
             runs, begin = 0, t0 + 3 + (rng.uniform(0, INTERVAL - 5) if start == 0 else 0)
             while begin + 1 < end:
                 t = begin + 1
@@ -600,19 +599,19 @@ class Exporter:
                     break
                 runs += 1
                 p99 = float(f"{self.latency(disk, t):.4g}")
-                iops = float(f"{min(RATE, 2.5 / p99):.4g}")
+                iops = float(f"{min(rate, 2.5 / p99):.4g}")
                 put("diskprobe_probe_latency_seconds", dict(pd, stat="p99"), i, p99)
                 if f.full:
                     put("diskprobe_probe_iops", pd, i, iops)
-                    put("diskprobe_probe_throughput_bytes_per_second", pd, i, iops * 4096)
+                    put("diskprobe_probe_throughput_bytes_per_second", pd, i, iops * settings["block_size"])
                 put("diskprobe_probe_last_run_timestamp_seconds", pd, i, round(t, 3))
-                if runs <= 10:
+                if runs <= facts.get().recent_runs:
                     put("diskprobe_probe_recent_runs", dict(pd, result="success"), i, runs)
                 if f.full:
                     put("diskprobe_probe_latency_seconds", dict(pd, stat="p50"), i, round(p99 / 2.5, 9))
-                    put("diskprobe_probe_runs_total", dict(pd, result="success"), i, runs, kind="counter")
-                    put("diskprobe_ios_total", pd, i, runs * RATE, kind="counter")
-                    put("diskprobe_io_bytes_total", pd, i, runs * RATE * 4096, kind="counter")
+                    put("diskprobe_probe_runs_total", dict(pd, result="success"), i, runs)
+                    put("diskprobe_ios_total", pd, i, runs * rate)
+                    put("diskprobe_io_bytes_total", pd, i, runs * rate * settings["block_size"])
                 begin += INTERVAL * (1 + rng.uniform(-0.1, 0.1))
 
     def workload(self, disk, t):
@@ -645,7 +644,7 @@ class Exporter:
 
     def input_series(self):
         return [
-            dict(series=name + labels_text(dict(labels)), values=track.encode(self.n))
+            dict(series=series_text(name, dict(labels)), values=track.encode(self.n))
             for (name, labels), track in sorted(self.tracks.items())
         ]
 
@@ -1036,10 +1035,10 @@ def openmetrics(directory, nodes=2, base=0, days=7):
         with open(os.path.join(directory, f"day-{d:02d}.om"), "w") as f:
             family = None
             for name, labels, values in series:
-                counter = exporter.kinds[name] == "counter"
+                kind = facts.get().kind(name)
                 if name != family:
                     family = name
-                    f.write(f"# TYPE {name[: -len('_total')] if counter else name} {exporter.kinds[name]}\n")
+                    f.write(f"# TYPE {name[: -len('_total')] if kind == 'counter' else name} {kind}\n")
                 for k in range(lo, hi):
                     v = values[k]
                     if v is not None:
@@ -1047,22 +1046,3 @@ def openmetrics(directory, nodes=2, base=0, days=7):
             f.write("# EOF\n")
     pairs = len({(dict(l)["instance"], dict(l)["target"], dict(l)["profile"]) for (nm, l) in exporter.tracks if nm == "diskprobe_profile_info"})
     print(pairs)
-
-
-def main(argv):
-    import json
-
-    if len(argv) in (3, 4, 5, 6) and argv[1] == "--openmetrics":
-        openmetrics(argv[2], *(int(a) for a in argv[3:]))
-        return 0
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    seed = None if argv[1] == "exact" else int(argv[1])
-    with open(argv[2], "w") as f:
-        json.dump(suite(seed), f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -1,25 +1,31 @@
-"""Headroom scenarios of the suite that generate.py writes: disks sold with an IOPS or throughput
+"""Headroom scenarios of the one-target suite (expect.py): disks sold with an IOPS or throughput
 limit, a workload that uses some share of it, and the alerts DiskprobeNearLimit and
 DiskprobeThrottled (deploy/prometheus/rules.yml, groups diskprobe.headroom and
 diskprobe.headroom.hourly); and EBS volumes whose own statistics (diskprobe_cloud_*, group
 diskprobe.cloud) say how much of the time they spent over their limits or their instance's.
 
-The model of generate.py (passed in as `m`, so that its classes are the ones it checks against)
-runs the probes; a `Disks` hook adds what the agent exports about the disks at every scrape: their
-diskstats (the workload's I/O plus the probes' own, as the kernel counts both), their declared
-limits, `diskprobe_target_disk_info`, `diskprobe_io_bytes_total` and the node ceiling. Workloads
-change on 5-minute boundaries and counters grow linearly between scrapes, so the rules' rates over
-windows that start and end on scrapes are exact, and the expected annotations are computed from
-the same samples.
+The model of model.py runs the probes; a `Disks` hook adds what the agent exports about the disks
+at every scrape: their diskstats (the workload's I/O plus the probes' own, as the kernel counts
+both), their declared limits, `diskprobe_target_disk_info`, `diskprobe_io_bytes_total` and the
+node ceiling. Workloads change on 5-minute boundaries and counters grow linearly between scrapes,
+so the rules' rates over windows that start and end on scrapes are exact, and the expected
+annotations are computed from the same samples. Each scenario is one `@scenario` function, most
+of them a call of `one_disk`. Standard library only.
 """
 
 from dataclasses import dataclass, field
 
-from common import prom_rate, range_points
+import facts
+from common import JOB, humanize, humanize_duration, prom_rate, quantile, range_points
+from expect import Fires, Scenario, scenario
+from model import EVAL, Agent, Noise, Skipped, Slower, Target, builtin
 
 H = 3600
 M = 60
 ONSET = 3 * H  # two hours of calm history first (a day is not needed: the window holds them)
+GENTLE = "randread-4k-qd1-gentle"  # the built-in gentle read probe
+CAPACITY = "randread-4k-qd32"  # a built-in capacity probe
+
 
 
 @dataclass
@@ -152,10 +158,10 @@ def workload_iops(sim, hook, disk, ts):
     return max(total, 0.0)
 
 
-def gentle_p99(m, sim, agent, disk, extra, ts):
+def gentle_p99(sim, agent, disk, extra, ts):
     """The largest p99 of the last runs of the gentle profiles on `disk` at `ts`."""
     vals = [
-        sim.at(ts, "diskprobe_probe_latency_seconds", job=m.JOB, instance=agent.instance, target=t.name, profile=p.name, device=t.device, stat="p99", **extra)
+        sim.at(ts, "diskprobe_probe_latency_seconds", job=JOB, instance=agent.instance, target=t.name, profile=p.name, device=t.device, stat="p99", **extra)
         for t in agent.targets
         if t.name in disk.targets
         for p in t.profiles
@@ -165,19 +171,19 @@ def gentle_p99(m, sim, agent, disk, extra, ts):
     return max(vals) if vals else None
 
 
-def calm_level(m, sim, hook, agent, disk, extra, ts):
+def calm_level(sim, hook, agent, disk, extra, ts):
     """max of diskprobe:probe_latency_p99:calm_median_1d over the gentle profiles on `disk` at
     `ts`, as the rules record it at every evaluation (every EVAL seconds in the suite): the p99
     at evaluations where the disk is under half of its limit (calm), their median over each hour,
     and those medians' median over a day. None where there is none (no limit: no calm)."""
     if not disk.iops_limit:
         return None
-    step = m.EVAL
+    step = EVAL
 
     def calm(s):
         if s < 240 or workload_iops(sim, hook, disk, s) / disk.iops_limit >= 0.5:
             return None
-        return gentle_p99(m, sim, agent, disk, extra, s)
+        return gentle_p99(sim, agent, disk, extra, s)
 
     def window(f, t, span):
         vals = [f(s) for s in range_points(t - span, t, step)]
@@ -185,219 +191,236 @@ def calm_level(m, sim, hook, agent, disk, extra, ts):
 
     def median_1h(t):
         vals = window(calm, t, H)
-        return m.quantile(0.5, vals) if vals else None
+        return quantile(0.5, vals) if vals else None
 
     vals = window(median_1h, ts, 24 * H)
-    return m.quantile(0.5, vals) if vals else None
+    return quantile(0.5, vals) if vals else None
 
 
-def near_limit_fires(m):
-    class NearLimit(m.Fires):
-        """DiskprobeNearLimit for a disk (`disk`, with the `limit` and its `source`), or for the
-        node's ceiling (`disk` None): its value is the consumed share at the checkpoint."""
+class NearLimit(Fires):
+    """DiskprobeNearLimit for a disk (`disk`, with the `limit` and its `source`), or for the
+    node's ceiling (`disk` None): its value is the consumed share at the checkpoint."""
 
-        def __init__(self, agent, hook, disk, limit, source, **kw):
-            if source != "config":
-                raise ValueError("only declared limits page (a measured one informs)")
-            super().__init__("DiskprobeNearLimit", agent, **kw)
-            self.hook, self.disk, self.limit, self.source = hook, disk, limit, source
+    def __init__(self, agent, hook, disk, limit, source, **kw):
+        if source != "config":
+            raise ValueError("only declared limits page (a measured one informs)")
+        super().__init__("DiskprobeNearLimit", agent, **kw)
+        self.hook, self.disk, self.limit, self.source = hook, disk, limit, source
 
-        def labels(self):
-            base = dict(job=m.JOB, instance=self.agent.instance, **self.extra)
-            if self.disk is None:
-                return dict(base, limit=self.limit, source=self.source)
-            return dict(base, device=self.disk.name, serial=self.disk.serial, limit=self.limit, source=self.source)
+    def labels(self):
+        base = dict(job=JOB, instance=self.agent.instance, **self.extra)
+        if self.disk is None:
+            return dict(base, limit=self.limit, source=self.source)
+        return dict(base, device=self.disk.name, serial=self.disk.serial, limit=self.limit, source=self.source)
 
-        def share(self, sim, ts):
-            if self.disk is None:
-                used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
-                return used / self.hook.node_iops
-            return workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
+    def share(self, sim, ts):
+        if self.disk is None:
+            used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
+            return used / self.hook.node_iops
+        return workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
 
-        def expected(self, sim, ts):
-            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
-            labels["severity"] = "warning"
-            value = go_percentage(self.share(sim, ts))
-            inst = self.agent.instance
-            h = m.humanize
-            if self.disk is None:
-                used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
-                figures = f" ({h(used)} I/Os per second of a limit of {h(self.hook.node_iops)} I/Os per second)"
-                ann = dict(
-                    summary=f"Disks near the node's {self.limit} limit on {inst}",
-                    description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now{figures}; beyond it the platform queues I/O.",
-                )
-            else:
-                dev = self.disk.name
-                used = workload_iops(sim, self.hook, self.disk, ts)
-                # The rule's share is used / limit; the annotation divides used by it again.
-                limit = used / (used / self.disk.iops_limit)
-                figures = f" ({h(used)} I/Os per second of a limit of {h(limit)} I/Os per second)"
-                ann = dict(
-                    summary=f"Disk {dev} near its {self.limit} limit on {inst}",
-                    description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now{figures}; beyond it the platform queues I/O.",
-                )
-            return dict(exp_labels=labels, exp_annotations=ann)
-
-    return NearLimit
-
-
-def throttled_fires(m):
-    class Throttled(m.Fires):
-        """DiskprobeThrottled for `disk`."""
-
-        def __init__(self, agent, hook, disk, **kw):
-            super().__init__("DiskprobeThrottled", agent, **kw)
-            self.hook, self.disk = hook, disk
-
-        def labels(self):
-            return dict(job=m.JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, **self.extra)
-
-        def expected(self, sim, ts):
-            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
-            labels["severity"] = "warning"
-            dev = self.disk.name
-            share = workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
+    def expected(self, sim, ts):
+        labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+        labels["severity"] = "warning"
+        value = go_percentage(self.share(sim, ts))
+        inst = self.agent.instance
+        h = humanize
+        if self.disk is None:
+            used = sum(workload_iops(sim, self.hook, d, ts) for d in self.hook.disks if d.node_member)
+            figures = f" ({h(used)} I/Os per second of a limit of {h(self.hook.node_iops)} I/Os per second)"
             ann = dict(
-                summary=f"Disk {dev} throttled on {self.agent.instance}",
-                description=f"{dev} has been at 90% or more of a limit for 10m ({go_percentage(share)} now) and its gentle probe's p99 latency more than 3 times its level at under half load{throttled_figures(m, sim, self.hook, self.agent, self.disk, ts)}: the platform is queueing its I/O.",
+                summary=f"Disks near the node's {self.limit} limit on {inst}",
+                description=f"Together, the disks under the node's ceiling have used 90% or more of its {self.limit} limit for 15m, {value} now{figures}; beyond it the platform queues I/O.",
             )
-            return dict(exp_labels=labels, exp_annotations=ann)
+        else:
+            dev = self.disk.name
+            used = workload_iops(sim, self.hook, self.disk, ts)
+            # The rule's share is used / limit; the annotation divides used by it again.
+            limit = used / (used / self.disk.iops_limit)
+            figures = f" ({h(used)} I/Os per second of a limit of {h(limit)} I/Os per second)"
+            ann = dict(
+                summary=f"Disk {dev} near its {self.limit} limit on {inst}",
+                description=f"The workload on {dev} has used 90% or more of the disk's {self.limit} limit ({self.source}) for 15m, {value} now{figures}; beyond it the platform queues I/O.",
+            )
+        return dict(exp_labels=labels, exp_annotations=ann)
 
-    return Throttled
 
 
-def throttled_figures(m, sim, hook, agent, disk, ts):
+class Throttled(Fires):
+    """DiskprobeThrottled for `disk`."""
+
+    def __init__(self, agent, hook, disk, **kw):
+        super().__init__("DiskprobeThrottled", agent, **kw)
+        self.hook, self.disk = hook, disk
+
+    def labels(self):
+        return dict(job=JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, **self.extra)
+
+    def expected(self, sim, ts):
+        labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+        labels["severity"] = "warning"
+        dev = self.disk.name
+        share = workload_iops(sim, self.hook, self.disk, ts) / self.disk.iops_limit
+        ann = dict(
+            summary=f"Disk {dev} throttled on {self.agent.instance}",
+            description=f"{dev} has been at 90% or more of a limit for 10m ({go_percentage(share)} now) and its gentle probe's p99 latency more than 3 times its level at under half load{throttled_figures(sim, self.hook, self.agent, self.disk, ts)}: the platform is queueing its I/O.",
+        )
+        return dict(exp_labels=labels, exp_annotations=ann)
+
+
+
+def throttled_figures(sim, hook, agent, disk, ts):
     """DiskprobeThrottled's " (gentle probe's p99 P now, C when calm)", each where it exists (the
     annotation takes the largest of every scrape of the agent)."""
     copies = [c for c in agent.copies] if getattr(agent, "copies", None) else [{}]
-    p99s = [v for v in (gentle_p99(m, sim, agent, disk, x, ts) for x in copies) if v is not None]
+    p99s = [v for v in (gentle_p99(sim, agent, disk, x, ts) for x in copies) if v is not None]
     if not p99s:
         return ""
-    calms = [v for v in (calm_level(m, sim, hook, agent, disk, x, ts) for x in copies) if v is not None]
-    calm = f", {m.humanize_duration(max(calms))} when calm" if calms else ""
-    return f" (gentle probe's p99 {m.humanize_duration(max(p99s))} now{calm})"
+    calms = [v for v in (calm_level(sim, hook, agent, disk, x, ts) for x in copies) if v is not None]
+    calm = f", {humanize_duration(max(calms))} when calm" if calms else ""
+    return f" (gentle probe's p99 {humanize_duration(max(p99s))} now{calm})"
 
 
-def cloud_throttled_fires(m):
-    class CloudThrottled(m.Fires):
-        """DiskprobeThrottled from the cloud's statistics of `disk`, for `scope` (volume or
-        instance): its value is the share of the last 5 minutes over the scope's limits."""
+class CloudThrottled(Fires):
+    """DiskprobeThrottled from the cloud's statistics of `disk`, for `scope` (volume or
+    instance): its value is the share of the last 5 minutes over the scope's limits."""
 
-        def __init__(self, agent, hook, disk, scope, **kw):
-            super().__init__("DiskprobeThrottled", agent, **kw)
-            self.hook, self.disk, self.scope = hook, disk, scope
+    def __init__(self, agent, hook, disk, scope, **kw):
+        super().__init__("DiskprobeThrottled", agent, **kw)
+        self.hook, self.disk, self.scope = hook, disk, scope
 
-        def labels(self):
-            return dict(
-                job=m.JOB,
-                instance=self.agent.instance,
-                device=self.disk.name,
-                serial=self.disk.serial,
-                volume_id="vol-" + self.disk.serial[3:],
-                scope=self.scope,
-                **self.extra,
-            )
+    def labels(self):
+        return dict(
+            job=JOB,
+            instance=self.agent.instance,
+            device=self.disk.name,
+            serial=self.disk.serial,
+            volume_id="vol-" + self.disk.serial[3:],
+            scope=self.scope,
+            **self.extra,
+        )
 
-        def share(self, sim, ts):
-            d = dict(job=m.JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, volume_id="vol-" + self.disk.serial[3:], **self.extra)
-            return max(
-                rate(sim, "diskprobe_cloud_limit_exceeded_seconds_total", dict(d, scope=self.scope, limit=limit), ts, seconds=300)
-                for limit in ("iops", "throughput")
-            )
+    def share(self, sim, ts):
+        d = dict(job=JOB, instance=self.agent.instance, device=self.disk.name, serial=self.disk.serial, volume_id="vol-" + self.disk.serial[3:], **self.extra)
+        return max(
+            rate(sim, "diskprobe_cloud_limit_exceeded_seconds_total", dict(d, scope=self.scope, limit=limit), ts, seconds=300)
+            for limit in ("iops", "throughput")
+        )
 
-        def expected(self, sim, ts):
-            labels = {k: str(v) for k, v in self.labels().items() if v != ""}
-            labels["severity"] = "warning"
-            dev, volume = self.disk.name, "vol-" + self.disk.serial[3:]
-            over = (
-                "the volume's provisioned IOPS or throughput"
-                if self.scope == "volume"
-                else "the instance's EBS IOPS or throughput limit"
-            )
-            why = (
-                "the volume's own limit queues its I/O."
-                if self.scope == "volume"
-                else "the instance's limit over all its volumes queues the I/O."
-            )
-            at = "the volume's limit" if self.scope == "volume" else "the instance's limit"
-            figures = throttled_figures(m, sim, self.hook, self.agent, self.disk, ts)
-            ann = dict(
-                summary=f"Disk {dev} throttled at {at} on {self.agent.instance}",
-                description=f"{dev} (volume {volume}) spent {go_percentage(self.share(sim, ts))} of the last 5 minutes over {over}, 10% or more for 10m, as the cloud reports it{figures}: {why}",
-            )
-            return dict(exp_labels=labels, exp_annotations=ann)
+    def expected(self, sim, ts):
+        labels = {k: str(v) for k, v in self.labels().items() if v != ""}
+        labels["severity"] = "warning"
+        dev, volume = self.disk.name, "vol-" + self.disk.serial[3:]
+        over = (
+            "the volume's provisioned IOPS or throughput"
+            if self.scope == "volume"
+            else "the instance's EBS IOPS or throughput limit"
+        )
+        why = (
+            "the volume's own limit queues its I/O."
+            if self.scope == "volume"
+            else "the instance's limit over all its volumes queues the I/O."
+        )
+        at = "the volume's limit" if self.scope == "volume" else "the instance's limit"
+        figures = throttled_figures(sim, self.hook, self.agent, self.disk, ts)
+        ann = dict(
+            summary=f"Disk {dev} throttled at {at} on {self.agent.instance}",
+            description=f"{dev} (volume {volume}) spent {go_percentage(self.share(sim, ts))} of the last 5 minutes over {over}, 10% or more for 10m, as the cloud reports it{figures}: {why}",
+        )
+        return dict(exp_labels=labels, exp_annotations=ann)
 
-    return CloudThrottled
 
 
 def capacity_qd32(iops):
     """A capacity profile on a capped disk: it reads the cap, whatever the run."""
-    return lambda m: m.Profile("randread-4k-qd32", "randread", 4096, 32, p99=15e-3, iops=iops)
+    return builtin(CAPACITY, p99=15e-3, iops=iops)
 
 
-def cloud_gentle(m):
-    """The gentle read probe on a cloud disk: 200 IOPS cap, p99 2 ms when calm."""
-    return m.Profile("randread-4k-qd1-gentle", "randread", 4096, 1, p99=2e-3, iops=200, rate_iops=200)
+def cloud_gentle():
+    """The gentle read probe on a cloud disk (the built-in, at its rate cap), p99 2 ms when
+    calm."""
+    return builtin(GENTLE, p99=2e-3, iops=facts.get().profile(GENTLE)["rate_iops"])
 
 
-def scenarios(m):
-    """The headroom scenarios, built with the classes of the model `m` (generate.py)."""
-    NearLimit, Throttled = near_limit_fires(m), throttled_fires(m)
-    CloudThrottled = cloud_throttled_fires(m)
-    out = []
-    calm = (0, 900, 0)  # 30% of a 3,000 IOPS cap, before the onset
+# ---------------------------------------------------------------------------------------------
+# The scenarios: each a function that returns one (expect.scenario adds it to the suite).
 
-    def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=(), cloud=None, before=calm):
-        """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it; `before` is
-        its workload before the onset."""
-        profiles = profiles or [cloud_gentle(m)]
-        target = m.Target("data", "sdb1", profiles)
-        agent = m.Agent("node-4:9957", [target], **({"copies": copies} if copies else {}))
-        disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[before] + load, cloud=cloud)
-        hook = Disks(agent.instance, [disk])
-        expected = [f(agent, hook, disk, target) for f in fires]
-        out.append(
-            m.Scenario(
-                name,
-                says,
-                [agent],
-                ONSET + 2 * H,
-                effects=[m.Noise(0.2, profile="randread-4k-qd1-gentle")] + list(effects),
-                fires=[x for e in expected for x in (e if isinstance(e, list) else [e])],
-                focus=ONSET - H,
-                onset=ONSET,
-                seed=seed,
-                hooks=[hook],
-                promql=[p(agent, hook, disk) for p in promql],
+CALM = (0, 900, 0)  # 30% of a 3,000 IOPS cap, before the onset
+
+
+def one_disk(name, says, load, iops_limit=3000, seed=0, fires=(), profiles=None, effects=(), copies=None, promql=(), cloud=None, before=CALM):
+    """A cloud data disk sdb with a filesystem on sdb1 and a probe file on it; `before` is
+    its workload before the onset."""
+    profiles = profiles or [cloud_gentle()]
+    target = Target("data", "sdb1", profiles)
+    agent = Agent("node-4:9957", [target], **({"copies": copies} if copies else {}))
+    disk = Disk("sdb", "vol0a1b2c3d", ["data"], iops_limit=iops_limit, load=[before] + load, cloud=cloud)
+    hook = Disks(agent.instance, [disk])
+    expected = [f(agent, hook, disk, target) for f in fires]
+    return Scenario(
+        name,
+        says,
+        [agent],
+        ONSET + 2 * H,
+        effects=[Noise(0.2, profile="randread-4k-qd1-gentle")] + list(effects),
+        fires=[x for e in expected for x in (e if isinstance(e, list) else [e])],
+        focus=ONSET - H,
+        onset=ONSET,
+        seed=seed,
+        hooks=[hook],
+        promql=[p(agent, hook, disk) for p in promql],
+    )
+
+
+def share_check(source, value):
+    """A check that sdb's consumed IOPS share of its `source` limit (config: declared; probe:
+    what its capacity runs read) is `value` an hour past the onset, as the engine computes it
+    from the samples its range holds (`share_near`: checked when the suite is written)."""
+
+    def check(a, h, d):
+        def at(sim):
+            limit = d.iops_limit if source == "config" else next(p.iops for p in a.targets[0].profiles if p.iodepth > 1)
+            return dict(
+                expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
+                eval_time=f"{(ONSET + H) // M}m",
+                exp_samples=[
+                    dict(
+                        labels=f'diskprobe:disk_limit_consumed:ratio_rate4m{{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="{source}"}}',
+                        value=share_near(workload_iops(sim, h, d, ONSET + H) / limit, value),
+                    )
+                ],
             )
-        )
 
-    def share_check(source, value):
-        """A check that sdb's consumed IOPS share of its `source` limit (config: declared; probe:
-        what its capacity runs read) is `value` an hour past the onset, as the engine computes it
-        from the samples its range holds (`share_near`: checked when the suite is written)."""
+        return at
 
-        def check(a, h, d):
-            def at(sim):
-                limit = d.iops_limit if source == "config" else next(p.iops for p in a.targets[0].profiles if p.iodepth > 1)
-                return dict(
-                    expr='diskprobe:disk_limit_consumed:ratio_rate4m{device="sdb"}',
-                    eval_time=f"{(ONSET + H) // M}m",
-                    exp_samples=[
-                        dict(
-                            labels=f'diskprobe:disk_limit_consumed:ratio_rate4m{{device="sdb",instance="node-4:9957",job="diskprobe",limit="iops",serial="vol0a1b2c3d",source="{source}"}}',
-                            value=share_near(workload_iops(sim, h, d, ONSET + H) / limit, value),
-                        )
-                    ],
-                )
+    return check
 
-            return at
 
-        return check
+def near():
+    """DiskprobeNearLimit for sdb's declared IOPS limit, from 15 to 25 minutes after the onset."""
+    return lambda a, h, d, t: NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)
 
-    near = lambda: lambda a, h, d, t: NearLimit(a, h, d, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)
-    one_disk(
+
+# Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
+# skips them), their median is the limit; it informs (dashboards, annotations) and never
+# pages: a measured limit is not a cap.
+def measured_limit(value):
+    """A check that the measured IOPS limit of sdb is `value` an hour past the onset."""
+    return lambda a, h, d: dict(
+        expr="diskprobe:disk_limit_iops:probe",
+        eval_time=f"{(ONSET + H) // M}m",
+        exp_samples=[
+            dict(
+                labels='diskprobe:disk_limit_iops:probe{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d",source="probe"}',
+                value=value,
+            )
+        ],
+    )
+
+
+@scenario
+def near_limit():
+    return one_disk(
         "near-limit",
         "a disk sold with 3,000 IOPS (a partition target on it) does 900 IOPS, then 2,850 (95%) from 3 h on; the gentle probe's latency stays as it was",
         [(ONSET, 2850, 0)],
@@ -415,8 +438,12 @@ def scenarios(m):
             ),
         ],
     )
-    # At the line: 90% of the cap pages after 15 minutes (just over it), just under it nothing.
-    one_disk(
+
+
+# At the line: 90% of the cap pages after 15 minutes (just over it), just under it nothing.
+@scenario
+def near_limit_edge():
+    return one_disk(
         "near-limit-edge",
         "a disk sold with 3,000 IOPS does 2,703 (90.1%) from 3 h on: just over the 90% line",
         [(ONSET, 2703, 0)],
@@ -424,26 +451,42 @@ def scenarios(m):
         fires=[near()],
         promql=[share_check("config", 0.901)],
     )
-    one_disk(
+
+
+@scenario
+def below_limit_edge():
+    return one_disk(
         "below-limit-edge",
         "a disk sold with 3,000 IOPS does 2,697 (89.9%) from 3 h on: just under the 90% line",
         [(ONSET, 2697, 0)],
         seed=45,
         promql=[share_check("config", 0.899)],
     )
-    one_disk(
+
+
+@scenario
+def near_limit_burst():
+    return one_disk(
         "near-limit-burst",
         "a disk sold with 3,000 IOPS at 100% for 10 minutes at 3 h, 30% before and after",
         [(ONSET, 3000, 0), (ONSET + 10 * M, 900, 0)],
         seed=31,
     )
-    one_disk(
+
+
+@scenario
+def half_limit():
+    return one_disk(
         "half-limit",
         "a disk sold with 3,000 IOPS does 1,500 (50%) from 3 h on",
         [(ONSET, 1500, 0)],
         seed=32,
     )
-    one_disk(
+
+
+@scenario
+def no_limit():
+    return one_disk(
         "no-limit",
         "a disk without a declared limit and without capacity probes does 2,850 IOPS from 3 h on",
         [(ONSET, 2850, 0)],
@@ -457,13 +500,17 @@ def scenarios(m):
             )
         ],
     )
+
+
+@scenario
+def throttled():
     twice = [dict(service="diskprobe-exporter"), {}]
-    one_disk(
+    return one_disk(
         "throttled",
         "demand beyond a 3,000 IOPS cap from 3 h on: the disk does 3,000 (100%) and the gentle probe's p99 goes 2 ms -> 12 ms; the agent is scraped twice",
         [(ONSET, 3000, 0)],
         seed=34,
-        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        effects=[Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
         copies=twice,
         fires=[
             lambda a, h, d, t: [
@@ -474,14 +521,18 @@ def scenarios(m):
             ],
         ],
     )
-    # The cloud's own word (EBS statistics, [cloud_stats]): where it exists, it decides.
-    one_disk(
+
+
+# The cloud's own word (EBS statistics, [cloud_stats]): where it exists, it decides.
+@scenario
+def cloud_throttled():
+    return one_disk(
         "cloud-throttled",
         "an EBS volume without a declared limit reports 40% of the time over its provisioned IOPS and 15% over the instance's EBS throughput from 3 h on; the gentle probe's p99 goes 2 ms -> 12 ms",
         [(ONSET, 2850, 0)],
         iops_limit=0,
         seed=37,
-        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        effects=[Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
         cloud=[(0, {}), (ONSET, {("volume", "iops"): 0.4, ("instance", "throughput"): 0.15})],
         fires=[
             lambda a, h, d, t: CloudThrottled(a, h, d, "volume", not_before=ONSET + 10 * M, by=ONSET + 20 * M),
@@ -500,83 +551,87 @@ def scenarios(m):
             ),
         ],
     )
-    one_disk(
+
+
+@scenario
+def cloud_below_limits():
+    return one_disk(
         "cloud-below-limits",
         "an EBS volume sold with 3,000 IOPS does 900 and reports 2% of the time over its provisioned IOPS from 3 h on (a burst now and then): nothing fires",
         [(ONSET, 900, 0)],
         seed=38,
         cloud=[(0, {}), (ONSET, {("volume", "iops"): 0.02})],
     )
-    one_disk(
+
+
+@scenario
+def cloud_not_throttled():
+    return one_disk(
         "cloud-not-throttled",
         "demand at a 3,000 IOPS cap with the gentle probe's p99 at 12 ms from 3 h on, but the volume's statistics report no time over any limit: the cloud's word wins, DiskprobeThrottled stays silent",
         [(ONSET, 3000, 0)],
         seed=39,
-        effects=[m.Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
+        effects=[Slower(6, start=ONSET, profile="randread-4k-qd1-gentle")],
         cloud=[(0, {})],
         fires=[near()],
     )
-    # Measured: capacity runs complete while the disk is calm (before the onset; a busy disk
-    # skips them), their median is the limit; it informs (dashboards, annotations) and never
-    # pages: a measured limit is not a cap.
-    measured_limit = lambda value: lambda a, h, d: dict(
-        expr="diskprobe:disk_limit_iops:probe",
-        eval_time=f"{(ONSET + H) // M}m",
-        exp_samples=[
-            dict(
-                labels='diskprobe:disk_limit_iops:probe{device="sdb",instance="node-4:9957",job="diskprobe",serial="vol0a1b2c3d",source="probe"}',
-                value=value,
-            )
-        ],
-    )
-    one_disk(
+
+
+@scenario
+def near_measured_limit():
+    return one_disk(
         "near-measured-limit",
         "no declared limit; capacity runs (4k QD32) read 3,000 IOPS while the disk is calm, then are skipped as busy from 3 h on, when it does 2,850 IOPS (95% of the measured limit, recorded for the dashboards): nothing pages, a measured limit is not a cap (and no stale alert for the skipped runs, by design)",
         [(ONSET, 2850, 0)],
         iops_limit=0,
         seed=35,
-        profiles=[cloud_gentle(m), capacity_qd32(3000)(m)],
-        effects=[m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32")],
+        profiles=[cloud_gentle(), capacity_qd32(3000)],
+        effects=[Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32")],
         promql=[measured_limit(3000), share_check("probe", 0.95)],
     )
-    # A healthy 7,200 rpm disk with no cap: its capacity runs measure 250 random 4k reads per
-    # second, and a nightly backup streams 150 MB/s in 256 KiB requests (600 per second, 240% of
-    # the measured figure). diskstats give the requests, not their pattern: nothing pages.
-    one_disk(
+
+
+# A healthy 7,200 rpm disk with no cap: its capacity runs measure 250 random 4k reads per
+# second, and a nightly backup streams 150 MB/s in 256 KiB requests (600 per second, 240% of
+# the measured figure). diskstats give the requests, not their pattern: nothing pages.
+@scenario
+def uncapped_hdd_backup():
+    return one_disk(
         "uncapped-hdd-backup",
         "an HDD with no declared limit whose capacity runs (4k QD32) read 250 IOPS while it is calm; from 3 h on a backup streams 150 MB/s in 600 requests per second (2.4x the measured limit) and the gentle probe's p99 is 4x its calm level: no alert",
         [(ONSET, 600, 150_000_000)],
         iops_limit=0,
         before=(0, 40, 2_000_000),
         seed=40,
-        profiles=[cloud_gentle(m), capacity_qd32(250)(m)],
+        profiles=[cloud_gentle(), capacity_qd32(250)],
         effects=[
-            m.Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32"),
-            m.Slower(4, start=ONSET, profile="randread-4k-qd1-gentle"),
+            Skipped(reason="busy", start=ONSET, profile="randread-4k-qd32"),
+            Slower(4, start=ONSET, profile="randread-4k-qd1-gentle"),
         ],
         promql=[measured_limit(250), share_check("probe", 2.4)],
     )
-    # A VM's ceiling over two disks: each at half its own cap, together above the VM's.
-    b = m.Target("logs", "sdb", [cloud_gentle(m)], kind="block_device", fstype="")
-    c = m.Target("data", "sdc", [cloud_gentle(m)], kind="block_device", fstype="")
-    agent = m.Agent("node-5:9957", [b, c])
+
+
+# A VM's ceiling over two disks: each at half its own cap, together above the VM's.
+@scenario
+def near_node_limit():
+    b = Target("logs", "sdb", [cloud_gentle()], kind="block_device", fstype="")
+    c = Target("data", "sdc", [cloud_gentle()], kind="block_device", fstype="")
+    agent = Agent("node-5:9957", [b, c])
     disks = [
-        Disk("sdb", "vol0b", ["logs"], iops_limit=3000, load=[calm, (ONSET, 1500, 0)], node_member=True),
-        Disk("sdc", "vol0c", ["data"], iops_limit=3000, load=[calm, (ONSET, 1500, 0)], node_member=True),
+        Disk("sdb", "vol0b", ["logs"], iops_limit=3000, load=[CALM, (ONSET, 1500, 0)], node_member=True),
+        Disk("sdc", "vol0c", ["data"], iops_limit=3000, load=[CALM, (ONSET, 1500, 0)], node_member=True),
     ]
     hook = Disks(agent.instance, disks, node_iops=3200)
-    out.append(
-        m.Scenario(
-            "near-node-limit",
-            "a VM with a ceiling of 3,200 IOPS over two disks sold with 3,000 each: both do 1,500 from 3 h on (50% of their own, 94% of the VM's)",
-            [agent],
-            ONSET + 2 * H,
-            effects=[m.Noise(0.2)],
-            fires=[NearLimit(agent, hook, None, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)],
-            focus=ONSET - H,
-            onset=ONSET,
-            seed=36,
-            hooks=[hook],
-        )
+    return Scenario(
+        "near-node-limit",
+        "a VM with a ceiling of 3,200 IOPS over two disks sold with 3,000 each: both do 1,500 from 3 h on (50% of their own, 94% of the VM's)",
+        [agent],
+        ONSET + 2 * H,
+        effects=[Noise(0.2)],
+        fires=[NearLimit(agent, hook, None, "iops", "config", not_before=ONSET + 15 * M, by=ONSET + 25 * M)],
+        focus=ONSET - H,
+        onset=ONSET,
+        seed=36,
+        hooks=[hook],
     )
-    return out

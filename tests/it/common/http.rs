@@ -32,7 +32,9 @@ pub fn http_request(
     parse_response(&exchange(addr, method, path, headers, &[]))
 }
 
-/// A POST of `body` (sent with its `Content-Length`) to `path`.
+/// A POST of `body` (sent with its `Content-Length`) to `path` (the rules' replay on
+/// VictoriaMetrics, tests/rules/replay.rs; the agent's tests post nothing).
+#[allow(dead_code)]
 pub fn http_post(
     addr: std::net::SocketAddr,
     path: &str,

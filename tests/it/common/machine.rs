@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 /// - a test that neither measures time nor loads the machine holds neither: configuration,
 ///   fixtures and golden files, an idle agent's HTTP and signals, and checks that keep one core
 ///   busy for a second or two (a schema validator, node_exporter on fixtures, promtool over one
-///   exposition); nor does one whose load runs at idle priority (SCHED_IDLE, `chrt --idle 0`),
-///   which gets only the CPU time no other process wants: promtool over the scenario suites of
-///   Prometheus 2.42 (those of Prometheus 3.5, as many again, hold [`shared`] as well, so that
-///   the tests that measure time run beside one engine's suites only).
+///   exposition). The rule engines' scenario suites, minutes of CPU time, are in another binary
+///   (`tests/rules`), which cargo runs after this one, not beside it.
 ///
 /// std's lock on Linux prefers writers: once an exclusive test waits, no further shared one
 /// starts, and the exclusive tests run one after the other before the shared ones go on.

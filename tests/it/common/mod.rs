@@ -38,7 +38,6 @@ pub mod one_shot;
 pub mod process;
 pub mod prometheus;
 pub mod registry;
-pub mod replay;
 pub mod rule_server;
 pub mod seccomp;
 pub mod skip;

@@ -172,7 +172,7 @@ macro_rules! tests {
 pub fn no_test_attributes() {
     let root = crate::common::repo_root().join("tests");
     let mut found = Vec::new();
-    for dir in ["it", "it/common", "deploy"] {
+    for dir in ["it", "it/common", "deploy", "rules"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "rs") {

@@ -130,9 +130,12 @@ pub const BTRFS: Need = Need::check("mkfs.btrfs (btrfs-progs) and btrfs in the k
 });
 
 /// The long tests asked for: `DISKPROBE_LONG_TESTS=1`, or strict mode (`.ci/run`), which runs
-/// everything. Tests that need it are minutes of CPU time that checks the same code as a shorter
-/// test beside them does, with more seeds or on another engine (the Prometheus 3.5 variants of
-/// the end-to-end tests).
+/// everything. Tests that need it check again what a test of every `cargo test` checks, on
+/// another engine (the Prometheus 3.5 and VictoriaMetrics variants of the end-to-end tests, the
+/// headroom end to end on any), with more seeds or scenarios (the rule suites), in another
+/// variant (a TLS listener beside the plain one), or at length (half a minute or more holding the
+/// machine, or minutes of CPU time): what a newcomer's first `cargo test` leaves out to check
+/// every part once, quickly.
 pub const LONG: Need = Need::check(
     "DISKPROBE_LONG_TESTS=1 (a long test; DISKPROBE_TEST_STRICT=1 runs it too)",
     || strict() || std::env::var("DISKPROBE_LONG_TESTS").is_ok_and(|v| v == "1"),

@@ -12,7 +12,7 @@
 //! reaches back that far: a phase moves which evaluation falls in it, not whether one does).
 //! No rule reads a series recorded by a group below its own in the file either: vmalert's replay
 //! (`-replay.timeFrom`, how a range of history is evaluated on VictoriaMetrics, and how the fleet
-//! weeks run there, tests/it/prometheus_rules.rs) evaluates one group over the whole range before
+//! weeks run there, tests/rules/prometheus_rules.rs) evaluates one group over the whole range before
 //! the next, so a later group's recordings do not exist yet when an earlier one reads them. And
 //! the groups fit the limits of Mimir's ruler by default.
 

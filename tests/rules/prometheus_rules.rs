@@ -4,7 +4,7 @@
 //! latter two from `tests/install-engines.sh`; the expected values are computed for each by the
 //! generator's `--engine`, the alerts, their labels and firing times the same for all three.
 //! vmalert-tool runs without `group_eval_order` (no rule depends on the order of its groups,
-//! tests/deploy/rule_stages.rs), logs at INFO so that an input refused as over its 32 MB insert
+//! `rule_stages`), logs at INFO so that an input refused as over its 32 MB insert
 //! limit fails the suite, and every suite asserts something that must fire. The suites: the
 //! one-target scenarios (every alert checked at every checkpoint), a small cohort without noise
 //! (the fleet alerts' annotations, exactly), and a week of a fleet of 41 disks for each of a set
@@ -18,19 +18,20 @@
 //! the one the generator prints.
 //!
 //! The fleet seeds are a fixed set held out from the ones the rules were tuned on (1 to 21) and
-//! one tuning seed, so that a failure is reproducible. The one-target scenarios, the exact fleet
-//! and the first chaos seed run on 2.42 in every `cargo test`; the fleet weeks and the other
-//! chaos seeds, and every suite on 3.5 and on vmalert-tool, are the long tests
-//! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool` and the `_3` and `_vmalert_tool`
-//! tests, minutes of CPU time more; the fleet weeks, whose input is over vmalert-tool's insert
-//! limit, run on VictoriaMetrics with vmalert's replay instead, tests/it/common/replay.rs), which
-//! run under
-//! `DISKPROBE_LONG_TESTS=1` or `DISKPROBE_TEST_STRICT=1` (as `.ci/run` sets) and are otherwise
-//! reported ignored with that reason; `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"`
-//! checks other seeds in it, `bench/fleet_seeds.sh` fresh random ones. The suites are generated
-//! and run as parallel processes at idle priority: minutes of CPU time that the other tests of
-//! the binary, running meanwhile, are not slowed by (this test is listed first so that it starts
-//! first).
+//! one tuning seed, so that a failure is reproducible. Every `cargo test` runs, on 2.42, the quick
+//! one-target suite (`generate.py one-target --quick`: the cheapest scenarios in which, together,
+//! every alert of the suite fires) and the exact fleet: every alert fires once
+//! (`rules_pass_promtool_and_every_alert_fires`). The long tests (`LONG`: `DISKPROBE_LONG_TESTS=1`
+//! or `DISKPROBE_TEST_STRICT=1`, as `.ci/run` sets; otherwise reported ignored with that reason)
+//! run the rest, minutes of CPU time more: every one-target scenario and the first chaos seed on
+//! 2.42 (`every_other_scenario_passes_promtool`), the fleet weeks and the other chaos seeds
+//! (`the_fleet_weeks_and_other_chaos_seeds_pass_promtool`), and every suite on 3.5 and on
+//! vmalert-tool (the `_3` and `_vmalert_tool` tests; the fleet weeks, whose input is over
+//! vmalert-tool's insert limit, on VictoriaMetrics with vmalert's replay instead,
+//! `tests/rules/replay.rs`). `DISKPROBE_LONG_TESTS=1 DISKPROBE_FLEET_SEEDS="4 5 6"` checks other
+//! seeds, `bench/fleet_seeds.sh` fresh random ones. The suites are generated and run as parallel
+//! processes (this module is listed first so that its tests start first, and the other tests of
+//! the binary, none of which measures time, run beside them).
 
 use crate::common;
 use crate::common::engines::Engine;
@@ -84,19 +85,6 @@ fn fleet_seeds() -> Vec<String> {
     }
 }
 
-/// `program` at idle priority (`chrt --idle 0`, SCHED_IDLE) where chrt is there: it gets only
-/// the CPU time no other process wants, so the tests that measure time beside it are not slowed.
-fn idle(program: &Path) -> Command {
-    match common::which("chrt") {
-        Some(chrt) => {
-            let mut cmd = Command::new(chrt);
-            cmd.args(["--idle", "0"]).arg(program);
-            cmd
-        }
-        None => Command::new(program),
-    }
-}
-
 /// What vmalert-tool's storage logs (at `--loggerLevel=INFO` only) when it refuses a test
 /// group's input series as larger than its `-maxInsertRequestSize` (32 MB): the group then runs
 /// on no data, and every expectation of silence passes.
@@ -108,11 +96,11 @@ const VM_INPUT_DROPPED: &str = "maxInsertRequestSize";
 /// ([`VM_INPUT_DROPPED`]).
 fn test_suite(engine: Engine, tool: &Path, path: &Path) -> (bool, String) {
     if engine != Engine::VictoriaMetrics {
-        let (ok, out) = run(idle(tool).args(["test", "rules"]).arg(path));
+        let (ok, out) = run(Command::new(tool).args(["test", "rules"]).arg(path));
         return (ok && out.contains("SUCCESS"), out);
     }
     let storage = tempfile::tempdir().unwrap();
-    let (ok, out) = run(idle(tool)
+    let (ok, out) = run(Command::new(tool)
         .env("TMPDIR", storage.path())
         .args([
             "unittest",
@@ -147,7 +135,7 @@ fn generate_and_test(
 ) -> (bool, String, f64, f64) {
     let began = Instant::now();
     let python = common::which("python3").expect("checked before");
-    let (ok, out) = run(idle(&python)
+    let (ok, out) = run(Command::new(&python)
         .arg(generator())
         .args(["--engine", engine.name()])
         .args(args)
@@ -167,7 +155,7 @@ fn generate_and_test(
         Runner::Replay => {
             let dir = path.with_extension("replay");
             std::fs::create_dir_all(&dir).unwrap();
-            common::replay::run_suite(path, &dir)
+            crate::replay::run_suite(path, &dir)
         }
     };
     (ok, out, generated, began.elapsed().as_secs_f64())
@@ -178,7 +166,7 @@ type Suite = (String, Vec<String>, String);
 
 /// What runs a suite: the engine's rule-test tool, or (VictoriaMetrics only) a real
 /// VictoriaMetrics with vmalert's replay, for suites whose input is over vmalert-tool's insert
-/// limit (tests/it/common/replay.rs).
+/// limit (tests/rules/replay.rs).
 #[derive(Clone, Copy, PartialEq)]
 enum Runner {
     Tool,
@@ -188,7 +176,7 @@ enum Runner {
 fn fleet_suite(seed: &str) -> Suite {
     (
         format!("fleet, seed {seed}"),
-        vec!["--fleet".to_owned(), seed.to_owned()],
+        vec!["fleet".to_owned(), seed.to_owned()],
         format!("fleet-{seed}.json"),
     )
 }
@@ -197,7 +185,7 @@ fn fleet_suite(seed: &str) -> Suite {
 fn chaos_suite(seed: &str) -> Suite {
     (
         format!("chaos, seed {seed}"),
-        vec!["--chaos".to_owned(), seed.to_owned()],
+        vec!["chaos".to_owned(), seed.to_owned()],
         format!("chaos-{seed}.json"),
     )
 }
@@ -237,10 +225,9 @@ fn asserts_a_firing(groups: &[serde_json::Value]) -> bool {
     })
 }
 
-/// Checks that the engine's rule-test tool is there (else the test is skipped) and, under the
-/// machine lock when there is no chrt to run it at idle priority, generates each suite for the
-/// engine and runs its rule check and rule tests on it, each suite in a thread of its own, side
-/// by side. Fails naming every suite that failed, or that asserts nothing that must fire;
+/// Checks that the engine's rule-test tool is there (else the test is skipped), generates each
+/// suite for the engine and runs its rule check and rule tests on it, each suite in a thread of
+/// its own, side by side. Fails naming every suite that failed, or that asserts nothing that must fire;
 /// returns every suite's test groups, or `None` when skipped.
 fn pass_rule_tests(engine: Engine, suites: Vec<Suite>) -> Option<Vec<serde_json::Value>> {
     pass_rule_tests_on(engine, suites, Runner::Tool)
@@ -252,13 +239,8 @@ fn pass_rule_tests_on(
     suites: Vec<Suite>,
     runner: Runner,
 ) -> Option<Vec<serde_json::Value>> {
-    // The rule tools evaluate the scenario suites: minutes of CPU time, at idle priority (no
-    // machine lock, see `idle`); without chrt it holds the machine as a test that loads it does.
-    // The suites of the other engines (as many again, the long tests) hold it so too: at idle
-    // priority they still share the two cores' caches with the tests that measure time, and
-    // those then run beside one engine's suites only.
-    let _guard =
-        (common::which("chrt").is_none() || engine != Engine::Prometheus2).then(common::shared);
+    // Minutes of CPU time, beside no test that measures time (this binary has none): the suites
+    // take the machine as they find it.
     let ready = engine.require()
         && common::require(common::which("python3").is_some(), "python3")
         && (runner == Runner::Tool || common::victoria::ready());
@@ -352,27 +334,40 @@ fn fleet_checks(exprs: &[&str]) -> usize {
         .count()
 }
 
-/// The rules pass `engine`'s rule check, and the one-target scenarios, the exact small fleet
-/// and the first chaos seed (a fleet scraped twice, rebooted, rolled out, ...) pass its rule
-/// tests, with expected values computed for it; every alert fires in one of
-/// them, the chaos suite checks who ever fired, and runbook queries are run.
-fn every_scenario_passes(engine: Engine) {
-    let suites = vec![
-        (
-            "one-target scenarios".to_owned(),
-            vec![],
-            "one-target.json".to_owned(),
-        ),
-        (
-            "fleet, exact".to_owned(),
-            vec!["--fleet".to_owned(), "exact".to_owned()],
-            "exact.json".to_owned(),
-        ),
-        chaos_suite(&CHAOS_SEEDS[0].to_string()),
-    ];
-    let Some(groups) = pass_rule_tests(engine, suites) else {
-        return;
+/// Which of the one-target scenarios a test runs.
+#[derive(Clone, Copy, PartialEq)]
+enum OneTarget {
+    /// The cheapest in which, together, every alert of the suite fires (`generate.py one-target
+    /// --quick`): what every `cargo test` runs on 2.42.
+    Quick,
+    /// All of them.
+    All,
+}
+
+/// The one-target suite, its quick part or all of it.
+fn one_target_suite(which: OneTarget) -> Suite {
+    let mut args = vec!["one-target".to_owned()];
+    if which == OneTarget::Quick {
+        args.push("--quick".to_owned());
+    }
+    let name = match which {
+        OneTarget::Quick => "one-target scenarios (quick)",
+        OneTarget::All => "one-target scenarios",
     };
+    (name.to_owned(), args, "one-target.json".to_owned())
+}
+
+/// The small cohort without noise: the fleet alerts' annotations, exactly.
+fn exact_fleet_suite() -> Suite {
+    (
+        "fleet, exact".to_owned(),
+        vec!["fleet".to_owned(), "exact".to_owned()],
+        "exact.json".to_owned(),
+    )
+}
+
+/// Every alert of the rules fires in one of the suites' `groups`.
+fn every_alert_fires(groups: &[serde_json::Value]) {
     for alert in alerts(&read("deploy/prometheus/rules.yml")) {
         let fires = groups.iter().any(|g| {
             g["alert_rule_test"]
@@ -386,10 +381,14 @@ fn every_scenario_passes(engine: Engine) {
         });
         assert!(fires, "no scenario in which {alert} fires");
     }
-    // The chaos suite names who may ever fire, and runbook queries are run where alerts fire.
-    let exprs = exprs(&groups);
+}
+
+/// The suites' `groups` run runbook queries where alerts fire, and (with `who_fired`) a chaos or
+/// fleet suite checks who ever fired.
+fn runbook_queries_and_who_fired(groups: &[serde_json::Value], who_fired: bool) {
+    let exprs = exprs(groups);
     assert!(
-        fleet_checks(&exprs) >= 1,
+        !who_fired || fleet_checks(&exprs) >= 1,
         "the chaos suite does not check which alerts ever fired"
     );
     assert!(
@@ -398,13 +397,51 @@ fn every_scenario_passes(engine: Engine) {
     );
 }
 
-/// [`every_scenario_passes`] on Debian 12's promtool 2.42.
-fn rules_pass_promtool_and_every_scenario() {
-    every_scenario_passes(Engine::Prometheus2);
+/// The rules pass `engine`'s rule check, and every one-target scenario, the exact small fleet
+/// and the first chaos seed (a fleet scraped twice, rebooted, rolled out, ...) pass its rule
+/// tests, with expected values computed for it; every alert fires in one of them, the chaos
+/// suite checks who ever fired, and runbook queries are run.
+fn every_scenario_passes(engine: Engine) {
+    let suites = vec![
+        one_target_suite(OneTarget::All),
+        exact_fleet_suite(),
+        chaos_suite(&CHAOS_SEEDS[0].to_string()),
+    ];
+    let Some(groups) = pass_rule_tests(engine, suites) else {
+        return;
+    };
+    every_alert_fires(&groups);
+    runbook_queries_and_who_fired(&groups, true);
 }
 
-/// [`every_scenario_passes`] on promtool 3.5 LTS (a long test: the same scenarios as the 2.42
-/// test, on the second engine).
+/// The rules pass promtool 2.42's rule check, and the quick one-target suite and the exact fleet
+/// pass its rule tests: every alert fires, runbook queries are run (what every `cargo test`
+/// checks of the suites; [`every_other_scenario_passes_promtool`] runs the rest).
+fn rules_pass_promtool_and_every_alert_fires() {
+    let suites = vec![one_target_suite(OneTarget::Quick), exact_fleet_suite()];
+    let Some(groups) = pass_rule_tests(Engine::Prometheus2, suites) else {
+        return;
+    };
+    every_alert_fires(&groups);
+    runbook_queries_and_who_fired(&groups, false);
+}
+
+/// Every one-target scenario and the first chaos seed pass promtool 2.42 (a long test: with
+/// [`rules_pass_promtool_and_every_alert_fires`], what [`every_scenario_passes`] runs on the
+/// other engines).
+fn every_other_scenario_passes_promtool() {
+    let suites = vec![
+        one_target_suite(OneTarget::All),
+        chaos_suite(&CHAOS_SEEDS[0].to_string()),
+    ];
+    let Some(groups) = pass_rule_tests(Engine::Prometheus2, suites) else {
+        return;
+    };
+    runbook_queries_and_who_fired(&groups, true);
+}
+
+/// [`every_scenario_passes`] on promtool 3.5 LTS (a long test: every scenario, on the second
+/// engine).
 fn rules_pass_promtool_3_and_every_scenario() {
     every_scenario_passes(Engine::Prometheus3);
 }
@@ -465,7 +502,7 @@ fn the_other_chaos_seeds_pass_vmalert_tool() {
 
 /// The week of a fleet for each fleet seed (or those of `DISKPROBE_FLEET_SEEDS`) passes on
 /// VictoriaMetrics 1.145 with vmalert's replay (a long test): their input, about 6 million
-/// samples a week, is over what vmalert-tool inserts of a test group (tests/it/common/replay.rs).
+/// samples a week, is over what vmalert-tool inserts of a test group (tests/rules/replay.rs).
 /// Each suite checks who ever fired, and how long, and runs runbook queries.
 fn the_fleet_weeks_pass_vmalert_replay() {
     let fleet = fleet_seeds();
@@ -531,22 +568,29 @@ fn every_alert_has_a_runbook_section_and_links_without_a_placeholder_host() {
     );
 }
 
+/// The scenario table in docs/rules-design.md, between its marks, is the one `generate.py table`
+/// prints (`generate.py table --write docs/rules-design.md`, or `.ci/regenerate`, writes it).
 fn the_runbook_scenario_table_is_the_generated_one() {
     if !common::require(common::which("python3").is_some(), "python3") {
         return;
     }
-    let (ok, table) = run(Command::new("python3").arg(generator()).arg("--table"));
+    let (ok, table) = run(Command::new("python3").arg(generator()).arg("table"));
     assert!(ok, "{table}");
     let design = read("docs/rules-design.md");
+    let begin = "<!-- scenario table: generate.py table --write docs/rules-design.md -->\n";
+    let end = "<!-- end of the scenario table -->";
+    let start = design.find(begin).expect("the table's first mark") + begin.len();
+    let stop = start + design[start..].find(end).expect("the table's last mark");
     assert!(
-        design.contains(table.trim()),
-        "docs/rules-design.md: the scenario table differs from `python3 {} --table`:\n{table}",
+        design[start..stop] == format!("{}\n", table.trim_end()),
+        "docs/rules-design.md: the scenario table differs from `python3 {} table`; run .ci/regenerate",
         Path::new("deploy/prometheus/scenarios/generate.py").display()
     );
 }
 
 crate::tests! {
-    rules_pass_promtool_and_every_scenario: [PROMTOOL],
+    rules_pass_promtool_and_every_alert_fires: [PROMTOOL],
+    every_other_scenario_passes_promtool: [PROMTOOL, LONG],
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool: [PROMTOOL, LONG],
     rules_pass_promtool_3_and_every_scenario: [LONG],
     the_fleet_weeks_and_other_chaos_seeds_pass_promtool_3: [LONG],

@@ -362,7 +362,7 @@ fn every_join_of_the_shipped_rules_is_guarded() {
     let found = unguarded_joins(&shipped_rules());
     assert!(
         found.is_empty(),
-        "joins whose one side is not unique by construction (tests/it/rule_joins.rs says what \
+        "joins whose one side is not unique by construction (tests/rules/rule_joins.rs says what \
          is):\n{}",
         found.join("\n")
     );

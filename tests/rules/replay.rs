@@ -17,7 +17,7 @@
 //!    `evaluation_interval` (as vmalert-tool evaluates every group at every step), writing the
 //!    recordings and `ALERTS` back (`-disableAlertgroupLabel`, as the suites run vmalert-tool).
 //!    Replay evaluates one rule group over the whole range before the next, in file order, so
-//!    every group must read only groups above it (tests/deploy/rule_stages.rs); each group is
+//!    every group must read only groups above it (tests/rules/rule_stages.rs); each group is
 //!    replayed by a vmalert of its own, and VictoriaMetrics flushes between them, so that the
 //!    next group reads everything the previous one wrote;
 //! 3. every `metricsql_expr_test` is an instant query at its `eval_time` with the parameters
