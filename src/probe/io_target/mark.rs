@@ -1,5 +1,5 @@
-//! The mark that makes a file the agent's probe file: the extended attribute
-//! [`OWNER_XATTR`](super::opened::OWNER_XATTR), in one of the exact forms the agent writes, bound
+//! The mark that makes a file the agent's probe file: the extended attribute [`OWNER_XATTR`],
+//! in one of the exact forms the agent writes, bound
 //! to the file it was written on.
 //!
 //! The agent writes `diskprobe_exporter v2 STATE size=N ino=I btime=S.NNNNNNNNN`, `STATE` being
@@ -19,6 +19,9 @@ use crate::probe::engine::sys;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
+
+/// Extended attribute that marks a probe file created by diskprobe_exporter.
+pub(crate) const OWNER_XATTR: &str = "user.diskprobe_exporter";
 
 /// How far a probe file's fill got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! - [`filesystem`]: the filesystem a probe file lives on, and the check that it is the one the
 //!   target is meant for, before a probe file is made or opened.
 //! - [`probe_file`]: probe files: created and filled with random data before they are ever read,
-//!   marked as ours ([`mark`]: the extended attribute [`OWNER_XATTR`](opened::OWNER_XATTR), bound
+//!   marked as ours ([`mark`]: the extended attribute [`OWNER_XATTR`](mark::OWNER_XATTR), bound
 //!   to the file's inode and birth time) and reused across restarts while intact (same size, no
 //!   holes, filling finished); writes only to files carrying that mark, refills only for a
 //!   target that may write.

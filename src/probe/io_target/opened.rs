@@ -8,9 +8,6 @@ use crate::blockdev::identity::DiskIdentity;
 use std::fs::File;
 use std::path::PathBuf;
 
-/// Extended attribute that marks a probe file created by diskprobe_exporter.
-pub(crate) const OWNER_XATTR: &str = "user.diskprobe_exporter";
-
 /// Size of a probe file created without an explicit size.
 pub(crate) const DEFAULT_FILE_SIZE: u64 = 256 << 20;
 

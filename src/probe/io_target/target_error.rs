@@ -1,7 +1,7 @@
 //! Why a target cannot be probed ([`TargetError`]) or written ([`Refusal`]). Messages name the
 //! path and what is wrong.
 
-use super::opened::OWNER_XATTR;
+use super::mark::OWNER_XATTR;
 use crate::blockdev::identity::{DiskIdentity, Mismatch};
 use crate::probe::engine::buffer::BufferError;
 use std::io;
