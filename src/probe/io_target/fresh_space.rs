@@ -110,9 +110,12 @@ mod tests {
     fn space_left_behind_is_truncated_by_the_next_write_open_only() {
         let Some((_dir, t)) = writable() else { return };
         let (path, before) = (t.path.clone(), fs::read(&t.path).unwrap());
-        // A run that never gave its space back (the agent stopped during it).
-        std::mem::forget(FreshSpace::preallocate(&t, 1 << 20).unwrap());
+        // A run that never gave its space back (the agent stopped during it): the space it
+        // preallocates beyond the region, left by a process that is gone (its lock with it).
         drop(t);
+        let gone = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        sys::fallocate(&gone, 1 << 20, 1 << 20).unwrap();
+        drop(gone);
         let read_only = open(&path, &file_opts(Some(1 << 20))).unwrap();
         assert!(!read_only.filled, "intact: not refilled");
         assert_eq!(
