@@ -16,7 +16,7 @@
 //! logical volume is refused while another volume on the same physical volume is in use.
 
 use super::sysfs::{self, DevNode};
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};

@@ -2,7 +2,7 @@
 //! ([`ProfileError`]). I/O errors during a run are not errors here: they are counted in the
 //! [`Measurement`](crate::probe::measurement::Measurement).
 
-use crate::probe::engine::buffer::BufferError;
+use crate::probe::buffer::BufferError;
 use crate::probe::io_target::TargetError;
 use crate::probe::measurement::EngineKind;
 use std::path::PathBuf;

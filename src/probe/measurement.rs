@@ -448,7 +448,7 @@ impl Measurement {
     }
 
     /// The run's `result` label: the one place it is worked out from how the run ended.
-    pub(crate) fn status(&self) -> RunStatus {
+    pub fn status(&self) -> RunStatus {
         match self.ending {
             Ending::TimedOut => RunStatus::Timeout,
             Ending::Yielded => RunStatus::Skipped,
@@ -535,7 +535,7 @@ impl StuckIos {
     }
 
     /// I/Os the kernel still holds.
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.slots
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != 0)

@@ -8,10 +8,13 @@
 //! - [`measurement`]: what a run measured (counts, HdrHistogram of latency).
 //! - [`error`]: why a probe could not run ([`ProbeError`]) or a profile does not fit its target.
 //! - [`oneshot`]: the one-shot `diskprobe_exporter probe` command.
+//! - [`sys`] and [`buffer`]: what both the engines and the targets stand on, below both: the
+//!   system calls std does not wrap, and aligned I/O buffers (with the ring, the only `unsafe`).
 //!
 //! A scheduler opens a target with [`io_target::open`], then calls [`engine::run`] for each profile
 //! from a dedicated thread.
 
+pub(crate) mod buffer;
 pub mod engine;
 pub(crate) mod error;
 pub mod fio;
@@ -19,5 +22,6 @@ pub mod io_target;
 pub mod measurement;
 pub mod oneshot;
 pub mod profile;
+pub(crate) mod sys;
 
 pub use error::ProbeError;

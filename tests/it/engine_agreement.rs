@@ -50,7 +50,8 @@ impl Outcome {
 /// An event a script plays while the run goes on, once the run has completed `after` I/Os.
 #[derive(Debug, Clone, Copy)]
 enum Event {
-    /// Ask the run to yield, then kill the server: the read in flight fails.
+    /// Ask the run to yield, and once it has had the time to see that (more than an engine's
+    /// poll), kill the server: the read still in flight fails.
     YieldThenError,
     /// Set the run's cancellation flag.
     Cancel,
@@ -75,7 +76,7 @@ fn scripts() -> Vec<Script> {
     vec![
         Script {
             name: "a yield, then an error while draining",
-            read_delay: ms(50),
+            read_delay: ms(600),
             runtime: ms(3000),
             timeout: ms(5000),
             hang: false,
@@ -206,6 +207,7 @@ fn play(script: &Script, engine: EngineChoice) -> Outcome {
                 match event {
                     Event::YieldThenError => {
                         yield_now.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(300));
                         fs.abort();
                     }
                     Event::Cancel => cancel.store(true, Ordering::SeqCst),

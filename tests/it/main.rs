@@ -42,6 +42,7 @@ mod discovery_fixtures;
 mod diskstats_e2e;
 mod docs;
 mod durability;
+mod engine_agreement;
 mod exposition_formats;
 mod faults;
 mod gone_disks;
@@ -116,6 +117,7 @@ fn main() {
             protobuf_codegen::tests(),
             write_safety::tests(),
             probe_files::tests(),
+            engine_agreement::tests(),
             signals::tests(),
             state_lock::tests(),
             status_page::tests(),

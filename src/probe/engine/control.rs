@@ -29,6 +29,36 @@ pub(crate) enum Phase {
     },
 }
 
+/// A limit a run has reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// Cancellation or the hard timeout: the run aborts.
+    Abort(Ending),
+    /// A yield request, the end of the runtime or of the job's I/O count: the run stops issuing.
+    Stop(Ending),
+}
+
+/// The limit a run asked for with `opts` on `schedule` has reached at `now`, with `issued` I/Os
+/// issued so far: the one definition of the limits, which the controller acts on
+/// ([`Control::check`]) and a thread that issues on its own (a psync worker) looks at before
+/// every I/O, so that both engines stop at the same events.
+pub(crate) fn limit_at(
+    opts: &RunOptions,
+    schedule: &Schedule,
+    now: Instant,
+    issued: u64,
+) -> Option<Limit> {
+    if let Some(why) = abort_due(opts, now, schedule.deadline) {
+        Some(Limit::Abort(why))
+    } else if opts.yield_now.load(Ordering::Relaxed) {
+        Some(Limit::Stop(Ending::Yielded))
+    } else if schedule.runtime_over(now) || schedule.out_of_ios(issued) {
+        Some(Limit::Stop(Ending::Finished))
+    } else {
+        None
+    }
+}
+
 /// What an engine must do once the controller has looked at the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -89,17 +119,14 @@ impl Control {
         if self.aborting() {
             return Order::Continue;
         }
-        if let Some(why) = abort_due(&self.opts, now, self.schedule.deadline) {
-            return self.abort(why, now);
-        }
-        if self.issuing() {
-            if self.opts.yield_now.load(Ordering::Relaxed) {
-                self.stop_issuing(Ending::Yielded);
-            } else if self.schedule.runtime_over(now) || self.schedule.out_of_ios(issued) {
-                self.stop_issuing(Ending::Finished);
+        match limit_at(&self.opts, &self.schedule, now, issued) {
+            Some(Limit::Abort(why)) => self.abort(why, now),
+            Some(Limit::Stop(why)) => {
+                self.stop_issuing(why);
+                Order::Continue
             }
+            None => Order::Continue,
         }
-        Order::Continue
     }
 
     /// Stops issuing for `why`: the first reason is kept, and the caller's hook is told once.
@@ -172,9 +199,7 @@ impl Control {
             other => other,
         };
         match stopped {
-            Ending::Finished | Ending::Yielded | Ending::Failed
-                if now > self.schedule.deadline =>
-            {
+            Ending::Finished | Ending::Yielded | Ending::Failed if now > self.schedule.deadline => {
                 Ending::TimedOut
             }
             other => other,
@@ -213,7 +238,11 @@ mod tests {
         assert_eq!(c.check(now, 3), Order::Continue);
         assert_eq!(c.phase(), Phase::Draining(Ending::Yielded));
         c.failed();
-        assert_eq!(c.phase(), Phase::Draining(Ending::Yielded), "the first reason");
+        assert_eq!(
+            c.phase(),
+            Phase::Draining(Ending::Yielded),
+            "the first reason"
+        );
         assert_eq!(c.ending(true, now), Ending::Failed);
         assert_eq!(c.ending(false, now), Ending::Yielded);
         assert_eq!(hooked.load(Ordering::Relaxed), 1, "the hook once");

@@ -9,28 +9,29 @@
 //! - [`psync`]: `iodepth` threads each doing `pread`/`pwrite` (a true queue depth of `iodepth`),
 //!   the fallback when io_uring cannot be set up (seccomp, `kernel.io_uring_disabled`, old kernels).
 //!
-//! A run goes through the same phases in both: set-up (threads, ring, buffers), issuing (until
-//! the runtime, `number_ios`, a yield request or an I/O error), draining (waiting for what is in
-//! flight), and, on the hard timeout or cancellation, aborting (in-flight I/O cancelled where the
-//! kernel can, and waited for at most [`DRAIN_GRACE`]). What a hung device still holds after that
+//! A run goes through the same phases in both, kept by one controller (`control`: the phase,
+//! the limits, and how a run ends; the engines only submit, reap and cancel): set-up (threads,
+//! ring, buffers), issuing (until the runtime, `number_ios`, a yield request or an I/O error),
+//! draining (waiting for what is in flight), and, on the hard timeout or cancellation, aborting
+//! (in-flight I/O cancelled where the kernel can, and waited for at most [`DRAIN_GRACE`]). What a hung device still holds after that
 //! is left to the engine's leftovers and reported as
 //! [`StuckIos`](crate::probe::measurement::StuckIos); no buffer is ever freed while
 //! the kernel may still write into it.
 //!
 //! Files: [`options`] (what a caller asks for), `job` (the profile checked against the target,
-//! and its offsets), `durability_setup` (a durability profile's descriptor and fresh space), `schedule`
-//! (a run's clock), `tally` (what a run has measured so far), [`buffer`] (aligned I/O buffers),
-//! `lateness` (the thread's own delays), `sys` (the system calls std does not wrap, for the
-//! engines and the targets), and the two engines.
+//! and its offsets), `durability_setup` (a durability profile's descriptor and fresh space),
+//! `schedule` (a run's clock), `control` (the run controller), `tally` (what a run has measured
+//! so far), `lateness` (the thread's own delays), and the two engines; the aligned I/O buffers
+//! and the system calls std does not wrap are below both the engines and the targets
+//! ([`crate::probe::buffer`], [`crate::probe::sys`]).
 
-pub(crate) mod buffer;
+mod control;
 mod durability_setup;
 mod job;
 mod lateness;
 pub(crate) mod options;
 pub(crate) mod psync;
 mod schedule;
-pub(crate) mod sys;
 mod tally;
 pub(crate) mod uring;
 

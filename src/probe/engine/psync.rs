@@ -1,26 +1,28 @@
 //! The psync engine: `iodepth` threads, each doing one `pread`/`pwrite` at a time, so the device
 //! sees a true queue depth of `iodepth`. Used when io_uring cannot be set up, or on request.
 //!
-//! The calling thread runs the phases of a [`PsyncRun`]: set-up (start one [`Worker`] per queue
-//! slot; each maps its buffer), issuing (the clock starts once every worker is ready), draining,
-//! and on the hard timeout or cancellation aborting: the workers stop at their next I/O. A
-//! thread stuck in a system call on a hung device cannot be interrupted; after [`DRAIN_GRACE`]
-//! the run returns and leaves it behind (each worker owns its buffer and its duplicate of the
-//! file descriptor, so nothing is freed under it), reported in [`StuckIos`].
+//! The calling thread drives a [`PsyncRun`]: set-up (start one [`Worker`] per queue slot; each
+//! maps its buffer), then the run's clock starts once every worker is ready. Its [`Control`]
+//! (the controller both engines share) says when the run stops issuing and when it aborts; the
+//! workers then stop at their next I/O. A thread stuck in a system call on a hung device cannot
+//! be interrupted; after [`DRAIN_GRACE`](super::options::DRAIN_GRACE) the run returns and leaves
+//! it behind (each worker owns its buffer and its duplicate of the file descriptor, so nothing
+//! is freed under it), reported in [`StuckIos`].
 //!
 //! Latency is the time around the system call; with a rate cap, an I/O the device held back counts
 //! from its due time (see [`Clocks`]). A profile with `fsync`/`fdatasync` runs at QD1 (one
 //! worker), which follows every Nth `pwrite` with the call, timed apart
 //! ([`Worker::sync_if_due`]).
 
+use super::control::{Control, Order, limit_at};
 use super::job::Job;
-use super::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, RunProgress};
-use super::schedule::{Issue, Schedule, abort_due, tighten_timer_slack};
+use super::options::{CANCEL_POLL, RunOptions};
+use super::schedule::{Issue, Schedule, tighten_timer_slack};
 use super::tally::Tally;
-use crate::probe::engine::buffer::{AlignedBuf, stamp};
+use crate::probe::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::lateness::Laps;
 use crate::probe::error::ProbeError;
-use crate::probe::measurement::{Ending, EngineKind, IoCause, Measurement, RunError, StuckIos};
+use crate::probe::measurement::{EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -56,28 +58,20 @@ struct WorkerShared {
     /// Per worker, its last I/O's clock: whether the device held every worker when an I/O fell
     /// due.
     clocks: Clocks,
-    progress: Arc<RunProgress>,
-    yield_now: Arc<AtomicBool>,
+    /// The run's options: its progress counts, and the flags its limits read.
+    opts: RunOptions,
 }
 
-/// Where a run is, as the calling thread sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PsyncPhase {
-    Issuing,
-    Draining(Ending),
-    Aborting { since: Instant, why: Ending },
-}
-
-/// A run, driven from the calling thread.
+/// A run, driven from the calling thread: its workers submit and reap (one system call at a
+/// time each), the [`Control`] says when they stop.
 struct PsyncRun<'a> {
     job: &'a Job,
-    opts: &'a RunOptions,
     shared: Arc<WorkerShared>,
     results: mpsc::Receiver<Tally>,
     /// Dropped by every worker once its set-up is done (or has failed).
     ready: mpsc::Receiver<()>,
     workers: u32,
-    phase: PsyncPhase,
+    control: Control,
 }
 
 impl<'a> PsyncRun<'a> {
@@ -90,8 +84,7 @@ impl<'a> PsyncRun<'a> {
             started: Condvar::new(),
             in_kernel: Arc::new(StuckIos::new(Instant::now(), job.iodepth as usize)),
             clocks: Clocks::new(Instant::now(), job.iodepth as usize),
-            progress: Arc::clone(&opts.progress),
-            yield_now: Arc::clone(&opts.yield_now),
+            opts: opts.clone(),
         });
         let (results_tx, results) = mpsc::channel();
         let (ready_tx, ready) = mpsc::channel();
@@ -125,30 +118,30 @@ impl<'a> PsyncRun<'a> {
                 }
             }
         }
+        // Until the clock starts, the hard timeout counts from the set-up's start.
+        let control = Control::new(opts.clone(), Schedule::new(job, Instant::now()));
         Ok(PsyncRun {
             job,
-            opts,
             shared,
             results,
             ready,
             workers,
-            phase: PsyncPhase::Issuing,
+            control,
         })
     }
 
     /// Waits until every worker has set up (or given up). Set-up is not expected to take long,
     /// but cancellation and the hard timeout are watched meanwhile all the same.
     fn wait_until_ready(&mut self) {
-        let from = Instant::now();
         loop {
             match self.ready.recv_timeout(CANCEL_POLL) {
                 Ok(()) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let now = Instant::now();
-                    if let Some(why) = abort_due(self.opts, now, from + self.job.timeout) {
+                    let order = self.control.check_set_up(Instant::now());
+                    self.obey(order);
+                    if self.control.aborting() {
                         // The workers do no I/O once they get past their set-up.
-                        self.abort(why, now);
                         return;
                     }
                 }
@@ -157,31 +150,31 @@ impl<'a> PsyncRun<'a> {
     }
 
     /// Starts the run's clock and lets the workers go.
-    fn go(&self) -> Instant {
+    fn go(&mut self) -> Instant {
         let start = Instant::now();
+        self.control.start(Schedule::new(self.job, start));
         *self.shared.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(start);
         self.shared.started.notify_all();
         start
     }
 
+    /// Tells the workers what the controller decided: they stop at their next I/O once the run
+    /// stops issuing; what is in a system call cannot be cancelled, and is waited for.
+    fn obey(&self, _order: Order) {
+        if !self.control.issuing() {
+            self.shared.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Collects every worker's tally, watching the limits; gives up on workers still in a system
-    /// call [`DRAIN_GRACE`] after an abort.
+    /// call [`DRAIN_GRACE`](super::options::DRAIN_GRACE) after an abort.
     fn collect(&mut self) -> Tally {
-        let start = self
-            .shared
-            .start
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_else(Instant::now);
-        let schedule = Schedule::new(self.job, start);
         let mut tally = Tally::of(self.job);
         let mut received = 0u32;
         while received < self.workers {
             let now = Instant::now();
-            let wait = match (self.phase, schedule.stop_at) {
-                (PsyncPhase::Issuing, Some(stop_at)) if stop_at > now => {
-                    (stop_at - now).min(CANCEL_POLL)
-                }
+            let wait = match (self.control.issuing(), self.control.schedule().stop_at) {
+                (true, Some(stop_at)) if stop_at > now => (stop_at - now).min(CANCEL_POLL),
                 _ => CANCEL_POLL,
             };
             match self.results.recv_timeout(wait) {
@@ -190,18 +183,16 @@ impl<'a> PsyncRun<'a> {
                     tally.merge(out);
                     if tally.has_errors() {
                         // Like fio without continue_on_error: the first error ends the run.
-                        self.stop_issuing(Ending::Failed);
+                        self.control.failed();
                     }
                     // A worker stops at the end of the run, or at a yield request: the run has
                     // stopped issuing then.
-                    self.check_limits(&schedule, Instant::now());
+                    self.check_limits(Instant::now());
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
-                    self.check_limits(&schedule, now);
-                    if let PsyncPhase::Aborting { since, .. } = self.phase
-                        && now >= since + DRAIN_GRACE
-                    {
+                    self.check_limits(now);
+                    if self.control.grace_over(now) {
                         break;
                     }
                 }
@@ -211,58 +202,16 @@ impl<'a> PsyncRun<'a> {
         tally
     }
 
-    /// Stops issuing on cancellation, the hard timeout, a yield request or the end of the
-    /// runtime or of the job's I/O count.
-    fn check_limits(&mut self, schedule: &Schedule, now: Instant) {
-        if matches!(self.phase, PsyncPhase::Aborting { .. }) {
-            return;
-        }
-        if let Some(why) = abort_due(self.opts, now, schedule.deadline) {
-            self.abort(why, now);
-        } else if self.phase == PsyncPhase::Issuing {
-            if self.opts.yield_now.load(Ordering::Relaxed) {
-                self.stop_issuing(Ending::Yielded);
-            } else if schedule.runtime_over(now)
-                || schedule.out_of_ios(self.shared.issued.load(Ordering::Relaxed))
-            {
-                self.stop_issuing(Ending::Finished);
-            }
-        }
-    }
-
-    /// Leaves the issuing phase (telling the caller's hook) for draining.
-    fn stop_issuing(&mut self, why: Ending) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        if self.phase == PsyncPhase::Issuing {
-            if let Some(hook) = &self.opts.on_draining {
-                hook.call();
-            }
-            self.phase = PsyncPhase::Draining(why);
-        }
-    }
-
-    /// Stops the workers at their next I/O and starts the drain grace period.
-    fn abort(&mut self, why: Ending, now: Instant) {
-        self.stop_issuing(why);
-        self.phase = PsyncPhase::Aborting { since: now, why };
+    /// Asks the controller about the limits at `now`, and has the workers obey.
+    fn check_limits(&mut self, now: Instant) {
+        let issued = self.shared.issued.load(Ordering::Relaxed);
+        let order = self.control.check(now, issued);
+        self.obey(order);
     }
 
     /// The measurement; workers still in a system call are reported as stuck.
     fn finish(self, tally: Tally, start: Instant) -> Measurement {
-        let mut ending = match self.phase {
-            // Every worker stopped before this thread looked: at a yield request, or at the end.
-            PsyncPhase::Issuing if self.opts.yield_now.load(Ordering::Relaxed) => Ending::Yielded,
-            PsyncPhase::Issuing => Ending::Finished,
-            PsyncPhase::Draining(why) | PsyncPhase::Aborting { why, .. } => why,
-        };
-        if tally.has_errors() && ending == Ending::Finished {
-            ending = Ending::Failed;
-        }
-        if matches!(ending, Ending::Finished | Ending::Yielded | Ending::Failed)
-            && Instant::now() > start + self.job.timeout
-        {
-            ending = Ending::TimedOut;
-        }
+        let ending = self.control.ending(tally.has_errors(), Instant::now());
         let stuck = self.shared.in_kernel.count();
         let mut tally = tally;
         let in_kernel = (stuck > 0).then(|| {
@@ -438,7 +387,7 @@ impl Worker {
         let Some(file) = &self.file else {
             return false;
         };
-        let progress = &self.shared.progress;
+        let progress = &self.shared.opts.progress;
         progress.submitted.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
         self.shared.in_kernel.set(self.slot, Some(since));
@@ -482,14 +431,16 @@ impl Worker {
         start
     }
 
-    /// The next I/O, once it is due under a rate cap; `None` when the run stops issuing.
+    /// The next I/O, once it is due under a rate cap; `None` when the run stops issuing: at the
+    /// same limits the controller checks ([`limit_at`]), looked at before every I/O and again
+    /// once a rate-capped one is due.
     fn next_io(&self, schedule: &Schedule) -> Option<NextIo> {
-        if self.shared.stop.load(Ordering::Relaxed) || self.shared.yield_now.load(Ordering::Relaxed)
-        {
+        if self.shared.stop.load(Ordering::Relaxed) {
             return None;
         }
         let k = self.shared.issued.fetch_add(1, Ordering::Relaxed);
-        if schedule.out_of_ios(k) {
+        let limited = || limit_at(&self.shared.opts, schedule, Instant::now(), k).is_some();
+        if limited() {
             return None;
         }
         let due = schedule.due(k);
@@ -498,7 +449,7 @@ impl Worker {
         {
             return None;
         }
-        if schedule.runtime_over(Instant::now()) {
+        if limited() {
             return None;
         }
         Some(NextIo { k, due })
@@ -527,7 +478,7 @@ impl Worker {
         let Some(file) = &self.file else {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         };
-        let progress = &self.shared.progress;
+        let progress = &self.shared.opts.progress;
         progress.submitted.fetch_add(1, Ordering::Relaxed);
         self.shared.in_kernel.set(self.slot, Some(issued));
         let result = transfer_all(file, buf, offset, self.job.rw.is_write());

@@ -32,6 +32,23 @@ impl Schedule {
         }
     }
 
+    /// A schedule from `start` with a hard timeout of `timeout`, for tests of its users.
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        start: Instant,
+        timeout: Duration,
+        runtime: Option<Duration>,
+        number_ios: Option<u64>,
+    ) -> Schedule {
+        Schedule {
+            start,
+            deadline: start + timeout,
+            stop_at: runtime.map(|r| start + r),
+            rate_interval: None,
+            number_ios,
+        }
+    }
+
     /// With a rate cap, when I/O number `k` (from 0) is due.
     pub(crate) fn due(&self, k: u64) -> Option<Instant> {
         let iv = self.rate_interval?;

@@ -13,7 +13,7 @@ use super::target_error::{Refusal, TargetError};
 use crate::blockdev::identity::DiskIdentity;
 use crate::blockdev::stack::{self, Footprint};
 use crate::blockdev::{self, BlockDevice, Kind, sysfs};
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;

@@ -2,7 +2,7 @@
 //! makes of what it got (alignment, the descriptor's stat).
 
 use super::target_error::{Refusal, TargetError};
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

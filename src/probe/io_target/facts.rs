@@ -5,7 +5,7 @@
 
 use crate::blockdev::{self, BlockDevice};
 use crate::mountinfo;
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

@@ -16,7 +16,7 @@
 use super::target_error::TargetError;
 use crate::blockdev::identity::boot_id;
 use crate::mountinfo;
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::fmt;
 use std::fs;
 use std::io;

@@ -12,7 +12,7 @@
 use super::facts::TargetKind;
 use super::opened::OpenTarget;
 use super::target_error::TargetError;
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::fs::File;
 use std::io;
 

@@ -15,7 +15,7 @@
 //! first open that may write it binds the mark to it. Any other value is not a mark: the file is
 //! foreign, whatever the attribute says.
 
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;

@@ -69,7 +69,7 @@ mod tests {
         let file = reopen(&t, false, Some(OpenSync::Dsync)).unwrap();
         let (a, b) = (t.file().metadata().unwrap(), file.metadata().unwrap());
         assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
-        let flags = crate::probe::engine::sys::status_flags(&file).unwrap();
+        let flags = crate::probe::sys::status_flags(&file).unwrap();
         assert_eq!(flags & libc::O_DIRECT, 0, "buffered");
         assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC);
         // A file put in its place is not taken for it.

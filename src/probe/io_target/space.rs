@@ -7,7 +7,7 @@
 //! what it wrote and is not tried again ([`Backoff`]) until the target's size changes or the
 //! space it lacked has come back: without that, every cycle would write the filesystem full again.
 
-use crate::probe::engine::sys;
+use crate::probe::sys;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

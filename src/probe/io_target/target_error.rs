@@ -3,7 +3,7 @@
 
 use super::mark::OWNER_XATTR;
 use crate::blockdev::identity::{DiskIdentity, Mismatch};
-use crate::probe::engine::buffer::BufferError;
+use crate::probe::buffer::BufferError;
 use std::io;
 use std::path::PathBuf;
 

@@ -365,6 +365,11 @@ fn answer(fuse: &mut File, state: &State, opcode: u32, unique: u64, node: u64, b
             if delay > 0 {
                 std::thread::sleep(Duration::from_micros(delay));
             }
+            if state.stop.load(Ordering::SeqCst) {
+                // Aborted while this read was held: a server that dies answers nothing more,
+                // and the read fails with the rest.
+                return;
+            }
             let (offset, size) = (u64_at(body, 8), u64::from(u32_at(body, 16)));
             let len = state.size.saturating_sub(offset).min(size) as usize;
             reply(fuse, unique, 0, &vec![0u8; len]);

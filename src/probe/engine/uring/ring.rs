@@ -4,7 +4,7 @@
 //! still holds after the run returned, and frees both once the kernel has let go.
 
 use super::completion_poll::{CompletionPoll, POLL_LIMIT};
-use crate::probe::engine::buffer::{AlignedBuf, stamp};
+use crate::probe::buffer::{AlignedBuf, stamp};
 use crate::probe::engine::job::Job;
 use crate::probe::engine::options::{CANCEL_POLL, RunProgress};
 use crate::probe::engine::schedule::Issue;

@@ -1,11 +1,13 @@
-//! The io_uring engine's run policy: a [`UringRun`] goes through its phases (set-up, issuing,
-//! draining, aborting) on the engine thread, over a [`RingIo`].
+//! The io_uring engine's run: a [`UringRun`] submits, waits and reaps on the engine thread over a
+//! [`RingIo`], and cancels what is in flight when its [`Control`] (the controller both engines
+//! share) orders it.
 
 use super::ring::{Leftovers, RingIo, SPLIT_MAX_DEPTH, SlotState, TICK, setup_error, wait_ended};
+use crate::probe::engine::control::{Control, Order, Phase};
 use crate::probe::engine::job::{Job, Offsets};
 use crate::probe::engine::lateness::Laps;
 use crate::probe::engine::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, SETTLE};
-use crate::probe::engine::schedule::{Issue, Schedule, abort_due, tighten_timer_slack};
+use crate::probe::engine::schedule::{Issue, Schedule, tighten_timer_slack};
 use crate::probe::engine::tally::Tally;
 use crate::probe::error::ProbeError;
 use crate::probe::measurement::{Ending, EngineKind, IoCause, Measurement, RunError, StuckIos};
@@ -35,8 +37,8 @@ pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeErro
                     return;
                 }
             };
-            let ending = run.run();
-            let (measurement, leftovers) = run.finish(ending);
+            run.run();
+            let (measurement, leftovers) = run.finish();
             let _ = tx.send(Ok(measurement));
             if let Some(leftovers) = leftovers {
                 leftovers.reap_until_clear();
@@ -46,16 +48,6 @@ pub(crate) fn run(job: &Job, opts: &RunOptions) -> Result<Measurement, ProbeErro
     rx.recv().unwrap_or(Err(ProbeError::EnginePanicked {
         engine: EngineKind::IoUring,
     }))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum UringPhase {
-    /// Issuing I/O.
-    Issuing,
-    /// Not issuing any more; waiting for what is in flight.
-    Draining(Ending),
-    /// In-flight I/O was cancelled at `since`; waiting for it for at most [`DRAIN_GRACE`].
-    Aborting { since: Instant, why: Ending },
 }
 
 /// What became of one completion.
@@ -73,9 +65,7 @@ enum Completion {
 /// One run on the engine thread.
 struct UringRun {
     io: RingIo,
-    opts: RunOptions,
-    schedule: Schedule,
-    phase: UringPhase,
+    control: Control,
     /// Free slots, in the order they became free.
     free: VecDeque<usize>,
     offsets: Offsets,
@@ -106,9 +96,7 @@ impl UringRun {
         let start = Instant::now();
         Ok(UringRun {
             io,
-            opts,
-            schedule: Schedule::new(&job, start),
-            phase: UringPhase::Issuing,
+            control: Control::new(opts, Schedule::new(&job, start)),
             free: (0..depth).collect(),
             offsets: job.offsets(),
             tally: Tally::of(&job),
@@ -124,94 +112,62 @@ impl UringRun {
 
     /// Issues, waits and reaps until the run has ended, or has been aborted and waited for its
     /// grace period.
-    fn run(&mut self) -> Ending {
+    fn run(&mut self) {
         loop {
             self.check_limits();
-            let next_due = if self.phase == UringPhase::Issuing {
+            let next_due = if self.control.issuing() {
                 self.issue()
             } else {
                 None
             };
             if self.io.in_kernel() == 0 && next_due.is_none() {
-                return match self.phase {
-                    UringPhase::Issuing => Ending::Finished,
-                    UringPhase::Draining(why) | UringPhase::Aborting { why, .. } => why,
-                };
+                return;
             }
-            if let Err(why) = self.wait(next_due) {
-                return why;
+            if self.wait(next_due).is_err() {
+                return;
             }
             // An abort that fell due during the wait starts before its completions are reaped:
             // what it interrupted (a signal that ended the wait, too) is not counted as an error.
             self.check_limits();
             self.reap();
-            if let UringPhase::Aborting { since, why } = self.phase
-                && self.now >= since + DRAIN_GRACE
-            {
-                return why;
+            if self.control.grace_over(self.now) {
+                return;
             }
         }
     }
 
-    /// Stops issuing on cancellation, the hard timeout, a yield request, the end of the runtime
-    /// or of the job's I/O count.
+    /// Asks the controller about the limits at the time of the last wait, and cancels what is in
+    /// flight when it orders an abort.
     fn check_limits(&mut self) {
-        if matches!(self.phase, UringPhase::Aborting { .. }) {
-            return;
-        }
-        if let Some(why) = abort_due(&self.opts, self.now, self.schedule.deadline) {
-            self.abort(why);
-        } else if self.phase == UringPhase::Issuing {
-            if self.opts.yield_now.load(Ordering::Relaxed) {
-                self.stop_issuing(Ending::Yielded);
-            } else if self.schedule.runtime_over(self.now) || self.schedule.out_of_ios(self.issued)
-            {
-                self.stop_issuing(Ending::Finished);
-            }
-        }
+        let order = self.control.check(self.now, self.issued);
+        self.obey(order);
     }
 
-    /// Leaves the issuing phase (telling the caller's hook) for draining.
-    fn stop_issuing(&mut self, why: Ending) {
-        if self.phase == UringPhase::Issuing
-            && let Some(hook) = &self.opts.on_draining
+    /// Cancels everything in flight when the controller ordered it.
+    fn obey(&mut self, order: Order) {
+        if order == Order::Cancel
+            && let Err(err) = self.io.cancel_all()
         {
-            hook.call();
-        }
-        self.phase = match self.phase {
-            UringPhase::Aborting { .. } => self.phase,
-            _ => UringPhase::Draining(why),
-        };
-    }
-
-    /// An error: stop issuing, and let what is in flight complete.
-    fn fail(&mut self) {
-        self.stop_issuing(Ending::Failed);
-    }
-
-    /// Cancels everything in flight and starts the drain grace period.
-    fn abort(&mut self, why: Ending) {
-        self.stop_issuing(why);
-        if let Err(err) = self.io.cancel_all() {
             self.tally.note(|| RunError::Engine {
                 call: "io_uring cancel",
                 source: err,
             });
         }
-        self.phase = UringPhase::Aborting {
-            since: self.now,
-            why,
-        };
+    }
+
+    /// An error: stop issuing, and let what is in flight complete.
+    fn fail(&mut self) {
+        self.control.failed();
     }
 
     /// Issues I/O into free slots; returns when the next one is due if a rate cap holds it back.
     fn issue(&mut self) -> Option<Instant> {
         while let Some(&index) = self.free.front() {
-            if self.schedule.out_of_ios(self.issued) {
-                self.stop_issuing(Ending::Finished);
+            if self.control.schedule().out_of_ios(self.issued) {
+                self.control.stop_issuing(Ending::Finished);
                 return None;
             }
-            let due = self.schedule.due(self.issued);
+            let due = self.control.schedule().due(self.issued);
             if let Some(at) = due
                 && at > self.now
             {
@@ -235,8 +191,15 @@ impl UringRun {
                 return None;
             }
             self.issued += 1;
-            self.opts.progress.submitted.fetch_add(1, Ordering::Relaxed);
-            if due.is_some() && held.is_none() && self.schedule.due(self.issued) <= Some(self.now) {
+            self.control
+                .opts()
+                .progress
+                .submitted
+                .fetch_add(1, Ordering::Relaxed);
+            if due.is_some()
+                && held.is_none()
+                && self.control.schedule().due(self.issued) <= Some(self.now)
+            {
                 // The engine is behind its own schedule (it woke up late): the next I/O is due
                 // already. Catching up, each I/O is submitted in a call of its own, as fio
                 // does, rather than all at once as a burst the device would queue.
@@ -269,18 +232,19 @@ impl UringRun {
     /// wait's `timeout` (until the next I/O is due), so that the waits until then sleep on that
     /// one timer.
     fn tick_period(&self, timeout: Option<Duration>) -> Duration {
-        match self.phase {
-            UringPhase::Aborting { .. } => CANCEL_POLL,
+        match self.control.phase() {
+            Phase::Aborting { .. } => CANCEL_POLL,
             phase => {
-                let shallow = phase == UringPhase::Issuing
-                    && !self.schedule.rate_capped()
+                let schedule = self.control.schedule();
+                let shallow = phase == Phase::Issuing
+                    && !schedule.rate_capped()
                     && self.io.slots().len() <= SPLIT_MAX_DEPTH;
                 let period = match timeout {
                     Some(t) => t.min(CANCEL_POLL),
                     None if shallow => TICK,
                     None => CANCEL_POLL,
                 };
-                period.min(self.schedule.deadline.saturating_duration_since(self.now))
+                period.min(schedule.deadline.saturating_duration_since(self.now))
             }
         }
     }
@@ -288,7 +252,7 @@ impl UringRun {
     /// Submits what is queued and waits for completions, or until `next_due`. A failed system
     /// call aborts the run (its error, not a timeout, is reported); during an abort it ends the
     /// run at once (`Err`).
-    fn wait(&mut self, next_due: Option<Instant>) -> Result<(), Ending> {
+    fn wait(&mut self, next_due: Option<Instant>) -> Result<(), ()> {
         let timeout = next_due.map(|at| at.saturating_duration_since(self.now));
         // A wait that only submits (an I/O is due already) needs no tick.
         if timeout != Some(Duration::ZERO) {
@@ -303,10 +267,11 @@ impl UringRun {
                     call: "io_uring_enter",
                     source: err,
                 });
-                match self.phase {
-                    UringPhase::Aborting { why, .. } => return Err(why),
-                    _ => self.abort(Ending::Failed),
+                if self.control.aborting() {
+                    return Err(());
                 }
+                let order = self.control.abort(Ending::Failed, self.now);
+                self.obey(order);
             }
             _ => {}
         }
@@ -330,7 +295,7 @@ impl UringRun {
     /// What a completion with result `res` means for slot `index`.
     fn classify(&self, index: usize, res: i32) -> Completion {
         let slot = &self.io.slots()[index];
-        let aborting = matches!(self.phase, UringPhase::Aborting { .. });
+        let aborting = self.control.aborting();
         let bs = self.io.block_size;
         let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
         match res {
@@ -386,7 +351,11 @@ impl UringRun {
             }
         }
         let now = self.now;
-        self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
+        self.control
+            .opts()
+            .progress
+            .completed
+            .fetch_add(1, Ordering::Relaxed);
         let sync_next = matches!(outcome, Completion::Done) && self.sync_due();
         if !sync_next {
             self.io.release(index, now, self.late);
@@ -424,7 +393,7 @@ impl UringRun {
         let Some(every) = self.sync_every else {
             return false;
         };
-        if matches!(self.phase, UringPhase::Aborting { .. }) {
+        if self.control.aborting() {
             return false;
         }
         self.unsynced += 1;
@@ -449,12 +418,16 @@ impl UringRun {
             self.fail();
             return;
         }
-        self.opts.progress.submitted.fetch_add(1, Ordering::Relaxed);
+        self.control
+            .opts()
+            .progress
+            .submitted
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Handles the completion of slot `index`'s sync (result `res`), reaped at `self.now`.
     fn sync_completed(&mut self, index: usize, res: i32) {
-        let aborting = matches!(self.phase, UringPhase::Aborting { .. });
+        let aborting = self.control.aborting();
         let interrupted = res == -libc::EAGAIN || res == -libc::EINTR;
         if interrupted && !aborting {
             match self.io.resubmit(index) {
@@ -472,7 +445,11 @@ impl UringRun {
         let since = self.io.slot_mut(index).sync_since.take().unwrap_or(now);
         self.io.release(index, now, self.late);
         self.free.push_back(index);
-        self.opts.progress.completed.fetch_add(1, Ordering::Relaxed);
+        self.control
+            .opts()
+            .progress
+            .completed
+            .fetch_add(1, Ordering::Relaxed);
         let call = self.io.sync.map_or("sync", SyncCall::as_str);
         match res {
             0.. => self.tally.synced(since, now),
@@ -497,14 +474,15 @@ impl UringRun {
 
     /// The run's measurement, and what the kernel still holds: when I/O is still in flight, the
     /// ring and buffers go to [`Leftovers`] and the measurement reports them as stuck.
-    fn finish(self, ending: Ending) -> (Measurement, Option<Leftovers>) {
+    fn finish(self) -> (Measurement, Option<Leftovers>) {
+        let ending = self.control.ending(self.tally.has_errors(), Instant::now());
         let UringRun {
             io,
-            opts,
-            schedule,
+            control,
             mut tally,
             ..
         } = self;
+        let schedule = *control.schedule();
         if io.in_kernel() == 0 {
             drop(io);
             let m = tally.into_measurement(EngineKind::IoUring, schedule.start, ending, None);
@@ -528,7 +506,7 @@ impl UringRun {
             ending,
             Some(stuck.clone()),
         );
-        let leftovers = Leftovers::new(io, stuck, opts.progress);
+        let leftovers = Leftovers::new(io, stuck, control.opts().progress.clone());
         (m, Some(leftovers))
     }
 }

@@ -1,8 +1,9 @@
 //! The system calls the probes make that the standard library does not wrap (block-device
 //! ioctls, among them a disk's sequence number and a loop device's backing for the write-safety
 //! checks, `statx`, `statfs`, extended attributes, `fallocate`), each behind a safe function: with
-//! the ring and its buffers (`uring::ring`), the aligned buffers ([`super::buffer`]) and the timer
-//! slack ([`super::schedule`]), the only `unsafe` of the agent, each block with its `// SAFETY:`.
+//! the ring and its buffers (`engine::uring::ring`), the aligned buffers ([`super::buffer`]) and the timer
+//! slack (`engine::schedule`), and the NVMe admin command (`crate::nvme_admin`), the only `unsafe`
+//! of the agent, each block with its `// SAFETY:`.
 
 use std::ffi::CString;
 use std::fs::File;
