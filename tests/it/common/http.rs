@@ -29,7 +29,7 @@ pub fn http_request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Response {
-    parse_response(&exchange(addr, method, path, headers, &[]))
+    parse_response(&exchange(addr, method, path, headers, &[], READ_TIMEOUT))
 }
 
 /// A POST of `body` (sent with its `Content-Length`) to `path` (the rules' replay on
@@ -41,7 +41,9 @@ pub fn http_post(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    parse_response(&exchange(addr, "POST", path, headers, body))
+    // A remote write of a fleet week into a VictoriaMetrics that shares two cores with three
+    // others may take longer than a scrape: a slow answer is not the failure under test.
+    parse_response(&exchange(addr, "POST", path, headers, body, POST_TIMEOUT))
 }
 
 /// Like [`http_request`], with the body as bytes (compressed or binary; `Content-Length` bodies
@@ -52,7 +54,7 @@ pub fn http_request_bytes(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (Response, Vec<u8>) {
-    let raw = exchange(addr, method, path, headers, &[]);
+    let raw = exchange(addr, method, path, headers, &[], READ_TIMEOUT);
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -60,18 +62,23 @@ pub fn http_request_bytes(
     (parse_response(&raw[..split]), raw[split..].to_vec())
 }
 
+/// How long a request waits for its answer.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long a [`http_post`] waits for its answer.
+#[allow(dead_code)]
+const POST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn exchange(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
+    timeout: std::time::Duration,
 ) -> Vec<u8> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
+    stream.set_read_timeout(Some(timeout)).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
