@@ -379,6 +379,35 @@ pub struct Measurement {
     /// Profiles with `fsync`/`fdatasync`: the syncs, recorded apart from the writes (fio's
     /// `sync` section); `None` for every other profile.
     pub syncs: Option<Syncs>,
+    /// How long the threads that submitted and reaped the run's I/O waited for a CPU over the
+    /// run; `None` when the kernel does not tell (no `/proc/thread-self/schedstat`).
+    pub cpu_wait: Option<CpuWait>,
+}
+
+/// The share of a run its I/O threads may wait for a CPU before the run counts as starved
+/// (docs/probes.md, "A busy CPU").
+pub const DEFAULT_STARVED_ABOVE: f64 = 0.05;
+
+/// How long a run's I/O threads waited for a CPU: their run delay (time runnable but not
+/// running, `/proc/thread-self/schedstat`) over the run, added up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuWait {
+    /// The threads' run delay, added up.
+    pub waited: Duration,
+    /// How many threads (1 on io_uring; the queue depth on psync).
+    pub threads: u32,
+}
+
+impl CpuWait {
+    /// The share of a run of `elapsed` that its threads waited for a CPU: the run delay per
+    /// thread over the elapsed time, 0..=1 (0 for a run that took no time).
+    pub fn share(&self, elapsed: Duration) -> f64 {
+        let span = elapsed.as_secs_f64() * f64::from(self.threads.max(1));
+        if span <= 0.0 {
+            return 0.0;
+        }
+        (self.waited.as_secs_f64() / span).clamp(0.0, 1.0)
+    }
 }
 
 /// The syncs of a run: how many completed, and the latency of each from its submission to its
@@ -408,6 +437,7 @@ impl Measurement {
             submission_latency_ns: None,
             held_back: 0,
             syncs: None,
+            cpu_wait: None,
         }
     }
 

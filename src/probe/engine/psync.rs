@@ -20,7 +20,7 @@ use super::options::{CANCEL_POLL, RunOptions};
 use super::schedule::{Issue, Schedule, tighten_timer_slack};
 use super::tally::Tally;
 use crate::probe::buffer::{AlignedBuf, stamp};
-use crate::probe::engine::lateness::Laps;
+use crate::probe::engine::lateness::{Laps, RunWait};
 use crate::probe::error::ProbeError;
 use crate::probe::measurement::{EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
@@ -327,6 +327,7 @@ impl Worker {
         let Some(start) = self.wait_for_start() else {
             return tally;
         };
+        let wait = RunWait::of_this_thread();
         let schedule = Schedule::new(&self.job, start);
         let mut offsets = self.job.offsets();
         let write = self.job.rw.is_write();
@@ -371,6 +372,7 @@ impl Worker {
                 break;
             }
         }
+        tally.waited(wait.so_far());
         tally
     }
 

@@ -5,7 +5,7 @@
 use super::ring::{Leftovers, RingIo, SPLIT_MAX_DEPTH, SlotState, TICK, setup_error, wait_ended};
 use crate::probe::engine::control::{Control, Order, Phase};
 use crate::probe::engine::job::{Job, Offsets};
-use crate::probe::engine::lateness::Laps;
+use crate::probe::engine::lateness::{Laps, RunWait};
 use crate::probe::engine::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, SETTLE};
 use crate::probe::engine::schedule::{Issue, Schedule, tighten_timer_slack};
 use crate::probe::engine::tally::Tally;
@@ -82,6 +82,8 @@ struct UringRun {
     /// rate-capped runs only).
     late: Duration,
     laps: Laps,
+    /// The thread's wait for a CPU since the run's clock started.
+    wait: RunWait,
     cqes: Vec<(u64, i32)>,
 }
 
@@ -106,6 +108,7 @@ impl UringRun {
             now: start,
             late: Duration::ZERO,
             laps: Laps::of_this_thread(job.rate_interval.is_some()),
+            wait: RunWait::of_this_thread(),
             cqes,
         })
     }
@@ -474,8 +477,9 @@ impl UringRun {
 
     /// The run's measurement, and what the kernel still holds: when I/O is still in flight, the
     /// ring and buffers go to [`Leftovers`] and the measurement reports them as stuck.
-    fn finish(self) -> (Measurement, Option<Leftovers>) {
+    fn finish(mut self) -> (Measurement, Option<Leftovers>) {
         let ending = self.control.ending(self.tally.has_errors(), Instant::now());
+        self.tally.waited(self.wait.so_far());
         let UringRun {
             io,
             control,
