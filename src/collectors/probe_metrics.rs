@@ -205,13 +205,13 @@ const FAMILIES: &[Row] = &[
     ),
     row(
         "diskprobe_probe_cpu_wait_ratio",
-        "Share of the last run in which its I/O threads waited for a CPU (their run-queue wait from /proc/thread-self/schedstat, per thread, over the run's elapsed time): a probe latency that rises with it is the CPU's, not the disk's.",
+        "Share of the last run's I/O time in which its I/O threads waited for a CPU (run-queue wait from /proc/thread-self/schedstat: for a rate-capped run, the wait while I/O was in flight over the sum of its I/Os' latencies; for an uncapped run, the wait per thread over the run): a probe latency that rises with it is the CPU's, not the disk's.",
         MetricKind::Gauge,
         SampleSource::LastRun(|l| l.seen.cpu_wait),
     ),
     row(
         "diskprobe_probe_starved",
-        "Whether the last run was starved of CPU (1): its I/O threads waited for a CPU longer than the target's starved_above share of the run. Its latency says more about the CPU than the disk; the bundled rules leave it out of the disk's verdicts.",
+        "Whether the last run was starved of CPU (1): its I/O threads waited for a CPU longer than the target's starved_above share of its I/O time (diskprobe_probe_cpu_wait_ratio). Its latency says more about the CPU than the disk; the bundled rules leave it out of the disk's verdicts.",
         MetricKind::Gauge,
         SampleSource::LastRun(|l| l.seen.starved.map(|s| f64::from(u8::from(s)))),
     ),

@@ -123,7 +123,8 @@ pub struct ProbeSettings {
     pub busy_window: Duration,
     /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
     pub yield_to_other_io: bool,
-    /// A run whose I/O threads waited for a CPU longer than this share of it is marked starved
+    /// A run whose I/O threads waited for a CPU longer than this share of its I/O time
+    /// ([`crate::probe::measurement::CpuWait::share`]) is marked starved
     /// (`diskprobe_probe_starved`) and kept out of the disk's verdicts.
     pub starved_above: f64,
     /// Which writes the profiles may make.

@@ -62,7 +62,8 @@ pub struct ProbeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
     pub timeout: Duration,
 
-    /// A run whose I/O threads waited for a CPU longer than this share of it is marked starved.
+    /// A run whose I/O threads waited for a CPU longer than this share of its I/O time is marked
+    /// starved.
     #[arg(long, default_value_t = crate::probe::measurement::DEFAULT_STARVED_ABOVE, value_name = "SHARE")]
     pub starved_above: f64,
 
@@ -140,8 +141,10 @@ pub(crate) struct RunRecord {
     /// Profiles with `fsync`/`fdatasync`: per-sync latency (fio's `sync` section); null
     /// otherwise.
     pub sync_latency_seconds: Option<LatencySummary>,
-    /// Share of the run in which its I/O threads waited for a CPU (their run-queue wait per
-    /// thread over the elapsed time, 0..1); null when the kernel does not tell.
+    /// Share of the run's I/O time in which its I/O threads waited for a CPU (0..1: for a
+    /// rate-capped run, their run-queue wait while I/O was in flight over the sum of its I/Os'
+    /// latencies; for an uncapped one, per thread over the elapsed time); null when the kernel
+    /// does not tell.
     pub cpu_wait_share: Option<f64>,
     /// Whether the run was starved of CPU: `cpu_wait_share` above `--starved-above`.
     pub starved: Option<bool>,
@@ -206,7 +209,7 @@ impl RunRecord {
     }
 
     fn fill(&mut self, r: &Measurement, seen: &RunContext, starved_above: f64) {
-        self.cpu_wait_share = r.cpu_wait.map(|w| w.share(r.elapsed));
+        self.cpu_wait_share = r.cpu_wait_share();
         self.starved = self.cpu_wait_share.map(|share| share > starved_above);
         self.host_cpu_pressure = seen.host_cpu_pressure;
         self.device_ios = seen.device.map(|d| d.ios);

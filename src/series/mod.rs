@@ -106,7 +106,7 @@ pub struct LastRun {
 /// What a run waited for a CPU and what the device took over it (each `None` when not known).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunSeen {
-    /// Share of the run its I/O threads waited for a CPU
+    /// Share of the run's I/O time its I/O threads waited for a CPU
     /// ([`crate::probe::measurement::CpuWait::share`]).
     pub cpu_wait: Option<f64>,
     /// Whether that share was above the target's `starved_above`.
@@ -122,7 +122,7 @@ impl RunSeen {
     /// What `r` and the machine around it (`context`) say, with runs whose threads waited for a
     /// CPU more than `starved_above` of the run marked starved.
     pub(crate) fn of(r: &Measurement, context: &RunContext, starved_above: f64) -> RunSeen {
-        let cpu_wait = r.cpu_wait.map(|w| w.share(r.elapsed));
+        let cpu_wait = r.cpu_wait_share();
         RunSeen {
             cpu_wait,
             starved: cpu_wait.map(|share| share > starved_above),

@@ -84,10 +84,11 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             errors: 0,
             first_error: None,
             latency_ns: h,
-            // Its thread waited 25 ms of the 250 ms for a CPU: starved (above 0.05).
+            // Its thread waited 50 ms of the 250 ms for a CPU: starved (above 0.15).
             cpu_wait: Some(CpuWait {
-                waited: Duration::from_millis(25),
+                waited: Duration::from_millis(50),
                 threads: 1,
+                in_latency: None,
             }),
             ..Measurement::empty(EngineKind::IoUring)
         };

@@ -89,6 +89,11 @@ impl Laps {
         Laps { delay, last }
     }
 
+    /// Whether the laps are measured (otherwise every lap is zero).
+    pub(crate) fn measuring(&self) -> bool {
+        self.last.is_some()
+    }
+
     /// The run delay since the previous lap, at most the wall time since then; starts a new lap.
     pub(crate) fn lap(&mut self, now: std::time::Instant) -> Duration {
         let Some((before, at)) = self.last else {

@@ -107,9 +107,14 @@ impl Tally {
     }
 
     /// The thread that did this tally's I/O waited `waited` for a CPU over the run (`None`: the
-    /// kernel does not tell).
-    pub(crate) fn waited(&mut self, waited: Option<Duration>) {
-        self.cpu_wait = waited.map(|waited| CpuWait { waited, threads: 1 });
+    /// kernel does not tell), `in_latency` of it while it had I/O in flight, counted once per I/O
+    /// (rate-capped runs; `None` for the rest).
+    pub(crate) fn waited(&mut self, waited: Option<Duration>, in_latency: Option<Duration>) {
+        self.cpu_wait = waited.map(|waited| CpuWait {
+            waited,
+            threads: 1,
+            in_latency,
+        });
     }
 
     /// Whether any I/O or system call failed.
@@ -139,6 +144,10 @@ impl Tally {
             (Some(a), Some(b)) => Some(CpuWait {
                 waited: a.waited + b.waited,
                 threads: a.threads + b.threads,
+                in_latency: match (a.in_latency, b.in_latency) {
+                    (Some(x), Some(y)) => Some(x + y),
+                    (x, y) => x.or(y),
+                },
             }),
             (a, b) => a.or(b),
         };

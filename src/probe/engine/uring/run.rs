@@ -84,6 +84,8 @@ struct UringRun {
     laps: Laps,
     /// The thread's wait for a CPU since the run's clock started.
     wait: RunWait,
+    /// Rate-capped runs: its run delay while it had I/O in flight, once per I/O in flight.
+    waited_in_flight: Duration,
     cqes: Vec<(u64, i32)>,
 }
 
@@ -109,6 +111,7 @@ impl UringRun {
             late: Duration::ZERO,
             laps: Laps::of_this_thread(job.rate_interval.is_some()),
             wait: RunWait::of_this_thread(),
+            waited_in_flight: Duration::ZERO,
             cqes,
         })
     }
@@ -261,9 +264,12 @@ impl UringRun {
         if timeout != Some(Duration::ZERO) {
             self.io.keep_tick_armed(self.now, self.tick_period(timeout));
         }
+        let in_flight = self.io.in_kernel() as u32;
         let (returned, result) = self.io.wait(timeout);
         self.now = returned;
         self.late = self.laps.lap(self.now);
+        // What the thread waited for a CPU before it could reap stamps every I/O in flight late.
+        self.waited_in_flight += self.late * in_flight;
         match result {
             Err(err) if !wait_ended(&err) => {
                 self.tally.error(|| RunError::Engine {
@@ -479,7 +485,8 @@ impl UringRun {
     /// ring and buffers go to [`Leftovers`] and the measurement reports them as stuck.
     fn finish(mut self) -> (Measurement, Option<Leftovers>) {
         let ending = self.control.ending(self.tally.has_errors(), Instant::now());
-        self.tally.waited(self.wait.so_far());
+        let in_latency = self.laps.measuring().then_some(self.waited_in_flight);
+        self.tally.waited(self.wait.so_far(), in_latency);
         let UringRun {
             io,
             control,
