@@ -17,6 +17,8 @@
 //!   findings about the machine's state, which never stop the agent); one target per file.
 //! - [`contention`]: other processes' I/O on a probed disk (busy skip before a run, yield and
 //!   the cost of probing during one), computed from the counters [`blockdev::counters`] reads.
+//! - [`run_context`]: what the machine did over a probe run (the host's CPU pressure, the block
+//!   layer's own time per I/O), read around it.
 //! - [`diskstats`]: pure `/proc/diskstats` parser.
 //! - [`mountinfo`]: pure `/proc/PID/mountinfo` parser (discovery's mounts, a target's backing
 //!   device, the write-safety check).
@@ -110,6 +112,7 @@ pub mod logging;
 pub mod mountinfo;
 mod nvme_admin;
 pub mod probe;
+pub mod run_context;
 mod sandbox;
 pub mod scheduler;
 pub mod series;

@@ -204,6 +204,42 @@ const FAMILIES: &[Row] = &[
         SampleSource::Series(|s| number(s.others_in_flight_seconds)),
     ),
     row(
+        "diskprobe_probe_cpu_wait_ratio",
+        "Share of the last run's I/O time in which its I/O threads waited for a CPU (run-queue wait from /proc/thread-self/schedstat: for a rate-capped run, the wait while I/O was in flight over the sum of its I/Os' latencies; for an uncapped run, the wait per thread over the run): a probe latency that rises with it is the CPU's, not the disk's.",
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| l.seen.cpu_wait),
+    ),
+    row(
+        "diskprobe_probe_starved",
+        "Whether the last run was starved of CPU (1): its I/O threads waited for a CPU longer than the target's starved_above share of its I/O time (diskprobe_probe_cpu_wait_ratio). Its latency says more about the CPU than the disk; the bundled rules leave it out of the disk's verdicts.",
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| l.seen.starved.map(|s| f64::from(u8::from(s)))),
+    ),
+    row(
+        "diskprobe_probe_host_cpu_pressure_ratio",
+        "Share of the last run's wall time in which some task on the host waited for a CPU (/proc/pressure/cpu, some); absent without PSI.",
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| l.seen.host_cpu_pressure),
+    ),
+    row(
+        "diskprobe_probe_device_latency_seconds",
+        "The block layer's own mean time per I/O over the last run, in the run's direction (reads or writes) on the disks under the target (/sys/block/DISK/stat): other processes' I/O on those disks is in it. Beside diskprobe_probe_latency_seconds it tells a probe that waited from a device that did.",
+        MetricKind::Gauge,
+        SampleSource::LastRun(|l| l.seen.device_latency),
+    ),
+    row(
+        "diskprobe_probe_cpu_wait_seconds_total",
+        "Seconds the probe runs' I/O threads waited for a CPU since the agent started (run-queue wait, added up over the threads).",
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.cpu_wait_seconds)),
+    ),
+    row(
+        "diskprobe_probe_starved_runs_total",
+        "Probe runs marked starved (diskprobe_probe_starved) since the agent started; they count in diskprobe_probe_runs_total by their result as well.",
+        MetricKind::Counter,
+        SampleSource::Series(|s| number(s.starved_runs as f64)),
+    ),
+    row(
         "diskprobe_probe_stuck_ios",
         "I/Os of the last run that the kernel still holds after the run gave up on them (a hung device); no run starts on the device until they complete.",
         MetricKind::Gauge,

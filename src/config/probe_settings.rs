@@ -1,6 +1,6 @@
 //! The probe keys of a table, validated: `profiles`, `interval`, `runtime`, `timeout`, `size`,
 //! `min_free`, `engine`, `jitter`, `max_duty_cycle`, `skip_busy_above`, `busy_window`,
-//! `yield_to_other_io`, `cohort`, and the limits of the disk, `iops_limit` and
+//! `yield_to_other_io`, `starved_above`, `cohort`, and the limits of the disk, `iops_limit` and
 //! `throughput_limit`, are one [`ProbeSettings`], shared by a `[[targets]]` entry's
 //! [`super::TargetSpec`] and a `[[discover]]` rule's [`super::DiscoverRule`]. Here are their
 //! built-in values and the checks of each key; [`super::defaults`] merges `[defaults]` over the
@@ -123,6 +123,10 @@ pub struct ProbeSettings {
     pub busy_window: Duration,
     /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
     pub yield_to_other_io: bool,
+    /// A run whose I/O threads waited for a CPU longer than this share of its I/O time
+    /// ([`crate::probe::measurement::CpuWait::share`]) is marked starved
+    /// (`diskprobe_probe_starved`) and kept out of the disk's verdicts.
+    pub starved_above: f64,
     /// Which writes the profiles may make.
     pub writes: Writes,
     /// The disks this target's should perform like: the `cohort` label of
@@ -149,6 +153,7 @@ impl Default for ProbeSettings {
             skip_busy_above: DEFAULT_SKIP_BUSY_ABOVE,
             busy_window: DEFAULT_BUSY_WINDOW,
             yield_to_other_io: true,
+            starved_above: crate::probe::measurement::DEFAULT_STARVED_ABOVE,
             writes: Writes::Forbidden,
             cohort: String::new(),
             limits: DiskLimits::default(),
@@ -198,6 +203,9 @@ impl ProbeSettings {
             yield_to_other_io: keys
                 .yield_to_other_io
                 .map_or(self.yield_to_other_io, |b| *b.get_ref()),
+            starved_above: or(keys.starved_above, self.starved_above, |v| {
+                fraction(&key("starved_above"), v, 0.0, 1.0)
+            })?,
             writes: self.writes,
             cohort: or(keys.cohort, self.cohort.clone(), |v| {
                 cohort(&key("cohort"), v)

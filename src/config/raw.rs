@@ -137,6 +137,9 @@ macro_rules! with_probe_keys {
             busy_window: Spanned<String>,
             /// Capacity profiles' runs stop early when another process's I/O shows up on the disk.
             yield_to_other_io: Spanned<bool>,
+            /// A run whose I/O threads waited for a CPU longer than this share of its I/O time is
+            /// starved.
+            starved_above: Spanned<f64>,
             /// Disks that should perform alike (the `cohort` label of `diskprobe_target_info`).
             cohort: Spanned<String>,
             /// I/Os per second the disk under the target is sold with (its cap).

@@ -379,6 +379,51 @@ pub struct Measurement {
     /// Profiles with `fsync`/`fdatasync`: the syncs, recorded apart from the writes (fio's
     /// `sync` section); `None` for every other profile.
     pub syncs: Option<Syncs>,
+    /// How long the threads that submitted and reaped the run's I/O waited for a CPU over the
+    /// run; `None` when the kernel does not tell (no `/proc/thread-self/schedstat`).
+    pub cpu_wait: Option<CpuWait>,
+}
+
+/// The share of a run its I/O threads may wait for a CPU before the run counts as starved
+/// (docs/probes.md, "A busy CPU").
+pub const DEFAULT_STARVED_ABOVE: f64 = 0.15;
+
+/// How long a run's I/O threads waited for a CPU: their run delay (time runnable but not
+/// running, `/proc/thread-self/schedstat`) over the run, added up.
+///
+/// Rate-capped runs also know which part of it their I/Os' latencies hold
+/// ([`CpuWait::in_latency`]): a thread that waits for a CPU while it has I/O in flight stamps
+/// those completions late, one that waits after a rate sleep only issues late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuWait {
+    /// The threads' run delay, added up.
+    pub waited: Duration,
+    /// How many threads (1 on io_uring; the queue depth on psync).
+    pub threads: u32,
+    /// Rate-capped runs: the run delay the threads accumulated while they had I/O in flight,
+    /// each wait counted once per I/O it held in flight (what the wait added to the latencies);
+    /// `None` for uncapped runs, whose threads have I/O in flight all the time.
+    pub in_latency: Option<Duration>,
+}
+
+impl CpuWait {
+    /// The share of the run's I/O time its threads spent waiting for a CPU, 0..=1: for a
+    /// rate-capped run, [`CpuWait::in_latency`] over the sum of its I/Os' latencies
+    /// (`latency_sum`); for an uncapped one (its threads have I/O in flight all the time), the
+    /// run delay per thread over the elapsed time. 0 for a run that took no time.
+    pub fn share(&self, elapsed: Duration, latency_sum: Duration) -> f64 {
+        let (wait, span) = match self.in_latency {
+            Some(in_latency) => (in_latency, latency_sum.as_secs_f64()),
+            None => (
+                self.waited,
+                elapsed.as_secs_f64() * f64::from(self.threads.max(1)),
+            ),
+        };
+        if span <= 0.0 {
+            return 0.0;
+        }
+        (wait.as_secs_f64() / span).clamp(0.0, 1.0)
+    }
 }
 
 /// The syncs of a run: how many completed, and the latency of each from its submission to its
@@ -408,7 +453,20 @@ impl Measurement {
             submission_latency_ns: None,
             held_back: 0,
             syncs: None,
+            cpu_wait: None,
         }
+    }
+
+    /// The sum of the per-I/O latencies (`latency_ns`), from its mean and count.
+    pub fn latency_sum(&self) -> Duration {
+        Duration::from_secs_f64(self.latency_ns.mean() * self.latency_ns.len() as f64 / 1e9)
+    }
+
+    /// The share of the run's I/O time its threads waited for a CPU ([`CpuWait::share`]);
+    /// `None` when the kernel does not tell.
+    pub fn cpu_wait_share(&self) -> Option<f64> {
+        self.cpu_wait
+            .map(|w| w.share(self.elapsed, self.latency_sum()))
     }
 
     /// Completed I/Os per second of elapsed time.
@@ -672,5 +730,28 @@ mod tests {
             };
             assert!(!m.is_success(), "{ending:?}");
         }
+    }
+
+    #[test]
+    fn the_cpu_wait_share_is_of_the_io_time() {
+        let ms = Duration::from_millis;
+        // Uncapped: 2 threads waited 100 ms in all over a 1 s run: 5% each.
+        let uncapped = CpuWait {
+            waited: ms(100),
+            threads: 2,
+            in_latency: None,
+        };
+        assert!((uncapped.share(ms(1000), ms(5)) - 0.05).abs() < 1e-9);
+        // Rate-capped: 500 ms of waiting, 30 ms of it with I/O in flight, in 120 ms of latency.
+        let capped = CpuWait {
+            waited: ms(500),
+            threads: 1,
+            in_latency: Some(ms(30)),
+        };
+        assert!((capped.share(ms(5000), ms(120)) - 0.25).abs() < 1e-9);
+        assert_eq!(capped.share(ms(5000), Duration::ZERO), 0.0);
+        assert_eq!(uncapped.share(Duration::ZERO, ms(5)), 0.0);
+        // Never above 1.
+        assert_eq!(capped.share(ms(5000), ms(10)), 1.0);
     }
 }

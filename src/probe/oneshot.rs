@@ -1,11 +1,13 @@
 //! `diskprobe_exporter probe`: run profiles once on a target and print the results, as a fio-like
 //! table or as a JSON array (one object per profile run).
 
+use crate::blockdev::counters::DiskReader;
 use crate::probe::engine::{self, EngineChoice, RunOptions};
 use crate::probe::fio;
 use crate::probe::io_target::{self, OpenTarget, TargetKind, TargetOptions};
 use crate::probe::measurement::{Ending, LatencySummary, Measurement};
 use crate::probe::profile::{BUILTIN_RUNTIME, DEFAULT_READ_PROFILES, OpenSync, Profile, SyncCall};
+use crate::run_context::{self, RunContext};
 use crate::units;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -59,6 +61,11 @@ pub struct ProbeArgs {
     /// Hard limit per profile run.
     #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
     pub timeout: Duration,
+
+    /// A run whose I/O threads waited for a CPU longer than this share of its I/O time is marked
+    /// starved.
+    #[arg(long, default_value_t = crate::probe::measurement::DEFAULT_STARVED_ABOVE, value_name = "SHARE")]
+    pub starved_above: f64,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
@@ -134,6 +141,22 @@ pub(crate) struct RunRecord {
     /// Profiles with `fsync`/`fdatasync`: per-sync latency (fio's `sync` section); null
     /// otherwise.
     pub sync_latency_seconds: Option<LatencySummary>,
+    /// Share of the run's I/O time in which its I/O threads waited for a CPU (0..1: for a
+    /// rate-capped run, their run-queue wait while I/O was in flight over the sum of its I/Os'
+    /// latencies; for an uncapped one, per thread over the elapsed time); null when the kernel
+    /// does not tell.
+    pub cpu_wait_share: Option<f64>,
+    /// Whether the run was starved of CPU: `cpu_wait_share` above `--starved-above`.
+    pub starved: Option<bool>,
+    /// Share of the run's wall time in which some task on the host waited for a CPU
+    /// (`/proc/pressure/cpu`); null without it.
+    pub host_cpu_pressure: Option<f64>,
+    /// Reads (writes, for a write profile) the block layer completed on the disks under the
+    /// target during the run, other processes' included; null for a target without a block
+    /// device.
+    pub device_ios: Option<u64>,
+    /// Their mean time in the block layer (`/sys/block/DISK/stat`); null when none completed.
+    pub device_latency_seconds: Option<f64>,
     /// Failed I/Os.
     pub io_errors: u64,
     /// The hard timeout ended the run.
@@ -173,6 +196,11 @@ impl RunRecord {
             held_back_ios: None,
             syncs: None,
             sync_latency_seconds: None,
+            cpu_wait_share: None,
+            starved: None,
+            host_cpu_pressure: None,
+            device_ios: None,
+            device_latency_seconds: None,
             io_errors: 0,
             timed_out: false,
             warnings: open.map(|t| t.warnings.clone()).unwrap_or_default(),
@@ -180,7 +208,15 @@ impl RunRecord {
         }
     }
 
-    fn fill(&mut self, r: &Measurement) {
+    fn fill(&mut self, r: &Measurement, seen: &RunContext, starved_above: f64) {
+        self.cpu_wait_share = r.cpu_wait_share();
+        self.starved = self.cpu_wait_share.map(|share| share > starved_above);
+        self.host_cpu_pressure = seen.host_cpu_pressure;
+        self.device_ios = seen.device.map(|d| d.ios);
+        self.device_latency_seconds = seen
+            .device
+            .and_then(|d| d.per_io())
+            .map(|d| d.as_secs_f64());
         self.engine = Some(r.engine.as_str());
         self.ios = r.ios;
         self.bytes = r.bytes;
@@ -254,12 +290,15 @@ fn checked_profiles(args: &ProbeArgs) -> Result<Vec<Profile>, String> {
     Ok(profiles)
 }
 
-/// Runs `profile` once on `opened` (or records why the target did not open).
+/// Runs `profile` once on `opened` (or records why the target did not open), reading what the
+/// machine did around it under `procfs` and `sysfs`.
 fn probe_once(
     path: &Path,
     opened: &Result<OpenTarget, String>,
     profile: &Profile,
     opts: &RunOptions,
+    roots: (&Path, &Path),
+    starved_above: f64,
 ) -> RunRecord {
     match opened {
         Err(err) => {
@@ -269,13 +308,29 @@ fn probe_once(
         }
         Ok(t) => {
             let mut record = RunRecord::new(path, Some(t), profile);
-            match engine::run(t, profile, opts) {
-                Ok(result) => record.fill(&result),
+            let (procfs, sysfs) = roots;
+            let disk = t.device.as_ref().map(|d| DiskReader::new(sysfs, &d.disks));
+            let before = run_context::before(procfs, disk, profile.rw.is_write());
+            let ran = engine::run(t, profile, opts);
+            let seen = before.after();
+            match ran {
+                Ok(result) => record.fill(&result, &seen, starved_above),
                 Err(err) => record.error = Some(err.to_string()),
             }
             record
         }
     }
+}
+
+/// A flag that SIGTERM and SIGINT set.
+fn cancel_on_signals() -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(err) = signal_hook::flag::register(signal, Arc::clone(&cancel)) {
+            tracing::warn!(%err, "cannot install a signal handler; SIGTERM will kill the probe");
+        }
+    }
+    cancel
 }
 
 /// Runs the one-shot probe.
@@ -287,12 +342,7 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCo
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(err) = signal_hook::flag::register(signal, Arc::clone(&cancel)) {
-            tracing::warn!(%err, "cannot install a signal handler; SIGTERM will kill the probe");
-        }
-    }
+    let cancel = cancel_on_signals();
     let size = args
         .size
         .or_else(|| profiles.iter().filter_map(|p| p.size).max());
@@ -343,7 +393,14 @@ pub fn run(args: ProbeArgs, procfs: &Path, sysfs: &Path, devfs: &Path) -> ExitCo
             io_target::open_reporting(&args.target, &options(profile.rw.is_write()), &go_on)
                 .map_err(|e| e.to_string())
         });
-        let record = probe_once(&args.target, opened, profile, &opts);
+        let record = probe_once(
+            &args.target,
+            opened,
+            profile,
+            &opts,
+            (procfs, sysfs),
+            args.starved_above,
+        );
         if let Some(err) = &record.error {
             failed = true;
             tracing::error!(profile = %profile.name, %err, "probe failed");
@@ -413,6 +470,27 @@ fn latency_lines(out: &mut String, what: &str, l: &LatencySummary) {
     );
 }
 
+/// What the run waited for a CPU and what the device took, in one line.
+fn cpu_and_device_line(r: &RunRecord) -> String {
+    let percent =
+        |share: Option<f64>| share.map_or("-".to_owned(), |s| format!("{:.1}%", s * 100.0));
+    let starved = if r.starved == Some(true) {
+        " (starved)"
+    } else {
+        ""
+    };
+    let device = match (r.device_ios, r.device_latency_seconds) {
+        (Some(ios), Some(lat)) => format!("ios={ios}, time per io={:.2} usec", lat * 1e6),
+        (Some(ios), None) => format!("ios={ios}"),
+        _ => "-".to_owned(),
+    };
+    format!(
+        "  cpu wait={}{starved}, host cpu pressure={}; device: {device}\n",
+        percent(r.cpu_wait_share),
+        percent(r.host_cpu_pressure)
+    )
+}
+
 /// fio-like summary of one run.
 pub(crate) fn table(r: &RunRecord) -> String {
     let mut options = String::new();
@@ -463,6 +541,7 @@ pub(crate) fn table(r: &RunRecord) -> String {
             latency_lines(&mut out, "sync", l);
         }
         out += &format!("  ios={}, errors={}\n", r.ios, r.io_errors);
+        out += &cpu_and_device_line(r);
     }
     if let Some(err) = &r.error {
         out += &format!("  error: {err}\n");

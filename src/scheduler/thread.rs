@@ -20,6 +20,7 @@ use crate::probe::io_target::filesystem::Expected;
 use crate::probe::io_target::{self, OpenTarget, TargetError, TargetOptions};
 use crate::probe::measurement::{ErrorReason, SkipReason};
 use crate::probe::profile::{ProbeClass, Profile};
+use crate::run_context;
 use crate::series::{RunCost, RunOutcome, SeriesStore};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -286,12 +287,19 @@ fn probe_thread(
     // journal writes its syncs cause, cannot be told from another process's I/O: it is not
     // watched (nor charged a cost).
     let watched = !profile.makes_durable();
+    // The host's CPU pressure and the device's own time, read just before and after the run.
+    let disk = opened
+        .device
+        .as_ref()
+        .map(|d| DiskReader::new(&roots.sysfs, &d.disks));
+    let before = run_context::before(&roots.procfs, disk, profile.rw.is_write());
     let (ran, report) = match &opened.device {
         Some(device) if watched => {
             watch_of(spec, profile, roots, device).around(&opts.progress, &opts.yield_now, run)
         }
         _ => (run(), WatchReport::default()),
     };
+    let context = before.after();
     let cost = RunCost {
         contended: report.contended,
         others_in_flight_seconds: report.others_in_flight_seconds,
@@ -304,6 +312,7 @@ fn probe_thread(
                 duration: started.elapsed(),
                 cost,
                 yielded_to: report.yielded_for,
+                context,
             };
             Some((outcome, busy))
         }

@@ -22,6 +22,7 @@ use crate::host::unix_now;
 use crate::probe::io_target::{Cache, TargetKind};
 use crate::probe::measurement::{Ending, EngineKind, ErrorReason, RunStatus, SkipReason, StuckIos};
 use crate::probe::measurement::{LatencySummary, Measurement};
+use crate::run_context::RunContext;
 use recent::RecentRuns;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -97,6 +98,41 @@ pub struct LastRun {
     pub engine: Option<EngineKind>,
     /// What went wrong, for logs and the status page.
     pub error: Option<String>,
+    /// Whether its I/O threads waited for a CPU, and what the device itself took; all unknown
+    /// for a run that did no I/O.
+    pub seen: RunSeen,
+}
+
+/// What a run waited for a CPU and what the device took over it (each `None` when not known).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunSeen {
+    /// Share of the run's I/O time its I/O threads waited for a CPU
+    /// ([`crate::probe::measurement::CpuWait::share`]).
+    pub cpu_wait: Option<f64>,
+    /// Whether that share was above the target's `starved_above`.
+    pub starved: Option<bool>,
+    /// Share of the run's wall time in which some task on the host waited for a CPU.
+    pub host_cpu_pressure: Option<f64>,
+    /// The block layer's mean time per I/O of the run's direction on the disks under the target
+    /// over the run, in seconds (other processes' I/O included).
+    pub device_latency: Option<f64>,
+}
+
+impl RunSeen {
+    /// What `r` and the machine around it (`context`) say, with runs whose threads waited for a
+    /// CPU more than `starved_above` of the run marked starved.
+    pub(crate) fn of(r: &Measurement, context: &RunContext, starved_above: f64) -> RunSeen {
+        let cpu_wait = r.cpu_wait_share();
+        RunSeen {
+            cpu_wait,
+            starved: cpu_wait.map(|share| share > starved_above),
+            host_cpu_pressure: context.host_cpu_pressure,
+            device_latency: context
+                .device
+                .and_then(|d| d.per_io())
+                .map(|d| d.as_secs_f64()),
+        }
+    }
 }
 
 /// How many recent runs the status page charts per target and profile.
@@ -128,6 +164,7 @@ impl LastRun {
             sync_latency: None,
             engine: None,
             error: Some(error),
+            seen: RunSeen::default(),
         }
     }
 }
@@ -156,6 +193,10 @@ pub struct ProfileSeries {
     pub contended_seconds: f64,
     /// Other processes' in-flight I/Os on the disk, integrated over the runs (I/O-seconds).
     pub others_in_flight_seconds: f64,
+    /// Seconds the runs' I/O threads waited for a CPU (thread-seconds).
+    pub cpu_wait_seconds: f64,
+    /// Runs marked starved (their I/O threads waited for a CPU more than `starved_above`).
+    pub starved_runs: u64,
     /// I/Os of the last run that the kernel still holds (a hung device).
     pub stuck: Stuck,
     /// Profiles with `fsync`/`fdatasync`: their syncs; `None` for every other profile.
@@ -300,6 +341,8 @@ pub enum RunOutcome {
         /// What the contention watch saw that made it ask the run to yield (what was seen, and
         /// when); the skip reason of a run that yielded.
         yielded_to: Option<String>,
+        /// What the machine did over the run (the host's CPU pressure, the device's own time).
+        context: RunContext,
     },
     /// The run could not start or failed outright (open, preflight, safety, engine setup).
     Failed {
@@ -391,8 +434,9 @@ impl RunOutcome {
         }
     }
 
-    /// The last run it makes: `None` for a skip (the previous last run stays).
-    fn last_run(&self, timestamp: f64) -> Option<LastRun> {
+    /// The last run it makes: `None` for a skip (the previous last run stays); runs whose
+    /// threads waited for a CPU more than `starved_above` of the run are marked starved.
+    fn last_run(&self, timestamp: f64, starved_above: f64) -> Option<LastRun> {
         let result = self.status();
         let error = self.reason();
         match self {
@@ -400,8 +444,10 @@ impl RunOutcome {
             RunOutcome::Ran {
                 result: r,
                 duration,
+                context,
                 ..
             } => Some(LastRun {
+                seen: RunSeen::of(r, context, starved_above),
                 result,
                 timestamp,
                 duration: duration.as_secs_f64(),
@@ -590,13 +636,17 @@ impl SeriesStore {
         if let RunOutcome::Ran { result, cost, .. } = outcome {
             add_io(series, result, cost);
         }
+        let starved_above = spec.settings.starved_above;
         if let Some(why) = outcome.skip_reason() {
             series.last_skips[why as usize] = Some(now);
         }
         if let Some(why) = outcome.error_reason() {
             series.last_errors[why as usize] = Some(now);
         }
-        if let Some(last) = outcome.last_run(now) {
+        if let Some(last) = outcome.last_run(now, starved_above) {
+            if last.seen.starved == Some(true) {
+                series.starved_runs += 1;
+            }
             if series.history.len() == HISTORY_LEN {
                 series.history.pop_front();
             }
@@ -626,6 +676,7 @@ fn add_io(series: &mut ProfileSeries, r: &Measurement, cost: &RunCost) {
     series.busy_seconds += r.elapsed.as_secs_f64();
     series.contended_seconds += cost.contended.as_secs_f64();
     series.others_in_flight_seconds += cost.others_in_flight_seconds;
+    series.cpu_wait_seconds += r.cpu_wait.map_or(0.0, |w| w.waited.as_secs_f64());
     series.stuck = Stuck(r.stuck.clone());
     series.latency.record(&r.latency_ns);
     if let (Some(total), Some(syncs)) = (&mut series.syncs, &r.syncs) {
@@ -673,6 +724,7 @@ mod tests {
         assert_eq!(s.last_errors.iter().flatten().count(), 1);
         // A run whose I/O failed fails by its I/O; one that succeeded has no reason.
         let ran = |errors: u64| RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(Measurement {
                 ios: 10,
                 errors,
@@ -708,6 +760,7 @@ mod tests {
             ..Measurement::empty(EngineKind::IoUring)
         };
         let ran = RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(result),
             duration: Duration::from_millis(510),
             cost: RunCost::default(),
@@ -837,6 +890,7 @@ mod tests {
         let mut h = new_latency_histogram();
         h.record(100_000).unwrap();
         let run = || RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(Measurement {
                 engine: EngineKind::Psync,
                 ios: 1,
@@ -877,6 +931,7 @@ mod tests {
         let mut h = new_latency_histogram();
         h.record(100_000).unwrap();
         let run = |ending, yielded_to: Option<&str>| RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(Measurement {
                 ios: 1,
                 bytes: 4096,
@@ -946,6 +1001,7 @@ mod tests {
             ..Measurement::empty(EngineKind::Psync)
         };
         let outcome = RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(run),
             duration: Duration::from_millis(101),
             cost: RunCost::default(),

@@ -14,8 +14,9 @@ use diskprobe_exporter::config::Config;
 use diskprobe_exporter::exposition::{self, Family, Format};
 use diskprobe_exporter::histogram::ClassicBuckets;
 use diskprobe_exporter::probe::io_target::{Cache, TargetKind};
-use diskprobe_exporter::probe::measurement::{Ending, EngineKind, ErrorReason};
+use diskprobe_exporter::probe::measurement::{CpuWait, Ending, EngineKind, ErrorReason};
 use diskprobe_exporter::probe::measurement::{Measurement, Syncs, new_latency_histogram};
+use diskprobe_exporter::run_context::{DeviceTime, RunContext};
 use diskprobe_exporter::series::{RunCost, RunOutcome, SeriesStore, TargetInfo};
 
 /// A whole disk named `kname`, as a stat of a target on it finds it.
@@ -83,12 +84,26 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             errors: 0,
             first_error: None,
             latency_ns: h,
+            // Its thread waited 50 ms of the 250 ms for a CPU: starved (above 0.15).
+            cpu_wait: Some(CpuWait {
+                waited: Duration::from_millis(50),
+                threads: 1,
+                in_latency: None,
+            }),
             ..Measurement::empty(EngineKind::IoUring)
         };
         store.record(
             &specs[0],
             "randread-4k-qd1",
             &RunOutcome::Ran {
+                // The host's CPU was wanted half the time; the device took 150 µs per read.
+                context: RunContext {
+                    host_cpu_pressure: Some(0.5),
+                    device: Some(DeviceTime {
+                        ios: 1000,
+                        time: Duration::from_millis(150),
+                    }),
+                },
                 result: Box::new(measurement),
                 duration: Duration::from_millis(260),
                 // Other processes' I/O was seen for 50 ms of the run, 3 in flight meanwhile.
@@ -117,6 +132,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
         &specs[0],
         "randread-4k-qd32",
         &RunOutcome::Ran {
+            context: Default::default(),
             result: Box::new(Measurement {
                 engine: EngineKind::IoUring,
                 ios: 30,
@@ -159,6 +175,7 @@ fn families(layout: &ClassicBuckets) -> Vec<Family> {
             &specs[2],
             "etcd-wal",
             &RunOutcome::Ran {
+                context: Default::default(),
                 result: Box::new(Measurement {
                     engine: EngineKind::Psync,
                     ios: 400,

@@ -329,6 +329,7 @@ fn syncing_run(sync_ms: u64) -> RunOutcome {
         syncs.record(sync_ms * 1_000_000).unwrap();
     }
     RunOutcome::Ran {
+        context: Default::default(),
         result: Box::new(Measurement {
             engine: EngineKind::Psync,
             ios: 100,

@@ -20,7 +20,7 @@ use super::options::{CANCEL_POLL, RunOptions};
 use super::schedule::{Issue, Schedule, tighten_timer_slack};
 use super::tally::Tally;
 use crate::probe::buffer::{AlignedBuf, stamp};
-use crate::probe::engine::lateness::Laps;
+use crate::probe::engine::lateness::{Laps, RunWait};
 use crate::probe::error::ProbeError;
 use crate::probe::measurement::{EngineKind, IoCause, Measurement, RunError, StuckIos};
 use crate::probe::profile::SyncCall;
@@ -327,12 +327,17 @@ impl Worker {
         let Some(start) = self.wait_for_start() else {
             return tally;
         };
+        let wait = RunWait::of_this_thread();
         let schedule = Schedule::new(&self.job, start);
         let mut offsets = self.job.offsets();
         let write = self.job.rw.is_write();
         // Run delay this thread accumulated up to its last transfer's end: its own lateness in
         // noticing the transfer done, not the device's.
         let mut laps = Laps::of_this_thread(schedule.rate_capped());
+        // Rate-capped runs: the run delay during the transfers (one read of schedstat more per
+        // I/O, which their rate affords).
+        let measure_in_flight = laps.measuring();
+        let mut waited_in_flight = Duration::ZERO;
         let mut late = Duration::ZERO;
         while let Some(next) = self.next_io(&schedule) {
             let offset = if self.job.rw.is_random() {
@@ -351,8 +356,15 @@ impl Worker {
             };
             let clocks = &self.shared.clocks;
             clocks.issued(self.slot, held.unwrap_or(now));
+            let before = measure_in_flight.then(|| wait.so_far()).flatten();
             let res = self.transfer(buf.as_mut_slice(), offset, now);
             let done = Instant::now();
+            if let (Some(before), Some(after)) =
+                (before, measure_in_flight.then(|| wait.so_far()).flatten())
+            {
+                // What the thread waited for a CPU during the transfer is in its latency.
+                waited_in_flight += after.saturating_sub(before);
+            }
             late = laps.lap(done);
             clocks.completed(self.slot, done.checked_sub(late).unwrap_or(done));
             match res {
@@ -371,6 +383,7 @@ impl Worker {
                 break;
             }
         }
+        tally.waited(wait.so_far(), measure_in_flight.then_some(waited_in_flight));
         tally
     }
 

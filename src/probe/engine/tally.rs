@@ -4,7 +4,7 @@
 use super::job::Job;
 use super::schedule::Issue;
 use crate::probe::measurement::{
-    Ending, EngineKind, Measurement, RunError, StuckIos, Syncs, new_latency_histogram,
+    CpuWait, Ending, EngineKind, Measurement, RunError, StuckIos, Syncs, new_latency_histogram,
 };
 use hdrhistogram::Histogram;
 use std::sync::Arc;
@@ -27,6 +27,9 @@ pub(crate) struct Tally {
     /// Profiles that sync: syncs completed and their latency.
     syncs: Option<(u64, Histogram<u64>)>,
     last_completion: Option<Instant>,
+    /// The run delay of the threads that did this tally's I/O, over the run (`None` until a
+    /// thread has said, or when the kernel does not tell).
+    cpu_wait: Option<CpuWait>,
 }
 
 impl Tally {
@@ -42,6 +45,7 @@ impl Tally {
             held_back: 0,
             syncs: None,
             last_completion: None,
+            cpu_wait: None,
         }
     }
 
@@ -102,6 +106,17 @@ impl Tally {
         }
     }
 
+    /// The thread that did this tally's I/O waited `waited` for a CPU over the run (`None`: the
+    /// kernel does not tell), `in_latency` of it while it had I/O in flight, counted once per I/O
+    /// (rate-capped runs; `None` for the rest).
+    pub(crate) fn waited(&mut self, waited: Option<Duration>, in_latency: Option<Duration>) {
+        self.cpu_wait = waited.map(|waited| CpuWait {
+            waited,
+            threads: 1,
+            in_latency,
+        });
+    }
+
     /// Whether any I/O or system call failed.
     pub(crate) fn has_errors(&self) -> bool {
         self.errors > 0
@@ -125,6 +140,17 @@ impl Tally {
             let _ = ha.add(hb);
         }
         self.last_completion = self.last_completion.max(other.last_completion);
+        self.cpu_wait = match (self.cpu_wait, other.cpu_wait) {
+            (Some(a), Some(b)) => Some(CpuWait {
+                waited: a.waited + b.waited,
+                threads: a.threads + b.threads,
+                in_latency: match (a.in_latency, b.in_latency) {
+                    (Some(x), Some(y)) => Some(x + y),
+                    (x, y) => x.or(y),
+                },
+            }),
+            (a, b) => a.or(b),
+        };
     }
 
     /// The measurement of a run that started at `start` and ended as `ending`; its elapsed time
@@ -152,6 +178,7 @@ impl Tally {
             syncs: self
                 .syncs
                 .map(|(count, latency_ns)| Syncs { count, latency_ns }),
+            cpu_wait: self.cpu_wait,
         }
     }
 }

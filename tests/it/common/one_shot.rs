@@ -41,3 +41,29 @@ pub fn one_shot_run(args: &[&str]) -> serde_json::Value {
     assert_eq!(runs.len(), 1, "probe {args:?}: {runs:?}");
     runs.remove(0)
 }
+
+/// Whether the timings of the one-shot run `r` can be checked: true when its I/O threads waited
+/// for a CPU no longer than the default `starved_above` share of the run (a quiet enough
+/// machine). Otherwise the machine, not the engine, decided its timings: the run must then be
+/// marked starved (checked here), and the caller skips its timing checks, saying so.
+#[allow(dead_code)]
+pub fn timings_checkable(r: &serde_json::Value, what: &str) -> bool {
+    let limit = diskprobe_exporter::probe::measurement::DEFAULT_STARVED_ABOVE;
+    let share = r["cpu_wait_share"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: the run says no cpu_wait_share: {r}"));
+    if share <= limit {
+        assert_eq!(r["starved"], false, "{what}: {r}");
+        return true;
+    }
+    assert_eq!(
+        r["starved"], true,
+        "{what}: its threads waited {share:.3} of its I/O time for a CPU, above {limit}, and the run is not marked starved: {r}"
+    );
+    eprintln!(
+        "{what}: STARVED: its threads waited {:.1}% of its I/O time for a CPU (above {:.0}%); the run is marked starved and its timings are not checked",
+        share * 100.0,
+        limit * 100.0
+    );
+    false
+}

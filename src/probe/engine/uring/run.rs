@@ -5,7 +5,7 @@
 use super::ring::{Leftovers, RingIo, SPLIT_MAX_DEPTH, SlotState, TICK, setup_error, wait_ended};
 use crate::probe::engine::control::{Control, Order, Phase};
 use crate::probe::engine::job::{Job, Offsets};
-use crate::probe::engine::lateness::Laps;
+use crate::probe::engine::lateness::{Laps, RunWait};
 use crate::probe::engine::options::{CANCEL_POLL, DRAIN_GRACE, RunOptions, SETTLE};
 use crate::probe::engine::schedule::{Issue, Schedule, tighten_timer_slack};
 use crate::probe::engine::tally::Tally;
@@ -82,6 +82,10 @@ struct UringRun {
     /// rate-capped runs only).
     late: Duration,
     laps: Laps,
+    /// The thread's wait for a CPU since the run's clock started.
+    wait: RunWait,
+    /// Rate-capped runs: its run delay while it had I/O in flight, once per I/O in flight.
+    waited_in_flight: Duration,
     cqes: Vec<(u64, i32)>,
 }
 
@@ -106,6 +110,8 @@ impl UringRun {
             now: start,
             late: Duration::ZERO,
             laps: Laps::of_this_thread(job.rate_interval.is_some()),
+            wait: RunWait::of_this_thread(),
+            waited_in_flight: Duration::ZERO,
             cqes,
         })
     }
@@ -258,9 +264,12 @@ impl UringRun {
         if timeout != Some(Duration::ZERO) {
             self.io.keep_tick_armed(self.now, self.tick_period(timeout));
         }
+        let in_flight = self.io.in_kernel() as u32;
         let (returned, result) = self.io.wait(timeout);
         self.now = returned;
         self.late = self.laps.lap(self.now);
+        // What the thread waited for a CPU before it could reap stamps every I/O in flight late.
+        self.waited_in_flight += self.late * in_flight;
         match result {
             Err(err) if !wait_ended(&err) => {
                 self.tally.error(|| RunError::Engine {
@@ -474,8 +483,10 @@ impl UringRun {
 
     /// The run's measurement, and what the kernel still holds: when I/O is still in flight, the
     /// ring and buffers go to [`Leftovers`] and the measurement reports them as stuck.
-    fn finish(self) -> (Measurement, Option<Leftovers>) {
+    fn finish(mut self) -> (Measurement, Option<Leftovers>) {
         let ending = self.control.ending(self.tally.has_errors(), Instant::now());
+        let in_latency = self.laps.measuring().then_some(self.waited_in_flight);
+        self.tally.waited(self.wait.so_far(), in_latency);
         let UringRun {
             io,
             control,
