@@ -100,6 +100,25 @@ fn a_gentle_probe_reports_a_device_four_times_slower() {
             (r["iops"].as_f64().unwrap() - RATE).abs() <= RATE * 0.02,
             "{engine}: the rate cap holds below 10 ms per I/O (the device took {device_ms:.3} ms per read): {r}"
         );
+        // The run's own figure of the device's time per read is the kernel's (read from the same
+        // counters a moment apart; their millisecond total is within 1 ms at each end) ...
+        let reported_ms = r["device_latency_seconds"].as_f64().unwrap() * 1e3;
+        assert!(
+            (reported_ms - device_ms).abs() <= 0.02 * device_ms + 2.0 / reads,
+            "{engine}: the run says the device took {reported_ms:.3} ms per read, its diskstats {device_ms:.3}"
+        );
+        // ... and a slow device is not a starved CPU: the run's threads did not wait for one
+        // (the machine is held by this test alone; a starved run says so and is not a result).
+        let share = r["cpu_wait_share"].as_f64().unwrap();
+        eprintln!(
+            "{engine}: device {device_ms:.3} ms per read (the run says {reported_ms:.3}), probe p50 {p50_ms:.3} ms, CPU wait {:.1}% of the I/O time, starved {}",
+            share * 100.0,
+            r["starved"]
+        );
+        assert!(
+            common::one_shot::timings_checkable(&r, engine) || !common::skip::strict(),
+            "{engine}: starved of CPU while the test held the machine"
+        );
         (device_ms, p50_ms)
     };
     for engine in ENGINES {
